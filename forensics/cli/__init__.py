@@ -1,0 +1,87 @@
+"""The `mailmortem` command: a lazy click group, one module per command.
+
+Command modules import duckdb/polars/psycopg inside their functions, so
+`mailmortem --help` stays instant.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import click
+
+from forensics import __version__
+from forensics.errors import MailmortemError
+
+# name -> "module:function"; each module lives in forensics/cli/.
+COMMANDS = {
+    "diagnose": "forensics.cli.diagnose:diagnose",
+    "affected": "forensics.cli.diagnose:affected",
+    "simulate": "forensics.cli.simulate:simulate",
+    "sql": "forensics.cli.sql:sql",
+    "report": "forensics.cli.report:report",
+    "backfill-sentlog": "forensics.cli.sentlog:backfill_sentlog",
+    "sentlog": "forensics.cli.sentlog:sentlog",
+    "requeue-stale": "forensics.cli.claims:requeue_stale",
+    "audit": "forensics.cli.claims:audit",
+    "ab-contamination": "forensics.cli.ab:ab_contamination",
+    "ab-assign": "forensics.cli.ab:ab_assign",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return sorted(name for name in COMMANDS if self._available(name))
+
+    @staticmethod
+    def _available(name: str) -> bool:
+        module = COMMANDS[name].split(":")[0]
+        return importlib.util.find_spec(module) is not None
+
+    def get_command(self, ctx, name):
+        target = COMMANDS.get(name)
+        if target is None or not self._available(name):
+            return None
+        module, attr = target.split(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except MailmortemError as exc:
+            _abort(str(exc), exc.exit_code)
+        except KeyboardInterrupt:
+            _abort("interrupted", 130)
+        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+            raise
+        except BrokenPipeError:
+            sys.stderr.close()
+            sys.exit(0)
+        except Exception as exc:  # last resort: one line, no traceback, unless asked for
+            if os.environ.get("MAILMORTEM_DEBUG"):
+                raise
+            _abort(f"internal error: {type(exc).__name__}: {exc} (set MAILMORTEM_DEBUG=1 for a traceback)", 1)
+
+
+def _abort(message: str, code: int) -> None:
+    from forensics.textsafe import terminal_safe
+
+    click.echo(f"Error: {terminal_safe(message)}", err=True)
+    sys.exit(code)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="mailmortem")
+def main():
+    """Find out why your outreach agents emailed people twice, who was hit, and repair the state.
+
+    \b
+    Examples:
+      mailmortem diagnose sample_logs/parallel-worker/
+      mailmortem diagnose mail-send.log --format json | jq '.incidents[]'
+      mailmortem affected logs/*.log.gz --kind retry --format csv > exclusions.csv
+      mailmortem backfill-sentlog --provider-export export.json
+      mailmortem ab-contamination --test-id subj-2026-11 logs/
+    """

@@ -1,0 +1,26 @@
+"""The one place that builds rich Consoles: no markup, no emoji, no highlighting."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def make_console(stderr: bool = False):
+    from rich.console import Console
+
+    return Console(
+        file=sys.stderr if stderr else sys.stdout,
+        markup=False,
+        emoji=False,
+        highlight=False,
+        no_color=bool(os.environ.get("NO_COLOR")) or None,
+        soft_wrap=False,
+    )
+
+
+def warn(message: str) -> None:
+    """A warning for people, on stderr, so stdout stays machine-readable."""
+    from forensics.textsafe import terminal_safe
+
+    print(f"Warning: {terminal_safe(message)}", file=sys.stderr)

@@ -1,0 +1,103 @@
+"""One output path: rows or documents to table | json | jsonl | csv on stdout."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import json
+import sys
+from typing import Any, Iterable, Sequence
+
+from forensics.textsafe import spreadsheet_safe, terminal_safe
+
+FORMATS = ("table", "json", "jsonl", "csv")
+
+
+def iso_utc(value: dt.datetime) -> str:
+    """ISO-8601 UTC with a Z and millisecond precision, as in the JSON contract."""
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    return value.isoformat(timespec="milliseconds") + "Z"
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, dt.datetime):
+        return iso_utc(value)
+    if isinstance(value, (dt.date, dt.timedelta)):
+        return str(value)
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    raise TypeError(f"cannot serialise {type(value).__name__}")
+
+
+def to_json(document: Any, indent: int | None = 2) -> str:
+    return json.dumps(document, default=_default, indent=indent, ensure_ascii=False)
+
+
+def write_json(document: Any, out=None) -> None:
+    out = out or sys.stdout
+    out.write(to_json(document) + "\n")
+
+
+def write_jsonl(rows: Iterable[dict], out=None) -> None:
+    out = out or sys.stdout
+    for row in rows:
+        out.write(to_json(row, indent=None) + "\n")
+
+
+def _csv_cell(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        value = ";".join(str(v) for v in value)
+    elif isinstance(value, dict):
+        value = to_json(value, indent=None)
+    elif isinstance(value, dt.datetime):
+        value = iso_utc(value)
+    return spreadsheet_safe(value)
+
+
+def write_csv(rows: Sequence[dict], columns: Sequence[str], out=None) -> None:
+    """CSV with formula-looking cells neutralised so it is safe to open in a spreadsheet."""
+    out = out or sys.stdout
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([_csv_cell(row.get(c)) for c in columns])
+
+
+def _table_cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, dt.datetime):
+        return iso_utc(value)
+    if isinstance(value, (list, tuple)):
+        return ", ".join(terminal_safe(v) for v in value)
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return terminal_safe(value)
+
+
+def write_table(rows: Sequence[dict], columns: Sequence[str], title: str | None = None, console=None) -> None:
+    from rich.table import Table
+
+    from forensics.console import make_console
+
+    console = console or make_console()
+    table = Table(title=terminal_safe(title) if title else None, show_lines=False)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*(_table_cell(row.get(c)) for c in columns))
+    console.print(table)
+
+
+def write_rows(rows: Sequence[dict], fmt: str, columns: Sequence[str] | None = None, title: str | None = None) -> None:
+    """Render a list of flat rows in any of the four formats."""
+    columns = list(columns or (rows[0].keys() if rows else []))
+    if fmt == "json":
+        write_json(list(rows))
+    elif fmt == "jsonl":
+        write_jsonl(rows)
+    elif fmt == "csv":
+        write_csv(rows, columns)
+    else:
+        write_table(rows, columns, title=title)

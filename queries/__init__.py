@@ -1,0 +1,82 @@
+"""Every SQL statement of mailmortem, as named blocks in `queries/*.sql`.
+
+A block looks like::
+
+    -- name: duplicate_people
+    -- Recipients with two or more distinct real sends per (campaign, step).
+    SELECT ... WHERE campaign = :campaign
+
+Parameters are written `:name`; `for_duckdb()` and `for_psycopg()` translate them
+in one place. `{ident}` placeholders are for identifiers only and are filled by
+the caller with properly quoted identifiers (see `remediation.identifiers`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+_NAME = re.compile(r"^--\s*name:\s*([A-Za-z_][\w]*)\s*$")
+# `:name` but not `::type` casts and not inside a word (e.g. a time like 10:30 in a literal).
+_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+
+
+@dataclass(frozen=True)
+class Query:
+    name: str
+    description: str
+    sql: str
+    source: str
+
+    @property
+    def params(self) -> list[str]:
+        return list(dict.fromkeys(_PARAM.findall(self.sql)))
+
+    def for_duckdb(self) -> str:
+        return _PARAM.sub(r"$\1", self.sql)
+
+    def for_psycopg(self) -> str:
+        return _PARAM.sub(r"%(\1)s", self.sql.replace("%", "%%"))
+
+
+def _parse(text: str, source: str) -> dict[str, Query]:
+    blocks: dict[str, Query] = {}
+    name, description, body = None, [], []
+
+    def flush():
+        if name:
+            sql = "\n".join(body).strip().rstrip(";").strip()
+            blocks[name] = Query(name, " ".join(description).strip(), sql, source)
+
+    for line in text.splitlines():
+        match = _NAME.match(line)
+        if match:
+            flush()
+            name, description, body = match.group(1), [], []
+        elif name and not body and line.startswith("--"):
+            description.append(line[2:].strip())
+        elif name:
+            body.append(line)
+    flush()
+    return blocks
+
+
+@lru_cache(maxsize=None)
+def all_queries() -> dict[str, Query]:
+    found: dict[str, Query] = {}
+    for entry in sorted(resources.files(__name__).iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".sql"):
+            for name, query in _parse(entry.read_text(encoding="utf-8"), entry.name).items():
+                if name in found:
+                    raise RuntimeError(f"query {name} defined in {found[name].source} and {entry.name}")
+                found[name] = query
+    return found
+
+
+def get(name: str) -> Query:
+    try:
+        return all_queries()[name]
+    except KeyError:
+        raise KeyError(f"no query named {name!r} in queries/*.sql") from None

@@ -1,0 +1,1 @@
+"""Repairs that cannot make things worse: each a plan builder plus an applier."""

