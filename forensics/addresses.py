@@ -1,0 +1,35 @@
+"""One normalisation of addresses and message ids, used by every reader and query.
+
+SQL twins (keep in step): recipient → lower(trim(x)); msg_id → trim, then one
+pair of surrounding <> removed.
+"""
+
+from __future__ import annotations
+
+from email.utils import parseaddr
+
+
+def normalize_address(value: str | None) -> str | None:
+    """Trim and lower-case; case variants of one address are one person."""
+    if value is None:
+        return None
+    value = value.strip().lower()
+    return value or None
+
+
+def address_from_display(value: str | None) -> str | None:
+    """`"Jane <Jane@Acme.com>"` → `jane@acme.com` (provider payloads carry display names)."""
+    if value is None:
+        return None
+    _, addr = parseaddr(value)
+    return normalize_address(addr or value)
+
+
+def normalize_msg_id(value: str | None) -> str | None:
+    """Trim whitespace and one pair of surrounding angle brackets."""
+    if value is None:
+        return None
+    value = value.strip()
+    if value.startswith("<") and value.endswith(">"):
+        value = value[1:-1].strip()
+    return value or None
