@@ -1,0 +1,94 @@
+-- The durable sent-log: who was really emailed, per campaign and step.
+-- Every block runs unchanged on PostgreSQL and DuckDB.
+
+-- name: sent_log_create_table
+-- The durable sent_log table; (msg_id, recipient) is unique so a re-run inserts nothing.
+CREATE TABLE IF NOT EXISTS sent_log (
+    campaign    TEXT NOT NULL DEFAULT '',
+    step        TEXT NOT NULL DEFAULT '',
+    recipient   TEXT NOT NULL,
+    candidate   TEXT,
+    msg_id      TEXT NOT NULL,
+    sent_at     TIMESTAMPTZ,
+    provider    TEXT,
+    source_file TEXT,
+    ingested_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    UNIQUE (msg_id, recipient)
+)
+
+-- name: sent_log_create_index
+-- The check-before-send lookup path: (campaign, step, recipient).
+CREATE INDEX IF NOT EXISTS sent_log_campaign_step_recipient ON sent_log (campaign, step, recipient)
+
+-- name: sent_log_pg_ddl_lock
+-- PostgreSQL only: serialise concurrent CREATE TABLE IF NOT EXISTS (it can race on pg_type).
+SELECT pg_advisory_xact_lock(724531601)
+
+-- name: sent_log_already_sent
+-- True if the recipient was sent this campaign (and step; a row of unknown step '' counts, to be safe).
+SELECT EXISTS (
+    SELECT 1 FROM sent_log
+    WHERE campaign = :campaign
+      AND recipient = :recipient
+      AND (CAST(:step AS TEXT) IS NULL OR step = :step OR step = '')
+) AS already_sent
+
+-- name: sent_log_record_send
+-- Insert one send if (msg_id, recipient) is not there yet; returns the row only when inserted.
+INSERT INTO sent_log (campaign, step, recipient, candidate, msg_id, sent_at, provider, source_file)
+VALUES (:campaign, :step, :recipient, :candidate, :msg_id, :sent_at, :provider, :source_file)
+ON CONFLICT (msg_id, recipient) DO NOTHING
+RETURNING msg_id
+
+-- name: sent_log_stage_create
+-- A session-private staging table for one backfill run (bulk-loaded, then merged).
+CREATE TEMPORARY TABLE sent_log_stage (
+    campaign    TEXT,
+    step        TEXT,
+    recipient   TEXT,
+    candidate   TEXT,
+    msg_id      TEXT,
+    sent_at     TIMESTAMPTZ,
+    provider    TEXT,
+    source_file TEXT
+)
+
+-- name: sent_log_stage_drop
+-- Drop the staging table of a previous run on this connection, if any.
+DROP TABLE IF EXISTS sent_log_stage
+
+-- name: sent_log_stage_copy
+-- PostgreSQL COPY into the staging table (CSV written by Arrow: quoted strings, bare NULLs).
+COPY sent_log_stage (campaign, step, recipient, candidate, msg_id, sent_at, provider, source_file) FROM STDIN (FORMAT csv)
+
+-- name: sent_log_stage_from_arrow
+-- DuckDB: fill the staging table from a registered Arrow table named {source}.
+INSERT INTO sent_log_stage
+SELECT campaign, step, recipient, candidate, msg_id, sent_at, provider, source_file FROM {source}
+
+-- name: sent_log_merge_stage
+-- Move staged sends into sent_log; one row per (msg_id, recipient), earliest send wins, existing rows untouched.
+INSERT INTO sent_log (campaign, step, recipient, candidate, msg_id, sent_at, provider, source_file)
+SELECT coalesce(campaign, ''), coalesce(step, ''), recipient, candidate, msg_id, sent_at, provider, source_file
+FROM (
+    SELECT *, row_number() OVER (PARTITION BY msg_id, recipient ORDER BY sent_at NULLS LAST, source_file) AS rn
+    FROM sent_log_stage
+    WHERE msg_id IS NOT NULL AND recipient IS NOT NULL
+) AS staged
+WHERE rn = 1
+ORDER BY msg_id, recipient
+ON CONFLICT (msg_id, recipient) DO NOTHING
+
+-- name: sent_log_count
+-- Number of rows in sent_log.
+SELECT count(*) AS n FROM sent_log
+
+-- name: sent_log_lookup
+-- The sends recorded for a recipient in a campaign, newest first (for `sentlog check` output).
+SELECT campaign, step, recipient, msg_id, sent_at, provider
+FROM sent_log
+WHERE campaign = :campaign
+  AND recipient = :recipient
+  AND (CAST(:step AS TEXT) IS NULL OR step = :step OR step = '')
+ORDER BY sent_at DESC NULLS LAST
+LIMIT 1

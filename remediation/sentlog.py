@@ -1,0 +1,213 @@
+"""The durable sent-log: DDL, check-before-send, record-a-send and bulk backfill.
+
+Every function takes a `remediation.store.Store` or a raw connection (psycopg 3 or
+DuckDB). `already_sent` and `record_send` never commit: a claim loop calls them
+inside its own transaction, and the record must commit together with the claim.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+import queries
+from forensics.addresses import normalize_address, normalize_msg_id
+from forensics.errors import DatabaseError, InputError
+
+TABLE = "sent_log"
+STAGE_COLUMNS = ("campaign", "step", "recipient", "candidate", "msg_id", "sent_at", "provider", "source_file")
+
+
+def _conn_kind(conn_or_store: Any) -> tuple[Any, str]:
+    """(connection, "postgres" | "duckdb") for a Store or a raw connection."""
+    kind = getattr(conn_or_store, "kind", None)
+    if kind in ("postgres", "duckdb") and hasattr(conn_or_store, "conn"):
+        return conn_or_store.conn, kind
+    module = type(conn_or_store).__module__
+    if module.startswith("psycopg"):
+        return conn_or_store, "postgres"
+    if module.startswith("duckdb") or module.startswith("_duckdb"):
+        return conn_or_store, "duckdb"
+    raise TypeError(f"not a Store, psycopg or DuckDB connection: {type(conn_or_store).__name__}")
+
+
+def _run(conn: Any, kind: str, name: str, params: dict | None = None, **idents: str):
+    """Execute the named query; returns a cursor/relation with fetch methods."""
+    query = queries.get(name)
+    if kind == "postgres":
+        sql = query.for_psycopg()
+        if idents:
+            sql = sql.format(**idents)
+        return conn.execute(sql, params) if params is not None else conn.execute(sql)
+    sql = query.for_duckdb()
+    if idents:
+        sql = sql.format(**idents)
+    return conn.execute(sql, params) if params is not None else conn.execute(sql)
+
+
+def ensure_schema(conn_or_store: Any) -> None:
+    """Create sent_log and its index if missing. Commits only when given a Store."""
+    conn, kind = _conn_kind(conn_or_store)
+    owns = conn is not conn_or_store
+    if kind == "postgres":
+        _run(conn, kind, "sent_log_pg_ddl_lock")
+    _run(conn, kind, "sent_log_create_table")
+    _run(conn, kind, "sent_log_create_index")
+    if owns and kind == "postgres":
+        conn.commit()
+
+
+def _step_param(step: Any) -> str | None:
+    return None if step is None else str(step)
+
+
+def already_sent(conn_or_store: Any, campaign: Any, step: Any, recipient: str) -> bool:
+    """Has `recipient` already been sent `campaign` (and `step`, if given)?
+
+    `step=None` matches any step; a recorded row whose step is unknown ('') matches
+    every step, because holding one email back is cheaper than sending it twice.
+    Addresses are normalised exactly as `diagnose` does. Never commits.
+    """
+    conn, kind = _conn_kind(conn_or_store)
+    params = {"campaign": "" if campaign is None else str(campaign), "step": _step_param(step),
+              "recipient": normalize_address(recipient) or ""}
+    row = _run(conn, kind, "sent_log_already_sent", params).fetchone()
+    return bool(row and row[0])
+
+
+def last_send(conn_or_store: Any, campaign: Any, step: Any, recipient: str) -> dict | None:
+    """The most recent recorded send matching `already_sent`'s rule, as a dict (or None)."""
+    conn, kind = _conn_kind(conn_or_store)
+    params = {"campaign": "" if campaign is None else str(campaign), "step": _step_param(step),
+              "recipient": normalize_address(recipient) or ""}
+    cursor = _run(conn, kind, "sent_log_lookup", params)
+    row = cursor.fetchone()
+    if row is None:
+        return None
+    names = [d[0] for d in cursor.description]
+    return dict(zip(names, row))
+
+
+def record_send(conn_or_store: Any, campaign: Any, step: Any, recipient: str, msg_id: str,
+                sent_at: dt.datetime | None = None, candidate: Any = None, provider: str | None = None,
+                source_file: str | None = None) -> bool:
+    """Insert one send unless (msg_id, recipient) is already there; True if inserted. Never commits."""
+    conn, kind = _conn_kind(conn_or_store)
+    recipient_n, msg_id_n = normalize_address(recipient), normalize_msg_id(msg_id)
+    if not recipient_n or not msg_id_n:
+        raise InputError("record_send needs a recipient and a msg_id")
+    params = {
+        "campaign": "" if campaign is None else str(campaign), "step": "" if step is None else str(step),
+        "recipient": recipient_n, "candidate": None if candidate is None else str(candidate),
+        "msg_id": msg_id_n, "sent_at": sent_at, "provider": provider, "source_file": source_file,
+    }
+    return _run(conn, kind, "sent_log_record_send", params).fetchone() is not None
+
+
+def count_rows(conn_or_store: Any) -> int:
+    conn, kind = _conn_kind(conn_or_store)
+    return int(_run(conn, kind, "sent_log_count").fetchone()[0])
+
+
+# --------------------------------------------------------------------------- backfill
+
+
+@dataclass
+class LoadResult:
+    staged: int = 0
+    inserted: int = 0
+    already_present: int = 0
+    target: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+def _stage_table(sends: Any):
+    """The sends (pyarrow Table or polars DataFrame) as an Arrow table of the stage columns."""
+    import pyarrow as pa
+
+    if not isinstance(sends, pa.Table):
+        sends = sends.to_arrow()
+    missing = [c for c in STAGE_COLUMNS if c not in sends.column_names]
+    for name in missing:
+        sends = sends.append_column(name, pa.nulls(sends.num_rows, pa.string()))
+    sends = sends.select(list(STAGE_COLUMNS))
+    schema = pa.schema([(c, pa.timestamp("us", tz="UTC") if c == "sent_at" else pa.string()) for c in STAGE_COLUMNS])
+    return sends.cast(schema)
+
+
+def backfill(store: Any, sends: Any) -> LoadResult:
+    """Load deduplicated sends into sent_log in ONE transaction; re-running inserts 0."""
+    conn, kind = _conn_kind(store)
+    table = _stage_table(sends)
+    if kind == "postgres":
+        inserted = _backfill_postgres(conn, table)
+    else:
+        inserted = _backfill_duckdb(conn, table)
+    unique = _unique_pairs(table)
+    return LoadResult(staged=table.num_rows, inserted=inserted, already_present=unique - inserted)
+
+
+def _unique_pairs(table) -> int:
+    import polars as pl
+
+    frame = pl.from_arrow(table.select(["msg_id", "recipient"]))
+    return frame.drop_nulls().unique().height
+
+
+def _backfill_postgres(conn: Any, table) -> int:
+    import psycopg
+
+    try:
+        with conn.transaction():
+            ensure_schema(conn)
+            _run(conn, "postgres", "sent_log_stage_drop")
+            _run(conn, "postgres", "sent_log_stage_create")
+            _copy_rows(conn, table)
+            inserted = _run(conn, "postgres", "sent_log_merge_stage").rowcount
+            _run(conn, "postgres", "sent_log_stage_drop")
+        return int(inserted)
+    except psycopg.Error as exc:
+        raise DatabaseError(f"backfill failed: {str(exc).strip().splitlines()[0]}") from None
+
+
+def _copy_rows(conn: Any, table) -> None:
+    """COPY the Arrow table into the staging table as CSV written by Arrow (no per-row Python).
+
+    Arrow quotes every string and leaves nulls bare, which is exactly how PostgreSQL's
+    CSV format tells '' from NULL.
+    """
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    sql = queries.get("sent_log_stage_copy").for_psycopg()
+    options = pacsv.WriteOptions(include_header=False, batch_size=65_536)
+    with conn.cursor() as cursor, cursor.copy(sql) as copy:
+        for batch in table.to_batches(max_chunksize=200_000):
+            sink = pa.BufferOutputStream()
+            pacsv.write_csv(pa.Table.from_batches([batch]), sink, write_options=options)
+            copy.write(sink.getvalue().to_pybytes())
+
+
+def _backfill_duckdb(conn: Any, table) -> int:
+    import duckdb
+
+    try:
+        conn.begin()
+        try:
+            ensure_schema(conn)
+            _run(conn, "duckdb", "sent_log_stage_drop")
+            _run(conn, "duckdb", "sent_log_stage_create")
+            conn.register("sent_log_arrow", table)
+            _run(conn, "duckdb", "sent_log_stage_from_arrow", source="sent_log_arrow")
+            inserted = _run(conn, "duckdb", "sent_log_merge_stage").fetchone()[0]
+            _run(conn, "duckdb", "sent_log_stage_drop")
+            conn.commit()
+        except BaseException:
+            conn.rollback()
+            raise
+        finally:
+            conn.unregister("sent_log_arrow")
+        return int(inserted)
+    except duckdb.Error as exc:
+        raise DatabaseError(f"backfill failed: {str(exc).strip().splitlines()[0]}") from None
