@@ -1,0 +1,174 @@
+-- A/B contamination: analysis over the case's `sends` (DuckDB), then the
+-- exclusion/assignment tables in the durable store (PostgreSQL or DuckDB).
+-- The unit is the candidate id (trimmed; lower-cased when it is an address),
+-- else the normalised recipient address.
+
+-- name: ab_sends_build
+-- The real sends of one test with their unit and trimmed variant (DuckDB temp table ab_sends).
+CREATE OR REPLACE TEMP TABLE ab_sends AS
+WITH tagged AS (
+    SELECT
+        nullif(trim(candidate), '') AS cand,
+        nullif(trim(recipient), '') AS recipient,
+        nullif(trim(variant), '') AS variant,
+        ts, source, line, msg_id
+    FROM sends
+    WHERE trim(test_id) = :test_id
+)
+SELECT
+    coalesce(CASE WHEN strpos(cand, '@') > 0 THEN lower(cand) ELSE cand END, recipient) AS unit,
+    variant, recipient, ts, source, line, msg_id
+FROM tagged
+
+-- name: ab_units_build
+-- One row per unit of the test: its distinct variants, first-seen variant, sends and time span.
+CREATE OR REPLACE TEMP TABLE ab_units AS
+SELECT
+    unit,
+    list(DISTINCT variant ORDER BY variant) AS variants,
+    count(DISTINCT variant) AS n_variants,
+    first(variant ORDER BY ts NULLS LAST, source, line) AS first_variant,
+    count(*) AS sends,
+    min(ts) AS first_seen,
+    max(ts) AS last_seen,
+    list(DISTINCT recipient ORDER BY recipient) FILTER (WHERE recipient IS NOT NULL) AS recipients
+FROM ab_sends
+WHERE unit IS NOT NULL AND variant IS NOT NULL
+GROUP BY unit
+
+-- name: ab_overview
+-- Totals for one test: sends, sends lacking a variant or a unit, units, contaminated units.
+SELECT
+    (SELECT count(*) FROM ab_sends) AS sends,
+    (SELECT count(*) FROM ab_sends WHERE variant IS NULL) AS sends_without_variant,
+    (SELECT count(*) FROM ab_sends WHERE unit IS NULL) AS sends_without_unit,
+    (SELECT count(*) FROM ab_units) AS units,
+    (SELECT count(*) FROM ab_units WHERE n_variants > 1) AS contaminated
+
+-- name: ab_arm_counts
+-- Per arm: units that received it (all), units that received only it (clean), units first assigned to it, sends.
+SELECT
+    s.variant,
+    count(DISTINCT s.unit) AS units_all,
+    count(DISTINCT s.unit) FILTER (WHERE u.n_variants = 1) AS units_clean,
+    count(DISTINCT s.unit) FILTER (WHERE u.first_variant = s.variant) AS units_first_seen,
+    count(*) AS sends
+FROM ab_sends AS s
+JOIN ab_units AS u USING (unit)
+WHERE s.variant IS NOT NULL
+GROUP BY s.variant
+ORDER BY s.variant
+
+-- name: ab_contaminated
+-- Units that received more than one variant of the test, earliest first.
+SELECT unit, variants, first_variant, sends, first_seen, last_seen, recipients
+FROM ab_units
+WHERE n_variants > 1
+ORDER BY first_seen NULLS LAST, unit
+
+-- name: ab_test_ids
+-- Test ids present in the sends (for the error message when --test-id matches nothing).
+SELECT DISTINCT trim(test_id) AS test_id
+FROM sends
+WHERE nullif(trim(test_id), '') IS NOT NULL
+ORDER BY test_id
+LIMIT 10
+
+-- name: ab_plan_exclusions
+-- Planned ab_exclusions rows: every contaminated unit, with its variants.
+SELECT
+    CAST(:test_id AS VARCHAR) AS test_id,
+    unit,
+    'multiple-variants' AS reason,
+    array_to_string(variants, ',') AS variants,
+    CAST(:run_id AS VARCHAR) AS run_id
+FROM ab_units
+WHERE n_variants > 1
+ORDER BY unit
+
+-- name: ab_plan_assignments
+-- Planned ab_assignments rows: every unit of the test, sticky to its first-seen variant.
+SELECT
+    CAST(:test_id AS VARCHAR) AS test_id,
+    unit,
+    first_variant AS variant,
+    CAST(:source AS VARCHAR) AS source
+FROM ab_units
+ORDER BY unit
+
+-- name: ab_create_exclusions
+-- The exclusion list: units to leave out of a test's analysis (PostgreSQL and DuckDB).
+CREATE TABLE IF NOT EXISTS ab_exclusions (
+    test_id TEXT NOT NULL,
+    unit TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    variants TEXT NOT NULL,
+    excluded_at TIMESTAMPTZ NOT NULL DEFAULT current_timestamp,
+    run_id TEXT NOT NULL,
+    PRIMARY KEY (test_id, unit)
+)
+
+-- name: ab_create_assignments
+-- Sticky arm per (test, unit); a row, once written, is never changed by mailmortem.
+CREATE TABLE IF NOT EXISTS ab_assignments (
+    test_id TEXT NOT NULL,
+    unit TEXT NOT NULL,
+    variant TEXT NOT NULL,
+    assigned_at TIMESTAMPTZ NOT NULL DEFAULT current_timestamp,
+    source TEXT NOT NULL,
+    PRIMARY KEY (test_id, unit)
+)
+
+-- name: ab_pg_stage_exclusions
+-- PostgreSQL: a transaction-scoped staging table for the planned exclusions.
+CREATE TEMP TABLE ab_stage_exclusions (
+    test_id TEXT, unit TEXT, reason TEXT, variants TEXT, run_id TEXT
+) ON COMMIT DROP
+
+-- name: ab_pg_stage_assignments
+-- PostgreSQL: a transaction-scoped staging table for the planned assignments.
+CREATE TEMP TABLE ab_stage_assignments (
+    test_id TEXT, unit TEXT, variant TEXT, source TEXT
+) ON COMMIT DROP
+
+-- name: ab_pg_copy_exclusions
+-- PostgreSQL: bulk-load the planned exclusions (CSV with a header) into staging.
+COPY ab_stage_exclusions (test_id, unit, reason, variants, run_id) FROM STDIN WITH (FORMAT csv, HEADER true)
+
+-- name: ab_pg_copy_assignments
+-- PostgreSQL: bulk-load the planned assignments (CSV with a header) into staging.
+COPY ab_stage_assignments (test_id, unit, variant, source) FROM STDIN WITH (FORMAT csv, HEADER true)
+
+-- name: ab_assignment_conflicts
+-- Planned assignments whose unit already has a stored assignment, and how many of those differ.
+SELECT
+    count(*) AS existing,
+    count(*) FILTER (WHERE a.variant <> s.variant) AS differing
+FROM ab_stage_assignments AS s
+JOIN ab_assignments AS a ON a.test_id = s.test_id AND a.unit = s.unit
+
+-- name: ab_insert_exclusions
+-- Write the staged exclusions; rows already there are left exactly as they are.
+INSERT INTO ab_exclusions (test_id, unit, reason, variants, excluded_at, run_id)
+SELECT test_id, unit, reason, variants, current_timestamp, run_id
+FROM ab_stage_exclusions
+ON CONFLICT (test_id, unit) DO NOTHING
+
+-- name: ab_insert_assignments
+-- Write the staged assignments; an existing assignment is never changed (sticky).
+INSERT INTO ab_assignments (test_id, unit, variant, assigned_at, source)
+SELECT test_id, unit, variant, current_timestamp, source
+FROM ab_stage_assignments
+ON CONFLICT (test_id, unit) DO NOTHING
+
+-- name: ab_assignments_present
+-- Whether the ab_assignments table exists in the current schema (PostgreSQL and DuckDB).
+SELECT count(*) AS present
+FROM information_schema.tables
+WHERE table_name = 'ab_assignments' AND table_schema = current_schema()
+
+-- name: ab_lookup_assignment
+-- The stored arm of one unit in one test, if any.
+SELECT variant, assigned_at, source
+FROM ab_assignments
+WHERE test_id = :test_id AND unit = :unit
