@@ -32,13 +32,30 @@ class Query:
 
     @property
     def params(self) -> list[str]:
-        return list(dict.fromkeys(_PARAM.findall(self.sql)))
+        found: list[str] = []
+        _outside_literals(self.sql, lambda code: found.extend(_PARAM.findall(code)) or code)
+        return list(dict.fromkeys(found))
 
     def for_duckdb(self) -> str:
-        return _PARAM.sub(r"$\1", self.sql)
+        return _outside_literals(self.sql, lambda code: _PARAM.sub(r"$\1", code))
 
     def for_psycopg(self) -> str:
-        return _PARAM.sub(r"%(\1)s", self.sql.replace("%", "%%"))
+        return _outside_literals(self.sql, lambda code: _PARAM.sub(r"%(\1)s", code.replace("%", "%%")),
+                                 literal=lambda text: text.replace("%", "%%"))
+
+
+# Quoted strings, quoted identifiers and comments are never parameters.
+_LITERAL = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*")
+
+
+def _outside_literals(sql: str, code, literal=lambda text: text) -> str:
+    out, pos = [], 0
+    for match in _LITERAL.finditer(sql):
+        out.append(code(sql[pos:match.start()]))
+        out.append(literal(match.group(0)))
+        pos = match.end()
+    out.append(code(sql[pos:]))
+    return "".join(out)
 
 
 def _parse(text: str, source: str) -> dict[str, Query]:

@@ -1,0 +1,112 @@
+"""Turn what the user typed (files, folders, globs, .gz, `-`) into checked input files."""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import os
+import shutil
+import sys
+import tempfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from forensics.errors import ConfigError, InputError
+
+SYNTAXES = ("logfmt", "jsonl", "csv")
+_SNIFF_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Source:
+    path: str  # what DuckDB reads
+    label: str  # what the user is shown (`-` shows as <stdin>)
+    gzipped: bool
+
+
+def resolve(paths: list[str] | tuple[str, ...]) -> list[Source]:
+    """Expand folders and globs; read stdin into a temp file; refuse unreadable inputs."""
+    if not paths:
+        raise ConfigError("no input given: pass log files, folders, globs, or - for standard input")
+    sources: list[Source] = []
+    for given in paths:
+        sources.extend(_expand(given))
+    seen: set[str] = set()
+    unique = [s for s in sources if not (s.path in seen or seen.add(s.path))]
+    for source in unique:
+        check_readable(source)
+    return unique
+
+
+def _expand(given: str) -> list[Source]:
+    if given == "-":
+        return [_spool_stdin()]
+    path = Path(given)
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file() and not _ignored(p))
+        if not files:
+            raise InputError(f"{given}: folder has no log files")
+        return [_source(p) for p in files]
+    if path.is_file():
+        return [_source(path)]
+    if glob.has_magic(given):
+        matches = sorted(Path(m) for m in glob.glob(given, recursive=True) if Path(m).is_file())
+        if not matches:
+            raise InputError(f"{given}: no file matches this pattern")
+        return [_source(p) for p in matches]
+    if path.exists():
+        raise InputError(f"{given}: not a regular file")
+    raise InputError(f"{given}: no such file or folder")
+
+
+def _ignored(path: Path) -> bool:
+    # Simulator ground truth and notes sit beside sample logs; they are not logs.
+    return path.name.startswith(".") or path.name in ("truth.csv", "README.md", "README.txt")
+
+
+def _source(path: Path) -> Source:
+    with open(path, "rb") as handle:
+        gzipped = handle.read(2) == b"\x1f\x8b"
+    return Source(str(path), str(path), gzipped)
+
+
+def _spool_stdin() -> Source:
+    # DuckDB reads files, and we need two passes (sniff + load): spool stdin once.
+    handle = tempfile.NamedTemporaryFile(prefix="mailmortem-stdin-", suffix=".log", delete=False)
+    with handle:
+        shutil.copyfileobj(sys.stdin.buffer, handle)
+    with open(handle.name, "rb") as spooled:
+        gzipped = spooled.read(2) == b"\x1f\x8b"
+    return Source(handle.name, "<stdin>", gzipped)
+
+
+def head_bytes(source: Source, size: int = _SNIFF_BYTES) -> bytes:
+    """The first bytes of the (decompressed) content, for sniffing."""
+    try:
+        if source.gzipped:
+            with gzip.open(source.path, "rb") as handle:
+                return handle.read(size)
+        with open(source.path, "rb") as handle:
+            return handle.read(size)
+    except PermissionError:
+        raise InputError(f"{source.label}: permission denied") from None
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InputError(f"{source.label}: unreadable gzip file ({_reason(exc)})") from None
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text.split(":")[-1].strip() if "Errno" in text else text
+
+
+def check_readable(source: Source) -> None:
+    if source.path.endswith(".gz") and not source.gzipped and os.path.getsize(source.path) > 0:
+        raise InputError(f"{source.label}: unreadable gzip file (not in gzip format)")
+    head = head_bytes(source)
+    if b"\x00" in head[:8192]:
+        raise InputError(f"{source.label}: binary file, not a text log")
+
+
+def is_empty(source: Source) -> bool:
+    return not head_bytes(source, 1)
