@@ -1,0 +1,47 @@
+"""Run the classification queries over a loaded case (see queries/classify.sql)."""
+
+from __future__ import annotations
+
+from forensics.ingest import fetch, run_script
+
+KINDS = ("parallel-worker", "retry", "lease-expiry", "state-loss", "ab-contamination")
+# Clock skew tolerated between workers when comparing claim and send times.
+DEFAULT_SKEW_S = 5.0
+
+_STEPS = ("classify_pairs", "classify_leases", "classify_groups", "classify_coverage",
+          "classify_people", "build_incidents")
+
+
+def classify(con, skew_s: float = DEFAULT_SKEW_S) -> None:
+    """Create dup_pairs, dup_people and incidents tables in the case database."""
+    for step in _STEPS:
+        params = {"skew_s": skew_s} if step in ("classify_leases",) else None
+        if params:
+            run_script(con, step, params)
+        else:
+            con.execute(_sql(step))
+
+
+def _sql(name: str) -> str:
+    import queries
+
+    return queries.get(name).for_duckdb()
+
+
+def rows_as_dicts(con, name: str, params: dict | None = None) -> list[dict]:
+    import queries
+
+    cursor = con.execute(queries.get(name).for_duckdb(), params or {})
+    columns = [d[0] for d in cursor.description]
+    return [dict(zip(columns, row)) for row in cursor.fetchall()]
+
+
+def incidents(con) -> list[dict]:
+    return rows_as_dicts(con, "incident_rows")
+
+
+def summary(con) -> dict:
+    totals = rows_as_dicts(con, "summary_counts")[0]
+    by_kind = {kind: 0 for kind in KINDS}
+    by_kind.update({kind: people for kind, people in fetch(con, "people_by_kind")})
+    return {**totals, "by_kind": by_kind}

@@ -1,0 +1,227 @@
+-- Classification: every duplicate (two or more real sends, different msg_ids, same
+-- campaign + step + recipient) gets exactly one of the five kinds, with the evidence.
+-- Input tables: events, sends (see ingest.sql). Parameter :skew_s tolerates clock skew between workers.
+
+-- name: classify_pairs
+-- Consecutive sends of each duplicated person, with what the logs show between them.
+CREATE OR REPLACE TABLE dup_pairs AS
+WITH dup AS (
+    SELECT *, row_number() OVER (PARTITION BY campaign, step, recipient ORDER BY ts, msg_id) AS seq,
+           count(*) OVER (PARTITION BY campaign, step, recipient) AS n_sends
+    FROM sends
+    QUALIFY count(*) OVER (PARTITION BY campaign, step, recipient) >= 2
+), pairs AS (
+    SELECT a.campaign, a.step, a.recipient, a.n_sends, a.seq,
+           a.worker AS worker1, b.worker AS worker2, a.incarnation AS inc1, b.incarnation AS inc2,
+           a.ts AS ts1, b.ts AS ts2, a.shard AS shard1, b.shard AS shard2, b.attempt AS attempt2,
+           a.candidate, coalesce(a.test_id, b.test_id) AS test_id
+    FROM dup a JOIN dup b
+      ON a.campaign = b.campaign AND a.step = b.step AND a.recipient = b.recipient AND b.seq = a.seq + 1
+)
+SELECT p.*,
+       epoch(p.ts2) - epoch(p.ts1) AS gap_s,
+       EXISTS (SELECT 1 FROM events e WHERE e.event = 'start' AND e.worker = p.worker2
+                 AND e.ts > p.ts1 AND e.ts <= p.ts2) AS start_between,
+       (p.inc1 IS NOT NULL AND p.inc2 IS NOT NULL AND p.inc1 <> p.inc2) AS incarnation_changed,
+       (coalesce(p.attempt2, 1) >= 2 OR EXISTS (
+            SELECT 1 FROM events e
+            WHERE e.worker = p.worker1 AND e.ts >= p.ts1 AND e.ts <= p.ts2
+              AND (e.recipient = p.recipient OR (p.candidate IS NOT NULL AND e.candidate = p.candidate))
+              AND (e.event = 'error' OR (e.event = 'send' AND NOT mm_ok_status(e.status))))) AS error_between
+FROM pairs p
+
+-- name: classify_leases
+-- For pairs on one shard by two workers: the claims covering each send, and whether the first lease had run out.
+CREATE OR REPLACE TABLE dup_pair_claims AS
+WITH claims AS (
+    SELECT worker, shard, ts, lease_s FROM events WHERE event = 'claim' AND shard IS NOT NULL
+), renews AS (
+    SELECT worker, shard, ts FROM events WHERE event = 'renew' AND shard IS NOT NULL
+), covering AS (
+    SELECT p.campaign, p.step, p.recipient, p.seq,
+           (SELECT max(c.ts) FROM claims c WHERE c.worker = p.worker1 AND c.shard = p.shard1
+              AND c.ts <= p.ts1 + to_seconds(:skew_s)) AS claim1_ts,
+           (SELECT max(c.ts) FROM claims c WHERE c.worker = p.worker2 AND c.shard = p.shard1
+              AND c.ts <= p.ts2 + to_seconds(:skew_s)) AS claim2_ts,
+           p.worker1, p.worker2, p.shard1
+    FROM dup_pairs p
+    WHERE p.worker1 <> p.worker2 AND p.shard1 IS NOT NULL AND p.shard1 = p.shard2
+)
+SELECT cv.*, c1.lease_s,
+       cv.claim1_ts IS NOT NULL AND cv.claim2_ts IS NOT NULL AND cv.claim2_ts > cv.claim1_ts
+         AND c1.lease_s IS NOT NULL
+         AND epoch(cv.claim2_ts) >= epoch(cv.claim1_ts) + c1.lease_s - :skew_s
+         AND NOT EXISTS (SELECT 1 FROM renews r WHERE r.worker = cv.worker1 AND r.shard = cv.shard1
+                           AND r.ts > cv.claim1_ts AND r.ts < cv.claim2_ts) AS lease_ran_out,
+       (SELECT count(*) FROM sends s WHERE s.worker = cv.worker1 AND s.shard = cv.shard1
+          AND s.ts > cv.claim2_ts) AS holder_sends_after_second_claim
+FROM covering cv
+LEFT JOIN claims c1 ON c1.worker = cv.worker1 AND c1.shard = cv.shard1 AND c1.ts = cv.claim1_ts
+QUALIFY row_number() OVER (PARTITION BY cv.campaign, cv.step, cv.recipient, cv.seq ORDER BY c1.lease_s DESC) = 1
+
+-- name: classify_groups
+-- Group-level shape: how much of the list each worker pair covered, whether one worker replayed a run,
+-- and whether duplicates are confined to a few shards.
+CREATE OR REPLACE TABLE dup_groups AS
+WITH first_pairs AS (SELECT * FROM dup_pairs WHERE seq = 1),
+same_worker AS (
+    SELECT campaign, step, worker1 AS worker, count(*) AS replayed,
+           min(ts2) AS replay_start, max(ts2) AS replay_end,
+           corr(epoch(ts1), epoch(ts2)) AS order_corr,
+           median(gap_s) AS median_gap_s
+    FROM first_pairs WHERE worker1 = worker2 GROUP BY ALL
+), density AS (
+    SELECT w.*, (SELECT count(*) FROM sends s WHERE s.worker = w.worker AND s.campaign = w.campaign
+                   AND s.step = w.step AND s.ts BETWEEN w.replay_start AND w.replay_end) AS sends_in_replay,
+           (SELECT count(*) FROM sends s WHERE s.worker = w.worker AND s.campaign = w.campaign
+                   AND s.step = w.step) AS worker_sends
+    FROM same_worker w
+)
+SELECT *, replayed / greatest(sends_in_replay, 1) AS replay_density FROM density
+
+-- name: classify_coverage
+-- For each pair of workers that both sent one campaign step: how much of its people each reached.
+CREATE OR REPLACE TABLE dup_coverage AS
+WITH people AS (
+    SELECT campaign, step, count(DISTINCT recipient) AS people, count(DISTINCT shard) AS shards
+    FROM sends GROUP BY ALL
+), per_worker AS (
+    SELECT campaign, step, worker, count(DISTINCT recipient) AS reached, min(ts) AS first_ts, max(ts) AS last_ts
+    FROM sends GROUP BY ALL
+), pair_groups AS (
+    SELECT campaign, step, least(worker1, worker2) AS wa, greatest(worker1, worker2) AS wb,
+           count(*) AS dup_people, count(DISTINCT shard1) FILTER (WHERE shard1 = shard2) AS dup_shards
+    FROM dup_pairs WHERE seq = 1 AND worker1 <> worker2 GROUP BY ALL
+)
+SELECT g.*, p.people, p.shards, a.reached AS reached_a, b.reached AS reached_b,
+       a.first_ts AS first_a, b.first_ts AS first_b, a.last_ts AS last_a, b.last_ts AS last_b,
+       (SELECT count(*) FROM events e WHERE e.event = 'claim' AND e.worker IN (g.wa, g.wb)) AS claims
+FROM pair_groups g
+JOIN people p USING (campaign, step)
+JOIN per_worker a ON a.campaign = g.campaign AND a.step = g.step AND a.worker = g.wa
+JOIN per_worker b ON b.campaign = g.campaign AND b.step = g.step AND b.worker = g.wb
+
+-- name: classify_people
+-- One row per duplicated person: the kind (precedence: differing variants in a test → ab-contamination,
+-- the mechanism kept as cause), the confidence, and the key that groups it into an incident.
+CREATE OR REPLACE TABLE dup_people AS
+WITH mech AS (
+    SELECT p.*, lc.lease_ran_out, lc.claim1_ts, lc.claim2_ts, lc.lease_s, lc.holder_sends_after_second_claim,
+           cov.dup_shards, cov.shards AS campaign_shards, cov.claims AS pair_claims,
+           cov.reached_a, cov.reached_b, cov.people AS campaign_people,
+           g.replay_density, g.replayed,
+           CASE
+             WHEN p.worker1 <> p.worker2 AND lc.lease_ran_out THEN 'lease-expiry'
+             WHEN p.worker1 <> p.worker2 AND coalesce(cov.claims, 0) = 0 AND p.shard1 = p.shard2
+                  AND cov.shards >= 3 AND cov.dup_shards * 3 <= cov.shards THEN 'lease-expiry'
+             WHEN p.worker1 <> p.worker2 THEN 'parallel-worker'
+             WHEN p.incarnation_changed OR p.start_between THEN 'state-loss'
+             WHEN p.error_between THEN 'retry'
+             WHEN g.replayed >= 3 AND g.replay_density >= 0.5 THEN 'state-loss'
+             ELSE 'retry' END AS mechanism,
+           CASE
+             WHEN p.worker1 <> p.worker2 AND lc.lease_ran_out THEN 0.95
+             WHEN p.worker1 <> p.worker2 AND coalesce(cov.claims, 0) = 0 AND p.shard1 = p.shard2
+                  AND cov.shards >= 3 AND cov.dup_shards * 3 <= cov.shards THEN 0.6
+             WHEN p.worker1 <> p.worker2 AND least(cov.reached_a, cov.reached_b) >= 0.5 * cov.people THEN 0.95
+             WHEN p.worker1 <> p.worker2 THEN 0.75
+             WHEN p.incarnation_changed OR p.start_between THEN 0.95
+             WHEN p.error_between THEN 0.95
+             WHEN g.replayed >= 3 AND g.replay_density >= 0.5 THEN 0.65
+             WHEN p.inc1 IS NOT NULL AND p.inc1 = p.inc2 THEN 0.8
+             ELSE 0.6 END AS mechanism_confidence
+    FROM dup_pairs p
+    LEFT JOIN dup_pair_claims lc USING (campaign, step, recipient, seq)
+    LEFT JOIN dup_groups g ON g.campaign = p.campaign AND g.step = p.step AND g.worker = p.worker1
+    LEFT JOIN dup_coverage cov ON cov.campaign = p.campaign AND cov.step = p.step
+         AND cov.wa = least(p.worker1, p.worker2) AND cov.wb = greatest(p.worker1, p.worker2)
+    WHERE p.seq = 1
+), variants AS (
+    SELECT campaign, step, recipient, count(DISTINCT variant) AS n_variants,
+           list(DISTINCT variant ORDER BY variant) AS variants,
+           list(DISTINCT worker ORDER BY worker) AS workers, count(*) AS n_sends
+    FROM sends WHERE (campaign, step, recipient) IN (SELECT (campaign, step, recipient) FROM mech)
+    GROUP BY campaign, step, recipient
+)
+SELECT m.campaign, m.step, m.recipient, m.test_id, v.n_sends, v.n_sends - 1 AS extra_sends,
+       CASE WHEN v.n_variants >= 2 THEN 'ab-contamination' ELSE m.mechanism END AS kind,
+       CASE WHEN v.n_variants >= 2 THEN m.mechanism END AS cause,
+       CASE WHEN v.n_variants >= 2 THEN 0.97 ELSE m.mechanism_confidence END AS confidence,
+       CASE WHEN v.n_variants >= 2 THEN coalesce(m.test_id, '')
+            WHEN m.mechanism = 'parallel-worker' THEN array_to_string(v.workers, ',')
+            WHEN m.mechanism = 'lease-expiry' THEN coalesce(m.shard1, '')
+            ELSE coalesce(m.worker1, '') END AS group_key,
+       v.variants, v.workers, m.worker1, m.worker2, m.gap_s, m.start_between, m.incarnation_changed,
+       m.error_between, m.inc1, m.inc2, m.shard1, m.lease_ran_out, m.claim1_ts, m.claim2_ts, m.lease_s,
+       m.holder_sends_after_second_claim, m.replay_density, m.replayed,
+       m.reached_a, m.reached_b, m.campaign_people, m.pair_claims, m.dup_shards, m.campaign_shards
+FROM mech m JOIN variants v USING (campaign, step, recipient)
+
+-- name: build_incidents
+-- Duplicates that share a cause form one incident: same kind, campaign, step (and test), and the same
+-- workers (parallel-worker), shard (lease-expiry), worker (retry, state-loss) or test (ab-contamination).
+CREATE OR REPLACE TABLE incidents AS
+WITH grouped AS (
+    SELECT kind, campaign, step, CASE WHEN kind = 'ab-contamination' THEN test_id END AS test_id, group_key,
+           count(*) AS people, sum(extra_sends) AS extra_sends, round(avg(confidence), 2) AS confidence,
+           count(*) FILTER (WHERE start_between) AS with_start_record,
+           count(*) FILTER (WHERE incarnation_changed) AS with_new_incarnation,
+           count(*) FILTER (WHERE error_between) AS with_error_or_attempt,
+           count(*) FILTER (WHERE lease_ran_out) AS with_expired_lease,
+           count(*) FILTER (WHERE inc1 IS NOT NULL) AS with_incarnation,
+           median(gap_s) AS median_gap_s, max(gap_s) AS max_gap_s,
+           min(claim1_ts) AS first_claim_ts, max(claim2_ts) AS second_claim_ts, max(lease_s) AS lease_s,
+           max(holder_sends_after_second_claim) AS holder_sends_after_second_claim,
+           max(replay_density) AS replay_density, max(replayed) AS replayed,
+           max(reached_a) AS reached_a, max(reached_b) AS reached_b, max(campaign_people) AS campaign_people,
+           max(pair_claims) AS pair_claims, max(dup_shards) AS dup_shards, max(campaign_shards) AS campaign_shards,
+           list(DISTINCT cause) FILTER (WHERE cause IS NOT NULL) AS causes,
+           mode(cause) AS main_cause,
+           flatten(list(variants)) AS all_variants,
+           any_value(inc1) AS inc_before, any_value(inc2) AS inc_after
+    FROM dup_people GROUP BY ALL
+), spans AS (
+    SELECT d.kind, d.campaign, d.step, d.group_key, CASE WHEN d.kind = 'ab-contamination' THEN d.test_id END AS test_id,
+           min(s.ts) AS first_send, max(s.ts) AS last_send,
+           list(DISTINCT s.worker ORDER BY s.worker) FILTER (WHERE s.worker IS NOT NULL) AS workers,
+           list(DISTINCT s.shard ORDER BY s.shard) FILTER (WHERE s.shard IS NOT NULL) AS shards
+    FROM dup_people d JOIN sends s USING (campaign, step, recipient)
+    GROUP BY ALL
+)
+SELECT 'INC-' || row_number() OVER (ORDER BY g.people DESC, g.kind, g.campaign, g.step, g.group_key) AS id,
+       g.*, sp.first_send, sp.last_send, coalesce(sp.workers, []) AS workers, coalesce(sp.shards, []) AS shards,
+       list_distinct(g.all_variants) AS variants
+FROM grouped g JOIN spans sp
+  ON sp.kind = g.kind AND sp.campaign = g.campaign AND sp.step = g.step AND sp.group_key = g.group_key
+ AND sp.test_id IS NOT DISTINCT FROM g.test_id
+
+-- name: affected_sends
+-- Every duplicated person with their incident and the sends they received, oldest first.
+SELECT d.recipient, d.campaign, d.step, d.kind, d.cause, i.id AS incident, d.test_id,
+       list({'ts': s.ts, 'worker': s.worker, 'incarnation': s.incarnation, 'msg_id': s.msg_id,
+             'variant': s.variant, 'shard': s.shard} ORDER BY s.ts, s.msg_id) AS sends
+FROM dup_people d
+JOIN incidents i ON i.kind = d.kind AND i.campaign = d.campaign AND i.step = d.step AND i.group_key = d.group_key
+     AND i.test_id IS NOT DISTINCT FROM CASE WHEN d.kind = 'ab-contamination' THEN d.test_id END
+JOIN sends s ON s.campaign = d.campaign AND s.step = d.step AND s.recipient = d.recipient
+GROUP BY ALL
+ORDER BY i.id, d.campaign, d.step, d.recipient
+
+-- name: summary_counts
+-- Case-wide totals for the summary block.
+SELECT (SELECT count(*) FROM sends) AS sends,
+       (SELECT count(DISTINCT recipient) FROM sends) AS people,
+       (SELECT count(*) FROM dup_people) AS duplicated_people,
+       (SELECT coalesce(sum(extra_sends), 0) FROM dup_people) AS extra_sends
+
+-- name: people_by_kind
+-- Duplicated people per kind.
+SELECT kind, count(*) AS people FROM dup_people GROUP BY kind
+
+-- name: campaign_claims
+-- Whether a campaign's senders logged any claim at all (to say so in the evidence).
+SELECT count(*) AS claims FROM events WHERE event = 'claim'
+
+-- name: incident_rows
+-- All incidents, largest first.
+SELECT * FROM incidents ORDER BY people DESC, id
