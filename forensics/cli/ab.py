@@ -1,0 +1,249 @@
+"""`mailmortem ab-contamination` and `mailmortem ab-assign`: thin skins over remediation.ab."""
+
+from __future__ import annotations
+
+import click
+
+from forensics.cli.options import apply_option, db_option, format_option
+from forensics.errors import ConfigError
+
+TABLE_LIMIT = 50  # contaminated people shown in a terminal table; csv/json carry them all
+ARM_COLUMNS = ["variant", "weight", "units_all", "units_clean", "expected_clean", "units_first_seen", "sends"]
+LIST_COLUMNS = ["unit", "variants", "first_variant", "sends", "first_seen", "last_seen", "recipients"]
+CSV_COLUMNS = ["test_id", "unit", "reason", "variants", "first_variant", "sends", "first_seen", "last_seen",
+               "recipients"]
+
+
+def _parsed(parser):
+    """A click callback that turns a library parser's ConfigError into a usage error (exit 2)."""
+    def callback(ctx, param, value):
+        if value is None:
+            return None
+        try:
+            return parser(value)
+        except ConfigError as exc:
+            raise click.BadParameter(str(exc).split(": ", 1)[-1]) from None
+    return callback
+
+
+def _weights(value):
+    from remediation.ab_stats import parse_weights
+
+    return parse_weights(value)
+
+
+def _arms(value):
+    from remediation.ab_stats import parse_arms
+
+    return parse_arms(value)
+
+
+weights_option = click.option(
+    "--weights", callback=_parsed(_weights), metavar="ARM=W,…",
+    help="Expected split, e.g. A=50,B=50 (default: equal over the arms seen).")
+
+
+@click.command("ab-contamination")
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--test-id", required=True, help="The A/B test to check (the logs' test_id / experiment).")
+@weights_option
+@click.option("--syntax", type=click.Choice(["logfmt", "jsonl", "csv"]), help="Force the log syntax.")
+@click.option("--field", "fields", multiple=True, metavar="CANONICAL=NAME", help="Map a log key to a field.")
+@click.option("--config", "config", type=click.Path(dir_okay=False), help="TOML file with a [fields] table.")
+@click.option("--strict", is_flag=True, help="Fail on the first line that is not a record.")
+@format_option()
+@db_option("Where --apply writes ab_exclusions and ab_assignments.")
+@apply_option()
+def ab_contamination(paths, test_id, weights, syntax, fields, config, strict, fmt, db, apply):
+    """Find people who received more than one variant of an A/B test, and exclude them.
+
+    The unit is the candidate (its id, else its normalised address). Reports per-arm
+    counts of all vs clean people, the contamination rate (a warning at 1 % and 10
+    people), a sample-ratio-mismatch chi-squared test on the clean counts (flagged at
+    p < 0.001) and the contaminated people. --format csv is a ready exclusion list.
+    With --db/--apply it plans (and then writes, in one transaction) ab_exclusions and
+    sticky ab_assignments backfilled from each person's first-seen variant; rows already
+    there are never changed.
+
+    \b
+    Examples:
+      mailmortem ab-contamination --test-id subj-2026-11 logs/
+      mailmortem ab-contamination --test-id subj-2026-11 logs/ --weights A=90,B=10
+      mailmortem ab-contamination --test-id subj-2026-11 logs/ --format csv > exclude.csv
+      mailmortem ab-contamination --test-id subj-2026-11 logs/ --db "$DATABASE_URL"          # plan only
+      mailmortem ab-contamination --test-id subj-2026-11 logs/ --db "$DATABASE_URL" --apply
+    """
+    from forensics.case import load_case
+    from remediation import ab
+
+    case = load_case(paths, syntax=syntax, field_map=_field_map(fields, config), strict=strict)
+    report = ab.analyse(case.con, test_id, weights)
+    _warn_about(report)
+    plan = applied = None
+    if db or apply:
+        plan = ab.build_plan(case.con, report, ab.new_run_id())
+        applied = _plan_then_apply(plan, db, apply)
+    _render_report(report, fmt, plan, applied)
+
+
+def _field_map(fields, config) -> dict | None:
+    from forensics.fields import load_config, parse_overrides
+
+    mapping = load_config(config) if config else {}
+    mapping.update(parse_overrides(fields))
+    return mapping or None
+
+
+def _warn_about(report) -> None:
+    from forensics.console import warn
+
+    if report.contamination_warning:
+        warn(f"{report.contaminated} of {report.units} people ({report.contamination_rate:.1%}) in test "
+             f"{report.test_id} received more than one variant: exclude them before reading the results")
+    srm = report.srm
+    if srm and srm["mismatch"]:
+        warn(f"sample-ratio mismatch in test {report.test_id}: clean counts {_pairs(srm['arms'], srm['observed'])} "
+             f"vs expected {_pairs(srm['arms'], srm['expected'])} (chi-squared p = {srm['p_value']:.3g} < 0.001)")
+    elif srm and srm["small_sample"]:
+        warn("an arm expects fewer than 5 clean people: the chi-squared test is unreliable at this size")
+    if report.sends_without_variant or report.sends_without_unit:
+        warn(f"{report.sends_without_variant} sends of test {report.test_id} carry no variant and "
+             f"{report.sends_without_unit} name no person; they are left out")
+
+
+def _pairs(arms, values) -> str:
+    return ", ".join(f"{arm}={value:.4g}" for arm, value in zip(arms, values))
+
+
+def _plan_then_apply(plan, db, apply):
+    from remediation import ab
+    from remediation.store import open_store, redact, resolve_db
+
+    _say(_plan_text(plan, redact(resolve_db(db))), err=True)
+    if not apply:
+        _say(["Dry run: nothing was written. Re-run with --apply to carry out exactly this plan."], err=True)
+        return None
+    store = open_store(db)
+    try:
+        applied = ab.apply_plan(store, plan)
+    finally:
+        store.close()
+    _say([_applied_text(applied)], err=True)
+    return applied
+
+
+def _say(lines: list[str], err: bool = False) -> None:
+    from forensics.textsafe import terminal_safe
+
+    for line in lines:
+        click.echo(terminal_safe(line), err=err)
+
+
+def _plan_text(plan, target: str) -> list[str]:
+    return [f"Plan {plan.run_id} for {target} (one transaction; rows already there are kept as they are):",
+            f"  ab_exclusions   + {plan.exclusions.num_rows} contaminated people of test {plan.test_id}",
+            f"  ab_assignments  + {plan.assignments.num_rows} sticky assignments from each person's "
+            "first-seen variant"]
+
+
+def _applied_text(applied) -> str:
+    kept = ""
+    if applied.assignments_existing:
+        kept = (f"; {applied.assignments_existing} people already had an assignment, kept"
+                f" ({applied.assignments_differing} differ from their first-seen variant)")
+    return (f"Applied {applied.run_id} to {applied.target}: {applied.exclusions_written} exclusions and "
+            f"{applied.assignments_written} assignments written{kept}.")
+
+
+def _render_report(report, fmt, plan, applied) -> None:
+    from forensics.output import write_json, write_rows
+
+    if fmt == "json":
+        document = report.to_dict()
+        document["plan"] = plan.summary() if plan else None
+        document["applied"] = applied.to_dict() if applied else None
+        write_json(document)
+    elif fmt in ("csv", "jsonl"):
+        rows = [dict(row, test_id=report.test_id, reason="multiple-variants") for row in report.contaminated_units]
+        write_rows(rows, fmt, CSV_COLUMNS)
+    else:
+        _render_tables(report)
+
+
+def _render_tables(report) -> None:
+    from forensics.output import write_rows
+
+    _say([_headline(report)])
+    write_rows(report.arms, "table", ARM_COLUMNS, title="Arms (people)")
+    shown = report.contaminated_units[:TABLE_LIMIT]
+    if shown:
+        write_rows(shown, "table", LIST_COLUMNS, title="Contaminated people")
+    hidden = report.contaminated - len(shown)
+    if hidden > 0:
+        _say([f"… and {hidden} more (use --format csv for the full exclusion list)"])
+
+
+def _headline(report) -> str:
+    srm = report.srm
+    test = (f"SRM chi-squared {srm['chi2']:.2f}, {srm['dof']} dof, p = {srm['p_value']:.3g}"
+            + (" (MISMATCH)" if srm["mismatch"] else "")) if srm else "SRM test not applicable (one arm)"
+    return (f"Test {report.test_id}: {report.units} people, {report.contaminated} contaminated "
+            f"({report.contamination_rate:.1%}); {test}")
+
+
+@click.command("ab-assign")
+@click.option("--test-id", required=True, help="The A/B test.")
+@click.option("--candidate", required=True, help="Candidate id (or address) to assign.")
+@click.option("--arms", callback=_parsed(_arms), metavar="A,B,…", help="Arms (default A,B, or those of --weights).")
+@weights_option
+@click.option("--salt", default="", show_default=True, help="Extra hash input; a new salt reshuffles everyone.")
+@format_option()
+@click.option("--db", "db", envvar="DATABASE_URL", show_envvar=True, metavar="URL|PATH",
+              help="Consult ab_assignments here first: a stored assignment always wins (read-only).")
+def ab_assign(test_id, candidate, arms, weights, salt, fmt, db):
+    """Give the deterministic arm of a candidate: the same answer every time, on every machine.
+
+    The arm comes from sha256(salt|test|candidate) mapped to [0, 1) and cut by the
+    cumulative weights of the arms in sorted order, so it needs no state and never
+    flips. With --db, an assignment stored in ab_assignments (e.g. backfilled by
+    ab-contamination --apply) wins.
+
+    \b
+    Examples:
+      mailmortem ab-assign --test-id subj-2026-11 --candidate cand-8812
+      mailmortem ab-assign --test-id subj-2026-11 --candidate jane@acme.com --weights A=90,B=10
+      mailmortem ab-assign --test-id subj-2026-11 --candidate cand-8812 --db "$DATABASE_URL" --format json
+    """
+    from forensics.output import write_json, write_rows
+    from remediation.ab_stats import normalize_unit, resolve_weights
+
+    if not test_id.strip():
+        raise ConfigError("--test-id is empty")
+    row = _assignment(test_id.strip(), normalize_unit(candidate), resolve_weights(arms, weights), salt, db)
+    if fmt == "json":
+        write_json(row)
+    else:
+        write_rows([row], fmt, ["test_id", "unit", "variant", "source"])
+
+
+def _assignment(test_id: str, unit: str, weights: dict, salt: str, db: str | None) -> dict:
+    from remediation.ab_stats import arm_for_fraction, hash_fraction
+
+    stored = _stored(test_id, unit, db) if db else None
+    if stored:
+        return {"test_id": test_id, "unit": unit, "variant": stored["variant"], "source": "stored",
+                "assigned_at": stored["assigned_at"], "stored_source": stored["source"]}
+    fraction = hash_fraction(salt, test_id, unit)
+    return {"test_id": test_id, "unit": unit, "variant": arm_for_fraction(fraction, weights), "source": "hash",
+            "fraction": fraction}
+
+
+def _stored(test_id: str, unit: str, db: str) -> dict | None:
+    from remediation import ab
+    from remediation.store import open_store
+
+    store = open_store(db, read_only=True)
+    try:
+        return ab.stored_assignment(store, test_id, unit)
+    finally:
+        store.close()
