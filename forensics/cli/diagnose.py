@@ -1,0 +1,122 @@
+"""`mailmortem diagnose` and `mailmortem affected`."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from forensics.cli.options import format_option
+from forensics.sources import SYNTAXES
+
+KIND_CHOICES = ("parallel-worker", "retry", "lease-expiry", "state-loss", "ab-contamination")
+
+
+def case_options(func):
+    """The options every command that reads logs shares."""
+    decorators = [
+        click.argument("paths", nargs=-1, required=True, metavar="LOGS..."),
+        click.option("--syntax", type=click.Choice(SYNTAXES), help="Force the syntax of every file (default: detect per file)."),
+        click.option("--field", "fields", multiple=True, metavar="CANONICAL=NAME",
+                     help="Map one of your keys to a canonical field, e.g. --field recipient=To (repeatable)."),
+        click.option("--config", "config", type=click.Path(dir_okay=False), help="TOML file with a [fields] table of the same mappings."),
+        click.option("--strict", is_flag=True, help="Stop at the first line that is not a record."),
+        click.option("--memory-limit", default=None, metavar="SIZE", help="DuckDB memory limit; spills to disk beyond it (default 1GB)."),
+    ]
+    for decorator in reversed(decorators):
+        func = decorator(func)
+    return func
+
+
+def open_case(paths, syntax, fields, config, strict, memory_limit, save=None):
+    from forensics.case import load_case
+    from forensics.cli.progress import delayed_status
+    from forensics.fields import load_config, parse_overrides
+
+    overrides = load_config(config) if config else {}
+    overrides.update(parse_overrides(fields))
+    with delayed_status("reading logs") as progress:
+        return load_case(paths, syntax=syntax, field_map=overrides, strict=strict, database=save,
+                         memory_limit=memory_limit, progress=progress)
+
+
+@click.command()
+@case_options
+@format_option(choices=("table", "json"))
+@click.option("--save", type=click.Path(dir_okay=False), help="Keep the loaded case in this DuckDB file (query it with `mailmortem sql`).")
+@click.option("--provider-export", "exports", multiple=True, type=click.Path(),
+              help="Provider send history to reconcile with the log (repeatable; see backfill-sentlog).")
+@click.option("--fail-on-duplicates", is_flag=True, help="Exit 3 when any duplicate was found (for scripts and CI).")
+def diagnose(paths, syntax, fields, config, strict, memory_limit, fmt, save, exports, fail_on_duplicates):
+    """Name the cause of every duplicate send in LOGS and list who was hit.
+
+    LOGS are files, folders, globs, .gz files, or - for standard input; many
+    files (e.g. one per worker) form one case.
+
+    \b
+    Examples:
+      mailmortem diagnose sample_logs/mixed/
+      mailmortem diagnose logs/worker-*.log.gz --format json | jq '.incidents[]'
+      mailmortem diagnose export.csv --syntax csv --field recipient=To --field msg_id="Message ID"
+      cat mail-send.log | mailmortem diagnose - --fail-on-duplicates
+    """
+    from forensics.findings import build_document
+
+    case = open_case(paths, syntax, fields, config, strict, memory_limit, save)
+    document = build_document(case)
+    if exports:
+        document["reconciliation"] = _reconcile(case, exports)
+    if fmt == "json":
+        from forensics.output import write_json
+
+        write_json(document)
+    else:
+        from forensics.cli.diagnose_view import show_diagnosis
+
+        show_diagnosis(document, saved_to=save)
+    if fail_on_duplicates and document["summary"]["duplicated_people"]:
+        sys.exit(3)
+
+
+def _reconcile(case, exports) -> dict:
+    from forensics.reconcile import load_provider_sends, reconcile
+
+    load_provider_sends(case.con, list(exports))
+    return reconcile(case.con)
+
+
+AFFECTED_COLUMNS = ("recipient", "campaign", "step", "kind", "cause", "incident", "sends", "first_send",
+                    "last_send", "workers", "msg_ids")
+
+
+@click.command()
+@case_options
+@format_option()
+@click.option("--kind", type=click.Choice(KIND_CHOICES), help="Only people hit by this kind of incident.")
+@click.option("--incident", metavar="ID", help="Only people of this incident (e.g. INC-1).")
+@click.option("--campaign", metavar="ID", help="Only this campaign.")
+def affected(paths, syntax, fields, config, strict, memory_limit, fmt, kind, incident, campaign):
+    """List every person who got a duplicate, one row each (csv makes an exclusion list).
+
+    \b
+    Examples:
+      mailmortem affected logs/ --kind parallel-worker --format csv > apology-exclusions.csv
+      mailmortem affected logs/*.log.gz --incident INC-2 --format jsonl
+    """
+    from forensics.findings import build_document
+    from forensics.output import write_rows
+
+    case = open_case(paths, syntax, fields, config, strict, memory_limit)
+    rows = [r for r in build_document(case)["affected"]
+            if (not kind or r["kind"] == kind) and (not incident or r["incident"] == incident)
+            and (not campaign or r["campaign"] == campaign)]
+    if fmt in ("csv", "table"):
+        rows = [_flat(r) for r in rows]
+    write_rows(rows, fmt, columns=AFFECTED_COLUMNS if fmt in ("csv", "table") else None,
+               title=f"{len(rows)} people affected")
+
+
+def _flat(row: dict) -> dict:
+    sends = row["sends"]
+    return {**row, "sends": len(sends), "first_send": sends[0]["ts"], "last_send": sends[-1]["ts"],
+            "workers": sorted({s["worker"] or "" for s in sends}), "msg_ids": [s["msg_id"] for s in sends]}
