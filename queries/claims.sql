@@ -1,0 +1,120 @@
+-- Queries of `requeue-stale` (remediation/claims.py). {table} and the column
+-- placeholders are filled with quoted identifiers by remediation.identifiers;
+-- status values, durations and keys are always bound parameters.
+
+-- name: requeue_sent_log_exists
+-- Is there a durable sent-log table (sent_log) in this database? NULL when not.
+SELECT to_regclass('sent_log') IS NOT NULL AS present
+
+-- name: requeue_scan_stale
+-- In-progress claims older than the cutoff on the server's clock, with whether the lead is in the sent-log.
+SELECT t.{lead_id} AS lead_key,
+       t.{lead_id}::text AS key_text,
+       t.{email}::text AS email,
+       t.{claimed_by}::text AS claimed_by,
+       t.{claimed_at} AS claimed_at,
+       extract(epoch FROM t.{claimed_at})::text AS claimed_epoch,
+       extract(epoch FROM (now() - t.{claimed_at}))::double precision AS age_s,
+       EXISTS (
+           SELECT 1 FROM sent_log AS s
+           WHERE s.recipient = lower(trim(t.{email}::text))
+             AND (CAST(:campaign AS text) IS NULL OR s.campaign = :campaign)
+             AND (CAST(:step AS text) IS NULL OR s.step = :step OR s.step = '')
+       ) AS already_sent
+FROM {table} AS t
+WHERE t.{status} = :status_in_progress
+  AND t.{claimed_at} < now() - make_interval(secs => :older_than_s)
+ORDER BY t.{claimed_at}, t.{lead_id}
+
+-- name: requeue_lock_planned
+-- Lock the planned rows that no live transaction holds; the rest are reported as skipped.
+SELECT t.{lead_id}::text AS key_text
+FROM {table} AS t
+WHERE t.{lead_id} = ANY(:keys)
+FOR UPDATE SKIP LOCKED
+
+-- name: requeue_to_queued
+-- Put planned stale claims back to queued where the guard still holds (same claim, still old, not in the sent-log); one audit row per change.
+WITH planned AS (
+    SELECT * FROM unnest(CAST(:key_texts AS text[]), CAST(:claimed_bys AS text[]), CAST(:claimed_epochs AS numeric[]))
+        AS p(key_text, claimed_by, claimed_epoch)
+), prior AS (
+    SELECT t.{lead_id} AS lead_key, t.{status} AS status, t.{claimed_by} AS claimed_by, t.{claimed_at} AS claimed_at
+    FROM {table} AS t
+    JOIN planned AS p ON p.key_text = t.{lead_id}::text
+    WHERE t.{lead_id} = ANY(:keys)
+      AND t.{status} = :status_in_progress
+      AND t.{claimed_at} < now() - make_interval(secs => :older_than_s)
+      AND t.{claimed_by}::text IS NOT DISTINCT FROM p.claimed_by
+      AND extract(epoch FROM t.{claimed_at}) = p.claimed_epoch
+      AND NOT EXISTS (
+          SELECT 1 FROM sent_log AS s
+          WHERE s.recipient = lower(trim(t.{email}::text))
+            AND (CAST(:campaign AS text) IS NULL OR s.campaign = :campaign)
+            AND (CAST(:step AS text) IS NULL OR s.step = :step OR s.step = ''))
+    FOR UPDATE OF t SKIP LOCKED
+), changed AS (
+    UPDATE {table} AS t
+    SET {status} = :new_status, {claimed_by} = NULL, {claimed_at} = NULL
+    FROM prior
+    WHERE t.{lead_id} = prior.lead_key
+    RETURNING t.{lead_id}::text AS key_text, prior.status AS old_status, prior.claimed_by AS old_claimed_by,
+              prior.claimed_at AS old_claimed_at, t.{status} AS new_status, t.{claimed_by} AS new_claimed_by,
+              t.{claimed_at} AS new_claimed_at
+)
+INSERT INTO mailmortem_audit (run_id, command, table_name, key_column, row_key, old_values, new_values, os_user)
+SELECT CAST(:run_id AS text), 'requeue-stale', CAST(:table_name AS text), CAST(:key_column AS text), c.key_text,
+       jsonb_build_object(CAST(:col_status AS text), c.old_status, CAST(:col_claimed_by AS text), c.old_claimed_by,
+                          CAST(:col_claimed_at AS text), c.old_claimed_at),
+       jsonb_build_object(CAST(:col_status AS text), c.new_status, CAST(:col_claimed_by AS text), c.new_claimed_by,
+                          CAST(:col_claimed_at AS text), c.new_claimed_at),
+       CAST(:os_user AS text)
+FROM changed AS c
+RETURNING row_key
+
+-- name: requeue_to_sent
+-- Mark planned stale claims sent (the sent-log proves the email went out) where the guard still holds; one audit row per change.
+WITH planned AS (
+    SELECT * FROM unnest(CAST(:key_texts AS text[]), CAST(:claimed_bys AS text[]), CAST(:claimed_epochs AS numeric[]))
+        AS p(key_text, claimed_by, claimed_epoch)
+), prior AS (
+    SELECT t.{lead_id} AS lead_key, t.{status} AS status
+    FROM {table} AS t
+    JOIN planned AS p ON p.key_text = t.{lead_id}::text
+    WHERE t.{lead_id} = ANY(:keys)
+      AND t.{status} = :status_in_progress
+      AND t.{claimed_at} < now() - make_interval(secs => :older_than_s)
+      AND t.{claimed_by}::text IS NOT DISTINCT FROM p.claimed_by
+      AND extract(epoch FROM t.{claimed_at}) = p.claimed_epoch
+    FOR UPDATE OF t SKIP LOCKED
+), changed AS (
+    UPDATE {table} AS t
+    SET {status} = :new_status
+    FROM prior
+    WHERE t.{lead_id} = prior.lead_key
+    RETURNING t.{lead_id}::text AS key_text, prior.status AS old_status, t.{status} AS new_status
+)
+INSERT INTO mailmortem_audit (run_id, command, table_name, key_column, row_key, old_values, new_values, os_user)
+SELECT CAST(:run_id AS text), 'requeue-stale', CAST(:table_name AS text), CAST(:key_column AS text), c.key_text,
+       jsonb_build_object(CAST(:col_status AS text), c.old_status),
+       jsonb_build_object(CAST(:col_status AS text), c.new_status),
+       CAST(:os_user AS text)
+FROM changed AS c
+RETURNING row_key
+
+-- name: requeue_worst_batch
+-- Longest claim→release span per (worker, shard) in ingested log events (DuckDB), with the longest lease seen.
+WITH ordered AS (
+    SELECT worker, shard, ts, event,
+           lead(event) OVER (PARTITION BY worker, shard ORDER BY ts) AS next_event,
+           lead(ts) OVER (PARTITION BY worker, shard ORDER BY ts) AS next_ts
+    FROM events
+    WHERE event IN ('claim', 'release') AND shard IS NOT NULL
+)
+SELECT worker, shard, ts AS claimed_at, next_ts AS released_at,
+       epoch(next_ts - ts) AS batch_s,
+       (SELECT max(lease_s) FROM events WHERE event IN ('claim', 'renew')) AS max_lease_s
+FROM ordered
+WHERE event = 'claim' AND next_event = 'release'
+ORDER BY batch_s DESC, worker, shard
+LIMIT 1

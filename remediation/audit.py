@@ -1,0 +1,164 @@
+"""The audit trail of remediation runs, the `audit` report and `audit --undo`.
+
+Every change a remediation makes is written, in the same transaction, to
+`mailmortem_audit`: run id (`2026-11-30T10:12:03Z-7f3a`), table, key column, row
+key, old → new values as JSON keyed by the real column names, the database user
+and the OS user, and when. Undo restores the old values of rows that still hold
+the run's new values — a row anybody touched since is left alone and reported.
+Undo is itself audited (its rows point back with `undoes`), so it can be undone.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import getpass
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+import queries
+from forensics.errors import DatabaseError, MailmortemError, RefusedError
+from remediation.identifiers import compose, identifier_list, parse_name, parse_table
+
+AUDIT_COLUMNS = ("id", "run_id", "command", "table_name", "key_column", "row_key", "old_values",
+                 "new_values", "db_user", "os_user", "changed_at", "undoes")
+
+
+def new_run_id(now: dt.datetime | None = None) -> str:
+    """`2026-11-30T10:12:03Z-7f3a`: UTC second plus 4 random hex digits."""
+    now = (now or dt.datetime.now(dt.timezone.utc)).astimezone(dt.timezone.utc)
+    return f"{now:%Y-%m-%dT%H:%M:%SZ}-{secrets.token_hex(2)}"
+
+
+def os_user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no passwd entry (containers): still say something
+        return "unknown"
+
+
+def _fetch_dicts(cursor) -> list[dict]:
+    names = [d.name for d in cursor.description]
+    return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+
+def ensure_table(conn) -> None:
+    """Create the audit table if missing. Runs inside the caller's transaction."""
+    conn.execute(queries.get("audit_ddl_lock").for_psycopg())
+    conn.execute(queries.get("audit_create_table").for_psycopg())
+    conn.execute(queries.get("audit_create_index").for_psycopg())
+
+
+def table_exists(conn) -> bool:
+    return bool(conn.execute(queries.get("audit_table_exists").for_psycopg()).fetchone()[0])
+
+
+def run_rows(conn, run_id: str) -> list[dict]:
+    """Every audit row of one run (empty if the run is unknown)."""
+    if not table_exists(conn):
+        return []
+    return _fetch_dicts(conn.execute(queries.get("audit_run_rows").for_psycopg(), {"run_id": run_id}))
+
+
+def recent_runs(conn, limit: int = 20) -> list[dict]:
+    if not table_exists(conn):
+        return []
+    return _fetch_dicts(conn.execute(queries.get("audit_recent_runs").for_psycopg(), {"limit": limit}))
+
+
+@dataclass(frozen=True)
+class UndoGroup:
+    """The audit rows of one run sharing a table, key column and set of changed columns."""
+
+    table_name: str
+    key_column: str
+    columns: tuple[str, ...]
+    ids: tuple[int, ...]
+
+    def idents(self) -> dict:
+        from psycopg import sql
+
+        table = parse_table(self.table_name)
+        return {"table": table.sql(), "key_column": sql.Identifier(parse_name(self.key_column, "key column")),
+                "cols": identifier_list(self.columns), "r_cols": identifier_list(self.columns, prefix="r")}
+
+
+def undo_groups(conn, run_id: str) -> list[UndoGroup]:
+    """The run's audit rows as undo groups; hostile stored names are refused, never executed."""
+    rows = conn.execute(queries.get("audit_run_groups").for_psycopg(), {"run_id": run_id}).fetchall()
+    groups = [UndoGroup(t, k, tuple(cols), tuple(ids)) for t, k, cols, ids in rows]
+    for group in groups:
+        group.idents()  # validates every name before anything runs
+    return groups
+
+
+def row_states(conn, group: UndoGroup) -> list[dict]:
+    """Per audit row: 'restorable', 'already restored', 'changed since the run' or 'row gone'."""
+    idents = group.idents()
+    query = compose("audit_undo_states", table=idents["table"], key_column=idents["key_column"])
+    rows = conn.execute(query, {"ids": list(group.ids)}).fetchall()
+    return [{"table": group.table_name, "row_key": key, "state": state} for _id, key, state in rows]
+
+
+@dataclass
+class UndoResult:
+    run_id: str
+    undo_run_id: str | None
+    applied: bool
+    restored: list[str] = field(default_factory=list)
+    left: list[dict] = field(default_factory=list)  # rows not restored, with why
+    preview: list[dict] = field(default_factory=list)
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        counts: dict[str, int] = {}
+        for row in self.left if self.applied else self.preview:
+            counts[row["state"]] = counts.get(row["state"], 0) + 1
+        if self.applied:
+            counts["restored"] = len(self.restored)
+        return counts
+
+
+def _require_run(conn, run_id: str) -> list[UndoGroup]:
+    if not table_exists(conn):
+        raise RefusedError("no audit table (mailmortem_audit) in this database: nothing to undo")
+    groups = undo_groups(conn, run_id)
+    if not groups:
+        raise RefusedError(f"no audit rows for run {run_id}: check the run id with `mailmortem audit`")
+    return groups
+
+
+def undo(conn, run_id: str, apply: bool = False) -> UndoResult:
+    """Dry-run (default): say what undo would restore. Apply: restore in ONE transaction."""
+    if not apply:
+        groups = _require_run(conn, run_id)
+        preview = [state for group in groups for state in row_states(conn, group)]
+        conn.rollback()
+        return UndoResult(run_id, None, False, preview=preview)
+    conn.rollback()  # start clean, so the transaction below is the outermost one and commits
+    result = UndoResult(run_id, new_run_id(), True)
+    try:
+        with conn.transaction():
+            for group in _require_run(conn, run_id):
+                _undo_group(conn, group, result)
+    except MailmortemError:
+        raise
+    except Exception as exc:
+        raise DatabaseError(f"undo of {run_id} rolled back, nothing changed: {_first_line(exc)}") from None
+    return result
+
+
+def _undo_group(conn, group: UndoGroup, result: UndoResult) -> None:
+    idents = group.idents()
+    params = {"ids": list(group.ids), "undo_run_id": result.undo_run_id, "run_id": result.run_id,
+              "table_name": group.table_name, "key_column_name": group.key_column, "os_user": os_user()}
+    restored = {row[0] for row in conn.execute(compose("audit_undo_group", **idents), params).fetchall()}
+    result.restored.extend(sorted(restored))
+    for state in row_states(conn, group):
+        if state["row_key"] not in restored:
+            result.left.append(state if state["state"] != "restorable" else {**state, "state": "locked right now"})
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
