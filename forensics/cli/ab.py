@@ -165,9 +165,21 @@ def _render_report(report, fmt, plan, applied) -> None:
         write_json(document)
     elif fmt in ("csv", "jsonl"):
         rows = [dict(row, test_id=report.test_id, reason="multiple-variants") for row in report.contaminated_units]
-        write_rows(rows, fmt, CSV_COLUMNS)
+        write_rows([_printable(row) for row in rows] if fmt == "csv" else rows, fmt, CSV_COLUMNS)
     else:
         _render_tables(report)
+
+
+def _printable(row: dict) -> dict:
+    """Escape control characters too: a CSV is often looked at with cat before a spreadsheet opens it."""
+    from forensics.textsafe import terminal_safe
+
+    def safe(value):
+        if isinstance(value, str):
+            return terminal_safe(value)
+        return [safe(v) for v in value] if isinstance(value, list) else value
+
+    return {key: safe(value) for key, value in row.items()}
 
 
 def _render_tables(report) -> None:
@@ -223,7 +235,7 @@ def ab_assign(test_id, candidate, arms, weights, salt, fmt, db):
     if fmt == "json":
         write_json(row)
     else:
-        write_rows([row], fmt, ["test_id", "unit", "variant", "source"])
+        write_rows([_printable(row) if fmt == "csv" else row], fmt, ["test_id", "unit", "variant", "source"])
 
 
 def _assignment(test_id: str, unit: str, weights: dict, salt: str, db: str | None) -> dict:
