@@ -105,7 +105,7 @@ class UndoResult:
     run_id: str
     undo_run_id: str | None
     applied: bool
-    restored: list[str] = field(default_factory=list)
+    restored: list[dict] = field(default_factory=list)  # {table, row_key, state: "restored"}
     left: list[dict] = field(default_factory=list)  # rows not restored, with why
     preview: list[dict] = field(default_factory=list)
 
@@ -153,7 +153,8 @@ def _undo_group(conn, group: UndoGroup, result: UndoResult) -> None:
     params = {"ids": list(group.ids), "undo_run_id": result.undo_run_id, "run_id": result.run_id,
               "table_name": group.table_name, "key_column_name": group.key_column, "os_user": os_user()}
     restored = {row[0] for row in conn.execute(compose("audit_undo_group", **idents), params).fetchall()}
-    result.restored.extend(sorted(restored))
+    result.restored.extend({"table": group.table_name, "row_key": key, "state": "restored"}
+                           for key in sorted(restored))
     for state in row_states(conn, group):
         if state["row_key"] not in restored:
             result.left.append(state if state["state"] != "restorable" else {**state, "state": "locked right now"})

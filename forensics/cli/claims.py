@@ -1,0 +1,237 @@
+"""`mailmortem requeue-stale` and `mailmortem audit`: thin skins over remediation.claims / .audit."""
+
+from __future__ import annotations
+
+import click
+
+from forensics.cli.options import apply_option, db_option, format_option
+from forensics.errors import ConfigError
+
+PLAN_COLUMNS = ["lead_id", "email", "claimed_by", "claimed_at", "age_s", "in_sent_log", "new_status"]
+AUDIT_COLUMNS = ["row_key", "old_values", "new_values", "db_user", "os_user", "changed_at"]
+RUN_COLUMNS = ["run_id", "command", "table_name", "rows_changed", "changed_at", "db_user", "os_user", "undoes"]
+STATE_COLUMNS = ["table", "row_key", "state"]
+
+
+def _duration(ctx, param, value):
+    from remediation.claims import parse_duration
+
+    try:
+        return parse_duration(value)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def _say(line: str) -> None:
+    from forensics.textsafe import terminal_safe
+
+    click.echo(terminal_safe(line), err=True)
+
+
+def _open_postgres(db):
+    from remediation.store import is_postgres, open_store, resolve_db
+
+    target = resolve_db(db)
+    if not is_postgres(target):  # checked before opening: opening would create the DuckDB file
+        raise ConfigError(f"{target} is a DuckDB file: requeue-stale and audit need PostgreSQL "
+                          "(pass --db postgresql://… or set DATABASE_URL)")
+    return open_store(target)
+
+
+@click.command("requeue-stale")
+@db_option("The database the workers use (PostgreSQL).")
+@click.option("--older-than", required=True, callback=_duration, metavar="DURATION",
+              help="Stale = in progress with a claim older than this on the server's clock (45m, 2h, 900s).")
+@click.option("--table", default="leads", show_default=True, help="The leads table, as table or schema.table.")
+@click.option("--col", "cols", multiple=True, metavar="NAME=COLUMN",
+              help="Remap a column: lead_id, email, status, claimed_by, claimed_at (repeatable).")
+@click.option("--status-queued", default="queued", show_default=True, help="Status value of a waiting lead.")
+@click.option("--status-in-progress", default="in-progress", show_default=True, help="Status of a claimed lead.")
+@click.option("--status-sent", default="sent", show_default=True, help="Status of a lead that was emailed.")
+@click.option("--campaign", help="Only count sent-log rows of this campaign as proof of a send.")
+@click.option("--step", help="Only count sent-log rows of this step (rows of unknown step always count).")
+@click.option("--logs", multiple=True, type=click.Path(exists=True), metavar="PATH",
+              help="Logs to measure the worst batch (claim→release) against --older-than (repeatable).")
+@click.option("--sample", default=10, show_default=True, type=click.IntRange(0, 10_000),
+              help="Planned changes shown in the table view.")
+@format_option()
+@apply_option()
+def requeue_stale(db, older_than, table, cols, status_queued, status_in_progress, status_sent, campaign, step,
+                  logs, sample, fmt, apply):
+    """Put stale claims back to queued — or mark them sent when the sent-log proves the email went out.
+
+    Stale means in progress with a claim older than --older-than, on the database
+    server's clock. Without --apply it prints the plan and changes nothing; with
+    --apply it carries out that plan in one transaction: rows a live worker holds
+    are skipped (FOR UPDATE SKIP LOCKED), every update re-checks that the claim is
+    unchanged and still old, and each change is audited (see `mailmortem audit`).
+
+    \b
+    Examples:
+      mailmortem requeue-stale --db "$DATABASE_URL" --older-than 45m
+      mailmortem requeue-stale --db "$DATABASE_URL" --older-than 45m --apply
+      mailmortem requeue-stale --older-than 2h --table outreach.leads --col claimed_at=locked_at \\
+          --col status=state --status-in-progress claimed
+      mailmortem requeue-stale --older-than 45m --logs logs/ --format json
+    """
+    from remediation import claims
+
+    leads = claims.leads_table(table, cols, status_queued, status_in_progress, status_sent)
+    worst = _check_lease(older_than, logs) if logs else None
+    store = _open_postgres(db)
+    try:
+        plan, result = claims.requeue_stale(store.conn, leads, older_than, apply, campaign, step)
+    finally:
+        store.close()
+    _report_plan(plan, store.label, apply)
+    if result is not None:
+        _report_result(result)
+    _render(plan, result, worst, fmt, sample)
+
+
+def _check_lease(older_than: float, logs) -> dict | None:
+    from forensics.console import warn
+    from forensics.errors import RefusedError
+    from remediation import claims
+
+    try:
+        worst = claims.worst_batch_from_logs(list(logs))
+    except RefusedError as exc:
+        warn(f"not checking the lease against the logs: {exc}")
+        return None
+    if worst is None:
+        warn("no claim followed by a release of the same shard in the logs: cannot measure the worst batch")
+        return None
+    _say(f"Worst batch in the logs: {float(worst['batch_s']):.0f}s (worker {worst['worker']}, "
+         f"shard {worst['shard']}, claimed {worst['claimed_at']}).")
+    for message in claims.lease_warnings(older_than, worst):
+        warn(message)
+    return worst
+
+
+def _report_plan(plan, label: str, apply: bool) -> None:
+    counts = plan.counts
+    _say(f"Plan {plan.run_id} for {label}, table {plan.table.table}: {counts['stale']} claims in "
+         f"'{plan.table.in_progress}' older than {plan.older_than_s:g}s (server clock): "
+         f"{counts['to_sent']} → '{plan.table.sent}' (in the sent-log), "
+         f"{counts['to_queued']} → '{plan.table.queued}'.")
+    if not apply:
+        _say("Dry run: nothing changed. Re-run with --apply to carry out exactly this plan.")
+
+
+def _report_result(result) -> None:
+    counts = result.counts
+    _say(f"Applied {result.run_id}: {counts['to_sent']} marked sent, {counts['to_queued']} re-queued; "
+         f"{counts['skipped_locked']} skipped (locked by a live transaction), "
+         f"{counts['left_changed']} left alone (claim renewed or finished since the plan).")
+    if counts["to_sent"] or counts["to_queued"]:
+        _say(f"Audit: mailmortem audit --run {result.run_id}   (add --undo to revert)")
+
+
+def _outcomes(result) -> dict:
+    if result is None:
+        return {}
+    outcome = {key: "sent" for key in result.to_sent}
+    outcome.update({key: "queued" for key in result.to_queued})
+    outcome.update({key: "skipped-locked" for key in result.skipped_locked})
+    outcome.update({key: "left-changed" for key in result.left_changed})
+    return outcome
+
+
+def _render(plan, result, worst, fmt, sample) -> None:
+    from forensics.output import write_json, write_rows
+
+    outcome = _outcomes(result)
+    rows = plan.rows(None if fmt != "table" else sample)
+    columns = PLAN_COLUMNS + (["outcome"] if result is not None else [])
+    for row in rows:
+        if result is not None:
+            row["outcome"] = outcome.get(row["lead_id"], "")
+    if fmt == "json":
+        write_json({"run_id": plan.run_id, "applied": result is not None, "table": str(plan.table.table),
+                    "older_than_s": plan.older_than_s, "counts": plan.counts,
+                    "result": result.counts if result else None, "worst_batch": worst, "changes": rows})
+    elif rows or fmt != "table":
+        write_rows(rows, fmt, columns, title=f"Planned changes (first {len(rows)} of {len(plan.leads)})")
+
+
+@click.command("audit")
+@db_option("The database the remediation ran against (PostgreSQL).")
+@click.option("--run", "run_id", metavar="RUN_ID", help="The run to show (default: list recent runs).")
+@click.option("--undo", is_flag=True, help="Restore the run's rows that nobody has touched since (dry run).")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 10_000), help="Runs listed.")
+@format_option()
+@apply_option()
+def audit(db, run_id, undo, limit, fmt, apply):
+    """Show what a remediation run changed, and undo it.
+
+    Without --run, lists recent runs. With --run, every row the run changed: key,
+    old → new values, database and OS user, when. --undo restores the old values of
+    the rows that still hold the run's new values and reports the ones it leaves
+    (changed since, already restored, gone); add --apply to do it, in one
+    transaction, itself audited.
+
+    \b
+    Examples:
+      mailmortem audit --db "$DATABASE_URL"
+      mailmortem audit --db "$DATABASE_URL" --run 2026-11-30T10:12:03Z-7f3a
+      mailmortem audit --db "$DATABASE_URL" --run 2026-11-30T10:12:03Z-7f3a --undo
+      mailmortem audit --db "$DATABASE_URL" --run 2026-11-30T10:12:03Z-7f3a --undo --apply
+    """
+    if (undo or apply) and not run_id:
+        raise click.UsageError("--undo and --apply need --run RUN_ID")
+    if apply and not undo:
+        raise click.UsageError("--apply only goes with --undo")
+    store = _open_postgres(db)
+    try:
+        if undo:
+            _undo(store.conn, run_id, apply, fmt)
+        elif run_id:
+            _show_run(store.conn, run_id, fmt)
+        else:
+            _list_runs(store.conn, limit, fmt)
+    finally:
+        store.close()
+
+
+def _list_runs(conn, limit, fmt) -> None:
+    from forensics.output import write_rows
+    from remediation import audit as audit_lib
+
+    runs = audit_lib.recent_runs(conn, limit)
+    if not runs and fmt == "table":
+        _say("No remediation runs recorded in this database.")
+        return
+    write_rows(runs, fmt, RUN_COLUMNS, title="Recent remediation runs")
+
+
+def _show_run(conn, run_id, fmt) -> None:
+    from forensics.errors import RefusedError
+    from forensics.output import to_json, write_rows
+    from remediation import audit as audit_lib
+
+    rows = audit_lib.run_rows(conn, run_id)
+    if not rows:
+        raise RefusedError(f"no audit rows for run {run_id}: list runs with `mailmortem audit`")
+    first = rows[0]
+    _say(f"Run {run_id}: {first['command']} changed {len(rows)} rows of {first['table_name']} "
+         f"(key {first['key_column']}) as {first['db_user']} / {first['os_user']}.")
+    if fmt == "table":
+        rows = [dict(r, old_values=to_json(r["old_values"], None), new_values=to_json(r["new_values"], None))
+                for r in rows]
+    write_rows(rows, fmt, AUDIT_COLUMNS if fmt == "table" else list(audit_lib.AUDIT_COLUMNS), title=None)
+
+
+def _undo(conn, run_id, apply, fmt) -> None:
+    from forensics.output import write_rows
+    from remediation import audit as audit_lib
+
+    result = audit_lib.undo(conn, run_id, apply)
+    counts = ", ".join(f"{n} {state}" for state, n in sorted(result.summary.items()))
+    if apply:
+        _say(f"Undo {result.undo_run_id} of {run_id}: {counts}.")
+        rows = result.restored + result.left
+    else:
+        _say(f"Undo plan for {run_id}: {counts}. Dry run: nothing changed; add --apply to restore.")
+        rows = result.preview
+    write_rows(rows, fmt, STATE_COLUMNS, title=f"Undo of {run_id}")
