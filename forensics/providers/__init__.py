@@ -1,0 +1,12 @@
+"""Provider send-history readers: SendGrid, Mailgun, SES, Postmark, Resend, Brevo, Postfix, CSV/JSONL.
+
+`read_events(paths, ...)` gives one row per event and recipient with a verdict
+('sent' | 'not_sent' | 'not_a_send_event'); `ProviderRead.sends()` collapses them
+to one row per (message, recipient). The per-provider semantics live in
+`queries/providers.sql`; the work happens in DuckDB over Arrow, not Python loops.
+"""
+
+from __future__ import annotations
+
+from forensics.providers.reader import COLUMNS, Keys, ProviderRead, read_events, read_sends  # noqa: F401
+from forensics.providers.detect import PROVIDERS  # noqa: F401

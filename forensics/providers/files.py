@@ -1,0 +1,117 @@
+"""Find export files (files, folders, globs, .gz) and turn them into documents for DuckDB.
+
+A document is one JSON text (a JSON Lines line, or a whole single-payload file) or one
+log line, with its file and line number, so every malformed record can be named.
+"""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import json
+import os
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from forensics.errors import InputError
+
+MAX_SINGLE_DOC = 256 * 1024 * 1024
+# Documentation that sits next to exports in a folder (a README, provenance notes) is not read.
+_NOT_EXPORTS = {".md", ".rst", ".html", ".pdf", ".png", ".jpg"}
+
+
+@dataclass
+class ExportFile:
+    path: str
+    text: str
+    kind: str  # "json" (one document), "jsonl", "csv" or "lines"
+
+
+def expand_paths(paths: list[str]) -> list[str]:
+    """Files as given, folders recursively, globs expanded; sorted and de-duplicated."""
+    found: list[str] = []
+    for raw in paths:
+        matches = sorted(glob.glob(raw, recursive=True)) if glob.has_magic(raw) else [raw]
+        if not matches:
+            raise InputError(f"{raw}: no file matches")
+        for match in matches:
+            found.extend(_walk(match))
+    return list(dict.fromkeys(found))
+
+
+def _walk(path: str) -> list[str]:
+    if os.path.isdir(path):
+        return sorted(str(p) for p in Path(path).rglob("*")
+                      if p.is_file() and not p.name.startswith(".") and p.suffix.lower() not in _NOT_EXPORTS)
+    if not os.path.exists(path):
+        raise InputError(f"{path}: no such file or directory")
+    return [path]
+
+
+def read_text(path: str) -> str:
+    """The file's text; .gz transparently; undecodable bytes replaced, never fatal."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+        if data[:2] == b"\x1f\x8b":
+            data = gzip.decompress(data)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InputError(f"{path}: cannot read: {exc}") from None
+    if b"\x00" in data[:4096]:
+        raise InputError(f"{path}: binary file, not a provider export")
+    return data.decode("utf-8", errors="replace").lstrip("\ufeff")
+
+
+def sniff_kind(path: str, text: str) -> str:
+    """json | jsonl | csv | lines, from the content (extensions only break ties)."""
+    head = text.lstrip()
+    if head.startswith(("{", "[")):
+        return "jsonl" if _is_json_lines(text) else "json"
+    name = path.lower().removesuffix(".gz")
+    if name.endswith((".csv", ".tsv")):
+        return "csv"
+    first = head.split("\n", 1)[0]
+    if "," in first and "postfix" not in first and not first[:3].isalpha() or name.endswith(".csv"):
+        return "csv"
+    return "lines"
+
+
+def _is_json_lines(text: str) -> bool:
+    stripped = text.strip()
+    first, _, rest = stripped.partition("\n")
+    if not rest.strip():
+        return False
+    try:
+        json.loads(first)
+    except ValueError:
+        return False
+    return True
+
+
+def load_json_document(path: str, text: str):
+    """Parse a single-payload JSON file; a truncated or invalid one is an error naming file:line."""
+    if len(text) > MAX_SINGLE_DOC:
+        raise InputError(f"{path}: single JSON document over {MAX_SINGLE_DOC // 2**20} MiB; export JSON Lines")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        what = "truncated JSON" if exc.pos >= len(text.rstrip()) - 1 else "invalid JSON"
+        raise InputError(f"{path}:{exc.lineno}: {what} ({exc.msg})") from None
+
+
+def read_export(path: str) -> ExportFile:
+    text = read_text(path)
+    return ExportFile(path, text, sniff_kind(path, text))
+
+
+def first_json_value(export: ExportFile):
+    """The first parseable JSON value of a file, for detection (None if there is none)."""
+    if export.kind == "json":
+        return load_json_document(export.path, export.text)
+    for line in export.text.split("\n", 200)[:200]:
+        try:
+            return json.loads(line)
+        except ValueError:
+            continue
+    return None

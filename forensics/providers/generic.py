@@ -1,0 +1,82 @@
+"""Generic CSV / JSON Lines exports described by `--map field=Column`, and SendGrid's activity CSV.
+
+Canonical fields: recipient and msg_id (required), sent_at, event, campaign, step, candidate.
+"""
+
+from __future__ import annotations
+
+from forensics.errors import ConfigError, InputError
+
+FIELDS = ("recipient", "msg_id", "sent_at", "event", "campaign", "step", "candidate")
+SENT_WORDS = ["sent", "send", "processed", "delivered", "delivery", "accepted", "request", "queued"]
+NOT_SENT_WORDS = ["dropped", "rejected", "reject", "failed", "blocked", "error", "invalid", "invalid_email",
+                  "not delivered", "not_sent", "suppressed"]
+
+# SendGrid's activity CSV headers are not published (spec §1.2): match by alias, fail loudly otherwise.
+SENDGRID_CSV_ALIASES = {
+    "msg_id": ("msg_id", "message_id", "sg_message_id", "message id"),
+    "recipient": ("email", "to_email", "recipient", "to"),
+    "sent_at": ("processed", "timestamp", "last_event_time", "event_time", "date"),
+    "event": ("status", "event"),
+}
+
+
+def parse_map(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """`["recipient=To", "msg_id=Message ID"]` → {"recipient": "To", "msg_id": "Message ID"}."""
+    mapping: dict[str, str] = {}
+    for pair in pairs or ():
+        field, sep, column = pair.partition("=")
+        field = field.strip()
+        if not sep or not column.strip():
+            raise ConfigError(f"--map {pair!r}: expected FIELD=COLUMN, e.g. recipient=To")
+        if field not in FIELDS:
+            raise ConfigError(f"--map {pair!r}: unknown field {field!r}; fields are {', '.join(FIELDS)}")
+        mapping[field] = column.strip()
+    return mapping
+
+
+def require_mapping(mapping: dict[str, str], what: str) -> None:
+    missing = [f for f in ("recipient", "msg_id") if f not in mapping]
+    if missing:
+        raise ConfigError(f"{what} needs --map for {', '.join(missing)} (e.g. --map recipient=To --map msg_id=\"Message ID\")")
+
+
+def sendgrid_csv_mapping(path: str, columns: list[str], keys) -> dict[str, str]:
+    """Resolve SendGrid activity CSV headers through the alias table."""
+    by_lower = {c.strip().lower(): c for c in columns}
+    mapping = {}
+    for field, aliases in SENDGRID_CSV_ALIASES.items():
+        hit = next((by_lower[a] for a in aliases if a in by_lower), None)
+        if hit:
+            mapping[field] = hit
+    for field, names in (("campaign", keys.campaign), ("step", keys.step), ("candidate", keys.candidate)):
+        hit = next((by_lower[n.lower()] for n in names if n.lower() in by_lower), None)
+        if hit:
+            mapping[field] = hit
+    if "recipient" not in mapping or "msg_id" not in mapping:
+        raise InputError(f"{path}: unknown CSV layout (columns: {', '.join(columns[:12])}); "
+                         "use --provider csv --map recipient=COLUMN --map msg_id=COLUMN")
+    return mapping
+
+
+def csv_frame(path: str, text: str, mapping: dict[str, str], keys, provider: str):
+    """Read a CSV with polars (all text), rename mapped columns to canonical ones, add file:line."""
+    import polars as pl
+
+    try:
+        frame = pl.read_csv(text.encode(), infer_schema=False, truncate_ragged_lines=True)
+    except (pl.exceptions.PolarsError, ValueError) as exc:
+        raise InputError(f"{path}: not a readable CSV: {str(exc).splitlines()[0]}") from None
+    if provider == "sendgrid":
+        mapping = {**sendgrid_csv_mapping(path, frame.columns, keys), **mapping}
+    else:
+        require_mapping(mapping, f"{path}: a CSV export")
+    absent = [c for c in mapping.values() if c not in frame.columns]
+    if absent:
+        raise ConfigError(f"{path}: no column named {', '.join(repr(a) for a in absent)} "
+                          f"(columns: {', '.join(frame.columns[:12])})")
+    exprs = [pl.col(mapping[f]).alias(f) if f in mapping else pl.lit(None, pl.String).alias(f) for f in FIELDS]
+    return frame.select(exprs).with_columns(
+        pl.lit(path).alias("source_file"),
+        (pl.int_range(pl.len(), dtype=pl.Int64) + 2).alias("source_line"),
+    )

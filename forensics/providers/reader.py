@@ -1,0 +1,258 @@
+"""Files → documents → DuckDB → normalised provider rows (see queries/providers.sql)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+import queries
+from forensics.errors import ConfigError, InputError
+from forensics.providers import detect, files, generic
+
+COLUMNS = ("provider", "source_file", "source_line", "event_type", "verdict", "msg_id", "provider_msg_id",
+           "recipient", "sent_at", "campaign", "step", "candidate")
+EVENT_COLUMNS = COLUMNS + ("alt_id",)  # alt_id: smtp-id / queue id used to collapse id-less events
+JSON_PROVIDERS = ("sendgrid", "mailgun", "ses", "postmark", "resend", "brevo", "generic")
+
+
+@dataclass(frozen=True)
+class Keys:
+    """Metadata keys searched (in order) for campaign, step and candidate."""
+
+    campaign: tuple[str, ...] = ("campaign", "campaign_id")
+    step: tuple[str, ...] = ("step",)
+    candidate: tuple[str, ...] = ("candidate", "candidate_id", "lead_id")
+
+
+@dataclass
+class ProviderRead:
+    events: object  # pyarrow.Table with COLUMNS
+    malformed: list[dict] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)  # path -> provider
+
+    def sends(self):
+        """One row per (provider, message, recipient); the verdict is the strongest seen."""
+        return collapse(self.events)
+
+
+@dataclass
+class _Batch:
+    docs: list = field(default_factory=list)  # Arrow tables: provider, source_file, source_line, text
+    csvs: list = field(default_factory=list)  # polars frames with canonical columns, per provider
+    files: dict = field(default_factory=dict)
+
+
+def read_events(paths, provider: str | None = None, mapping: dict | None = None, keys: Keys | None = None,
+                year: int | None = None, tz: str | None = None) -> ProviderRead:
+    """Read every export under `paths`; raises InputError for unreadable files or wrong providers."""
+    keys, mapping = keys or Keys(), mapping or {}
+    if provider and provider not in detect.PROVIDERS:
+        raise ConfigError(f"unknown provider {provider!r}; choose from {', '.join(detect.PROVIDERS)}")
+    batch = _Batch()
+    for path in files.expand_paths(list(paths)):
+        _add_file(batch, files.read_export(path), provider, mapping, keys)
+    if not batch.files:
+        raise InputError("no export files found")
+    con = _connect(tz)
+    try:
+        events, malformed = _run_queries(con, batch, mapping, keys, year, tz)
+    finally:
+        con.close()
+    _check_recognised(events, batch.files, malformed)
+    return ProviderRead(events.filter(_recognised_mask(events)), malformed, batch.files)
+
+
+def read_sends(paths, **options):
+    return read_events(paths, **options).sends()
+
+
+def _add_file(batch: _Batch, export: files.ExportFile, forced: str | None, mapping: dict, keys: Keys) -> None:
+    name = forced or _detect(export)
+    if name in ("csv", "jsonl"):
+        name = "csv" if export.kind == "csv" else "generic"
+    if export.kind == "csv" or name == "csv":
+        if export.kind != "csv":
+            raise InputError(f"{export.path}: not a CSV file (looks like {export.kind})")
+        provider = "sendgrid" if name == "sendgrid" else "csv"
+        batch.csvs.append((provider, generic.csv_frame(export.path, export.text, mapping, keys, provider)))
+    elif name == "postfix":
+        batch.docs.append(_lines_table("postfix", export.path, export.text))
+    else:
+        if export.kind not in ("json", "jsonl"):
+            raise InputError(f"{export.path}: not JSON, so not a {name} webhook/event export")
+        if name == "generic":
+            generic.require_mapping(mapping, f"{export.path}: a generic JSON export")
+        text = export.text if export.kind == "jsonl" else _validated_document(export)
+        batch.docs.append(_lines_table(name, export.path, text) if export.kind == "jsonl"
+                          else _doc_table(name, export.path, text))
+    batch.files[export.path] = name
+
+
+def _detect(export: files.ExportFile) -> str:
+    if export.kind == "lines" or export.kind == "csv":
+        found = detect.detect_text(export.text)
+        if found or export.kind == "csv":
+            return found or "sendgrid"  # a CSV without --provider: SendGrid's activity export by aliases
+    else:
+        found = detect.detect_json(files.first_json_value(export))
+        if found:
+            return found
+    raise InputError(f"{export.path}: cannot tell which provider wrote this file; pass --provider "
+                     f"({', '.join(detect.PROVIDERS)})")
+
+
+def _validated_document(export: files.ExportFile) -> str:
+    files.load_json_document(export.path, export.text)  # raises with file:line when truncated
+    return export.text
+
+
+def _doc_table(provider: str, path: str, text: str):
+    import pyarrow as pa
+
+    return pa.table({"provider": [provider], "source_file": [path], "source_line": pa.array([1], pa.int64()),
+                     "text": [text]})
+
+
+def _lines_table(provider: str, path: str, text: str):
+    import numpy as np
+    import pyarrow as pa
+
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    n = len(lines)
+    return pa.table({
+        "provider": pa.repeat(provider, n) if hasattr(pa, "repeat") else pa.array([provider] * n),
+        "source_file": pa.array([path] * n, pa.string()),
+        "source_line": pa.array(np.arange(1, n + 1, dtype=np.int64)),
+        "text": pa.array(lines, pa.string()),
+    })
+
+
+def _connect(tz: str | None):
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute(queries.get("provider_session_utc").for_duckdb())
+    con.execute(queries.get("provider_macros").for_duckdb())
+    return con
+
+
+def _params(mapping: dict, keys: Keys) -> dict:
+    return {"campaign_keys": list(keys.campaign), "step_keys": list(keys.step),
+            "candidate_keys": list(keys.candidate)}
+
+
+def _run_queries(con, batch: _Batch, mapping: dict, keys: Keys, year: int | None, tz: str | None):
+    import pyarrow as pa
+
+    parts, malformed = [], []
+    if batch.docs:
+        con.register("provider_docs", pa.concat_tables(batch.docs))
+        malformed += _fetch_dicts(con, "provider_malformed_docs", {})
+        present = {p for p in batch.files.values()}
+        con.execute(queries.get("provider_events_unwrap").for_duckdb())
+        for name in JSON_PROVIDERS:
+            if name in present:
+                parts.append(_provider_rows(con, name, mapping, keys))
+        if "postfix" in present:
+            parts.append(_postfix_rows(con, year, tz))
+    for provider, frame in batch.csvs:
+        parts.append(_csv_rows(con, provider, frame))
+    return _concat(parts), malformed
+
+
+def _provider_rows(con, name: str, mapping: dict, keys: Keys):
+    params = _params(mapping, keys)
+    if name == "generic":
+        params.update({f"{f}_key": mapping.get(f, "") for f in ("recipient", "msg_id", "sent_at", "event")})
+        params.update(sent_words=generic.SENT_WORDS, not_sent_words=generic.NOT_SENT_WORDS)
+    sql = queries.get(f"provider_rows_{name}").for_duckdb()
+    return con.sql(sql, params=_used(sql, params)).to_arrow_table()
+
+
+def _postfix_rows(con, year: int | None, tz: str | None):
+    sql = queries.get("provider_rows_postfix").for_duckdb()
+    return con.sql(sql, params={"year": year or dt.date.today().year, "tz": _valid_tz(tz)}).to_arrow_table()
+
+
+def _csv_rows(con, provider: str, frame):
+    con.register("provider_csv", frame.to_arrow())
+    sql = queries.get("provider_rows_csv").for_duckdb()
+    params = {"provider": provider, "sent_words": generic.SENT_WORDS, "not_sent_words": generic.NOT_SENT_WORDS}
+    result = con.sql(sql, params=params).to_arrow_table()
+    con.unregister("provider_csv")
+    return result
+
+
+def _used(sql: str, params: dict) -> dict:
+    return {k: v for k, v in params.items() if f"${k}" in sql}
+
+
+def _valid_tz(tz: str | None) -> str:
+    import zoneinfo
+
+    tz = tz or "UTC"
+    try:
+        zoneinfo.ZoneInfo(tz)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ConfigError(f"--tz {tz!r}: unknown time zone (use an IANA name like Europe/Berlin)") from None
+    return tz
+
+
+def _fetch_dicts(con, name: str, params: dict) -> list[dict]:
+    cursor = con.execute(queries.get(name).for_duckdb(), params)
+    cols = [d[0] for d in cursor.description]
+    return [dict(zip(cols, row)) for row in cursor.fetchall()]
+
+
+def _schema(columns=EVENT_COLUMNS):
+    import pyarrow as pa
+
+    types = {"source_line": pa.int64(), "sent_at": pa.timestamp("us", tz="UTC")}
+    return pa.schema([(c, types.get(c, pa.string())) for c in columns])
+
+
+def _concat(parts):
+    import pyarrow as pa
+
+    schema = _schema()
+    tables = [p.select(list(EVENT_COLUMNS)).cast(schema) for p in parts]
+    return pa.concat_tables(tables) if tables else schema.empty_table()
+
+
+def _recognised_mask(events):
+    import pyarrow.compute as pc
+
+    return pc.is_valid(events.column("event_type"))
+
+
+def _check_recognised(events, provider_of: dict, malformed: list) -> None:
+    """A file with no recognisable event for its provider is an error (wrong --provider, wrong file)."""
+    import polars as pl
+
+    frame = pl.from_arrow(events.select(["source_file", "source_line", "event_type", "provider"]))
+    ok = set(frame.filter(pl.col("event_type").is_not_null())["source_file"].to_list())
+    bad_files = {m["source_file"] for m in malformed}
+    for path, provider in provider_of.items():
+        if path not in ok:
+            shown = "generic" if provider == "csv" else provider
+            why = "only malformed records" if path in bad_files else f"no {shown} events"
+            raise InputError(f"{path}: {why} found; is it a {shown} export? (check --provider)")
+    unknown = frame.filter(pl.col("event_type").is_null())
+    for row in unknown.iter_rows(named=True):  # few: records of another shape inside a valid file
+        malformed.append({"source_file": row["source_file"], "source_line": row["source_line"],
+                          "reason": f"not a {row['provider']} event"})
+
+
+def collapse(events):
+    """One row per (provider, message, recipient), via the provider_collapse query."""
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        con.execute(queries.get("provider_session_utc").for_duckdb())
+        con.register("provider_event_rows", events)
+        return con.sql(queries.get("provider_collapse").for_duckdb()).to_arrow_table().cast(_schema(COLUMNS))
+    finally:
+        con.close()
