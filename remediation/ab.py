@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import datetime as dt
 import io
-import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
 import queries
 from forensics.errors import DatabaseError, InputError
 from remediation.ab_stats import srm_test
+from remediation.audit import new_run_id  # noqa: F401  (one run-id format for every remediation)
 
 CONTAMINATION_WARN_RATE = 0.01  # warn when at least 1 % of units...
 CONTAMINATION_WARN_UNITS = 10  # ...and at least 10 people are contaminated
@@ -86,12 +86,6 @@ class AbApplied:
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
-
-
-def new_run_id(now: dt.datetime | None = None) -> str:
-    """`2026-11-30T10:12:03Z-7f3a`: sortable, readable, unique enough for one operator's runs."""
-    now = now or dt.datetime.now(dt.timezone.utc)
-    return now.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") + "-" + secrets.token_hex(2)
 
 
 # --- analysis (DuckDB, over the case's `sends`) -------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from forensics.cli.diagnose import case_options, open_case
 from forensics.cli.options import apply_option, db_option, format_option
 from forensics.errors import ConfigError
 
@@ -44,17 +45,13 @@ weights_option = click.option(
 
 
 @click.command("ab-contamination")
-@click.argument("paths", nargs=-1, required=True)
+@case_options
 @click.option("--test-id", required=True, help="The A/B test to check (the logs' test_id / experiment).")
 @weights_option
-@click.option("--syntax", type=click.Choice(["logfmt", "jsonl", "csv"]), help="Force the log syntax.")
-@click.option("--field", "fields", multiple=True, metavar="CANONICAL=NAME", help="Map a log key to a field.")
-@click.option("--config", "config", type=click.Path(dir_okay=False), help="TOML file with a [fields] table.")
-@click.option("--strict", is_flag=True, help="Fail on the first line that is not a record.")
 @format_option()
 @db_option("Where --apply writes ab_exclusions and ab_assignments.")
 @apply_option()
-def ab_contamination(paths, test_id, weights, syntax, fields, config, strict, fmt, db, apply):
+def ab_contamination(paths, syntax, fields, config, strict, memory_limit, test_id, weights, fmt, db, apply):
     """Find people who received more than one variant of an A/B test, and exclude them.
 
     The unit is the candidate (its id, else its normalised address). Reports per-arm
@@ -73,10 +70,9 @@ def ab_contamination(paths, test_id, weights, syntax, fields, config, strict, fm
       mailmortem ab-contamination --test-id subj-2026-11 logs/ --db "$DATABASE_URL"          # plan only
       mailmortem ab-contamination --test-id subj-2026-11 logs/ --db "$DATABASE_URL" --apply
     """
-    from forensics.case import load_case
     from remediation import ab
 
-    case = load_case(paths, syntax=syntax, field_map=_field_map(fields, config), strict=strict)
+    case = open_case(paths, syntax, fields, config, strict, memory_limit)
     report = ab.analyse(case.con, test_id, weights)
     _warn_about(report)
     plan = applied = None
@@ -84,14 +80,6 @@ def ab_contamination(paths, test_id, weights, syntax, fields, config, strict, fm
         plan = ab.build_plan(case.con, report, ab.new_run_id())
         applied = _plan_then_apply(plan, db, apply)
     _render_report(report, fmt, plan, applied)
-
-
-def _field_map(fields, config) -> dict | None:
-    from forensics.fields import load_config, parse_overrides
-
-    mapping = load_config(config) if config else {}
-    mapping.update(parse_overrides(fields))
-    return mapping or None
 
 
 def _warn_about(report) -> None:
@@ -198,7 +186,7 @@ def _render_tables(report) -> None:
 def _headline(report) -> str:
     srm = report.srm
     test = (f"SRM chi-squared {srm['chi2']:.2f}, {srm['dof']} dof, p = {srm['p_value']:.3g}"
-            + (" (MISMATCH)" if srm["mismatch"] else "")) if srm else "SRM test not applicable (one arm)"
+            + (" (MISMATCH)" if srm["mismatch"] else "")) if srm else "no SRM test (it needs two arms with clean people)"
     return (f"Test {report.test_id}: {report.units} people, {report.contaminated} contaminated "
             f"({report.contamination_rate:.1%}); {test}")
 
