@@ -92,3 +92,30 @@ WHERE campaign = :campaign
   AND (CAST(:step AS TEXT) IS NULL OR step = :step OR step = '')
 ORDER BY sent_at DESC NULLS LAST
 LIMIT 1
+
+-- name: sent_log_export_duplicates
+-- DuckDB over the reader's collapsed rows (provider_sends_view): people the export itself shows emailed more than once per campaign and step.
+SELECT coalesce(campaign, '') AS campaign, coalesce(step, '') AS step, recipient,
+       count(DISTINCT msg_id) AS sends, list(DISTINCT msg_id ORDER BY msg_id) AS msg_ids,
+       min(sent_at) AS first_sent_at, max(sent_at) AS last_sent_at
+FROM provider_sends_view
+WHERE verdict = 'sent' AND msg_id IS NOT NULL AND recipient IS NOT NULL
+GROUP BY ALL
+HAVING count(DISTINCT msg_id) >= 2
+ORDER BY sends DESC, campaign, step, recipient
+
+-- name: sent_log_export_skipped
+-- DuckDB over the reader's event rows (provider_events_view): events that are not sends, counted by provider and type.
+SELECT provider, event_type, verdict, count(*) AS events
+FROM provider_events_view
+WHERE verdict <> 'sent'
+GROUP BY ALL
+ORDER BY events DESC, provider, event_type
+
+-- name: sent_log_export_incomplete
+-- DuckDB over collapsed rows: sends that cannot be recorded because the export lacks a recipient or message id.
+SELECT source_file, source_line, provider, event_type,
+       CASE WHEN recipient IS NULL THEN 'send event without a recipient' ELSE 'send event without a message id' END AS reason
+FROM provider_sends_view
+WHERE verdict = 'sent' AND (recipient IS NULL OR msg_id IS NULL)
+ORDER BY source_file, source_line

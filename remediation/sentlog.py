@@ -211,3 +211,54 @@ def _backfill_duckdb(conn: Any, table) -> int:
         return int(inserted)
     except duckdb.Error as exc:
         raise DatabaseError(f"backfill failed: {str(exc).strip().splitlines()[0]}") from None
+
+
+# --------------------------------------------------------------------------- backfill from exports
+
+
+def summarize_export(read) -> dict:
+    """Counts and findings of a provider read (no database): what a backfill would record."""
+    import duckdb
+    import pyarrow.compute as pc
+
+    sends = read.sends()
+    con = duckdb.connect()
+    try:
+        con.register("provider_events_view", read.events)
+        con.register("provider_sends_view", sends)
+        summary = {
+            "files": len(read.files),
+            "rows_read": read.events.num_rows,
+            "skipped_by_event_type": _dicts(con, "sent_log_export_skipped"),
+            "malformed": read.malformed + _dicts(con, "sent_log_export_incomplete"),
+            "duplicates_in_export": _dicts(con, "sent_log_export_duplicates"),
+        }
+    finally:
+        con.close()
+    usable = pc.and_(pc.equal(sends.column("verdict"), "sent"),
+                     pc.and_(pc.is_valid(sends.column("msg_id")), pc.is_valid(sends.column("recipient"))))
+    summary["sends"] = sends.filter(usable)
+    summary["sends_found"] = summary["sends"].num_rows
+    return summary
+
+
+def _dicts(con, name: str) -> list[dict]:
+    cursor = con.execute(queries.get(name).for_duckdb())
+    cols = [d[0] for d in cursor.description]
+    return [dict(zip(cols, row)) for row in cursor.fetchall()]
+
+
+def backfill_exports(store, read, dry_run: bool = False) -> dict:
+    """Record every send of a provider read in sent_log (one transaction); returns the summary."""
+    summary = summarize_export(read)
+    if summary["sends_found"] == 0:
+        kinds = ", ".join(f"{s['events']} {s['event_type']}" for s in summary["skipped_by_event_type"][:5])
+        raise InputError(f"no send events in the export ({summary['rows_read']} events read"
+                         + (f": {kinds}" if kinds else "") + ")")
+    sends = summary.pop("sends")
+    if dry_run:
+        summary.update(inserted=None, already_present=None, dry_run=True)
+        return summary
+    result = backfill(store, sends)
+    summary.update(inserted=result.inserted, already_present=result.already_present, dry_run=False)
+    return summary
