@@ -96,6 +96,10 @@ SELECT
 FROM ab_units
 ORDER BY unit
 
+-- name: ab_pg_ddl_lock
+-- PostgreSQL: serialise concurrent first-time creation of the A/B tables (transaction-scoped).
+SELECT pg_advisory_xact_lock(hashtextextended('mailmortem ab ddl', 0))
+
 -- name: ab_create_exclusions
 -- The exclusion list: units to leave out of a test's analysis (PostgreSQL and DuckDB).
 CREATE TABLE IF NOT EXISTS ab_exclusions (

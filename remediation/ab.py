@@ -176,6 +176,7 @@ def _pg_stage(cur, plan: AbPlan) -> None:
 
 def _pg_apply(conn, plan: AbPlan) -> tuple[int, int, int, int]:
     with conn.transaction(), conn.cursor() as cur:
+        cur.execute(queries.get("ab_pg_ddl_lock").sql)
         cur.execute(queries.get("ab_create_exclusions").sql)
         cur.execute(queries.get("ab_create_assignments").sql)
         _pg_stage(cur, plan)

@@ -358,3 +358,18 @@ def test_stored_assignment_absent_table_and_row(store):
 def test_run_id_shape():
     run_id = ab.new_run_id(dt.datetime(2026, 11, 30, 10, 12, 3, tzinfo=dt.timezone.utc))
     assert run_id.startswith("2026-11-30T10:12:03Z-") and len(run_id) == len("2026-11-30T10:12:03Z-7f3a")
+
+
+def test_concurrent_applies_on_postgres_write_each_row_once(pg_dsn, plan_case):
+    from concurrent.futures import ThreadPoolExecutor
+
+    stores = [open_store(pg_dsn) for _ in range(4)]
+    try:
+        with ThreadPoolExecutor(len(stores)) as pool:
+            results = list(pool.map(lambda s: ab.apply_plan(s, plan_case), stores))
+        assert sum(r.exclusions_written for r in results) == 3
+        assert sum(r.assignments_written for r in results) == 8
+        assert len(table_rows(stores[0], "ab_assignments")) == 8
+    finally:
+        for store in stores:
+            store.close()
