@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import queries
+from forensics import sources
 from forensics.detect import csv_header, detect_syntax
 from forensics.errors import ConfigError, InputError, ParseError
 from forensics.fields import CANONICAL, FieldMap
@@ -78,19 +79,26 @@ def _load_file(con, source: Source, forced: str | None) -> tuple[InputSummary, l
         raise InputError(f"{source.label}: cannot tell the log syntax (not logfmt, JSON Lines or CSV); "
                          "force one with --syntax")
     summary = InputSummary(source.label, syntax)
-    for encoding in ("utf-8", "latin-1"):
+    readable = source
+    for attempt in ("as is", "sanitized"):
         try:
-            keys = _PARSERS[syntax](con, source, head, encoding)
+            keys = _PARSERS[syntax](con, readable, head)
             break
-        except Exception as exc:  # duckdb raises many classes; only bad UTF-8 gets a second try
+        except Exception as exc:  # duckdb raises many classes; dirty files get one sanitized retry
             run_script(con, "forget_source", {"label": source.label})
-            if encoding == "utf-8" and "unicode" in str(exc).lower():
-                summary.encoding = "latin-1"
+            if attempt == "as is" and _is_dirty_file_error(exc):
+                readable = sources.sanitized_copy(source)
+                summary.encoding = "utf-8 (repaired: invalid bytes or overlong lines)"
                 continue
             raise InputError(f"{source.label}: cannot read ({_first_line(exc)})") from None
     if not source.gzipped and not _ends_with_newline(source.path):
         run_script(con, "mark_truncated_last_line", {"label": source.label})
     return summary, keys
+
+
+def _is_dirty_file_error(exc: Exception) -> bool:
+    text = str(exc).lower()
+    return "unicode" in text or "utf-8" in text or "line size" in text or "csv error on line" in text
 
 
 def _first_line(exc: Exception) -> str:
@@ -107,18 +115,18 @@ def _ends_with_newline(path: str) -> bool:
         return handle.read(1) == b"\n"
 
 
-def _read_params(source: Source, encoding: str) -> dict:
-    return {"path": source.path, "label": source.label, "delim": LINE_DELIM, "encoding": encoding}
+def _read_params(source: Source) -> dict:
+    return {"path": source.path, "label": source.label, "delim": LINE_DELIM}
 
 
-def _parse_logfmt(con, source: Source, head: bytes, encoding: str) -> list[str]:
-    run_script(con, "parse_logfmt", _read_params(source, encoding))
+def _parse_logfmt(con, source: Source, head: bytes) -> list[str]:
+    run_script(con, "parse_logfmt", _read_params(source))
     return [r[0] for r in run_script(con, "parsed_keys", {"label": source.label}).fetchall()]
 
 
-def _parse_jsonl(con, source: Source, head: bytes, encoding: str) -> list[str]:
-    params = _read_params(source, encoding)
-    structure = run_script(con, "json_structure", {k: params[k] for k in ("path", "delim", "encoding")}).fetchone()[0]
+def _parse_jsonl(con, source: Source, head: bytes) -> list[str]:
+    params = _read_params(source)
+    structure = run_script(con, "json_structure", {k: params[k] for k in ("path", "delim")}).fetchone()[0]
     keys = _json_paths(json.loads(structure) if structure else {})
     paths = ["$" + "".join("." + json.dumps(part) for part in key.split(".")) for key in keys]
     run_script(con, "parse_jsonl", {**params, "keys": keys, "paths": paths})
@@ -137,12 +145,12 @@ def _json_paths(structure, prefix: str = "") -> list[str]:
     return paths
 
 
-def _parse_csv(con, source: Source, head: bytes, encoding: str) -> list[str]:
+def _parse_csv(con, source: Source, head: bytes) -> list[str]:
     found = csv_header(head)
     if found is None:
         raise InputError(f"{source.label}: CSV file without a header row")
     header_line, keys = found
-    run_script(con, "parse_csv", {**_read_params(source, encoding), "keys": keys, "header_line": header_line})
+    run_script(con, "parse_csv", {**_read_params(source), "keys": keys, "header_line": header_line})
     return keys
 
 

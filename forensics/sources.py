@@ -110,3 +110,24 @@ def check_readable(source: Source) -> None:
 
 def is_empty(source: Source) -> bool:
     return not head_bytes(source, 1)
+
+
+MAX_LINE_CHARS = 1_000_000
+
+
+def sanitized_copy(source: Source) -> Source:
+    """A UTF-8 copy of a dirty file (bad encoding, overlong lines) for DuckDB to read.
+
+    Only used as a fallback: invalid bytes become U+FFFD and lines longer than
+    MAX_LINE_CHARS are cut (they are skipped as non-records anyway), so line
+    numbers stay those of the original file.
+    """
+    opener = gzip.open if source.gzipped else open
+    handle = tempfile.NamedTemporaryFile(prefix="mailmortem-clean-", suffix=".log", delete=False)
+    with handle, opener(source.path, "rb") as raw:
+        for line in raw:
+            text = line.decode("utf-8", errors="replace")
+            if len(text) > MAX_LINE_CHARS:
+                text = text[:MAX_LINE_CHARS] + ("\n" if text.endswith("\n") else "")
+            handle.write(text.encode("utf-8"))
+    return Source(handle.name, source.label, False)

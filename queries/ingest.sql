@@ -46,7 +46,7 @@ WITH lines AS (
     SELECT row_number() OVER () AS line_no, line
     FROM read_csv(:path, delim = :delim, quote = '', escape = '', header = false,
                   columns = {'line': 'VARCHAR'}, auto_detect = false, strict_mode = false,
-                  null_padding = true, encoding = :encoding)
+                  null_padding = true, max_line_size = 16000000)
 ), pairs AS (
     SELECT line_no, line,
            regexp_extract_all(line, '([^\s="]+)=("(?:[^"\\]|\\.)*"|[^\s"]*)') AS kv,
@@ -67,7 +67,7 @@ WITH lines AS (
     SELECT row_number() OVER () AS line_no, line
     FROM read_csv(:path, delim = :delim, quote = '', escape = '', header = false,
                   columns = {'line': 'VARCHAR'}, auto_detect = false, strict_mode = false,
-                  null_padding = true, encoding = :encoding)
+                  null_padding = true, max_line_size = 16000000)
 ), typed AS (
     SELECT line_no, line, CASE WHEN json_valid(line) THEN json_type(line) END AS jtype FROM lines
 )
@@ -84,7 +84,7 @@ FROM typed
 SELECT json_group_structure(json(line)) AS structure
 FROM read_csv(:path, delim = :delim, quote = '', escape = '', header = false,
               columns = {'line': 'VARCHAR'}, auto_detect = false, strict_mode = false,
-              null_padding = true, encoding = :encoding)
+              null_padding = true, max_line_size = 16000000)
 WHERE json_valid(line) AND json_type(line) = 'OBJECT'
 
 -- name: parse_csv
@@ -94,7 +94,7 @@ WITH lines AS (
     SELECT row_number() OVER () AS line_no, line
     FROM read_csv(:path, delim = :delim, quote = '', escape = '', header = false,
                   columns = {'line': 'VARCHAR'}, auto_detect = false, strict_mode = false,
-                  null_padding = true, encoding = :encoding)
+                  null_padding = true, max_line_size = 16000000)
 ), cells AS (
     SELECT line_no, line,
            list_transform(regexp_extract_all(line, '(?:^|,)("(?:[^"]|"")*"|[^,]*)', 1),

@@ -1,0 +1,161 @@
+"""Ingest reads the whole log vocabulary (log-vocabulary.md) into canonical events."""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import json
+
+import pytest
+
+from forensics.case import load_case
+from forensics.errors import InputError, ParseError
+
+
+def events(case, where="true"):
+    cursor = case.con.execute(f"SELECT * EXCLUDE (raw) FROM events WHERE {where} ORDER BY source, line_no")
+    cols = [d[0] for d in cursor.description]
+    return [dict(zip(cols, r)) for r in cursor.fetchall()]
+
+
+def write(path, text):
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def utc(*args):
+    return dt.datetime(*args, tzinfo=dt.timezone.utc)
+
+
+def test_logfmt_with_leading_timestamp_quotes_and_escapes(tmp_path):
+    log = write(tmp_path / "a.log",
+                '2026-11-28T09:14:03.221Z level=info event=send worker=w-7 email=A@B.co msg_id=<x@y> '
+                'error="timeout waiting for \\"ack\\""\n')
+    [e] = events(load_case([log]))
+    assert e["ts"] == utc(2026, 11, 28, 9, 14, 3, 221000)
+    assert (e["event"], e["worker"], e["recipient"], e["msg_id"]) == ("send", "w-7", "a@b.co", "x@y")
+    assert e["error"] == 'timeout waiting for "ack"'
+
+
+@pytest.mark.parametrize("key,canonical", [
+    ("time", "ts"), ("@timestamp", "ts"), ("datetime", "ts"), ("evt", "event"), ("action", "event"),
+    ("agent_id", "worker"), ("consumer", "worker"), ("hostname", "worker"), ("boot_id", "incarnation"),
+    ("sequence_id", "campaign"), ("touch", "step"), ("template_id", "step"), ("rcpt_to", "recipient"),
+    ("lead_email", "recipient"), ("prospect_id", "candidate"), ("msg-id", "msg_id"), ("smtp-id", "msg_id"),
+    ("messageid", "msg_id"), ("batch_id", "shard"), ("visibility_timeout", "lease"), ("ab_test", "test_id"),
+    ("bucket", "variant"), ("outcome", "status"), ("retries", "attempt"), ("exception", "error"),
+])
+def test_every_alias_maps_to_its_canonical_field(tmp_path, key, canonical):
+    base = {"ts": "2026-11-28T09:00:00Z", "event": "send", "msg_id": "<m@x>"}
+    base = {k: v for k, v in base.items() if k != canonical}
+    value = {"ts": "2026-11-28T10:00:00Z", "event": "claim", "lease": "15m", "recipient": "Z@Q.io",
+             "msg_id": "<other@x>"}.get(canonical, "v1")
+    record = {**base, key: value}
+    log = write(tmp_path / "a.jsonl", json.dumps(record) + "\n")
+    [e] = events(load_case([log]))
+    column = {"lease": "lease_s"}.get(canonical, canonical)
+    expected = {"ts": utc(2026, 11, 28, 10), "event": "claim", "lease": 900.0, "recipient": "z@q.io",
+                "msg_id": "other@x", "attempt": None}.get(canonical, "v1")
+    if canonical == "attempt":
+        expected = None  # "v1" is not a number
+    assert e[column] == expected
+
+
+def test_aliases_are_case_insensitive(tmp_path):
+    log = write(tmp_path / "a.log", "TS=2026-11-28T09:00:00Z Event=send EMAIL=x@y.z MSG_ID=<a@b>\n")
+    [e] = events(load_case([log]))
+    assert (e["event"], e["recipient"], e["msg_id"]) == ("send", "x@y.z", "a@b")
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("2026-11-28T09:14:03Z", utc(2026, 11, 28, 9, 14, 3)),
+    ("2026-11-28T11:14:03+02:00", utc(2026, 11, 28, 9, 14, 3)),
+    ("2026-11-28T09:14:03.123456789Z", utc(2026, 11, 28, 9, 14, 3, 123456)),
+    ("1795857243", utc(2026, 11, 28, 9, 14, 3)),
+    ("1795857243221", utc(2026, 11, 28, 9, 14, 3, 221000)),
+    ("1795857243.5", utc(2026, 11, 28, 9, 14, 3, 500000)),
+])
+def test_timestamp_forms(tmp_path, text, expected):
+    log = write(tmp_path / "a.log", f"ts={text} event=send email=a@b.c msg_id=m1\n")
+    assert events(load_case([log]))[0]["ts"] == expected
+
+
+@pytest.mark.parametrize("lease,seconds", [("900", 900), ("900s", 900), ("15m", 900), ("1h", 3600), ("1.5h", 5400)])
+def test_lease_units(tmp_path, lease, seconds):
+    log = write(tmp_path / "a.log", f"ts=2026-11-28T09:00:00Z event=claim worker=w shard=s-1 lease={lease}\n")
+    assert events(load_case([log]))[0]["lease_s"] == seconds
+
+
+def test_event_names_and_implicit_send(tmp_path):
+    lines = ["event=email_sent", "event=lease_acquired", "event=heartbeat", "event=batch_done", "event=lease_expired",
+             "event=worker_start", "event=send_failed", "status=ok"]
+    log = write(tmp_path / "a.log", "".join(f"ts=2026-11-28T09:00:0{i}Z {l} msg_id=m{i}\n" for i, l in enumerate(lines)))
+    assert [e["event"] for e in events(load_case([log]))] == [
+        "send", "claim", "renew", "release", "expire", "start", "error", "send"]
+
+
+def test_json_nested_paths_and_field_override(tmp_path):
+    log = write(tmp_path / "a.jsonl", json.dumps(
+        {"timestamp": 1795857243221, "event": "send", "mail": {"to": "Jane@Acme.com", "id": "<q@r>"}}) + "\n")
+    [e] = events(load_case([log], field_map={"msg_id": "mail.id"}))
+    assert (e["recipient"], e["msg_id"]) == ("jane@acme.com", "q@r")
+
+
+def test_csv_any_column_order_and_empty_cells(tmp_path):
+    log = write(tmp_path / "a.csv", 'msg_id,Email,ts,event,error\n'
+                                    '<m1@x>,a@b.co,2026-11-28T09:00:00Z,send,"timeout, then ""retry"""\n'
+                                    'm2,,2026-11-28T09:00:01Z,send,\n')
+    rows = events(load_case([log]))
+    assert rows[0]["error"] == 'timeout, then "retry"' and rows[0]["recipient"] == "a@b.co"
+    assert rows[1]["recipient"] is None and rows[1]["error"] is None
+
+
+def test_csv_mapping_for_foreign_headers(tmp_path):
+    log = write(tmp_path / "a.csv", 'When,To,Message ID,Kind\n2026-11-28T09:00:00Z,a@b.co,<m@x>,send\n')
+    [e] = events(load_case([log], syntax="csv",
+                           field_map={"ts": "When", "recipient": "To", "msg_id": "Message ID", "event": "Kind"}))
+    assert (e["recipient"], e["msg_id"], e["event"]) == ("a@b.co", "m@x", "send")
+
+
+def test_gzip_folders_and_globs_form_one_case(tmp_path):
+    (tmp_path / "logs").mkdir()
+    with gzip.open(tmp_path / "logs" / "w1.log.gz", "wt") as handle:
+        handle.write("ts=2026-11-28T09:00:00Z event=send worker=w1 email=a@b.c msg_id=m1\n")
+    write(tmp_path / "logs" / "w2.log", "ts=2026-11-28T09:00:01Z event=send worker=w2 email=a@b.c msg_id=m2\n")
+    case = load_case([str(tmp_path / "logs")])
+    assert {e["worker"] for e in events(case)} == {"w1", "w2"}
+    case = load_case([str(tmp_path / "logs" / "w*.log*")])
+    assert len(events(case)) == 2
+
+
+def test_non_records_are_counted_and_located(tmp_path):
+    log = write(tmp_path / "a.log", "ts=2026-11-28T09:00:00Z event=send email=a@b.c msg_id=m1\n"
+                                    "Traceback (most recent call last):\n"
+                                    "\n"
+                                    '10.0.0.1 - - [28/Nov/2026:09:00:00 +0000] "GET / HTTP/1.1" 200 12\n'
+                                    "ts=2026-11-28T09:00:01Z event=send email=a@b.c msg_id=m2\n"
+                                    "ts=2026-11-28T09:00:02Z event=send email=a@b")
+    case = load_case([log])
+    [summary] = case.inputs
+    assert (summary.lines, summary.records, summary.skipped) == (6, 2, 4)
+    assert summary.first_skipped_lines == [2, 3, 4, 6]
+
+
+def test_strict_makes_the_first_non_record_fatal(tmp_path):
+    log = write(tmp_path / "a.log", "ts=2026-11-28T09:00:00Z event=send email=a@b.c msg_id=m1\njunk here\n")
+    with pytest.raises(ParseError, match=r"a.log:2: not a record"):
+        load_case([log], strict=True)
+
+
+def test_invalid_utf8_is_read_not_fatal(tmp_path):
+    log = tmp_path / "a.log"
+    log.write_bytes(b"ts=2026-11-28T09:00:00Z event=send email=a@b.c msg_id=m1 error=\xff\xfe\n")
+    case = load_case([log])
+    assert case.inputs[0].records == 1 and case.inputs[0].encoding.startswith("utf-8 (repaired")
+
+
+def test_binary_file_is_refused(tmp_path):
+    log = tmp_path / "a.bin"
+    log.write_bytes(b"\x00\x01\x02binary")
+    with pytest.raises(InputError, match="binary file"):
+        load_case([log])
