@@ -1,0 +1,77 @@
+-- The reference claim loop (remediation/claimloop.py) and the job-level lock
+-- (remediation/joblock.py). {table}, the column placeholders, {claim_token} and
+-- {sequence} are quoted identifiers; every value is a bound parameter.
+
+-- name: claimloop_ddl_lock
+-- Serialise concurrent first-time setup of the fencing column and sequence (transaction-scoped).
+SELECT pg_advisory_xact_lock(hashtextextended('mailmortem claimloop ddl', 0))
+
+-- name: claimloop_add_token_column
+-- The fencing token of the claim that holds a lead; only ever grows.
+ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {claim_token} BIGINT
+
+-- name: claimloop_create_sequence
+-- Source of fencing tokens: one new, larger value per claimed batch.
+CREATE SEQUENCE IF NOT EXISTS {sequence}
+
+-- name: claimloop_claim_batch
+-- Atomically claim up to :batch_size queued leads (rows others are claiming are skipped) under one new fencing token.
+WITH picked AS (
+    SELECT t.{lead_id} AS lead_key
+    FROM {table} AS t
+    WHERE t.{status} = :status_queued
+       OR (CAST(:reclaim_expired AS boolean)
+           AND t.{status} = :status_in_progress
+           AND t.{claimed_at} < now() - make_interval(secs => :lease_s))
+    ORDER BY t.{lead_id}
+    LIMIT :batch_size
+    FOR UPDATE SKIP LOCKED
+), token AS (
+    SELECT nextval(CAST(:sequence AS regclass)) AS value
+)
+UPDATE {table} AS t
+SET {status} = :status_in_progress, {claimed_by} = :worker, {claimed_at} = now(), {claim_token} = token.value
+FROM picked, token
+WHERE t.{lead_id} = picked.lead_key
+RETURNING t.{lead_id} AS lead_key, t.{lead_id}::text AS key_text, t.{email}::text AS email, t.{claim_token} AS token
+
+-- name: claimloop_renew
+-- Heartbeat: extend the lease of the batch's unfinished leads still held by our token; never waits on a row being sent.
+UPDATE {table} AS t
+SET {claimed_at} = now()
+WHERE t.{lead_id} IN (
+    SELECT x.{lead_id}
+    FROM {table} AS x
+    WHERE x.{lead_id} = ANY(:keys) AND x.{claim_token} = :token AND x.{status} = :status_in_progress
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING t.{lead_id}::text AS key_text
+
+-- name: claimloop_lock_lead
+-- Lock one lead for its send, only while our fencing token still holds it (a later claim fences us out).
+SELECT t.{lead_id}::text AS key_text
+FROM {table} AS t
+WHERE t.{lead_id} = :key AND t.{claim_token} = :token AND t.{status} = :status_in_progress
+FOR UPDATE
+
+-- name: claimloop_mark_sent
+-- Mark one lead sent, guarded by our fencing token: a fenced-out worker changes nothing.
+UPDATE {table} AS t
+SET {status} = :status_sent
+WHERE t.{lead_id} = :key AND t.{claim_token} = :token AND t.{status} = :status_in_progress
+RETURNING t.{lead_id}::text AS key_text
+
+-- name: claimloop_release
+-- Give back the batch's leads we still hold but did not send (claim cleared), guarded by our token.
+UPDATE {table} AS t
+SET {status} = :status_queued, {claimed_by} = NULL, {claimed_at} = NULL
+WHERE t.{lead_id} = ANY(:keys) AND t.{claim_token} = :token AND t.{status} = :status_in_progress
+RETURNING t.{lead_id}::text AS key_text
+
+-- name: joblock_try_advisory
+-- Try the session-level advisory lock of a job name; true when this session now holds it.
+SELECT pg_try_advisory_lock(hashtextextended(:name, 0)) AS acquired
+
+-- name: joblock_release_advisory
+-- Release the session-level advisory lock of a job name; true when this session held it.
+SELECT pg_advisory_unlock(hashtextextended(:name, 0)) AS released
