@@ -12,7 +12,6 @@ assignment sticky.
 
 from __future__ import annotations
 
-import datetime as dt
 import io
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,8 +23,6 @@ from remediation.audit import new_run_id  # noqa: F401  (one run-id format for e
 
 CONTAMINATION_WARN_RATE = 0.01  # warn when at least 1 % of units...
 CONTAMINATION_WARN_UNITS = 10  # ...and at least 10 people are contaminated
-EXCLUSION_COLUMNS = ("test_id", "unit", "reason", "variants", "run_id")
-ASSIGNMENT_COLUMNS = ("test_id", "unit", "variant", "source")
 
 
 @dataclass
@@ -63,8 +60,8 @@ class AbReport:
 class AbPlan:
     test_id: str
     run_id: str
-    exclusions: Any  # pyarrow.Table with EXCLUSION_COLUMNS
-    assignments: Any  # pyarrow.Table with ASSIGNMENT_COLUMNS
+    exclusions: Any  # pyarrow.Table: test_id, unit, reason, variants, run_id
+    assignments: Any  # pyarrow.Table: test_id, unit, variant, source
     steps: list[str] = field(default_factory=list)  # query names, in the order apply runs them
 
     def summary(self) -> dict:
@@ -225,18 +222,12 @@ def apply_plan(store, plan: AbPlan) -> AbApplied:
 
 def stored_assignment(store, test_id: str, unit: str) -> dict | None:
     """The sticky assignment stored for (test, unit), or None (also when the table does not exist)."""
-    present = queries.get("ab_assignments_present")
     lookup = queries.get("ab_lookup_assignment")
-    params = {"test_id": test_id, "unit": unit}
+    sql = lookup.for_psycopg() if store.kind == "postgres" else lookup.for_duckdb()
     try:
-        if store.kind == "postgres":
-            if not store.conn.execute(present.sql).fetchone()[0]:
-                return None
-            row = store.conn.execute(lookup.for_psycopg(), params).fetchone()
-        else:
-            if not store.conn.execute(present.sql).fetchone()[0]:
-                return None
-            row = store.conn.execute(lookup.for_duckdb(), params).fetchone()
+        if not store.conn.execute(queries.get("ab_assignments_present").sql).fetchone()[0]:
+            return None
+        row = store.conn.execute(sql, {"test_id": test_id, "unit": unit}).fetchone()
     except Exception as exc:
         if not _is_driver_error(exc):
             raise
