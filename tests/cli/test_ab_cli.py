@@ -149,6 +149,9 @@ def test_dry_run_then_apply_then_nothing_on_postgres(cli, logs, pg_dsn):
 
 def test_apply_to_duckdb_file_and_ab_assign_reads_it_back(cli, logs, tmp_path):
     db = tmp_path / "state.duckdb"
+    dry = cli("ab-contamination", "--test-id", TEST, logs, "--db", db, "--format", "jsonl")
+    assert dry.exit_code == 0 and not db.exists()  # a dry run does not even create the file
+    assert len(dry.stdout.splitlines()) == 12 and json.loads(dry.stdout.splitlines()[0])["reason"] == "multiple-variants"
     assert cli("ab-contamination", "--test-id", TEST, logs, "--db", db, "--apply").exit_code == 0
     stored = cli("ab-assign", "--test-id", TEST, "--candidate", " MIX3@x.co", "--db", db, "--format", "json")
     doc = json.loads(stored.stdout)
