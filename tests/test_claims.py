@@ -1,0 +1,284 @@
+"""requeue-stale on a real PostgreSQL: plan, guarded apply, locks, renewals, sent-log, remapped names."""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import psycopg
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from forensics.errors import ConfigError, RefusedError
+from remediation import audit, claims, sentlog
+from remediation.identifiers import parse_mapping, parse_name, parse_table
+
+STALE = "now() - interval '2 hours'"
+LEADS = f"""
+CREATE TABLE leads (lead_id INT PRIMARY KEY, email TEXT, status TEXT, claimed_by TEXT, claimed_at TIMESTAMPTZ);
+INSERT INTO leads VALUES
+  (1, ' Sent.Already@Example.com ', 'in-progress', 'w1', {STALE}),
+  (2, 'b@example.com', 'in-progress', 'w2', {STALE}),
+  (3, 'c@example.com', 'in-progress', 'w3', now() - interval '5 minutes'),
+  (4, 'd@example.com', 'queued', NULL, NULL),
+  (5, 'e@example.com', 'sent', 'w1', {STALE}),
+  (6, 'f@example.com', 'in-progress', 'w4', {STALE} - interval '1 minute');
+"""
+HOUR = 3600.0
+
+
+@pytest.fixture()
+def db(pg_dsn):
+    with psycopg.connect(pg_dsn) as conn:
+        conn.execute(LEADS)
+        sentlog.ensure_schema(conn)
+        sentlog.record_send(conn, "c-1", "1", "sent.already@example.com", "m-1")
+        conn.commit()
+    conn = psycopg.connect(pg_dsn)
+    yield conn
+    conn.close()
+
+
+def snapshot(conn) -> list[tuple]:
+    rows = conn.execute("SELECT lead_id, status, claimed_by, claimed_at FROM leads ORDER BY lead_id").fetchall()
+    conn.rollback()
+    return rows
+
+
+def other_session(dsn):
+    return psycopg.connect(dsn, autocommit=False)
+
+
+def test_dry_run_plans_and_changes_nothing(db):
+    before = snapshot(db)
+    plan, result = claims.requeue_stale(db, claims.LeadsTable(), HOUR)
+    assert result is None
+    assert plan.counts == {"stale": 3, "to_sent": 1, "to_queued": 2}
+    assert [r["lead_id"] for r in plan.rows()] == ["6", "1", "2"]  # oldest claim first
+    assert {r["lead_id"]: r["new_status"] for r in plan.rows()} == {"1": "sent", "2": "queued", "6": "queued"}
+    assert snapshot(db) == before
+    assert not audit.table_exists(db)
+
+
+def test_apply_changes_exactly_the_planned_rows_and_audits_each(db):
+    before = {row[0]: row for row in snapshot(db)}
+    plan, result = claims.requeue_stale(db, claims.LeadsTable(), HOUR, apply=True)
+    after = {row[0]: row for row in snapshot(db)}
+    assert result.counts == {"to_sent": 1, "to_queued": 2, "skipped_locked": 0, "left_changed": 0}
+    assert after[1][1:3] == ("sent", "w1") and after[1][3] == before[1][3]  # sent: the claim is kept as history
+    assert after[2][1:] == ("queued", None, None) and after[6][1:] == ("queued", None, None)
+    assert {k: after[k] for k in (3, 4, 5)} == {k: before[k] for k in (3, 4, 5)}
+    rows = audit.run_rows(db, plan.run_id)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ-[0-9a-f]{4}", plan.run_id)
+    assert sorted(r["row_key"] for r in rows) == ["1", "2", "6"]
+    queued = next(r for r in rows if r["row_key"] == "2")
+    assert queued["old_values"]["status"] == "in-progress" and queued["old_values"]["claimed_by"] == "w2"
+    assert queued["new_values"] == {"status": "queued", "claimed_by": None, "claimed_at": None}
+    assert queued["db_user"] == "postgres" and queued["os_user"] and queued["table_name"] == "leads"
+
+
+def test_second_apply_changes_nothing(db):
+    claims.requeue_stale(db, claims.LeadsTable(), HOUR, apply=True)
+    before = snapshot(db)
+    plan, result = claims.requeue_stale(db, claims.LeadsTable(), HOUR, apply=True)
+    assert plan.counts["stale"] == 0 and result.counts["to_queued"] == result.counts["to_sent"] == 0
+    assert snapshot(db) == before
+    assert audit.run_rows(db, plan.run_id) == []
+
+
+def test_row_locked_by_another_transaction_is_skipped_and_reported(db, pg_dsn):
+    holder = other_session(pg_dsn)
+    holder.execute("SELECT * FROM leads WHERE lead_id = 6 FOR UPDATE")
+    try:
+        done = []
+        worker = threading.Thread(target=lambda: done.append(
+            claims.requeue_stale(db, claims.LeadsTable(), HOUR, apply=True)))
+        worker.start()
+        worker.join(timeout=20)
+        assert done, "apply waited on a locked row instead of skipping it"
+        _, result = done[0]
+    finally:
+        holder.rollback()
+        holder.close()
+    assert result.skipped_locked == ["6"]
+    assert sorted(result.to_queued) == ["2"] and result.to_sent == ["1"]
+    assert snapshot(db)[5][1] == "in-progress"
+
+
+def test_claim_renewed_between_plan_and_apply_is_left_alone(db, pg_dsn):
+    plan = claims.requeue_plan(claims.LeadsTable(), claims.scan_stale(db, claims.LeadsTable(), HOUR), HOUR, "r-1")
+    with psycopg.connect(pg_dsn, autocommit=True) as worker:
+        worker.execute("UPDATE leads SET claimed_at = now() WHERE lead_id = 2")  # heartbeat
+        worker.execute("UPDATE leads SET claimed_by = 'w9' WHERE lead_id = 6")  # re-claimed, still old stamp
+    result = claims.apply_plan(db, plan)
+    assert sorted(result.left_changed) == ["2", "6"] and result.to_sent == ["1"] and result.to_queued == []
+    rows = {row[0]: row for row in snapshot(db)}
+    assert rows[2][1:3] == ("in-progress", "w2") and rows[6][1:3] == ("in-progress", "w9")
+
+
+def test_lead_recorded_in_sent_log_after_planning_is_not_requeued(db, pg_dsn):
+    plan = claims.requeue_plan(claims.LeadsTable(), claims.scan_stale(db, claims.LeadsTable(), HOUR), HOUR, "r-2")
+    with psycopg.connect(pg_dsn) as late:
+        sentlog.record_send(late, "c-1", "1", "B@example.com", "m-2")
+        late.commit()
+    result = claims.apply_plan(db, plan)
+    assert result.left_changed == ["2"] and result.to_queued == ["6"]
+    again, _ = claims.requeue_stale(db, claims.LeadsTable(), HOUR)
+    assert {r["lead_id"]: r["new_status"] for r in again.rows()} == {"2": "sent"}
+
+
+def test_sent_log_scoped_to_campaign(db):
+    plan, _ = claims.requeue_stale(db, claims.LeadsTable(), HOUR, campaign="other")
+    assert plan.counts == {"stale": 3, "to_sent": 0, "to_queued": 3}
+
+
+def test_undo_restores_rows_nobody_touched(db, pg_dsn):
+    before = snapshot(db)
+    plan, _ = claims.requeue_stale(db, claims.LeadsTable(), HOUR, apply=True)
+    with psycopg.connect(pg_dsn, autocommit=True) as worker:
+        worker.execute("UPDATE leads SET status = 'in-progress', claimed_by = 'w7', claimed_at = now() "
+                       "WHERE lead_id = 2")
+    preview = audit.undo(db, plan.run_id)
+    assert preview.summary == {"restorable": 2, "changed since the run": 1}
+    undone = audit.undo(db, plan.run_id, apply=True)
+    assert sorted(r["row_key"] for r in undone.restored) == ["1", "6"]
+    assert undone.left == [{"table": "leads", "row_key": "2", "state": "changed since the run"}]
+    after = {row[0]: row for row in snapshot(db)}
+    expected = {row[0]: row for row in before}
+    assert after[1] == expected[1] and after[6] == expected[6]  # exact, timestamps included
+    assert after[2][2] == "w7"
+    assert audit.undo(db, plan.run_id, apply=True).summary["already restored"] == 2
+    assert {r["undoes"] for r in audit.run_rows(db, undone.undo_run_id)} == {plan.run_id}
+
+
+def test_requires_sent_log(pg_dsn):
+    with psycopg.connect(pg_dsn) as conn:
+        conn.execute(LEADS)
+        conn.commit()
+        with pytest.raises(RefusedError, match="no sent_log table"):
+            claims.requeue_stale(conn, claims.LeadsTable(), HOUR, apply=True)
+        assert snapshot(conn)[1][1] == "in-progress"
+
+
+def test_duckdb_is_refused_with_one_line(tmp_path):
+    import duckdb
+
+    with pytest.raises(ConfigError, match="need PostgreSQL"):
+        claims.scan_stale(duckdb.connect(str(tmp_path / "x.duckdb")), claims.LeadsTable(), HOUR)
+
+
+REMAPPED = """
+CREATE SCHEMA outreach;
+CREATE TYPE outreach.lead_state AS ENUM ('waiting', 'claimed', 'done');
+CREATE TABLE outreach."Leads" (id TEXT PRIMARY KEY, addr TEXT, state outreach.lead_state, owner INT,
+                               locked_at TIMESTAMP);
+INSERT INTO outreach."Leads" VALUES
+  ('a-1', 'x@example.com', 'claimed', 7, localtimestamp - interval '3 hours'),
+  ('a-2', 'Y@example.com', 'claimed', NULL, localtimestamp - interval '3 hours'),
+  ('a-3', 'z@example.com', 'claimed', 8, localtimestamp);
+"""
+
+
+def test_remapped_table_columns_and_statuses(pg_dsn):
+    with psycopg.connect(pg_dsn) as conn:
+        conn.execute(REMAPPED)
+        sentlog.ensure_schema(conn)
+        sentlog.record_send(conn, "c", "", "y@example.com", "m-9")
+        conn.commit()
+        table = claims.leads_table("outreach.Leads", ("lead_id=id", "email=addr", "status=state", "claimed_by=owner",
+                                                      "claimed_at=locked_at"), "waiting", "claimed", "done")
+        before = conn.execute('SELECT * FROM outreach."Leads" ORDER BY id').fetchall()
+        plan, result = claims.requeue_stale(conn, table, HOUR, apply=True)
+        assert result.to_sent == ["a-2"] and result.to_queued == ["a-1"]
+        rows = conn.execute('SELECT id, state, owner, locked_at FROM outreach."Leads" ORDER BY id').fetchall()
+        assert rows[0][1:] == ("waiting", None, None) and rows[1][1] == "done" and rows[2][1] == "claimed"
+        audit.undo(conn, plan.run_id, apply=True)
+        assert conn.execute('SELECT * FROM outreach."Leads" ORDER BY id').fetchall() == before
+
+
+@pytest.mark.parametrize("name", ['leads"; DROP TABLE leads; --', "leads;", "lea ds", "x.y.z", "'leads'", "",
+                                  'a."b', "public.leads--"])
+def test_hostile_table_names_are_refused(name):
+    with pytest.raises(ConfigError):
+        claims.leads_table(name)
+
+
+@pytest.mark.parametrize("mapping", ['status=st"ate', "status=state;drop", "nope=x", "status", "status=a=b"])
+def test_hostile_or_bad_column_mappings_are_refused(mapping):
+    with pytest.raises(ConfigError):
+        claims.leads_table("leads", (mapping,))
+
+
+def test_statuses_must_differ():
+    with pytest.raises(ConfigError, match="three different"):
+        claims.leads_table(queued="x", sent="x")
+
+
+@pytest.mark.parametrize("text,seconds", [("45m", 2700), ("2h", 7200), ("900s", 900), ("1.5h", 5400),
+                                          ("250ms", 0.25), ("1d", 86400), ("90", 90), (" 3 min ", 180)])
+def test_parse_duration_examples(text, seconds):
+    assert claims.parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["", "0", "0s", "-5m", "5 weeks", "m", "1e3", "NaN", "45m;"])
+def test_parse_duration_refuses(text):
+    with pytest.raises(ConfigError):
+        claims.parse_duration(text)
+
+
+@given(st.text(max_size=20))
+@settings(max_examples=300)
+def test_parse_duration_never_crashes(text):
+    try:
+        assert claims.parse_duration(text) > 0
+    except ConfigError:
+        pass
+
+
+@given(st.text(max_size=70))
+@settings(max_examples=300)
+def test_identifier_parsers_accept_only_plain_names(text):
+    for parse in (parse_name, parse_table):
+        try:
+            value = parse(text)
+        except ConfigError:
+            continue
+        assert re.fullmatch(r"[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)?", str(value))
+        assert not set(str(value)) & set("\"';- \\\x00")
+
+
+@given(st.text(max_size=40))
+@settings(max_examples=200)
+def test_column_mapping_parser_never_crashes(text):
+    try:
+        logical, actual = parse_mapping(text, claims.LOGICAL_COLUMNS)
+    except ConfigError:
+        return
+    assert logical in claims.LOGICAL_COLUMNS and parse_name(actual) == actual
+
+
+def _events(rows):
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE events (ts TIMESTAMPTZ, event TEXT, worker TEXT, shard TEXT, lease_s DOUBLE)")
+    con.executemany("INSERT INTO events VALUES (CAST(? AS TIMESTAMPTZ), ?, ?, ?, ?)", rows)
+    return con
+
+
+def test_worst_batch_pairs_each_claim_with_its_own_release():
+    con = _events([
+        ("2026-11-30 10:00:00+00", "claim", "w1", "s1", 600.0),
+        ("2026-11-30 10:05:00+00", "release", "w1", "s1", None),   # 300 s
+        ("2026-11-30 10:06:00+00", "claim", "w1", "s1", 600.0),     # never released…
+        ("2026-11-30 10:20:00+00", "claim", "w1", "s1", 600.0),     # …so not paired with this release
+        ("2026-11-30 10:27:00+00", "release", "w1", "s1", None),   # 420 s
+        ("2026-11-30 10:00:00+00", "claim", "w2", "s2", 600.0),
+        ("2026-11-30 10:01:00+00", "release", "w2", "s2", None),
+    ])
+    worst = claims.worst_batch(con)
+    assert (worst["worker"], worst["shard"], worst["batch_s"], worst["max_lease_s"]) == ("w1", "s1", 420.0, 600.0)
+    warnings = claims.lease_warnings(600.0, worst)
+    assert len(warnings) == 2 and "630s" in warnings[0]  # 1.5 × 420
+    assert claims.lease_warnings(700.0, {**worst, "max_lease_s": 900.0}) == []
