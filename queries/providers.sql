@@ -246,12 +246,15 @@ WITH lines AS (
 ), rollover AS (
     SELECT *, CASE WHEN month < lag(month) OVER (PARTITION BY source_file ORDER BY source_line) THEN 1 ELSE 0 END AS wrapped
     FROM months
-), dated AS (
-    SELECT *, coalesce(rfc_ts, timezone($tz, TRY_CAST(make_timestamp(
-            CAST(CAST($year AS BIGINT) + sum(wrapped) OVER (PARTITION BY source_file ORDER BY source_line) AS BIGINT),
-            month, TRY_CAST(c.day AS BIGINT), TRY_CAST(c.h AS BIGINT), TRY_CAST(c.m AS BIGINT),
-            TRY_CAST(c.s AS DOUBLE)) AS TIMESTAMP))) AS ts
+), years AS (
+    SELECT *, CAST(sum(wrapped) OVER (PARTITION BY source_file ORDER BY source_line) AS BIGINT) AS year_offset
     FROM rollover
+), dated AS (
+    SELECT *, coalesce(rfc_ts, timezone($tz, try(make_timestamp(
+            CAST($year AS BIGINT) + year_offset,
+            month, TRY_CAST(c.day AS BIGINT), TRY_CAST(c.h AS BIGINT), TRY_CAST(c.m AS BIGINT),
+            TRY_CAST(c.s AS DOUBLE))))) AS ts
+    FROM years
 ), cleanups AS (
     SELECT source_file, source_line, p.qid AS qid, mm_msgid(regexp_extract(p.rest, '^message-id=(\S*)', 1)) AS msgid
     FROM dated WHERE p.daemon LIKE '%cleanup' AND p.rest LIKE 'message-id=%'

@@ -1,0 +1,206 @@
+"""Provider readers: which events prove a send, one row per (message, recipient), ids and times normalised."""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from forensics.errors import ConfigError, InputError
+from forensics.providers import read_events
+
+FIX = Path(__file__).parent / "fixtures" / "providers"
+UTC = dt.timezone.utc
+
+
+def sends(path, **kw) -> dict:
+    """{(msg_id, recipient): row} of the collapsed rows."""
+    rows = read_events([str(path)], **kw).sends().to_pylist()
+    return {(r["msg_id"], r["recipient"]): r for r in rows}
+
+
+def test_sendgrid_jsonl_batches_collapse_delivered_onto_processed_by_message_prefix():
+    rows = sends(FIX / "sendgrid-events.jsonl")
+    jane = rows[("AAAAAAAAAAAAAAAAAAAAAA", "jane@acme.com")]
+    assert jane["verdict"] == "sent" and jane["event_type"] == "processed"
+    assert jane["sent_at"] == dt.datetime.fromtimestamp(1764400000, UTC)
+    assert (jane["campaign"], jane["step"], jane["candidate"]) == ("c-42", "1", "L-1")
+    # same X-Message-Id prefix, another recipient: a separate row; nested unique_args read too
+    assert rows[("AAAAAAAAAAAAAAAAAAAAAA", "bob@acme.com")]["campaign"] == "c-42"
+    assert rows[("BBBBBBBBBBBBBBBBBBBBBB", "jane@acme.com")]["verdict"] == "sent"
+
+
+def test_sendgrid_dropped_is_not_sent_and_idless_bounce_joins_its_send_via_smtp_id():
+    rows = sends(FIX / "sendgrid-events.jsonl")
+    assert rows[("CCCC@ismtpd.sendgrid.net", "carol@acme.com")]["verdict"] == "not_sent"
+    dave = [k for k in rows if k[1] == "dave@acme.com"]
+    assert dave == [("DDDD", "dave@acme.com")]
+
+
+def test_truncated_jsonl_line_is_counted_malformed_with_its_line():
+    read = read_events([str(FIX / "sendgrid-events.jsonl")])
+    assert [(m["source_line"], m["reason"]) for m in read.malformed] == [(8, "not valid JSON")]
+
+
+def test_open_alone_is_not_a_send_event():
+    rows = sends(FIX / "opens-only.json")
+    assert [r["verdict"] for r in rows.values()] == ["not_a_send_event"]
+
+
+def test_ses_firehose_explodes_destinations_and_reads_array_tags():
+    rows = sends(FIX / "ses-firehose.jsonl")
+    assert {k for k, r in rows.items() if r["verdict"] == "sent"} == {
+        ("0100-aaa-000000", "ann@example.org"), ("0100-aaa-000000", "ben@example.org")}
+    assert rows[("0100-aaa-000000", "ann@example.org")]["candidate"] == "K-7"
+    assert rows[("0100-bbb-000000", "cat@example.org")]["verdict"] == "not_sent"
+
+
+def test_sns_envelope_message_string_is_unwrapped_and_confirmations_are_not_sends():
+    assert sends(FIX / "sns-envelope-send.json")[("0100-ccc-000000", "dan@example.org")]["verdict"] == "sent"
+    events = read_events([str(FIX / "sns-subscription-confirmation.json")]).events.to_pylist()
+    assert [(e["event_type"], e["verdict"]) for e in events] == [("SubscriptionConfirmation", "not_a_send_event")]
+
+
+def test_mailgun_events_page_float_timestamps_and_user_variables():
+    rows = sends(FIX / "mailgun-events-page.json")
+    fay = rows[("20261129.1.ABC@mg.example.com", "fay@example.com")]
+    assert fay["sent_at"] == dt.datetime(2025, 11, 29, 7, 6, 40, 123456, tzinfo=UTC)
+    assert (fay["campaign"], fay["step"], fay["candidate"]) == ("c-5", "1", "77")
+    assert rows[("20261129.2.DEF@mg.example.com", "gus@example.com")]["verdict"] == "not_sent"
+
+
+def test_postmark_outbound_seven_fraction_digits_and_offset_become_utc():
+    rows = sends(FIX / "postmark-outbound.json")
+    hal = rows[("11111111-2222-3333-4444-555555555555", "hal@example.com")]
+    assert hal["sent_at"] == dt.datetime(2026, 11, 28, 15, 0, 0, 123456, tzinfo=UTC)
+    assert ("11111111-2222-3333-4444-555555555555", "ida@example.com") in rows
+
+
+def test_resend_display_names_and_brevo_custom_header():
+    assert set(sends(FIX / "resend-sent.json")) == {("rs-1", "jo@example.com"), ("rs-1", "kim@example.com")}
+    lee = sends(FIX / "brevo-request.json")[("20261128.1@smtp-relay.mailin.fr", "lee@example.com")]
+    assert (lee["campaign"], lee["candidate"]) == ("c-6", "L-9")
+    assert lee["sent_at"] == dt.datetime.fromtimestamp(1764324000, UTC)
+
+
+def test_postfix_content_filter_handoff_not_counted_twice_and_year_rollover_in_tz():
+    rows = sends(FIX / "maillog", year=2025, tz="Europe/Berlin")
+    assert rows[("out-1@app.example", "max@remote.example")]["verdict"] == "sent"
+    assert rows[("out-1@app.example", "max@remote.example")]["sent_at"] == dt.datetime(2025, 12, 31, 23, 0, 3, tzinfo=UTC)
+    assert rows[("out-1@app.example", "nia@remote.example")]["verdict"] == "not_sent"
+    events = read_events([str(FIX / "maillog")], year=2025).events.to_pylist()
+    assert sorted(e["verdict"] for e in events if e["recipient"] == "max@remote.example") == ["not_a_send_event", "sent"]
+
+
+def test_generic_csv_with_map_and_sendgrid_activity_csv_by_aliases():
+    mapping = {"recipient": "To", "msg_id": "Message ID", "sent_at": "Sent", "campaign": "Campaign"}
+    rows = sends(FIX / "generic.csv", provider="csv", mapping=mapping)
+    assert set(rows) == {("g-1@app", "oli@example.com"), ("g-2", "pam@example.com"), ("g-3", "oli@example.com")}
+    assert rows[("g-3", "oli@example.com")]["sent_at"] == dt.datetime(2026, 11, 28, 11, tzinfo=UTC)
+    activity = sends(FIX / "sendgrid-activity.csv")
+    assert activity[("XXXXXXXXXXXXXXXXXXXXXX", "quinn@example.com")]["verdict"] == "sent"
+    assert activity[("YYYYYYYYYYYYYYYYYYYYYY", "rae@example.com")]["verdict"] == "not_sent"
+
+
+def test_folders_globs_and_gzip(tmp_path):
+    (tmp_path / "sub").mkdir()
+    with gzip.open(tmp_path / "sub" / "ses.jsonl.gz", "wb") as out:
+        out.write((FIX / "ses-firehose.jsonl").read_bytes())
+    shutil.copy(FIX / "resend-sent.json", tmp_path / "resend.json")
+    (tmp_path / "README.md").write_text("notes")
+    read = read_events([str(tmp_path)])
+    assert set(read.files.values()) == {"ses", "resend"}
+    assert len(read_events([str(tmp_path / "*.json")]).files) == 1
+
+
+def test_custom_metadata_keys(tmp_path):
+    from forensics.providers import Keys
+
+    path = tmp_path / "e.json"
+    path.write_text(json.dumps([{"email": "a@b.c", "event": "processed", "sg_message_id": "P.x", "timestamp": 1,
+                                 "cmp": "c-1", "seq": "3", "who": "L-1"}]))
+    row = read_events([str(path)], keys=Keys(("cmp",), ("seq",), ("who",))).sends().to_pylist()[0]
+    assert (row["campaign"], row["step"], row["candidate"]) == ("c-1", "3", "L-1")
+
+
+@pytest.mark.parametrize("name,kw,message", [
+    ("truncated.json", {}, "truncated JSON"),
+    ("resend-sent.json", {"provider": "ses"}, "no ses events found"),
+    ("odd-layout.csv", {}, "unknown CSV layout"),
+    ("generic.csv", {"provider": "csv"}, "needs --map"),
+])
+def test_bad_inputs_raise_one_line_errors(name, kw, message):
+    with pytest.raises(InputError if "map" not in message else ConfigError) as err:
+        read_events([str(FIX / name)], **kw)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_unknown_timezone_is_a_config_error():
+    with pytest.raises(ConfigError, match="unknown time zone"):
+        read_events([str(FIX / "maillog")], tz="Mars/Olympus")
+
+
+# ----------------------------------------------------------------- any bytes: rows or counted skips, never a crash
+
+_settings = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def _read_or_input_error(path, **kw):
+    try:
+        read = read_events([str(path)], **kw)
+    except (InputError, ConfigError) as exc:
+        assert "\n" not in str(exc)
+        return None
+    assert set(read.events.column_names) >= {"verdict", "msg_id", "recipient"}
+    assert set(read.events.column("verdict").to_pylist()) <= {"sent", "not_sent", "not_a_send_event"}
+    read.sends()
+    return read
+
+
+@_settings
+@given(data=st.binary(max_size=300))
+def test_any_bytes_never_crash_autodetect(tmp_path, data):
+    path = tmp_path / "blob"
+    path.write_bytes(data)
+    _read_or_input_error(path)
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+                           lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=6), kids, max_size=4),
+                           max_leaves=12)
+
+
+@_settings
+@given(provider=st.sampled_from(["sendgrid", "mailgun", "ses", "postmark", "resend", "brevo"]),
+       lines=st.lists(json_values.map(json.dumps) | st.text(max_size=20), min_size=1, max_size=5))
+def test_any_json_lines_never_crash_each_provider(tmp_path, provider, lines):
+    path = tmp_path / "events.jsonl"
+    path.write_text("\n".join(lines + ['{"event": "x"}']), encoding="utf-8")
+    _read_or_input_error(path, provider=provider)
+
+
+@_settings
+@given(lines=st.lists(st.text(max_size=60) | st.sampled_from([
+    "Jan  1 00:00:03 mx postfix/smtp[1]: ABCDE1: to=<a@b>, relay=x[1.2.3.4]:25, delay=1, dsn=2.0.0, status=sent (ok)",
+    "Feb 30 99:99:99 mx postfix/cleanup[1]: ABCDE1: message-id=<m@x>"]), min_size=1, max_size=6))
+def test_any_postfix_lines_never_crash(tmp_path, lines):
+    path = tmp_path / "maillog"
+    path.write_text("\n".join(["Mar  1 00:00:00 mx postfix/qmgr[2]: ZZZZZ9: removed"] + lines), encoding="utf-8")
+    _read_or_input_error(path, provider="postfix", year=2026)
+
+
+@_settings
+@given(rows=st.lists(st.lists(st.text(max_size=10), min_size=2, max_size=2), max_size=5))
+def test_any_csv_never_crashes(tmp_path, rows):
+    import csv
+
+    path = tmp_path / "x.csv"
+    with path.open("w", newline="") as out:
+        csv.writer(out).writerows([["To", "Message ID"]] + rows)
+    _read_or_input_error(path, provider="csv", mapping={"recipient": "To", "msg_id": "Message ID"})
