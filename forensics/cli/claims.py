@@ -8,6 +8,7 @@ from forensics.cli.options import apply_option, db_option, format_option
 from forensics.errors import ConfigError
 
 PLAN_COLUMNS = ["lead_id", "email", "claimed_by", "claimed_at", "age_s", "in_sent_log", "new_status"]
+TABLE_COLUMNS = ["lead_id", "email", "claimed_by", "age", "new_status"]  # fits 80 columns
 AUDIT_COLUMNS = ["row_key", "old_values", "new_values", "db_user", "os_user", "changed_at"]
 RUN_COLUMNS = ["run_id", "command", "table_name", "rows_changed", "changed_at", "db_user", "os_user", "undoes"]
 STATE_COLUMNS = ["table", "row_key", "state"]
@@ -143,8 +144,9 @@ def _render(plan, result, worst, fmt, sample) -> None:
 
     outcome = _outcomes(result)
     rows = plan.rows(None if fmt != "table" else sample)
-    columns = PLAN_COLUMNS + (["outcome"] if result is not None else [])
+    columns = (TABLE_COLUMNS if fmt == "table" else PLAN_COLUMNS) + (["outcome"] if result is not None else [])
     for row in rows:
+        row["age"] = _age(row["age_s"])
         if result is not None:
             row["outcome"] = outcome.get(row["lead_id"], "")
     if fmt == "json":
@@ -153,6 +155,11 @@ def _render(plan, result, worst, fmt, sample) -> None:
                     "result": result.counts if result else None, "worst_batch": worst, "changes": rows})
     elif rows or fmt != "table":
         write_rows(rows, fmt, columns, title=f"Planned changes (first {len(rows)} of {len(plan.leads)})")
+
+
+def _age(seconds: float) -> str:
+    minutes = int(seconds // 60)
+    return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m{int(seconds % 60):02d}s"
 
 
 @click.command("audit")

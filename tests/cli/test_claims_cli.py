@@ -1,0 +1,143 @@
+"""`mailmortem requeue-stale` and `mailmortem audit` end to end on a real PostgreSQL."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import psycopg
+import pytest
+
+from remediation import sentlog
+
+LEADS = """
+CREATE TABLE leads (lead_id INT PRIMARY KEY, email TEXT, status TEXT, claimed_by TEXT, claimed_at TIMESTAMPTZ);
+INSERT INTO leads VALUES
+  (1, 'done@example.com', 'in-progress', 'w1', now() - interval '2 hours'),
+  (2, '=HYPERLINK("http://evil")', 'in-progress', 'w2', now() - interval '2 hours'),
+  (3, 'fresh@example.com', 'in-progress', 'w3', now() - interval '1 minute'),
+  (4, 'q@example.com', 'queued', NULL, NULL);
+"""
+
+
+@pytest.fixture()
+def db(pg_dsn):
+    with psycopg.connect(pg_dsn) as conn:
+        conn.execute(LEADS)
+        sentlog.ensure_schema(conn)
+        sentlog.record_send(conn, "c-1", "1", "done@example.com", "m-1")
+    return pg_dsn
+
+
+def statuses(dsn) -> dict:
+    with psycopg.connect(dsn) as conn:
+        return dict(conn.execute("SELECT lead_id, status FROM leads").fetchall())
+
+
+def test_dry_run_prints_plan_and_changes_nothing(cli, db):
+    result = cli("requeue-stale", "--db", db, "--older-than", "45m")
+    assert result.exit_code == 0, result.stderr
+    assert "2 claims in 'in-progress' older than 2700s (server clock): 1 → 'sent' (in the sent-log), 1 → 'queued'" \
+        in result.stderr
+    assert "Dry run: nothing changed" in result.stderr
+    assert "done@example.com" in result.stdout
+    assert statuses(db) == {1: "in-progress", 2: "in-progress", 3: "in-progress", 4: "queued"}
+
+
+def test_apply_then_audit_then_undo(cli, db):
+    applied = cli("requeue-stale", "--db", db, "--older-than", "45m", "--apply", "--format", "json")
+    assert applied.exit_code == 0, applied.stderr
+    document = json.loads(applied.stdout)
+    assert document["applied"] and document["result"] == {"to_sent": 1, "to_queued": 1, "skipped_locked": 0,
+                                                          "left_changed": 0}
+    assert {c["lead_id"]: c["outcome"] for c in document["changes"]} == {"1": "sent", "2": "queued"}
+    assert statuses(db) == {1: "sent", 2: "queued", 3: "in-progress", 4: "queued"}
+    run = document["run_id"]
+    assert f"mailmortem audit --run {run}" in applied.stderr
+
+    shown = cli("audit", "--db", db, "--run", run, "--format", "json")
+    assert shown.exit_code == 0 and {r["row_key"] for r in json.loads(shown.stdout)} == {"1", "2"}
+    listed = cli("audit", "--db", db, "--format", "json")
+    assert [r["run_id"] for r in json.loads(listed.stdout)] == [run]
+
+    preview = cli("audit", "--db", db, "--run", run, "--undo")
+    assert preview.exit_code == 0 and "2 restorable" in preview.stderr and statuses(db)[2] == "queued"
+    undone = cli("audit", "--db", db, "--run", run, "--undo", "--apply")
+    assert undone.exit_code == 0 and "2 restored" in undone.stderr
+    assert statuses(db) == {1: "in-progress", 2: "in-progress", 3: "in-progress", 4: "queued"}
+
+
+def test_second_apply_changes_nothing(cli, db):
+    cli("requeue-stale", "--db", db, "--older-than", "45m", "--apply")
+    again = cli("requeue-stale", "--db", db, "--older-than", "45m", "--apply")
+    assert again.exit_code == 0 and "0 marked sent, 0 re-queued" in again.stderr
+
+
+def test_csv_is_spreadsheet_safe(cli, db):
+    result = cli("requeue-stale", "--db", db, "--older-than", "45m", "--format", "csv")
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert {r["email"] for r in rows} == {"done@example.com", "'=HYPERLINK(\"http://evil\")"}
+
+
+@pytest.mark.parametrize("args", [("--table", 'leads"; DROP TABLE leads; --'), ("--table", "leads;"),
+                                  ("--col", 'status=x"; DROP TABLE leads; --'), ("--col", "claimed_at=a b")])
+def test_hostile_identifiers_are_refused_and_never_executed(cli, db, args):
+    result = cli("requeue-stale", "--db", db, "--older-than", "45m", "--apply", *args)
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: refusing") and result.stderr.count("\n") == 1
+    assert "Traceback" not in result.stderr
+    assert len(statuses(db)) == 4
+
+
+def test_bad_password_is_never_printed(cli, pg_dsn):
+    host = pg_dsn.split("@", 1)[1]
+    result = cli("requeue-stale", "--db", f"postgresql://nosuchuser:Sup3rS3cret!@{host}", "--older-than", "45m")
+    assert result.exit_code == 1 and result.stderr.startswith("Error: cannot connect")
+    assert "Sup3rS3cret" not in result.stderr + result.stdout and "***" in result.stderr
+    audit = cli("audit", "--db", f"postgresql://nosuchuser:Sup3rS3cret!@{host}")
+    assert audit.exit_code == 1 and "Sup3rS3cret" not in audit.stderr + audit.stdout
+
+
+def test_bad_duration_is_a_usage_error(cli, db):
+    result = cli("requeue-stale", "--db", db, "--older-than", "soon")
+    assert result.exit_code == 2 and "bad duration 'soon'" in result.stderr
+
+
+def test_duckdb_target_is_refused_without_creating_a_file(cli, tmp_path):
+    target = tmp_path / "local.duckdb"
+    result = cli("requeue-stale", "--db", target, "--older-than", "45m")
+    assert result.exit_code == 1 and "need PostgreSQL" in result.stderr and not target.exists()
+
+
+def test_missing_table_is_one_line(cli, db):
+    result = cli("requeue-stale", "--db", db, "--older-than", "45m", "--table", "nope")
+    assert result.exit_code == 1 and result.stderr == 'Error: cannot read stale claims from nope: relation "nope" ' \
+                                                      'does not exist\n'
+
+
+def test_audit_flag_combinations(cli, db):
+    assert cli("audit", "--db", db, "--undo").exit_code == 2
+    assert cli("audit", "--db", db, "--run", "x", "--apply").exit_code == 2
+    unknown = cli("audit", "--db", db, "--run", "nope")
+    assert unknown.exit_code == 1 and "no audit rows for run nope" in unknown.stderr
+
+
+def test_logs_report_worst_batch_and_warn_on_short_lease(cli, db, tmp_path):
+    log = tmp_path / "send.log"
+    log.write_text("\n".join([
+        "2026-11-28T09:00:00.000Z event=claim worker=w1 shard=s1 lease=600s",
+        "2026-11-28T09:01:00.000Z event=send worker=w1 shard=s1 campaign=c-1 email=a@x.co msg_id=<m1@x>",
+        "2026-11-28T09:08:00.000Z event=release worker=w1 shard=s1",
+    ]) + "\n")
+    result = cli("requeue-stale", "--db", db, "--older-than", "10m", "--logs", log)
+    assert result.exit_code == 0, result.stderr
+    assert "Worst batch in the logs: 480s" in result.stderr
+    assert "Warning: --older-than 600s is under 1.5× the worst batch (480s)" in result.stderr
+    assert "Warning: the lease in the logs (600s)" in result.stderr
+
+
+@pytest.mark.parametrize("command", ["requeue-stale", "audit"])
+def test_help_has_examples(cli, command):
+    result = cli(command, "--help")
+    assert result.exit_code == 0 and "Examples:" in result.stdout and f"mailmortem {command}" in result.stdout
