@@ -164,6 +164,8 @@ def mixed_case(world: World) -> None:
 
 def build(kind: str, people: int, seed: int) -> World:
     world = World(seed, people)
+    if kind in ("lease-expiry", "mixed"):  # a lease that runs out needs claims to show it
+        world.claims = world.send_shard = True
     if kind == "mixed":
         mixed_case(world)
     else:
