@@ -31,33 +31,39 @@ SELECT p.*,
 FROM pairs p
 
 -- name: classify_leases
--- For pairs on one shard by two workers: the claims covering each send, and whether the first lease had run out.
+-- For pairs on one shard by two workers: the claims covering each send, and whether the earlier
+-- claim's lease had run out (no renew in between) when the other worker claimed the shard.
 CREATE OR REPLACE TABLE dup_pair_claims AS
 WITH claims AS (
-    SELECT worker, shard, ts, lease_s FROM events WHERE event = 'claim' AND shard IS NOT NULL
+    SELECT worker, shard, ts, max(lease_s) AS lease_s FROM events
+    WHERE event = 'claim' AND shard IS NOT NULL GROUP BY ALL
 ), renews AS (
     SELECT worker, shard, ts FROM events WHERE event = 'renew' AND shard IS NOT NULL
 ), covering AS (
-    SELECT p.campaign, p.step, p.recipient, p.seq,
+    SELECT p.campaign, p.step, p.recipient, p.seq, p.shard1,
            (SELECT max(c.ts) FROM claims c WHERE c.worker = p.worker1 AND c.shard = p.shard1
-              AND c.ts <= p.ts1 + to_seconds(:skew_s)) AS claim1_ts,
+              AND c.ts <= p.ts1 + to_seconds(:skew_s)) AS claim_a_ts,
            (SELECT max(c.ts) FROM claims c WHERE c.worker = p.worker2 AND c.shard = p.shard1
-              AND c.ts <= p.ts2 + to_seconds(:skew_s)) AS claim2_ts,
-           p.worker1, p.worker2, p.shard1
+              AND c.ts <= p.ts2 + to_seconds(:skew_s)) AS claim_b_ts,
+           p.worker1, p.worker2
     FROM dup_pairs p
     WHERE p.worker1 <> p.worker2 AND p.shard1 IS NOT NULL AND p.shard1 = p.shard2
+), ordered AS (
+    SELECT campaign, step, recipient, seq, shard1,
+           CASE WHEN claim_a_ts <= claim_b_ts THEN worker1 ELSE worker2 END AS holder,
+           CASE WHEN claim_a_ts <= claim_b_ts THEN worker2 ELSE worker1 END AS claimer,
+           least(claim_a_ts, claim_b_ts) AS claim1_ts, greatest(claim_a_ts, claim_b_ts) AS claim2_ts
+    FROM covering WHERE claim_a_ts IS NOT NULL AND claim_b_ts IS NOT NULL
 )
-SELECT cv.*, c1.lease_s,
-       cv.claim1_ts IS NOT NULL AND cv.claim2_ts IS NOT NULL AND cv.claim2_ts > cv.claim1_ts
-         AND c1.lease_s IS NOT NULL
-         AND epoch(cv.claim2_ts) >= epoch(cv.claim1_ts) + c1.lease_s - :skew_s
-         AND NOT EXISTS (SELECT 1 FROM renews r WHERE r.worker = cv.worker1 AND r.shard = cv.shard1
-                           AND r.ts > cv.claim1_ts AND r.ts < cv.claim2_ts) AS lease_ran_out,
-       (SELECT count(*) FROM sends s WHERE s.worker = cv.worker1 AND s.shard = cv.shard1
-          AND s.ts > cv.claim2_ts) AS holder_sends_after_second_claim
-FROM covering cv
-LEFT JOIN claims c1 ON c1.worker = cv.worker1 AND c1.shard = cv.shard1 AND c1.ts = cv.claim1_ts
-QUALIFY row_number() OVER (PARTITION BY cv.campaign, cv.step, cv.recipient, cv.seq ORDER BY c1.lease_s DESC) = 1
+SELECT o.*, c1.lease_s,
+       o.claim2_ts > o.claim1_ts AND c1.lease_s IS NOT NULL
+         AND epoch(o.claim2_ts) >= epoch(o.claim1_ts) + c1.lease_s - :skew_s
+         AND NOT EXISTS (SELECT 1 FROM renews r WHERE r.worker = o.holder AND r.shard = o.shard1
+                           AND r.ts > o.claim1_ts AND r.ts < o.claim2_ts) AS lease_ran_out,
+       (SELECT count(*) FROM sends s WHERE s.worker = o.holder AND s.shard = o.shard1
+          AND s.ts > o.claim2_ts) AS holder_sends_after_second_claim
+FROM ordered o
+LEFT JOIN claims c1 ON c1.worker = o.holder AND c1.shard = o.shard1 AND c1.ts = o.claim1_ts
 
 -- name: classify_groups
 -- Group-level shape: how much of the list each worker pair covered, whether one worker replayed a run,

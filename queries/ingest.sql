@@ -97,7 +97,7 @@ WITH lines AS (
                   null_padding = true, max_line_size = 16000000)
 ), cells AS (
     SELECT line_no, line,
-           list_transform(regexp_extract_all(line, '(?:^|,)("(?:[^"]|"")*"|[^,]*)', 1),
+           list_transform(regexp_extract_all(',' || line, ',("(?:[^"]|"")*"|[^,]*)', 1),
                           lambda c: nullif(CASE WHEN c LIKE '"%"' AND length(c) >= 2
                                                 THEN replace(c[2:-2], '""', '"') ELSE c END, '')) AS cell
     FROM lines WHERE line_no > :header_line

@@ -1,0 +1,112 @@
+"""The classifier against the simulator's ground truth, and the cases that are never duplicates."""
+
+from __future__ import annotations
+
+import pytest
+
+from forensics.case import load_case
+from forensics.findings import build_document
+from forensics.simulate import simulate
+from tests.accuracy import f1_by_kind, false_people, predicted_of, truth_of
+
+KINDS = ("parallel-worker", "retry", "lease-expiry", "state-loss", "ab-contamination", "mixed")
+CASES = [(kind, syntax, split, gz) for kind in KINDS
+         for syntax, split, gz in (("logfmt", True, False), ("jsonl", True, True), ("csv", False, False),
+                                   ("mixed", True, False))]
+
+
+def _score(tmp_path, kind, syntax, split, gz, thin):
+    result = simulate(kind, 800, tmp_path, seed=11, syntax=syntax, split_workers=split, gzip=gz, thin=thin)
+    truth, predicted = truth_of(tmp_path), predicted_of(result.files)
+    assert truth, "the simulator wrote no duplicates"
+    return truth, predicted
+
+
+@pytest.mark.parametrize("kind,syntax,split,gz", CASES)
+def test_full_evidence_f1_at_least_095(tmp_path, kind, syntax, split, gz):
+    truth, predicted = _score(tmp_path, kind, syntax, split, gz, thin=False)
+    assert not false_people(truth, predicted)
+    scores = f1_by_kind(truth, predicted)
+    assert all(scores.get(k, 0) >= 0.95 for k in set(truth.values())), scores
+
+
+@pytest.mark.parametrize("kind,syntax,split,gz", CASES)
+def test_thin_evidence_f1_at_least_085(tmp_path, kind, syntax, split, gz):
+    truth, predicted = _score(tmp_path, kind, syntax, split, gz, thin=True)
+    assert not false_people(truth, predicted)
+    scores = f1_by_kind(truth, predicted)
+    assert all(scores.get(k, 0) >= 0.85 for k in set(truth.values())), scores
+
+
+def _diagnose(tmp_path, lines):
+    log = tmp_path / "case.log"
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return build_document(load_case([str(log)]))
+
+
+T = "2026-11-28T09:{:02d}:00Z"
+
+
+def test_not_duplicates_are_never_reported(tmp_path):
+    doc = _diagnose(tmp_path, [
+        # two steps of a sequence, and the same person in two campaigns
+        f"ts={T.format(0)} event=send worker=w1 campaign=c1 step=1 email=a@x.co msg_id=<1@m>",
+        f"ts={T.format(1)} event=send worker=w1 campaign=c1 step=2 email=a@x.co msg_id=<2@m>",
+        f"ts={T.format(2)} event=send worker=w1 campaign=c2 step=1 email=a@x.co msg_id=<3@m>",
+        # the same msg_id logged twice (with and without brackets)
+        f"ts={T.format(3)} event=send worker=w1 campaign=c1 step=1 email=b@x.co msg_id=<4@m>",
+        f"ts={T.format(3)} event=send worker=w1 campaign=c1 step=1 email=b@x.co msg_id=4@m",
+        # a failed attempt, then one success
+        f"ts={T.format(4)} event=send worker=w1 campaign=c1 step=1 email=c@x.co status=timeout",
+        f"ts={T.format(5)} event=send worker=w1 campaign=c1 step=1 email=c@x.co msg_id=<5@m> status=failed",
+        f"ts={T.format(6)} event=send worker=w1 campaign=c1 step=1 email=c@x.co msg_id=<6@m>",
+    ])
+    assert doc["summary"]["duplicated_people"] == 0 and doc["incidents"] == []
+    assert doc["summary"]["sends"] == 5
+
+
+def test_case_variants_of_one_address_are_one_person(tmp_path):
+    doc = _diagnose(tmp_path, [
+        f"ts={T.format(0)} event=send worker=w1 pid=1 campaign=c1 step=1 email=Jane@Acme.com msg_id=<1@m>",
+        f"ts={T.format(1)} event=error worker=w1 pid=1 campaign=c1 step=1 email=jane@acme.com error=timeout",
+        f"ts={T.format(1)} event=send worker=w1 pid=1 campaign=c1 step=1 email=\" jane@ACME.com\" msg_id=<2@m> attempt=2",
+    ])
+    [person] = doc["affected"]
+    assert person["recipient"] == "jane@acme.com" and person["kind"] == "retry"
+
+
+def test_differing_variants_take_precedence_and_keep_the_mechanism_as_cause(tmp_path):
+    doc = _diagnose(tmp_path, [
+        f"ts={T.format(0)} event=send worker=w1 pid=1 campaign=c1 step=1 email=a@x.co msg_id=<1@m> test_id=t1 variant=A",
+        f"ts={T.format(1)} event=start worker=w1 pid=2",
+        f"ts={T.format(2)} event=send worker=w1 pid=2 campaign=c1 step=1 email=a@x.co msg_id=<2@m> test_id=t1 variant=B",
+    ])
+    [person] = doc["affected"]
+    assert (person["kind"], person["cause"]) == ("ab-contamination", "state-loss")
+    [incident] = doc["incidents"]
+    assert incident["test_id"] == "t1" and 0 <= incident["confidence"] <= 1
+
+
+def test_lease_expiry_evidence_names_the_shard_and_both_claims(tmp_path):
+    doc = _diagnose(tmp_path, [
+        f"ts={T.format(0)} event=claim worker=w1 shard=s-7 lease=15m",
+        f"ts={T.format(1)} event=send worker=w1 shard=s-7 campaign=c1 step=1 email=a@x.co msg_id=<1@m>",
+        f"ts={T.format(16)} event=claim worker=w2 shard=s-7 lease=15m",
+        f"ts={T.format(17)} event=send worker=w2 shard=s-7 campaign=c1 step=1 email=a@x.co msg_id=<2@m>",
+        f"ts={T.format(18)} event=send worker=w1 shard=s-7 campaign=c1 step=1 email=b@x.co msg_id=<3@m>",
+    ])
+    [incident] = doc["incidents"]
+    assert incident["kind"] == "lease-expiry" and incident["shards"] == ["s-7"]
+    assert any("claimed again" in line and "15 min" in line for line in incident["evidence"])
+    assert any("kept sending 1 messages" in line for line in incident["evidence"])
+
+
+def test_renewed_lease_means_parallel_not_expiry(tmp_path):
+    doc = _diagnose(tmp_path, [
+        f"ts={T.format(0)} event=claim worker=w1 shard=s-7 lease=15m",
+        f"ts={T.format(1)} event=send worker=w1 shard=s-7 campaign=c1 step=1 email=a@x.co msg_id=<1@m>",
+        f"ts={T.format(10)} event=renew worker=w1 shard=s-7 lease=15m",
+        f"ts={T.format(16)} event=claim worker=w2 shard=s-7 lease=15m",
+        f"ts={T.format(17)} event=send worker=w2 shard=s-7 campaign=c1 step=1 email=a@x.co msg_id=<2@m>",
+    ])
+    assert doc["incidents"][0]["kind"] == "parallel-worker"
