@@ -1,0 +1,159 @@
+"""`mailmortem diagnose / affected / sql` as a user runs them: exit codes and exact messages."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+
+GOOD = ("ts=2026-11-28T09:00:00Z event=send worker=w1 pid=1 campaign=c1 step=1 email=a@x.co msg_id=<1@m>\n"
+        "ts=2026-11-28T09:01:00Z event=send worker=w2 pid=7 campaign=c1 step=1 email=A@x.co msg_id=<2@m>\n"
+        "ts=2026-11-28T09:02:00Z event=send worker=w1 pid=1 campaign=c1 step=1 email=b@x.co msg_id=<3@m>\n")
+
+
+@pytest.fixture()
+def good_log(tmp_path):
+    path = tmp_path / "mail-send.log"
+    path.write_text(GOOD, encoding="utf-8")
+    return path
+
+
+def test_missing_file(cli, tmp_path):
+    result = cli("diagnose", tmp_path / "nope.log")
+    assert result.exit_code == 1
+    assert result.stderr == f"Error: {tmp_path / 'nope.log'}: no such file or folder\n"
+
+
+def test_empty_file(cli, tmp_path):
+    (tmp_path / "empty.log").write_text("")
+    result = cli("diagnose", tmp_path / "empty.log")
+    assert result.exit_code == 1
+    assert result.stderr == f"Error: {tmp_path / 'empty.log'}: file is empty, nothing to diagnose\n"
+
+
+def test_unreadable_gzip(cli, tmp_path):
+    (tmp_path / "w1.log.gz").write_bytes(b"this is not gzip at all\n")
+    result = cli("diagnose", tmp_path / "w1.log.gz")
+    assert result.exit_code == 1
+    assert result.stderr == f"Error: {tmp_path / 'w1.log.gz'}: unreadable gzip file (not in gzip format)\n"
+
+
+def test_truncated_gzip(cli, tmp_path):
+    blob = gzip.compress(GOOD.encode() * 2000)
+    (tmp_path / "w1.log.gz").write_bytes(blob[: len(blob) // 2])
+    result = cli("diagnose", tmp_path / "w1.log.gz")
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"Error: {tmp_path / 'w1.log.gz'}: ") and result.stderr.count("\n") == 1
+
+
+def test_binary_file(cli, tmp_path):
+    (tmp_path / "core").write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\x00" * 10)
+    result = cli("diagnose", tmp_path / "core")
+    assert result.exit_code == 1
+    assert result.stderr == f"Error: {tmp_path / 'core'}: binary file, not a text log\n"
+
+
+def test_unknown_field_target(cli, good_log):
+    result = cli("diagnose", good_log, "--field", "mailbox=To")
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: --field 'mailbox=To': unknown field 'mailbox' (known: ts, event,")
+
+
+def test_unknown_syntax(cli, good_log):
+    result = cli("diagnose", good_log, "--syntax", "xml")
+    assert result.exit_code == 2
+    assert "Error: Invalid value for '--syntax': 'xml' is not one of 'logfmt', 'jsonl', 'csv'." in result.stderr
+
+
+def test_json_output_is_the_contract(cli, good_log):
+    result = cli("diagnose", good_log, "--format", "json")
+    assert result.exit_code == 0
+    doc = json.loads(result.stdout)
+    assert doc["version"] == 1
+    assert doc["inputs"][0] | {"path": None} == {"path": None, "syntax": "logfmt", "lines": 3, "records": 3,
+                                                  "skipped": 0, "first_skipped_lines": []}
+    assert doc["summary"] == {"sends": 3, "people": 2, "duplicated_people": 1, "extra_sends": 1,
+                              "by_kind": {"parallel-worker": 1, "retry": 0, "lease-expiry": 0, "state-loss": 0,
+                                          "ab-contamination": 0}}
+    [incident] = doc["incidents"]
+    assert incident["id"] == "INC-1" and incident["workers"] == ["w1", "w2"]
+    assert incident["first_send"] == "2026-11-28T09:00:00.000Z"
+    [person] = doc["affected"]
+    assert person["recipient"] == "a@x.co" and person["incident"] == "INC-1"
+    assert [s["msg_id"] for s in person["sends"]] == ["1@m", "2@m"]
+
+
+def test_fail_on_duplicates_exits_3(cli, good_log):
+    assert cli("diagnose", good_log, "--fail-on-duplicates").exit_code == 3
+    assert cli("diagnose", good_log).exit_code == 0
+
+
+def test_stdin(cli):
+    result = cli("diagnose", "-", "--format", "json", input=GOOD)
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["inputs"][0]["path"] == "<stdin>"
+
+
+def test_config_file_maps_fields(cli, tmp_path):
+    (tmp_path / "export.csv").write_text("When,To,Message ID,Kind\n2026-11-28T09:00:00Z,a@b.co,<m@x>,send\n"
+                                         "2026-11-28T09:00:05Z,a@b.co,<n@x>,send\n")
+    (tmp_path / "mm.toml").write_text('[fields]\nts = "When"\nrecipient = "To"\nmsg_id = "Message ID"\nevent = "Kind"\n')
+    result = cli("diagnose", tmp_path / "export.csv", "--syntax", "csv", "--config", tmp_path / "mm.toml", "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["summary"]["duplicated_people"] == 1
+
+
+def test_affected_csv_is_spreadsheet_safe(cli, tmp_path):
+    (tmp_path / "a.log").write_text(
+        'ts=2026-11-28T09:00:00Z event=send worker="=cmd|calc" campaign=c1 step=1 email=x@y.z msg_id=1\n'
+        'ts=2026-11-28T09:00:09Z event=send worker=w2 campaign=c1 step=1 email=x@y.z msg_id=2\n')
+    result = cli("affected", tmp_path / "a.log", "--format", "csv")
+    assert result.exit_code == 0
+    [row] = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert row["recipient"] == "x@y.z" and row["workers"].startswith("'=cmd|calc")
+
+
+def test_table_shows_control_characters_escaped_and_no_markup(cli, tmp_path):
+    (tmp_path / "a.log").write_text(
+        'ts=2026-11-28T09:00:00Z event=send worker="[bold red]w\x1b[31m1" campaign=c1 step=1 email=x@y.z msg_id=1\n'
+        'ts=2026-11-28T09:00:09Z event=send worker=w2 campaign=c1 step=1 email=x@y.z msg_id=2\n')
+    result = cli("diagnose", tmp_path / "a.log")
+    assert result.exit_code == 0
+    assert "\x1b" not in result.stdout
+    assert "[bold red]w\\x1b[31m1" in result.stdout
+
+
+def test_save_then_sql(cli, good_log, tmp_path):
+    saved = tmp_path / "case.duckdb"
+    assert cli("diagnose", good_log, "--save", saved).exit_code == 0
+    result = cli("sql", saved, "select kind, count(*) as n from dup_people group by kind", "--format", "json")
+    assert json.loads(result.stdout) == [{"kind": "parallel-worker", "n": 1}]
+    bad = cli("sql", saved, "select * from nowhere")
+    assert bad.exit_code == 1 and bad.stderr.startswith("Error: query failed: Catalog Error")
+
+
+def test_strict(cli, tmp_path):
+    (tmp_path / "a.log").write_text(GOOD + "java.lang.RuntimeException: boom\n")
+    assert cli("diagnose", tmp_path / "a.log").exit_code == 0
+    result = cli("diagnose", tmp_path / "a.log", "--strict")
+    assert result.exit_code == 1
+    assert result.stderr == (f"Error: {tmp_path / 'a.log'}:4: not a record (no key=value pairs); "
+                             "--strict makes this fatal\n")
+
+
+def test_help_imports_no_heavy_library():
+    code = ("import sys\nfrom forensics.cli import main\n"
+            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('duckdb', 'polars', 'psycopg', 'pyarrow') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"
+
+
+def test_python_dash_m_and_version():
+    out = subprocess.run([sys.executable, "-m", "forensics", "--version"], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.startswith("mailmortem, version ")
