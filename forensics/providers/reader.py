@@ -29,10 +29,13 @@ class ProviderRead:
     events: object  # pyarrow.Table with COLUMNS
     malformed: list[dict] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)  # path -> provider
+    _sends: object = field(default=None, repr=False)
 
     def sends(self):
-        """One row per (provider, message, recipient); the verdict is the strongest seen."""
-        return collapse(self.events)
+        """One row per (provider, message, recipient); the verdict is the strongest seen (computed once)."""
+        if self._sends is None:
+            self._sends = collapse(self.events)
+        return self._sends
 
 
 @dataclass
