@@ -58,7 +58,7 @@ def parallel_worker(world: World, step: Step, persons: list[Person], t0: float) 
         for sid, group, times in plan[: max(1, round(cover * len(plan)))]:
             mine = [x + offset + rng.uniform(0, 0.1) for x in times]
             world.shard_run(w, step, sid, group, mine, "parallel-worker")
-    names = " and ".join(w.name for w in senders)
+    names = ", ".join(w.name for w in senders[:-1]) + f" and {senders[-1].name}"
     world.stories.append(f"parallel-worker: {names} each sent {step.campaign} step {step.step} "
                          f"from {_hhmm(t0)} UTC, minutes apart, with no working lock")
 
@@ -117,7 +117,7 @@ def _one_pass(world: World, w, step: Step, persons: list[Person], t0: float, mec
 def ab_contamination(world: World, step: Step, persons: list[Person], t0: float, mechanism: str) -> None:
     """The variant is drawn per attempt, so whatever re-sends re-rolls it."""
     if mechanism == "retry":  # enough re-sends that the re-rolls show
-        retry(world, step, persons, t0, rate=world.rng.uniform(0.03, 0.05))
+        retry(world, step, persons, t0, rate=world.rng.uniform(0.05, 0.08))
     else:
         INCIDENTS[mechanism](world, step, persons, t0)
     world.stories.append(f"ab-contamination: {step.test_id} on {step.campaign} step {step.step} drew the "
