@@ -6,6 +6,13 @@
 -- Serialise concurrent first-time setup of the fencing column and sequence (transaction-scoped).
 SELECT pg_advisory_xact_lock(hashtextextended('mailmortem claimloop ddl', 0))
 
+-- name: claimloop_token_column_exists
+-- Does the leads table already have the fencing-token column? (Checked first: ALTER takes an exclusive lock.)
+SELECT EXISTS (
+    SELECT 1 FROM pg_attribute
+    WHERE attrelid = CAST(:table AS regclass) AND attname = :column AND attnum > 0 AND NOT attisdropped
+) AS present
+
 -- name: claimloop_add_token_column
 -- The fencing token of the claim that holds a lead; only ever grows.
 ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {claim_token} BIGINT
@@ -13,6 +20,10 @@ ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {claim_token} BIGINT
 -- name: claimloop_create_sequence
 -- Source of fencing tokens: one new, larger value per claimed batch.
 CREATE SEQUENCE IF NOT EXISTS {sequence}
+
+-- name: claimloop_sequence_exists
+-- Does the fencing-token sequence exist yet?
+SELECT to_regclass(:sequence) IS NOT NULL AS present
 
 -- name: claimloop_claim_batch
 -- Atomically claim up to :batch_size queued leads (rows others are claiming are skipped) under one new fencing token.

@@ -115,11 +115,21 @@ class RunStats:
 
 
 def ensure_claim_schema(conn, cfg: LoopConfig) -> None:
-    """Add the fencing-token column and sequence if missing (the leads table must exist)."""
+    """Add the fencing-token column and sequence if missing (the leads table must exist).
+
+    Cheap when they exist: the catalog is read first, because ALTER TABLE would take
+    an exclusive lock on a table live workers are using.
+    """
+    idents = cfg.idents()
+    params = {"table": idents["table"].as_string(conn), "column": cfg.token_column}
+    sequence = idents["sequence"].as_string(conn)
     with conn.transaction():
+        if conn.execute(compose("claimloop_token_column_exists"), params).fetchone()[0] and \
+                conn.execute(compose("claimloop_sequence_exists"), {"sequence": sequence}).fetchone()[0]:
+            return
         conn.execute(compose("claimloop_ddl_lock"))
         conn.execute(compose("claimloop_add_token_column", **_pick(cfg, "table", "claim_token")))
-        conn.execute(compose("claimloop_create_sequence", sequence=cfg.idents()["sequence"]))
+        conn.execute(compose("claimloop_create_sequence", sequence=idents["sequence"]))
 
 
 def _pick(cfg: LoopConfig, *names: str) -> dict:

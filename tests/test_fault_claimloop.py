@@ -1,0 +1,182 @@
+"""Fault test: 8 worker processes run the reference claim loop over 5,000 leads with short
+leases; the test SIGKILLs workers mid-batch (starting replacements) while `requeue-stale
+--apply` runs concurrently. At the end every lead was sent exactly once and none is stuck.
+
+The fake provider is honest about the one window a database cannot close: it accepts
+the message on its OWN connection, committed at once (the email is out, whatever
+happens to the worker's transaction), then sleeps a little before replying — a SIGKILL
+there loses the worker's sent-log record. What prevents the double send is, first, the
+sent-log check under the row lock and the fencing token, and for that last window the
+idempotency key: like a real provider honouring one, a second call with the same key
+delivers nothing and answers with the first message id. The test counts both the
+deliveries (must be exactly one per lead) and the attempts (the key's work shows there).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import random
+import signal
+import threading
+import time
+
+import psycopg
+
+N_LEADS = 5000
+WORKERS = 8
+KILLS = 6
+LEASE_S = 1.5
+HEARTBEAT_S = 0.4
+STALE_AFTER_S = 2.0  # requeue-stale --older-than: above the lease
+DEADLINE_S = 90
+
+SETUP = f"""
+CREATE TABLE leads (lead_id INT PRIMARY KEY, email TEXT NOT NULL, status TEXT NOT NULL DEFAULT 'queued',
+                    claimed_by TEXT, claimed_at TIMESTAMPTZ);
+INSERT INTO leads (lead_id, email) SELECT g, 'person' || g || '@example.com' FROM generate_series(1, {N_LEADS}) g;
+CREATE TABLE provider_messages (idempotency_key TEXT PRIMARY KEY, lead_id INT NOT NULL, msg_id TEXT NOT NULL,
+                                worker TEXT NOT NULL, accepted_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp());
+CREATE TABLE provider_attempts (id BIGSERIAL PRIMARY KEY, idempotency_key TEXT NOT NULL, lead_id INT NOT NULL,
+                                worker TEXT NOT NULL);
+"""
+ACCEPT = """INSERT INTO provider_messages (idempotency_key, lead_id, msg_id, worker) VALUES (%s, %s, %s, %s)
+            ON CONFLICT (idempotency_key) DO NOTHING RETURNING msg_id"""
+ATTEMPT = "INSERT INTO provider_attempts (idempotency_key, lead_id, worker) VALUES (%s, %s, %s)"
+FIRST_MSG_ID = "SELECT msg_id FROM provider_messages WHERE idempotency_key = %s"
+
+
+class FakeProvider:
+    """The email API: its own autocommit connection; deduplicates on the idempotency key."""
+
+    def __init__(self, dsn: str, worker: str):
+        self.conn = psycopg.connect(dsn, autocommit=True)
+        self.worker = worker
+
+    def __call__(self, lead) -> str:
+        key = lead.idempotency_key
+        time.sleep(random.uniform(0.002, 0.010))  # request on the wire
+        self.conn.execute(ATTEMPT, (key, lead.key, self.worker))
+        row = self.conn.execute(ACCEPT, (key, lead.key, f"<{key}@provider>", self.worker)).fetchone()
+        row = row or self.conn.execute(FIRST_MSG_ID, (key,)).fetchone()
+        time.sleep(random.uniform(0.0, 0.004))  # reply on the wire: a SIGKILL here loses our record
+        return row[0]
+
+
+def _worker(dsn: str, name: str) -> None:
+    from remediation import claimloop
+
+    cfg = claimloop.LoopConfig(campaign="fault", step="1", worker=name, batch_size=20, lease_s=LEASE_S,
+                               heartbeat_s=HEARTBEAT_S, provider="fake")
+    provider = FakeProvider(dsn, name)
+    with psycopg.connect(dsn, autocommit=True) as watch:
+        while True:
+            claimloop.run(dsn, cfg, provider)
+            if watch.execute("SELECT count(*) FROM leads WHERE status <> 'sent'").fetchone()[0] == 0:
+                return
+            time.sleep(0.2)  # leads of dead workers come back once requeue-stale returns them
+
+
+class Requeuer(threading.Thread):
+    """`requeue-stale --apply` (the library call) every 0.25 s while the workers run."""
+
+    def __init__(self, dsn: str):
+        super().__init__(daemon=True)
+        self.dsn, self.stop, self.error = dsn, threading.Event(), None
+        self.totals = {"runs": 0, "to_sent": 0, "to_queued": 0, "skipped_locked": 0, "left_changed": 0}
+
+    def run(self) -> None:
+        from remediation import claims
+
+        try:
+            with psycopg.connect(self.dsn) as conn:
+                while not self.stop.wait(0.25):
+                    _, result = claims.requeue_stale(conn, claims.LeadsTable(), STALE_AFTER_S, apply=True,
+                                                     campaign="fault", step="1")
+                    self.totals["runs"] += 1
+                    for key, value in result.counts.items():
+                        self.totals[key] += value
+        except Exception as exc:  # surfaced by the test
+            self.error = exc
+
+
+def _setup(dsn: str) -> None:
+    from remediation import claimloop, sentlog
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(SETUP)
+        sentlog.ensure_schema(conn)
+        claimloop.ensure_claim_schema(conn, claimloop.LoopConfig(campaign="fault"))
+
+
+def _kill_mid_batch(conn, procs: dict, ctx, dsn: str, serial: list) -> str | None:
+    """SIGKILL a worker that holds claimed leads right now, and start a replacement."""
+    holders = [r[0] for r in conn.execute("SELECT DISTINCT claimed_by FROM leads WHERE status = 'in-progress'")]
+    victims = [name for name in holders if name in procs and procs[name].is_alive()]
+    if not victims:
+        return None
+    victim = random.choice(victims)
+    os.kill(procs[victim].pid, signal.SIGKILL)
+    procs[victim].join(5)
+    serial[0] += 1
+    name = f"w{serial[0]}"
+    procs[name] = ctx.Process(target=_worker, args=(dsn, name), daemon=True)
+    procs[name].start()
+    return victim
+
+
+def _count(conn, query: str) -> int:
+    return conn.execute(query).fetchone()[0]
+
+
+def test_sigkilled_workers_and_concurrent_requeue_send_each_lead_exactly_once(pg_dsn):
+    _setup(pg_dsn)
+    ctx = multiprocessing.get_context("spawn")
+    procs = {f"w{i}": ctx.Process(target=_worker, args=(pg_dsn, f"w{i}"), daemon=True) for i in range(WORKERS)}
+    serial = [WORKERS - 1]
+    for proc in procs.values():
+        proc.start()
+    requeuer = Requeuer(pg_dsn)
+    requeuer.start()
+    started, killed = time.monotonic(), []
+    try:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            while len(killed) < KILLS and time.monotonic() - started < DEADLINE_S / 2:
+                time.sleep(random.uniform(0.4, 0.8))
+                if _count(conn, "SELECT count(*) FROM leads WHERE status = 'sent'") < N_LEADS * 0.05:
+                    continue  # let the workers get going first
+                victim = _kill_mid_batch(conn, procs, ctx, pg_dsn, serial)
+                killed += [victim] if victim else []
+        for proc in list(procs.values()):
+            proc.join(max(1.0, DEADLINE_S - (time.monotonic() - started)))
+    finally:
+        requeuer.stop.set()
+        requeuer.join(10)
+        for proc in procs.values():
+            if proc.is_alive():
+                proc.kill()
+    elapsed = time.monotonic() - started
+    assert requeuer.error is None, requeuer.error
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        by_status = dict(conn.execute("SELECT status, count(*) FROM leads GROUP BY status").fetchall())
+        delivered = _count(conn, "SELECT count(*) FROM provider_messages")
+        delivered_leads = _count(conn, "SELECT count(DISTINCT lead_id) FROM provider_messages")
+        attempts = _count(conn, "SELECT count(*) FROM provider_attempts")
+        sent_log = _count(conn, "SELECT count(*) FROM sent_log WHERE campaign = 'fault'")
+        sent_log_people = _count(conn, "SELECT count(DISTINCT recipient) FROM sent_log WHERE campaign = 'fault'")
+        max_token = _count(conn, "SELECT max(claim_token) FROM leads")
+
+    print(f"\nfault test: {N_LEADS} leads, {WORKERS} workers, lease {LEASE_S}s, {len(killed)} SIGKILLs "
+          f"({', '.join(killed)}), {elapsed:.1f}s")
+    print(f"  leads by status: {by_status}")
+    print(f"  provider deliveries: {delivered} ({delivered_leads} distinct leads); send attempts: {attempts} "
+          f"({attempts - delivered} deduplicated by the idempotency key)")
+    print(f"  sent_log rows: {sent_log} ({sent_log_people} people); claims (fencing tokens): {max_token}")
+    print(f"  requeue-stale: {requeuer.totals}")
+
+    assert len(killed) == KILLS, "the workers finished before every kill landed mid-batch"
+    assert by_status == {"sent": N_LEADS}, "some leads are stuck"
+    assert delivered == delivered_leads == N_LEADS, "a lead was emailed twice or never"
+    assert sent_log == sent_log_people == N_LEADS
+    assert requeuer.totals["to_queued"] + requeuer.totals["to_sent"] > 0, "requeue-stale never had work"
