@@ -51,9 +51,8 @@ def parallel_worker(world: World, step: Step, persons: list[Person], t0: float) 
         times = world.times(t, len(group))
         plan.append((sid, group, times))
         t = times[-1] + rng.uniform(1, 8)
-    shortest = min(times[-1] - times[0] for _, _, times in plan)
     for i, w in enumerate(senders):
-        offset = _offset(world, i, shortest)
+        offset = _offset(world, i)
         cover = 1.0 if i == 0 else rng.uniform(0.8, 1.0) if i == 1 else rng.uniform(0.45, 0.9)
         for sid, group, times in plan[: max(1, round(cover * len(plan)))]:
             mine = [x + offset + rng.uniform(0, 0.1) for x in times]
@@ -63,12 +62,13 @@ def parallel_worker(world: World, step: Step, persons: list[Person], t0: float) 
                          f"from {_hhmm(t0)} UTC, minutes apart, with no working lock")
 
 
-def _offset(world: World, i: int, shortest: float) -> float:
-    """How far behind the first instance another one runs; with claims, within one held shard."""
+def _offset(world: World, i: int) -> float:
+    """How far behind the first instance another one runs; with claims, well within one lease."""
     if i == 0:
         return 0.0
     if world.claims:  # claims overlap without any lease expiring: the lock simply isn't enforced
-        return shortest * (0.2 * i + world.rng.uniform(0.0, 0.15))
+        low = 0.25 if i == 1 else 0.65
+        return world.lease * (low + world.rng.uniform(0.0, 0.2))
     return i * world.rng.uniform(120, 720)
 
 

@@ -230,8 +230,9 @@ def _of(records, event):
     return [r for r in records if r["event"] == event]
 
 
-def test_lease_expiry_second_claim_after_the_lease_and_first_holder_still_sending(case):
-    result, records = case("lease-expiry", seed=5)
+@pytest.mark.parametrize("seed,people", [(5, 400), (0, 60), (1, 1000), (2, 25)])
+def test_lease_expiry_second_claim_after_the_lease_and_first_holder_still_sending(case, seed, people):
+    result, records = case("lease-expiry", people, seed=seed)
     dups = duplicates(records)
     shards = {s["shard"] for sends in dups.values() for s in sends.values()}
     assert len(shards) == 1, "duplicates are confined to one shard"
@@ -455,3 +456,33 @@ def test_cli_usage_errors_exit_2_and_bad_combinations_exit_1(cli, tmp_path):
 def test_cli_help_has_examples(cli):
     result = cli("simulate", "--help")
     assert result.exit_code == 0 and "Examples:" in result.stdout and "mailmortem simulate --kind" in result.stdout
+
+
+# --- the committed samples --------------------------------------------------------------------
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_logs"
+
+
+def test_sample_logs_cover_every_kind_and_stay_small():
+    assert sorted(p.name for p in SAMPLES.iterdir() if p.is_dir()) == sorted(KINDS)
+    assert sum(p.stat().st_size for p in SAMPLES.rglob("*") if p.is_file()) < 2_000_000
+    names = [p.name for p in SAMPLES.rglob("worker-*")]
+    assert any(".jsonl" in n for n in names) and any(".csv" in n for n in names) and any(n.endswith(".gz") for n in names)
+    listed = (SAMPLES / "README.md").read_text()
+    assert all(f"`{kind}/`" in listed for kind in KINDS)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_each_sample_is_exactly_what_its_readme_command_makes(cli, tmp_path, kind):
+    import shlex
+
+    folder = SAMPLES / kind
+    readme = (folder / "README.md").read_text()
+    command = re.search(r"Generated with: `mailmortem simulate ([^`]*)`", readme).group(1)
+    args = shlex.split(command)
+    original = args[args.index("--out") + 1]
+    args[args.index("--out") + 1] = str(tmp_path / kind)
+    assert cli("simulate", *args).exit_code == 0
+    made = {p.name: p.read_bytes() for p in (tmp_path / kind).iterdir()}
+    made["README.md"] = made["README.md"].replace(str(tmp_path / kind).encode(), original.encode())
+    assert made == {p.name: p.read_bytes() for p in folder.iterdir()}
