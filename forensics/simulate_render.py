@@ -97,7 +97,7 @@ def _ts(t: float, d: Dialect):
     return stamp.isoformat(timespec="microseconds" if d.ts == "z_us" else "milliseconds") + "Z"
 
 
-def _value(canon: str, value, rec: dict, d: Dialect):
+def _value(canon: str, value, d: Dialect):
     if canon == "msg_id":
         return f"<{value}>" if d.angle else value
     if canon == "lease":
@@ -123,7 +123,7 @@ def fields(rec: dict, d: Dialect, rng: random.Random) -> list[tuple[str, object]
         value = rec.get(canon)
         if value is None:
             continue
-        value = "ok" if bare and canon == "status" else _value(canon, value, rec, d)
+        value = "ok" if bare and canon == "status" else _value(canon, value, d)
         if value is not None:
             out.append((d.keys[canon], value))
     if event == "send" and "msg_id" in rec:
