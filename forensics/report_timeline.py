@@ -1,0 +1,317 @@
+"""The report's timeline: one lane per worker (and incarnation), sends as marks, duplicated people's
+sends highlighted, claims/renewals/expiries/restarts where they happened.
+
+`timeline_data(con, incidents)` aggregates in DuckDB (queries/report.sql): small cases keep every
+record as a mark, large ones are counted per lane and time bin, so the chart never holds more than
+MARK_CAP marks. `timeline_spec(data)` turns that into a Vega-Lite spec with altair; `timeline_png`
+renders it with vl-convert for the Markdown variant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import queries
+from forensics.textsafe import terminal_safe
+
+MARK_CAP = 5000     # marks in the chart, at most (binned beyond POINT_CAP records)
+POINT_CAP = 3000    # up to this many records, every record is its own mark
+MAX_LANES = 40      # busiest lanes drawn; the rest fold into one "other" lane
+LEASE_CAP = 400     # lease intervals drawn
+LABEL_CAP = 60      # claims labelled with their shard when there are at most this many
+MIN_BINS, MAX_BINS = 15, 600
+MAX_ZOOMS = 4      # close-up panels, one per short incident
+LANE_PX, WIDTH_PX = 34, 980
+
+SEND, DUP = "send", "duplicate send"
+LIFECYCLE = ("claim", "renew", "release", "expire", "start", "error")
+CATEGORIES = (SEND, DUP) + LIFECYCLE + ("lease",)
+COLORS = ("#9aa5b1", "#d62728", "#1f77b4", "#2ca02c", "#7f7f7f", "#ff7f0e", "#9467bd", "#8c564b", "#aec7e8")
+SHAPES = ("square", "square", "triangle-right", "diamond", "square", "cross", "triangle-up", "circle", "square")
+LEGEND = {"send": "send", "duplicate send": "send to a duplicated person", "claim": "claim (shard)",
+          "renew": "lease renewed", "release": "release", "expire": "lease expired",
+          "start": "worker (re)start", "error": "error record", "lease": "lease held"}
+
+
+@dataclass
+class Panel:
+    """One chart of the timeline: the whole case, or a zoom on one incident's window."""
+    title: str
+    t_from: int                     # epoch ms
+    t_to: int
+    mode: str = "points"            # "points" (every record) or "bins" (counted per time bin)
+    lanes: list[str] = field(default_factory=list)
+    marks: list[dict] = field(default_factory=list)
+    leases: list[dict] = field(default_factory=list)
+    windows: list[dict] = field(default_factory=list)
+    label_shards: list[str] = field(default_factory=list)
+    records: int = 0
+    bin_ms: int | None = None
+    folded_lanes: int = 0
+    leases_capped: bool = False
+
+    @property
+    def span_ms(self) -> int:
+        return self.t_to - self.t_from
+
+
+@dataclass
+class Timeline:
+    panels: list[Panel] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not self.panels or not self.panels[0].marks
+
+    @property
+    def marks(self) -> int:
+        return sum(len(p.marks) + len(p.leases) for p in self.panels)
+
+
+def _rows(con, name: str, params: dict | None = None) -> list[dict]:
+    cursor = con.execute(queries.get(name).for_duckdb(), params or {})
+    columns = [d[0] for d in cursor.description]
+    return [dict(zip(columns, row)) for row in cursor.fetchall()]
+
+
+def _kept_lanes(lanes: list[dict]) -> tuple[list[dict], int]:
+    """The MAX_LANES busiest lanes (duplicates first), kept in worker/start order."""
+    if len(lanes) <= MAX_LANES:
+        return lanes, 0
+    ranked = sorted(lanes, key=lambda r: (-r["duplicate_sends"], -r["marks"]))[:MAX_LANES]
+    keep = {r["lane"] for r in ranked}
+    return [r for r in lanes if r["lane"] in keep], len(lanes) - MAX_LANES
+
+
+def bin_width_ms(span_ms: int, lane_categories: int, budget: int = MARK_CAP) -> int:
+    """A bin width that keeps lanes × categories × bins within budget (and MIN_BINS..MAX_BINS bins)."""
+    bins = max(MIN_BINS, min(MAX_BINS, budget // max(1, lane_categories)))
+    return max(1, -(-max(span_ms, 1) // bins))
+
+
+def _safe_rows(rows: list[dict], keys: tuple[str, ...]) -> list[dict]:
+    # Capped lists: labels are drawn as text, so show control/bidi characters escaped.
+    for row in rows:
+        for key in keys:
+            if row.get(key) is not None:
+                row[key] = terminal_safe(row[key])
+    return rows
+
+
+def _fill_panel(con, panel: Panel, budget: int) -> Panel:
+    """Marks of one panel: every record if they fit in `budget`, else counts per lane and time bin."""
+    window = {"t_from": panel.t_from, "t_to": panel.t_to}
+    lanes, panel.folded_lanes = _kept_lanes(_rows(con, "report_lanes", window))
+    other = f"({panel.folded_lanes} other lanes)"
+    params = {**window, "kept": [r["lane"] for r in lanes], "other": other}
+    panel.records = _rows(con, "report_range_count", window)[0]["marks"]
+    if panel.records <= min(budget, POINT_CAP):
+        panel.marks = _rows(con, "report_points", {**params, "limit": POINT_CAP})
+    else:
+        pairs = sum(r["categories"] for r in lanes) + (len(CATEGORIES) if panel.folded_lanes else 0)
+        panel.mode, panel.bin_ms = "bins", bin_width_ms(panel.span_ms, pairs, budget)
+        panel.marks = _rows(con, "report_bins", {**params, "bin_ms": panel.bin_ms})
+    panel.leases = _rows(con, "report_leases", {**params, "limit": LEASE_CAP + 1})
+    panel.leases_capped = len(panel.leases) > LEASE_CAP
+    del panel.leases[LEASE_CAP:]
+    names = [r["lane"] for r in lanes] + ([other] if panel.folded_lanes else [])
+    panel.lanes = [terminal_safe(n) for n in names]
+    _safe_rows(panel.marks, ("lane", "recipient", "campaign", "step", "shard", "msg_id", "variant", "error"))
+    _safe_rows(panel.leases, ("lane", "shard"))
+    return panel
+
+
+def epoch_ms(iso: str | None) -> int | None:
+    import datetime as dt
+
+    if not iso:
+        return None
+    return int(dt.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+def _windows(incidents: list[dict]) -> list[dict]:
+    return [{"id": i["id"], "kind": i["kind"], "t": epoch_ms(i["first_send"]), "t2": epoch_ms(i["last_send"]),
+             "label": f"{i['id']} {i['kind']}", "shards": list(i.get("shards") or [])}
+            for i in incidents if i.get("first_send")]
+
+
+def _zoom(window: dict, overview: Panel) -> Panel | None:
+    """A panel around one incident, when its window is small next to the whole case."""
+    length = window["t2"] - window["t"]
+    if length * 3 > overview.span_ms:
+        return None
+    margin = max(length // 2, 120_000)
+    t_from, t_to = max(overview.t_from, window["t"] - margin), min(overview.t_to, window["t2"] + margin)
+    return Panel(f"{window['label']}: close-up", t_from, t_to, label_shards=window["shards"])
+
+
+def timeline_data(con, incidents: list[dict]) -> Timeline:
+    """The overview of the whole case plus a close-up per short incident, within MARK_CAP marks."""
+    con.execute(queries.get("report_marks_build").for_duckdb())
+    span = _rows(con, "report_span")[0]
+    if not span["marks"]:
+        return Timeline()
+    windows = _windows(incidents)
+    shards = sorted({s for w in windows for s in w["shards"]})
+    overview = Panel("Whole case", span["first_ms"], span["last_ms"], windows=windows, label_shards=shards)
+    zooms = [z for z in (_zoom(w, overview) for w in windows) if z][:MAX_ZOOMS]
+    budget = MARK_CAP // (2 + len(zooms)) if zooms else MARK_CAP
+    _fill_panel(con, overview, 2 * budget)
+    for zoom in zooms:
+        zoom.windows = [w for w in windows if w["t"] <= zoom.t_to and w["t2"] >= zoom.t_from]
+        _fill_panel(con, zoom, budget)
+    return Timeline([overview] + [z for z in zooms if z.marks])
+
+
+# --- the Vega-Lite spec (altair) ------------------------------------------------------------------
+
+def _time_format(span_ms: int) -> str:
+    if span_ms <= 15 * 60_000:
+        return "%H:%M:%S"
+    return "%H:%M" if span_ms <= 20 * 3_600_000 else "%b %d %H:%M"
+
+
+def _x(alt, panel: Panel, domain: bool = False):
+    # The panel's domain is given once (on the frame layer): repeated, Vega-Lite warns of a conflict.
+    scale = alt.Scale(type="utc", domain=[panel.t_from, panel.t_to]) if domain else alt.Scale(type="utc")
+    return alt.X("t:T", title="time (UTC)", scale=scale,
+                 axis=alt.Axis(grid=True, labelOverlap=True, tickCount=10, format=_time_format(panel.span_ms)))
+
+
+def _y(alt, lanes: list[str]):
+    return alt.Y("lane:N", sort=lanes, title=None, scale=alt.Scale(domain=lanes),
+                 axis=alt.Axis(labelLimit=260, labelFontSize=12))
+
+
+def _present(timeline: Timeline) -> list[str]:
+    """The categories this case has, in legend order (the legend lists only what is drawn)."""
+    seen = {m["what"] for p in timeline.panels for m in p.marks}
+    seen |= {"lease"} if any(p.leases for p in timeline.panels) else set()
+    return [c for c in CATEGORIES if c in seen]
+
+
+def _legend_expr() -> str:
+    # Legend labels in plain words; the keys are our own constants, never log text.
+    pairs = " : ".join(f"datum.label == '{k}' ? '{v}'" for k, v in LEGEND.items())
+    return f"{pairs} : datum.label"
+
+
+def _legend(alt):
+    return alt.Legend(orient="top", direction="horizontal", labelExpr=_legend_expr(), title=None)
+
+
+def _color(alt, present: list[str]):
+    return alt.Color("what:N", scale=alt.Scale(domain=present, range=[COLORS[CATEGORIES.index(c)] for c in present]),
+                     legend=_legend(alt))
+
+
+def _shape(alt, present: list[str]):
+    return alt.Shape("what:N", scale=alt.Scale(domain=present, range=[SHAPES[CATEGORIES.index(c)] for c in present]),
+                     legend=_legend(alt))
+
+
+def _row(alt):
+    return alt.YOffset("row:N", scale=alt.Scale(domain=["events", "sends"], paddingInner=0.1))
+
+
+def _tooltip_points(alt):
+    return [alt.Tooltip("what:N", title="record"), alt.Tooltip("lane:N", title="worker · incarnation"),
+            alt.Tooltip("t:T", title="time (UTC)", format="%Y-%m-%d %H:%M:%S.%L", formatType="utc"),
+            "recipient:N", "campaign:N", "step:N", "shard:N", "msg_id:N", "variant:N", "kind:N", "error:N",
+            alt.Tooltip("lease_s:Q", title="lease (s)")]
+
+
+def _tooltip_bins(alt):
+    return [alt.Tooltip("what:N", title="record"), alt.Tooltip("lane:N", title="worker · incarnation"),
+            alt.Tooltip("t:T", title="from (UTC)", format="%Y-%m-%d %H:%M:%S", formatType="utc"),
+            alt.Tooltip("t2:T", title="to (UTC)", format="%Y-%m-%d %H:%M:%S", formatType="utc"),
+            alt.Tooltip("n:Q", title="records"), alt.Tooltip("people:Q", title="people")]
+
+
+def _is_send(kind: str) -> str:
+    test = "datum.what == 'send' || datum.what == 'duplicate send'"
+    return test if kind == "send" else f"!({test})"
+
+
+def _send_layer(alt, base, panel: Panel):
+    sends = base.transform_filter(_is_send("send"))
+    if panel.mode == "points":
+        return sends.mark_tick(thickness=2, size=LANE_PX * 0.4, clip=True).encode(
+            opacity=alt.condition("datum.what == 'duplicate send'", alt.value(1.0), alt.value(0.6)),
+            tooltip=_tooltip_points(alt))
+    return sends.mark_rect(clip=True).encode(
+        x2="t2:T", opacity=alt.Opacity("n:Q", scale=alt.Scale(type="log", range=[0.3, 1]), legend=None),
+        tooltip=_tooltip_bins(alt))
+
+
+def _event_layer(alt, base, panel: Panel, present: list[str]):
+    events = base.transform_filter(_is_send("event")).encode(shape=_shape(alt, present))
+    if panel.mode == "points":
+        return events.mark_point(filled=True, size=90, opacity=0.95, clip=True).encode(tooltip=_tooltip_points(alt))
+    return events.mark_point(filled=True, opacity=0.9, clip=True).encode(
+        size=alt.Size("n:Q", scale=alt.Scale(type="sqrt", range=[40, 240]), legend=None),
+        tooltip=_tooltip_bins(alt))
+
+
+def _window_layers(alt, panel: Panel, x) -> list:
+    rows = [{k: w[k] for k in ("id", "kind", "t", "t2", "label")} | {"stack": i % 3}
+            for i, w in enumerate(panel.windows)]
+    if not rows:
+        return []
+    base = alt.Chart(alt.Data(values=rows))
+    band = base.mark_rect(color="#fdd835", opacity=0.22, clip=True).encode(
+        x=x, x2="t2:T", tooltip=[alt.Tooltip("label:N", title="incident")])
+    labels = [base.transform_filter(f"datum.stack == {k}").mark_text(
+        align="left", baseline="bottom", dx=2, dy=-2 - 12 * k, fontSize=11, color="#6d5d00", clip=False).encode(
+        x=x, y=alt.value(0), text="label:N") for k in range(min(3, len(rows)))]
+    return [band] + labels
+
+
+def _lease_layers(alt, panel: Panel, x, y, present: list[str]) -> list:
+    if not panel.leases:
+        return []
+    rows = [{**r, "what": "lease", "row": "events"} for r in panel.leases]
+    base = alt.Chart(alt.Data(values=rows)).encode(x=x, y=y, yOffset=_row(alt))
+    bars = base.mark_bar(height=5, opacity=0.55, clip=True).encode(
+        x2="t2:T", color=_color(alt, present),
+        tooltip=[alt.Tooltip("lane:N", title="worker · incarnation"), "shard:N",
+                 alt.Tooltip("lease_s:Q", title="lease (s)"),
+                 alt.Tooltip("t:T", title="claimed (UTC)", format="%H:%M:%S", formatType="utc"),
+                 alt.Tooltip("t2:T", title="lease ends (UTC)", format="%H:%M:%S", formatType="utc")])
+    labelled = [r for r in rows if r.get("shard") in set(panel.label_shards)]
+    if not labelled or len(labelled) > LABEL_CAP:
+        return [bars]
+    labels = alt.Chart(alt.Data(values=labelled)).encode(x=x, y=y, yOffset=_row(alt)).mark_text(
+        align="left", baseline="middle", dx=7, dy=-7, fontSize=10, color="#1f4e79", clip=True).encode(
+        text=alt.Text("label:N")).transform_calculate(label="'shard ' + datum.shard")
+    return [bars, labels]
+
+
+def _panel_chart(alt, panel: Panel, present: list[str]):
+    x, y = _x(alt, panel), _y(alt, panel.lanes)
+    base = alt.Chart(alt.Data(values=panel.marks)).transform_calculate(
+        row="datum.what == 'send' || datum.what == 'duplicate send' ? 'sends' : 'events'"
+    ).encode(x=x, y=y, yOffset=_row(alt), color=_color(alt, present))
+    frame = alt.Chart(alt.Data(values=[{"t": panel.t_from}, {"t": panel.t_to}])).mark_point(opacity=0).encode(
+        x=_x(alt, panel, domain=True))
+    layers = [frame] + _window_layers(alt, panel, x) + _lease_layers(alt, panel, x, y, present)
+    layers += [_send_layer(alt, base, panel), _event_layer(alt, base, panel, present)]
+    title = alt.Title(panel.title, anchor="start", offset=14 + 12 * min(3, len(panel.windows)), fontSize=13)
+    return alt.layer(*layers).properties(title=title, width=WIDTH_PX, height=max(2, len(panel.lanes)) * LANE_PX)
+
+
+def timeline_spec(timeline: Timeline) -> dict:
+    """A Vega-Lite spec (data inline, built with altair): the whole case, then close-ups."""
+    import altair as alt
+
+    present = _present(timeline)
+    charts = [_panel_chart(alt, panel, present) for panel in timeline.panels]
+    chart = alt.vconcat(*charts, spacing=28).resolve_scale(x="independent", y="independent")
+    chart = chart.configure_view(stroke="#ccc").configure_axis(labelFontSize=11, titleFontSize=12)
+    return chart.to_dict(validate=timeline.marks <= POINT_CAP)
+
+
+def timeline_png(spec: dict, scale: float = 1.0) -> bytes:
+    import vl_convert
+
+    return vl_convert.vegalite_to_png(spec, scale=scale)
