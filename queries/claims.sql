@@ -26,6 +26,12 @@ WHERE t.{status} = :status_in_progress
   AND t.{claimed_at} < now() - make_interval(secs => :older_than_s)
 ORDER BY t.{claimed_at}, t.{lead_id}
 
+-- name: requeue_count_no_claim_time
+-- In-progress rows with no claim time: never stale by age, so never re-queued; reported for a human to look at.
+SELECT count(*) AS n
+FROM {table} AS t
+WHERE t.{status} = :status_in_progress AND t.{claimed_at} IS NULL
+
 -- name: requeue_lock_planned
 -- Lock the planned rows that no live transaction holds; the rest are reported as skipped.
 SELECT t.{lead_id}::text AS key_text

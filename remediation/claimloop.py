@@ -112,6 +112,7 @@ class RunStats:
     fenced: int = 0  # our claim was lost (lease expired and the lead re-queued / re-claimed)
     released: int = 0
     renewals: int = 0
+    heartbeat_error: str | None = None  # the heartbeat stopped: leases then expire, the fence still holds
 
 
 def ensure_claim_schema(conn, cfg: LoopConfig) -> None:
@@ -245,6 +246,7 @@ def run(dsn: str, cfg: LoopConfig, send: Callable[[Lead], str], max_batches: int
                 stats.batches += 1
                 _run_batch(conn, cfg, batch, send, stats, keeper)
         stats.renewals = keeper.renewals
+        stats.heartbeat_error = f"{type(keeper.error).__name__}: {keeper.error}" if keeper.error else None
     return stats
 
 

@@ -18,6 +18,7 @@ Three steps, each testable alone:
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,21 +112,35 @@ def _require_postgres(conn) -> None:
 def scan_stale(conn, table: LeadsTable, older_than_s: float, campaign: str | None = None,
                step: str | None = None) -> list[StaleLead]:
     """Read the stale claims (read-only; the transaction is rolled back)."""
+    params = {"status_in_progress": table.in_progress, "older_than_s": older_than_s,
+              "campaign": campaign, "step": step}
+    with _reading(conn, table):
+        if not conn.execute(queries.get("requeue_sent_log_exists").for_psycopg()).fetchone()[0]:
+            raise RefusedError("no sent_log table in this database: without it a stale lead that was already "
+                               "emailed would be re-queued; run `mailmortem backfill-sentlog` first")
+        rows = conn.execute(compose("requeue_scan_stale", **table.idents()), params).fetchall()
+    return [StaleLead(*row) for row in rows]
+
+
+def count_without_claim_time(conn, table: LeadsTable) -> int:
+    """In-progress rows with a NULL claim time: no age, so requeue-stale never touches them."""
+    with _reading(conn, table):
+        query = compose("requeue_count_no_claim_time", **table.idents())
+        return int(conn.execute(query, {"status_in_progress": table.in_progress}).fetchone()[0])
+
+
+@contextmanager
+def _reading(conn, table: LeadsTable):
+    """Read-only access: psycopg errors become one-line DatabaseErrors; the transaction is rolled back."""
     import psycopg
 
     _require_postgres(conn)
     try:
-        if not conn.execute(queries.get("requeue_sent_log_exists").for_psycopg()).fetchone()[0]:
-            raise RefusedError("no sent_log table in this database: without it a stale lead that was already "
-                               "emailed would be re-queued; run `mailmortem backfill-sentlog` first")
-        params = {"status_in_progress": table.in_progress, "older_than_s": older_than_s,
-                  "campaign": campaign, "step": step}
-        rows = conn.execute(compose("requeue_scan_stale", **table.idents()), params).fetchall()
+        yield
     except psycopg.Error as exc:
         raise _db_error(f"cannot read stale claims from {table.table}", exc) from None
     finally:
         conn.rollback()
-    return [StaleLead(*row) for row in rows]
 
 
 @dataclass(frozen=True)
@@ -145,6 +160,7 @@ class Plan:
     older_than_s: float
     leads: tuple[StaleLead, ...]
     steps: tuple[Step, ...]
+    without_claim_time: int = 0  # in-progress rows with no claimed_at: reported, never touched
 
     @property
     def counts(self) -> dict[str, int]:
@@ -163,7 +179,8 @@ class Plan:
 
 
 def requeue_plan(table: LeadsTable, stale: list[StaleLead], older_than_s: float, run_id: str,
-                 campaign: str | None = None, step: str | None = None, os_user: str = "unknown") -> Plan:
+                 campaign: str | None = None, step: str | None = None, os_user: str = "unknown",
+                 without_claim_time: int = 0) -> Plan:
     """Pure: the ordered statements that mark sent-log'd leads sent, then re-queue the rest."""
     common = {
         "run_id": run_id, "table_name": str(table.table), "key_column": table.col("lead_id"),
@@ -177,7 +194,7 @@ def requeue_plan(table: LeadsTable, stale: list[StaleLead], older_than_s: float,
         if chosen:
             steps.append(Step(query, {**common, **_guard_params(chosen), "new_status": new_status},
                               new_status, len(chosen)))
-    return Plan(run_id, table, older_than_s, tuple(stale), tuple(steps))
+    return Plan(run_id, table, older_than_s, tuple(stale), tuple(steps), without_claim_time)
 
 
 def _guard_params(leads: list[StaleLead]) -> dict:
@@ -234,7 +251,8 @@ def requeue_stale(conn, table: LeadsTable, older_than_s: float, apply: bool = Fa
                   campaign: str | None = None, step: str | None = None) -> tuple[Plan, ApplyResult | None]:
     """The whole command as a library call: scan, plan, and (with apply) carry out the plan."""
     stale = scan_stale(conn, table, older_than_s, campaign, step)
-    plan = requeue_plan(table, stale, older_than_s, audit.new_run_id(), campaign, step, audit.os_user())
+    plan = requeue_plan(table, stale, older_than_s, audit.new_run_id(), campaign, step, audit.os_user(),
+                        without_claim_time=count_without_claim_time(conn, table))
     return plan, (apply_plan(conn, plan) if apply else None)
 
 

@@ -23,7 +23,8 @@ INSERT INTO leads VALUES
   (3, 'c@example.com', 'in-progress', 'w3', now() - interval '5 minutes'),
   (4, 'd@example.com', 'queued', NULL, NULL),
   (5, 'e@example.com', 'sent', 'w1', {STALE}),
-  (6, 'f@example.com', 'in-progress', 'w4', {STALE} - interval '1 minute');
+  (6, 'f@example.com', 'in-progress', 'w4', {STALE} - interval '1 minute'),
+  (7, 'g@example.com', 'in-progress', 'w5', NULL);
 """
 HOUR = 3600.0
 
@@ -76,6 +77,12 @@ def test_apply_changes_exactly_the_planned_rows_and_audits_each(db):
     assert queued["old_values"]["status"] == "in-progress" and queued["old_values"]["claimed_by"] == "w2"
     assert queued["new_values"] == {"status": "queued", "claimed_by": None, "claimed_at": None}
     assert queued["db_user"] == "postgres" and queued["os_user"] and queued["table_name"] == "leads"
+
+
+def test_in_progress_rows_without_claim_time_are_reported_not_touched(db):
+    plan, result = claims.requeue_stale(db, claims.LeadsTable(), HOUR, apply=True)
+    assert plan.without_claim_time == 1 and "7" not in [r["lead_id"] for r in plan.rows()]
+    assert snapshot(db)[6] == (7, "in-progress", "w5", None)
 
 
 def test_second_apply_changes_nothing(db):

@@ -116,6 +116,11 @@ def _report_plan(plan, label: str, apply: bool) -> None:
          f"'{plan.table.in_progress}' older than {plan.older_than_s:g}s (server clock): "
          f"{counts['to_sent']} → '{plan.table.sent}' (in the sent-log), "
          f"{counts['to_queued']} → '{plan.table.queued}'.")
+    if plan.without_claim_time:
+        from forensics.console import warn
+
+        warn(f"{plan.without_claim_time} rows are '{plan.table.in_progress}' with no "
+             f"{plan.table.col('claimed_at')}: they have no age, so they are left alone; look at them by hand")
     if not apply:
         _say("Dry run: nothing changed. Re-run with --apply to carry out exactly this plan.")
 
