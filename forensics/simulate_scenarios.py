@@ -74,6 +74,7 @@ def _offset(world: World, i: int) -> float:
 
 def retry(world: World, step: Step, persons: list[Person], t0: float, rate: float | None = None) -> None:
     rate = rate if rate is not None else world.rng.uniform(0.01, 0.03)
+    world.forced_retries.add((step, world.rng.choice(persons).cand))  # a small list still shows one
     world.pool_run(step, persons, t0, retry_rate=rate)
     world.stories.append(f"retry: lost provider acks made workers re-send ~{rate:.0%} of "
                          f"{step.campaign} step {step.step} seconds to minutes later")

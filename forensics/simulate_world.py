@@ -103,6 +103,7 @@ class World:
         self.gap = max(MIN_GAP * 2, min(8.0, self.lease * rng.uniform(0.3, 0.5) / self.shard_size))
         self.campaigns = rng.sample(CAMPAIGNS, 6)
         self.subjects = rng.random() < 0.5
+        self.forced_retries: set = set()  # (step, candidate) whose ack is lost whatever the dice say
         self._seq = {"msg": 0, "shard": 0, "pid": rng.randint(900, 30000)}
         self._salt = rng.getrandbits(64)
         style = rng.choice(WORKER_STYLES)
@@ -164,10 +165,12 @@ class World:
         if rng.random() < self.fail_rate:
             rec["status"] = rng.choice(("failed", "timeout"))
             self._error(w, t + 0.05, person, step, rng.choice(SEND_ERRORS))
-            self.send(w, t + rng.uniform(2, 40), person, step, shard, mech, attempt=attempt + 1)
+            self.send(w, t + rng.uniform(2, 40), person, step, shard, mech, attempt=attempt + 1,
+                      retry_rate=retry_rate)
             return
         rec["msg_id"], rec["status"] = self.msg_id(), "ok"
-        if retry_rate and rng.random() < retry_rate:
+        if retry_rate and (rng.random() < retry_rate or (step, person.cand) in self.forced_retries):
+            self.forced_retries.discard((step, person.cand))
             self._lost_ack(w, t, person, step, shard, attempt)
 
     def _lost_ack(self, w: Worker, t: float, person: Person, step: Step, shard: str | None, attempt: int) -> None:
