@@ -32,6 +32,10 @@ SELECT count(*) AS n
 FROM {table} AS t
 WHERE t.{status} = :status_in_progress AND t.{claimed_at} IS NULL
 
+-- name: requeue_lock_timeout
+-- For this transaction only: never wait long on a lock held by live workers (everything else uses SKIP LOCKED).
+SELECT set_config('lock_timeout', '5s', true)
+
 -- name: requeue_lock_planned
 -- Lock the planned rows that no live transaction holds; the rest are reported as skipped.
 SELECT t.{lead_id}::text AS key_text

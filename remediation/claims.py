@@ -229,6 +229,7 @@ def apply_plan(conn, plan: Plan) -> ApplyResult:
     conn.rollback()  # the transaction below must be the outermost one, so it commits
     try:
         with conn.transaction():
+            conn.execute(queries.get("requeue_lock_timeout").for_psycopg())
             audit.ensure_table(conn)
             locked = _column(conn.execute(compose("requeue_lock_planned", **idents),
                                           {"keys": [lead.key for lead in plan.leads]}))
@@ -241,6 +242,15 @@ def apply_plan(conn, plan: Plan) -> ApplyResult:
     result.skipped_locked = [lead.key_text for lead in plan.leads if lead.key_text not in locked]
     result.left_changed = [lead.key_text for lead in plan.leads if lead.key_text in locked - done]
     return result
+
+
+def plan_statements(conn, plan: Plan) -> list[dict]:
+    """The plan's statements as the server will receive them (placeholders as %(name)s)."""
+    idents = plan.table.idents()
+    names = ["requeue_lock_timeout", "requeue_lock_planned"] + [step.query for step in plan.steps]
+    rows = {"requeue_lock_planned": len(plan.leads), **{step.query: step.rows for step in plan.steps}}
+    return [{"query": name, "description": queries.get(name).description, "rows": rows.get(name),
+             "sql": compose(name, **idents).as_string(conn)} for name in names] if plan.leads else []
 
 
 def _column(cursor) -> set:

@@ -55,10 +55,11 @@ def _open_postgres(db):
               help="Logs to measure the worst batch (claim→release) against --older-than (repeatable).")
 @click.option("--sample", default=10, show_default=True, type=click.IntRange(0, 10_000),
               help="Planned changes shown in the table view.")
+@click.option("--show-sql", is_flag=True, help="Also print the plan's SQL statements (on stderr).")
 @format_option()
 @apply_option()
 def requeue_stale(db, older_than, table, cols, status_queued, status_in_progress, status_sent, campaign, step,
-                  logs, sample, fmt, apply):
+                  logs, sample, show_sql, fmt, apply):
     """Put stale claims back to queued — or mark them sent when the sent-log proves the email went out.
 
     Stale means in progress with a claim older than --older-than, on the database
@@ -74,6 +75,7 @@ def requeue_stale(db, older_than, table, cols, status_queued, status_in_progress
       mailmortem requeue-stale --older-than 2h --table outreach.leads --col claimed_at=locked_at \\
           --col status=state --status-in-progress claimed
       mailmortem requeue-stale --older-than 45m --logs logs/ --format json
+      mailmortem requeue-stale --older-than 45m --show-sql
     """
     from remediation import claims
 
@@ -82,12 +84,22 @@ def requeue_stale(db, older_than, table, cols, status_queued, status_in_progress
     store = _open_postgres(db)
     try:
         plan, result = claims.requeue_stale(store.conn, leads, older_than, apply, campaign, step)
+        if show_sql:
+            _print_sql(claims.plan_statements(store.conn, plan))
     finally:
         store.close()
     _report_plan(plan, store.label, apply)
     if result is not None:
         _report_result(result)
     _render(plan, result, worst, fmt, sample)
+
+
+def _print_sql(statements: list[dict]) -> None:
+    for number, statement in enumerate(statements, 1):
+        rows = f" ({statement['rows']} rows)" if statement["rows"] is not None else ""
+        _say(f"-- {number}. {statement['query']}{rows}: {statement['description']}")
+        for line in statement["sql"].splitlines():
+            _say(line)
 
 
 def _check_lease(older_than: float, logs) -> dict | None:

@@ -68,6 +68,14 @@ def test_apply_then_audit_then_undo(cli, db):
     assert statuses(db) == {1: "in-progress", 2: "in-progress", 3: "in-progress", 4: "queued"}
 
 
+def test_show_sql_prints_the_plan_statements_with_quoted_names(cli, db):
+    result = cli("requeue-stale", "--db", db, "--older-than", "45m", "--show-sql", "--col", "status=status")
+    assert result.exit_code == 0
+    assert "-- 3. requeue_to_sent (1 rows)" in result.stderr and "-- 4. requeue_to_queued (1 rows)" in result.stderr
+    assert 'UPDATE "leads" AS t' in result.stderr and "FOR UPDATE SKIP LOCKED" in result.stderr
+    assert statuses(db)[2] == "in-progress"
+
+
 def test_second_apply_changes_nothing(cli, db):
     cli("requeue-stale", "--db", db, "--older-than", "45m", "--apply")
     again = cli("requeue-stale", "--db", db, "--older-than", "45m", "--apply")
