@@ -149,8 +149,8 @@ class Step:
 
     query: str
     params: dict
-    new_status: str
-    rows: int
+    rows: int | None = None  # planned rows it covers (None for a setting)
+    changes_rows: bool = False
 
 
 @dataclass(frozen=True)
@@ -188,12 +188,15 @@ def requeue_plan(table: LeadsTable, stale: list[StaleLead], older_than_s: float,
         "col_claimed_at": table.col("claimed_at"), "status_in_progress": table.in_progress,
         "older_than_s": older_than_s, "campaign": campaign, "step": step, "os_user": os_user,
     }
-    steps = []
+    if not stale:
+        return Plan(run_id, table, older_than_s, (), (), without_claim_time)
+    steps = [Step("requeue_lock_timeout", {}),
+             Step("requeue_lock_planned", {"keys": [lead.key for lead in stale]}, len(stale))]
     for query, new_status, chosen in (("requeue_to_sent", table.sent, [s for s in stale if s.already_sent]),
                                       ("requeue_to_queued", table.queued, [s for s in stale if not s.already_sent])):
         if chosen:
             steps.append(Step(query, {**common, **_guard_params(chosen), "new_status": new_status},
-                              new_status, len(chosen)))
+                              len(chosen), changes_rows=True))
     return Plan(run_id, table, older_than_s, tuple(stale), tuple(steps), without_claim_time)
 
 
@@ -218,24 +221,21 @@ class ApplyResult:
 
 
 def apply_plan(conn, plan: Plan) -> ApplyResult:
-    """Run exactly the plan's statements in ONE transaction (all or nothing)."""
+    """Run exactly the plan's statements, in order, in ONE transaction (all or nothing)."""
     import psycopg
 
     _require_postgres(conn)
-    result = ApplyResult(plan.run_id)
+    result, locked = ApplyResult(plan.run_id), set()
     if not plan.leads:
         return result
     idents = plan.table.idents()
     conn.rollback()  # the transaction below must be the outermost one, so it commits
     try:
         with conn.transaction():
-            conn.execute(queries.get("requeue_lock_timeout").for_psycopg())
             audit.ensure_table(conn)
-            locked = _column(conn.execute(compose("requeue_lock_planned", **idents),
-                                          {"keys": [lead.key for lead in plan.leads]}))
             for step in plan.steps:
-                changed = sorted(_column(conn.execute(compose(step.query, **idents), step.params)))
-                (result.to_sent if step.query == "requeue_to_sent" else result.to_queued).extend(changed)
+                keys = _column(conn.execute(compose(step.query, **idents), step.params))
+                _collect(step, keys, result, locked)
     except psycopg.Error as exc:
         raise _db_error(f"requeue of {plan.table.table} rolled back, nothing changed", exc) from None
     done = set(result.to_sent) | set(result.to_queued)
@@ -244,13 +244,18 @@ def apply_plan(conn, plan: Plan) -> ApplyResult:
     return result
 
 
+def _collect(step: Step, keys: set, result: ApplyResult, locked: set) -> None:
+    if step.query == "requeue_lock_planned":
+        locked.update(keys)
+    elif step.changes_rows:
+        (result.to_sent if step.query == "requeue_to_sent" else result.to_queued).extend(sorted(keys))
+
+
 def plan_statements(conn, plan: Plan) -> list[dict]:
     """The plan's statements as the server will receive them (placeholders as %(name)s)."""
     idents = plan.table.idents()
-    names = ["requeue_lock_timeout", "requeue_lock_planned"] + [step.query for step in plan.steps]
-    rows = {"requeue_lock_planned": len(plan.leads), **{step.query: step.rows for step in plan.steps}}
-    return [{"query": name, "description": queries.get(name).description, "rows": rows.get(name),
-             "sql": compose(name, **idents).as_string(conn)} for name in names] if plan.leads else []
+    return [{"query": step.query, "description": queries.get(step.query).description, "rows": step.rows,
+             "sql": compose(step.query, **idents).as_string(conn)} for step in plan.steps]
 
 
 def _column(cursor) -> set:

@@ -51,6 +51,21 @@ def other_session(dsn):
     return psycopg.connect(dsn, autocommit=False)
 
 
+def test_plan_is_a_pure_ordered_list_of_statements():
+    def lead(key, sent):
+        return claims.StaleLead(key, str(key), f"p{key}@x.co", "w1", None, "1764489600.5", 7200.0, sent)
+
+    table = claims.leads_table(queued="ready")
+    plan = claims.requeue_plan(table, [lead(1, True), lead(2, False), lead(3, False)], 60.0, "run-1")
+    assert [s.query for s in plan.steps] == ["requeue_lock_timeout", "requeue_lock_planned",
+                                             "requeue_to_sent", "requeue_to_queued"]
+    to_queued = plan.steps[3]
+    assert to_queued.params["key_texts"] == ["2", "3"] and to_queued.params["new_status"] == "ready"
+    assert to_queued.params["claimed_epochs"] == ["1764489600.5"] * 2 and to_queued.params["run_id"] == "run-1"
+    assert plan.counts == {"stale": 3, "to_sent": 1, "to_queued": 2}
+    assert claims.requeue_plan(table, [], 60.0, "run-2").steps == ()
+
+
 def test_dry_run_plans_and_changes_nothing(db):
     before = snapshot(db)
     plan, result = claims.requeue_stale(db, claims.LeadsTable(), HOUR)
