@@ -263,11 +263,18 @@ def _column(cursor) -> set:
 
 
 def requeue_stale(conn, table: LeadsTable, older_than_s: float, apply: bool = False,
-                  campaign: str | None = None, step: str | None = None) -> tuple[Plan, ApplyResult | None]:
-    """The whole command as a library call: scan, plan, and (with apply) carry out the plan."""
+                  campaign: str | None = None, step: str | None = None,
+                  max_changes: int | None = None) -> tuple[Plan, ApplyResult | None]:
+    """The whole command as a library call: scan, plan, and (with apply) carry out the plan.
+
+    `max_changes` refuses to apply a plan larger than the one a person reviewed.
+    """
     stale = scan_stale(conn, table, older_than_s, campaign, step)
     plan = requeue_plan(table, stale, older_than_s, audit.new_run_id(), campaign, step, audit.os_user(),
                         without_claim_time=count_without_claim_time(conn, table))
+    if apply and max_changes is not None and len(plan.leads) > max_changes:
+        raise RefusedError(f"the plan would change {len(plan.leads)} rows, more than --max-changes {max_changes}: "
+                           "nothing changed; review the plan again")
     return plan, (apply_plan(conn, plan) if apply else None)
 
 

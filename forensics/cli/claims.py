@@ -56,10 +56,12 @@ def _open_postgres(db):
 @click.option("--sample", default=10, show_default=True, type=click.IntRange(0, 10_000),
               help="Planned changes shown in the table view.")
 @click.option("--show-sql", is_flag=True, help="Also print the plan's SQL statements (on stderr).")
+@click.option("--max-changes", type=click.IntRange(0), metavar="N",
+              help="With --apply: refuse (change nothing) if the plan is larger than N rows, e.g. the dry run's.")
 @format_option()
 @apply_option()
 def requeue_stale(db, older_than, table, cols, status_queued, status_in_progress, status_sent, campaign, step,
-                  logs, sample, show_sql, fmt, apply):
+                  logs, sample, show_sql, max_changes, fmt, apply):
     """Put stale claims back to queued — or mark them sent when the sent-log proves the email went out.
 
     Stale means in progress with a claim older than --older-than, on the database
@@ -71,7 +73,7 @@ def requeue_stale(db, older_than, table, cols, status_queued, status_in_progress
     \b
     Examples:
       mailmortem requeue-stale --db "$DATABASE_URL" --older-than 45m
-      mailmortem requeue-stale --db "$DATABASE_URL" --older-than 45m --apply
+      mailmortem requeue-stale --db "$DATABASE_URL" --older-than 45m --apply --max-changes 40
       mailmortem requeue-stale --older-than 2h --table outreach.leads --col claimed_at=locked_at \\
           --col status=state --status-in-progress claimed
       mailmortem requeue-stale --older-than 45m --logs logs/ --format json
@@ -83,7 +85,7 @@ def requeue_stale(db, older_than, table, cols, status_queued, status_in_progress
     worst = _check_lease(older_than, logs) if logs else None
     store = _open_postgres(db)
     try:
-        plan, result = claims.requeue_stale(store.conn, leads, older_than, apply, campaign, step)
+        plan, result = claims.requeue_stale(store.conn, leads, older_than, apply, campaign, step, max_changes)
         if show_sql:
             _print_sql(claims.plan_statements(store.conn, plan))
     finally:

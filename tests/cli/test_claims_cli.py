@@ -76,6 +76,16 @@ def test_show_sql_prints_the_plan_statements_with_quoted_names(cli, db):
     assert statuses(db)[2] == "in-progress"
 
 
+def test_max_changes_refuses_a_plan_larger_than_reviewed(cli, db):
+    refused = cli("requeue-stale", "--db", db, "--older-than", "45m", "--apply", "--max-changes", "1")
+    assert refused.exit_code == 1
+    assert refused.stderr == ("Error: the plan would change 2 rows, more than --max-changes 1: nothing changed; "
+                              "review the plan again\n")
+    assert statuses(db)[2] == "in-progress"
+    assert cli("requeue-stale", "--db", db, "--older-than", "45m", "--apply", "--max-changes", "2").exit_code == 0
+    assert statuses(db)[2] == "queued"
+
+
 def test_second_apply_changes_nothing(cli, db):
     cli("requeue-stale", "--db", db, "--older-than", "45m", "--apply")
     again = cli("requeue-stale", "--db", db, "--older-than", "45m", "--apply")
