@@ -1,6 +1,6 @@
 """Fault test: 8 worker processes run the reference claim loop over 5,000 leads with short
-leases; the test SIGKILLs workers mid-batch (starting replacements) while `requeue-stale
---apply` runs concurrently. At the end every lead was sent exactly once and none is stuck.
+leases; the test SIGKILLs workers mid-batch (starting replacements) and SIGSTOPs others
+past their lease (then resumes them) while `requeue-stale --apply` runs concurrently. At the end every lead was sent exactly once and none is stuck.
 
 The fake provider is honest about the one window a database cannot close: it accepts
 the message on its OWN connection, committed at once (the email is out, whatever
@@ -26,6 +26,8 @@ import psycopg
 N_LEADS = 5000
 WORKERS = 8
 KILLS = 6
+STALLS = 2  # SIGSTOP a worker past its lease (heartbeat included), then SIGCONT: it must be fenced out
+STALL_S = 3.5
 LEASE_S = 1.5
 HEARTBEAT_S = 0.4
 STALE_AFTER_S = 2.0  # requeue-stale --older-than: above the lease
@@ -109,13 +111,34 @@ def _setup(dsn: str) -> None:
         claimloop.ensure_claim_schema(conn, claimloop.LoopConfig(campaign="fault"))
 
 
-def _kill_mid_batch(conn, procs: dict, ctx, dsn: str, serial: list) -> str | None:
-    """SIGKILL a worker that holds claimed leads right now, and start a replacement."""
+def _holder(conn, procs: dict, stalled: set) -> str | None:
+    """A live, running worker that holds claimed leads right now (so the fault lands mid-batch)."""
     holders = [r[0] for r in conn.execute("SELECT DISTINCT claimed_by FROM leads WHERE status = 'in-progress'")]
-    victims = [name for name in holders if name in procs and procs[name].is_alive()]
-    if not victims:
+    victims = [name for name in holders if name in procs and procs[name].is_alive() and name not in stalled]
+    return random.choice(victims) if victims else None
+
+
+def _stall(conn, procs: dict, stalled: set) -> str | None:
+    """SIGSTOP a worker holding leads for longer than its lease; SIGCONT it later."""
+    victim = _holder(conn, procs, stalled)
+    if victim:
+        stalled.add(victim)
+        os.kill(procs[victim].pid, signal.SIGSTOP)
+        threading.Timer(STALL_S, _resume, (procs[victim], victim, stalled)).start()
+    return victim
+
+
+def _resume(proc, name: str, stalled: set) -> None:
+    if proc.is_alive():
+        os.kill(proc.pid, signal.SIGCONT)
+    stalled.discard(name)
+
+
+def _kill_mid_batch(conn, procs: dict, ctx, dsn: str, serial: list, stalled: set) -> str | None:
+    """SIGKILL a worker that holds claimed leads right now, and start a replacement."""
+    victim = _holder(conn, procs, stalled)
+    if not victim:
         return None
-    victim = random.choice(victims)
     os.kill(procs[victim].pid, signal.SIGKILL)
     procs[victim].join(5)
     serial[0] += 1
@@ -138,15 +161,19 @@ def test_sigkilled_workers_and_concurrent_requeue_send_each_lead_exactly_once(pg
         proc.start()
     requeuer = Requeuer(pg_dsn)
     requeuer.start()
-    started, killed = time.monotonic(), []
+    started, killed, stalls, stalled = time.monotonic(), [], [], set()
     try:
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
-            while len(killed) < KILLS and time.monotonic() - started < DEADLINE_S / 2:
+            while (len(killed) < KILLS or len(stalls) < STALLS) and time.monotonic() - started < DEADLINE_S / 2:
                 time.sleep(random.uniform(0.4, 0.8))
                 if _count(conn, "SELECT count(*) FROM leads WHERE status = 'sent'") < N_LEADS * 0.05:
                     continue  # let the workers get going first
-                victim = _kill_mid_batch(conn, procs, ctx, pg_dsn, serial)
-                killed += [victim] if victim else []
+                if len(stalls) < STALLS and len(stalls) * 3 <= len(killed):
+                    victim = _stall(conn, procs, stalled)
+                    stalls += [victim] if victim else []
+                else:
+                    victim = _kill_mid_batch(conn, procs, ctx, pg_dsn, serial, stalled)
+                    killed += [victim] if victim else []
         for proc in list(procs.values()):
             proc.join(max(1.0, DEADLINE_S - (time.monotonic() - started)))
     finally:
@@ -168,15 +195,19 @@ def test_sigkilled_workers_and_concurrent_requeue_send_each_lead_exactly_once(pg
         max_token = _count(conn, "SELECT max(claim_token) FROM leads")
 
     print(f"\nfault test: {N_LEADS} leads, {WORKERS} workers, lease {LEASE_S}s, {len(killed)} SIGKILLs "
-          f"({', '.join(killed)}), {elapsed:.1f}s")
+          f"({', '.join(killed)}), {len(stalls)} stalls of {STALL_S}s ({', '.join(stalls)}), {elapsed:.1f}s")
     print(f"  leads by status: {by_status}")
     print(f"  provider deliveries: {delivered} ({delivered_leads} distinct leads); send attempts: {attempts} "
           f"({attempts - delivered} deduplicated by the idempotency key)")
     print(f"  sent_log rows: {sent_log} ({sent_log_people} people); claims (fencing tokens): {max_token}")
     print(f"  requeue-stale: {requeuer.totals}")
 
-    assert len(killed) == KILLS, "the workers finished before every kill landed mid-batch"
+    assert len(killed) == KILLS and len(stalls) == STALLS, "the workers finished before every fault landed"
     assert by_status == {"sent": N_LEADS}, "some leads are stuck"
     assert delivered == delivered_leads == N_LEADS, "a lead was emailed twice or never"
+    # The provider's key only has to catch what no database can: a worker killed between the
+    # provider's accept and its commit — at most one in-flight send per SIGKILL. Stalled
+    # workers whose leases ran out are fenced out and must not have tried again.
+    assert attempts - N_LEADS <= len(killed), "the loop re-sent more than the crash window explains"
     assert sent_log == sent_log_people == N_LEADS
     assert requeuer.totals["to_queued"] + requeuer.totals["to_sent"] > 0, "requeue-stale never had work"
