@@ -117,8 +117,11 @@ def _check_lease(older_than: float, logs) -> dict | None:
     if worst is None:
         warn("no claim followed by a release of the same shard in the logs: cannot measure the worst batch")
         return None
+    from forensics.output import iso_utc
+
+    claimed = iso_utc(worst["claimed_at"]) if hasattr(worst["claimed_at"], "isoformat") else worst["claimed_at"]
     _say(f"Worst batch in the logs: {float(worst['batch_s']):.0f}s (worker {worst['worker']}, "
-         f"shard {worst['shard']}, claimed {worst['claimed_at']}).")
+         f"shard {worst['shard']}, claimed {claimed}).")
     for message in claims.lease_warnings(older_than, worst):
         warn(message)
     return worst
