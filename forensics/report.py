@@ -107,10 +107,12 @@ def incident_sentence(incident: dict) -> str:
             f"confidence {round(100 * incident['confidence'])}%.")
 
 
-def _with_steps(incident: dict, logs_arg: str) -> dict:
+def _with_steps(incident: dict, logs_arg: str, exports_arg: str | None) -> dict:
     fix, *commands = incident["remediation"]
-    return {**incident, "sentence": incident_sentence(incident), "fix": fix,
-            "commands": [c.replace("<logs>", logs_arg) for c in commands]}
+    commands = [c.replace("<logs>", logs_arg) for c in commands]
+    if exports_arg:
+        commands = [c.replace("<export>", exports_arg) for c in commands]
+    return {**incident, "sentence": incident_sentence(incident), "fix": fix, "commands": commands}
 
 
 def _ab_tests(con) -> tuple[list[dict], list[str]]:
@@ -157,7 +159,8 @@ def build_report(case, paths, exports=(), title: str | None = None, now: dt.date
 
     document = build_document(case, include_affected=False)
     con, logs_arg = case.con, logs_argument(paths)
-    incidents = [_with_steps(i, logs_arg) for i in document["incidents"]]
+    exports_arg = " --provider-export ".join(shlex.quote(str(p)) for p in exports) or None
+    incidents = [_with_steps(i, logs_arg, exports_arg) for i in document["incidents"]]
     reconciliation, notes = _reconciliation(con, exports)
     ab_tests, ab_notes = _ab_tests(con)
     return Report(
@@ -171,11 +174,12 @@ def build_report(case, paths, exports=(), title: str | None = None, now: dt.date
     )
 
 
-def render(report: Report, fmt: str, image_link: str | None = None) -> str:
-    """The report as a complete HTML document or Markdown text."""
+def render(report: Report, fmt: str, image_link: str | None = None, spec: dict | None = None) -> str:
+    """The report as a complete HTML document or Markdown text (`spec`: the timeline's, if built already)."""
     from forensics.report_timeline import timeline_spec
 
-    spec = timeline_spec(report.timeline) if not report.timeline.empty else None
+    if spec is None and not report.timeline.empty:
+        spec = timeline_spec(report.timeline)
     if fmt == "md":
         from forensics.report_markdown import render_markdown
 

@@ -253,12 +253,22 @@ def _event_layer(alt, base, panel: Panel, present: list[str]):
         tooltip=_tooltip_bins(alt))
 
 
-def _window_layers(alt, panel: Panel, x) -> list:
+class Datasets(dict):
+    """Rows kept out of the altair objects (which deep-copy inline values on every step) and put in the
+    spec's top-level `datasets` at the end."""
+
+    def add(self, alt, rows: list[dict]):
+        name = f"d{len(self)}"
+        self[name] = rows
+        return alt.Data(name=name)
+
+
+def _window_layers(alt, panel: Panel, x, data: Datasets) -> list:
     rows = [{k: w[k] for k in ("id", "kind", "t", "t2", "label")} | {"stack": i % 3}
             for i, w in enumerate(panel.windows)]
     if not rows:
         return []
-    base = alt.Chart(alt.Data(values=rows))
+    base = alt.Chart(data.add(alt, rows))
     band = base.mark_rect(color="#fdd835", opacity=0.22, clip=True).encode(
         x=x, x2="t2:T", tooltip=[alt.Tooltip("label:N", title="incident")])
     labels = [base.transform_filter(f"datum.stack == {k}").mark_text(
@@ -267,11 +277,11 @@ def _window_layers(alt, panel: Panel, x) -> list:
     return [band] + labels
 
 
-def _lease_layers(alt, panel: Panel, x, y, present: list[str]) -> list:
+def _lease_layers(alt, panel: Panel, x, y, present: list[str], data: Datasets) -> list:
     if not panel.leases:
         return []
     rows = [{**r, "what": "lease", "row": "events"} for r in panel.leases]
-    base = alt.Chart(alt.Data(values=rows)).encode(x=x, y=y, yOffset=_row(alt))
+    base = alt.Chart(data.add(alt, rows)).encode(x=x, y=y, yOffset=_row(alt))
     bars = base.mark_bar(height=5, opacity=0.55, clip=True).encode(
         x2="t2:T", color=_color(alt, present),
         tooltip=[alt.Tooltip("lane:N", title="worker · incarnation"), "shard:N",
@@ -281,34 +291,39 @@ def _lease_layers(alt, panel: Panel, x, y, present: list[str]) -> list:
     labelled = [r for r in rows if r.get("shard") in set(panel.label_shards)]
     if not labelled or len(labelled) > LABEL_CAP:
         return [bars]
-    labels = alt.Chart(alt.Data(values=labelled)).encode(x=x, y=y, yOffset=_row(alt)).mark_text(
+    labels = alt.Chart(data.add(alt, labelled)).encode(x=x, y=y, yOffset=_row(alt)).mark_text(
         align="left", baseline="middle", dx=7, dy=-7, fontSize=10, color="#1f4e79", clip=True).encode(
         text=alt.Text("label:N")).transform_calculate(label="'shard ' + datum.shard")
     return [bars, labels]
 
 
-def _panel_chart(alt, panel: Panel, present: list[str]):
+def _panel_chart(alt, panel: Panel, present: list[str], data: Datasets):
     x, y = _x(alt, panel), _y(alt, panel.lanes)
-    base = alt.Chart(alt.Data(values=panel.marks)).transform_calculate(
+    base = alt.Chart(data.add(alt, panel.marks)).transform_calculate(
         row="datum.what == 'send' || datum.what == 'duplicate send' ? 'sends' : 'events'"
     ).encode(x=x, y=y, yOffset=_row(alt), color=_color(alt, present))
-    frame = alt.Chart(alt.Data(values=[{"t": panel.t_from}, {"t": panel.t_to}])).mark_point(opacity=0).encode(
+    frame = alt.Chart(data.add(alt, [{"t": panel.t_from}, {"t": panel.t_to}])).mark_point(opacity=0).encode(
         x=_x(alt, panel, domain=True))
-    layers = [frame] + _window_layers(alt, panel, x) + _lease_layers(alt, panel, x, y, present)
+    layers = [frame] + _window_layers(alt, panel, x, data) + _lease_layers(alt, panel, x, y, present, data)
     layers += [_send_layer(alt, base, panel), _event_layer(alt, base, panel, present)]
     title = alt.Title(panel.title, anchor="start", offset=14 + 12 * min(3, len(panel.windows)), fontSize=13)
     return alt.layer(*layers).properties(title=title, width=WIDTH_PX, height=max(2, len(panel.lanes)) * LANE_PX)
 
 
-def timeline_spec(timeline: Timeline) -> dict:
-    """A Vega-Lite spec (data inline, built with altair): the whole case, then close-ups."""
+def timeline_spec(timeline: Timeline, validate: bool = False) -> dict:
+    """A Vega-Lite spec (data inline, built with altair): the whole case, then close-ups.
+
+    Schema validation (altair's, with jsonschema) takes seconds on a few thousand marks; the tests
+    validate, the command does not."""
     import altair as alt
 
-    present = _present(timeline)
-    charts = [_panel_chart(alt, panel, present) for panel in timeline.panels]
+    present, data = _present(timeline), Datasets()
+    charts = [_panel_chart(alt, panel, present, data) for panel in timeline.panels]
     chart = alt.vconcat(*charts, spacing=28).resolve_scale(x="independent", y="independent")
     chart = chart.configure_view(stroke="#ccc").configure_axis(labelFontSize=11, titleFontSize=12)
-    return chart.to_dict(validate=timeline.marks <= POINT_CAP)
+    spec = chart.to_dict(validate=validate)
+    spec["datasets"] = {**spec.get("datasets", {}), **data}
+    return spec
 
 
 def timeline_png(spec: dict, scale: float = 1.0) -> bytes:
