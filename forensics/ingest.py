@@ -6,19 +6,23 @@ per-line work (splitting, regexes, JSON, casts) all happens inside DuckDB.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Callable
 
 import queries
 from forensics import sources
-from forensics.detect import csv_header, detect_syntax
+from forensics.detect import csv_header, detect_syntax, first_lines
 from forensics.errors import ConfigError, InputError, ParseError
-from forensics.fields import CANONICAL, FieldMap
+from forensics.fields import ALIASES, CANONICAL, FieldMap
 from forensics.sources import SYNTAXES, Source, head_bytes, is_empty
 
 # A line is read whole by giving DuckDB's CSV reader a delimiter no log contains.
 LINE_DELIM = "\x1e\x1f\x1e\x1f"
+
+ALL_ALIASES = tuple(alias for names in ALIASES.values() for alias in names)
 
 Progress = Callable[[int, int, str], None]
 
@@ -56,23 +60,21 @@ def load(con, sources: list[Source], syntax: str | None = None, field_map: Field
     con.execute("SET TimeZone = 'UTC'")
     run_script(con, "ingest_macros")
     run_script(con, "create_parsed")
-    summaries, present_keys = [], []
+    summaries = []
     for index, source in enumerate(sources):
         if progress:
             progress(index, len(sources), source.label)
-        summary, keys = _load_file(con, source, syntax)
-        summaries.append(summary)
-        present_keys.extend(k for k in keys if k not in present_keys)
-    _build_tables(con, (field_map or FieldMap()).resolve(present_keys))
+        summaries.append(_load_file(con, source, syntax, field_map or FieldMap()))
+    _build_tables(con)
     _fill_counts(con, summaries)
     if strict:
         _refuse_skips(con)
     return summaries
 
 
-def _load_file(con, source: Source, forced: str | None) -> tuple[InputSummary, list[str]]:
+def _load_file(con, source: Source, forced: str | None, field_map: FieldMap) -> InputSummary:
     if is_empty(source):
-        return InputSummary(source.label, forced or "empty"), []
+        return InputSummary(source.label, forced or "empty")
     head = head_bytes(source)
     syntax = forced or detect_syntax(head)
     if syntax is None:
@@ -82,7 +84,7 @@ def _load_file(con, source: Source, forced: str | None) -> tuple[InputSummary, l
     readable = source
     for attempt in ("as is", "sanitized"):
         try:
-            keys = _PARSERS[syntax](con, readable, head)
+            _PARSERS[syntax](con, readable, head, field_map)
             break
         except Exception as exc:  # duckdb raises many classes; dirty files get one sanitized retry
             run_script(con, "forget_source", {"label": source.label})
@@ -93,7 +95,7 @@ def _load_file(con, source: Source, forced: str | None) -> tuple[InputSummary, l
             raise InputError(f"{source.label}: cannot read ({_first_line(exc)})") from None
     if not source.gzipped and not _ends_with_newline(source.path):
         run_script(con, "mark_truncated_last_line", {"label": source.label})
-    return summary, keys
+    return summary
 
 
 def _is_dirty_file_error(exc: Exception) -> bool:
@@ -119,18 +121,61 @@ def _read_params(source: Source) -> dict:
     return {"path": source.path, "label": source.label, "delim": LINE_DELIM}
 
 
-def _parse_logfmt(con, source: Source, head: bytes) -> list[str]:
-    run_script(con, "parse_logfmt", _read_params(source))
-    return [r[0] for r in run_script(con, "parsed_keys", {"label": source.label}).fetchall()]
+def _filled(name: str, **parts: str) -> queries.Query:
+    """A template block with its {placeholders} filled by generated SQL fragments."""
+    query = queries.get(name)
+    sql = query.sql
+    for key, value in parts.items():
+        sql = sql.replace("{" + key + "}", value)
+    return dataclasses.replace(query, sql=sql)
 
 
-def _parse_jsonl(con, source: Source, head: bytes) -> list[str]:
+def _sql_literal_body(text: str) -> str:
+    return text.replace("'", "''")
+
+
+def logfmt_field(keys: list[str]) -> str:
+    """The SQL expression for one canonical field: the first of its keys present on the line."""
+    template = queries.get("logfmt_value").sql
+    parts = [template.replace("{key}", _sql_literal_body(key)).replace("{key_re}", _sql_literal_body(re.escape(key)))
+             for key in keys if _LOGFMT_KEY.fullmatch(key)]
+    if not parts:
+        return "NULL"
+    return parts[0] if len(parts) == 1 else "coalesce(" + ", ".join(parts) + ")"
+
+
+_LOGFMT_KEY = re.compile(r'[^\s="]+')
+_HEAD_KEY = re.compile(r'(?:^|\s)([^\s="]+)=')
+
+
+def _parse_logfmt(con, source: Source, head: bytes, field_map: FieldMap) -> None:
+    # Every alias is tried (a cheap substring test when absent); spellings seen in the head in
+    # another letter case, and --field names, are added.
+    seen = {m.group(1) for line in first_lines(head, 200) for m in _HEAD_KEY.finditer(line)}
+    resolved = field_map.resolve(sorted(set(ALL_ALIASES) | seen | set(field_map.overrides.values())))
+    fields = ",\n".join(f"{logfmt_field(resolved[canon])} AS {column}" for canon, column in _TEXT_COLUMNS)
+    query = _filled("parse_logfmt", fields=fields)
+    con.execute(query.for_duckdb(), {k: v for k, v in _read_params(source).items()})
+
+
+_TEXT_COLUMNS = tuple((canon, {"ts": "ts_text", "event": "event_text", "recipient": "recipient_text",
+                               "msg_id": "msg_id_text", "lease": "lease_text", "attempt": "attempt_text",
+                               "count": "count_text"}.get(canon, canon)) for canon in CANONICAL)
+
+
+def _picks_params(keys: list[str], field_map: FieldMap) -> tuple[str, dict]:
+    resolved = field_map.resolve(keys)
+    picks = ", ".join(queries.get("pick_value").sql.replace("{field}", canon) for canon in CANONICAL)
+    return picks, {"keys": keys, **{f"k_{canon}": resolved[canon] for canon in CANONICAL}}
+
+
+def _parse_jsonl(con, source: Source, head: bytes, field_map: FieldMap) -> None:
     params = _read_params(source)
     structure = run_script(con, "json_structure", {k: params[k] for k in ("path", "delim")}).fetchone()[0]
     keys = _json_paths(json.loads(structure) if structure else {})
     paths = ["$" + "".join("." + json.dumps(part) for part in key.split(".")) for key in keys]
-    run_script(con, "parse_jsonl", {**params, "keys": keys, "paths": paths})
-    return keys
+    picks, pick_params = _picks_params(keys, field_map)
+    con.execute(_filled("parse_jsonl", picks=picks).for_duckdb(), {**params, **pick_params, "paths": paths})
 
 
 def _json_paths(structure, prefix: str = "") -> list[str]:
@@ -145,23 +190,22 @@ def _json_paths(structure, prefix: str = "") -> list[str]:
     return paths
 
 
-def _parse_csv(con, source: Source, head: bytes) -> list[str]:
+def _parse_csv(con, source: Source, head: bytes, field_map: FieldMap) -> None:
     found = csv_header(head)
     if found is None:
         raise InputError(f"{source.label}: CSV file without a header row")
     header_line, keys = found
-    run_script(con, "parse_csv", {**_read_params(source), "keys": keys, "header_line": header_line})
-    return keys
+    picks, pick_params = _picks_params(keys, field_map)
+    con.execute(_filled("parse_csv", picks=picks).for_duckdb(),
+                {**_read_params(source), **pick_params, "header_line": header_line})
 
 
 _PARSERS = {"logfmt": _parse_logfmt, "jsonl": _parse_jsonl, "csv": _parse_csv}
 
 
-def _build_tables(con, resolved: dict[str, list[str]]) -> None:
-    resolved = dict(resolved)
-    resolved["ts"] = resolved["ts"] + ["_line_ts"]  # a leading bare timestamp is the fallback
+def _build_tables(con) -> None:
     run_script(con, "create_skipped")
-    run_script(con, "build_events", {f"k_{canon}": resolved[canon] for canon in CANONICAL})
+    run_script(con, "build_events")
     run_script(con, "split_unusable_records")
     run_script(con, "build_sends")
 

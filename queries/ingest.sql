@@ -33,35 +33,47 @@ CREATE OR REPLACE TEMP MACRO mm_unquote(v) AS CASE
     ELSE v END
 
 -- name: create_parsed
--- Staging table: one row per physical line, with its key/value lists or why it could not be parsed.
+-- Staging table: one row per physical line with the raw text of each canonical field, or why it is not a record.
 CREATE OR REPLACE TEMP TABLE parsed (
     source VARCHAR, line_no BIGINT, line VARCHAR,
-    keys VARCHAR[], vals VARCHAR[], problem VARCHAR
+    ts_text VARCHAR, event_text VARCHAR, worker VARCHAR, incarnation VARCHAR, campaign VARCHAR, step VARCHAR,
+    recipient_text VARCHAR, candidate VARCHAR, msg_id_text VARCHAR, shard VARCHAR, lease_text VARCHAR,
+    test_id VARCHAR, variant VARCHAR, status VARCHAR, attempt_text VARCHAR, error VARCHAR, count_text VARCHAR,
+    problem VARCHAR
 )
+
+-- name: logfmt_value
+-- Template for one key of a logfmt line `l` (padded with a leading space). The cheap `contains` guard lets
+-- RE2 run only where the key occurs; the literal prefix keeps it fast; values are unquoted once, later. {key} and {key_re} are filled by
+-- ingest.logfmt_field (SQL-quoted, regex-escaped); the fallback order of several keys is a coalesce.
+CASE WHEN contains(l, ' {key}=') THEN regexp_extract(l, ' {key_re}=("(?:[^"\\]|\\.)*"|[^\s"]*)', 1) END
 
 -- name: parse_logfmt
 -- logfmt: key=value pairs (quoted values may hold spaces and \" escapes); an ISO timestamp may lead the line.
+-- {fields} is the list of canonical field expressions built from logfmt_value.
 INSERT INTO parsed
 WITH lines AS (
-    SELECT row_number() OVER () AS line_no, line
+    SELECT row_number() OVER () AS line_no, line, ' ' || line AS l
     FROM read_csv(:path, delim = :delim, quote = '', escape = '', header = false,
                   columns = {'line': 'VARCHAR'}, auto_detect = false, strict_mode = false,
                   null_padding = true, max_line_size = 16000000)
-), pairs AS (
-    SELECT line_no, line,
-           regexp_extract_all(line, '([^\s="]+)=("(?:[^"\\]|\\.)*"|[^\s"]*)') AS kv,
-           regexp_extract(line, '^\s*([0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9:.]+(?:Z|[+-][0-9:]+)?)(?:\s|$)', 1) AS lead_ts
+), fields AS (
+    SELECT line_no, line, {fields},
+           nullif(regexp_extract(line, '^\s*([0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9:.]+(?:Z|[+-][0-9:]+)?)(?:\s|$)', 1), '') AS lead_ts
     FROM lines
 )
-SELECT :label, line_no, line,
-       list_transform(kv, lambda p: split_part(p, '=', 1)) || CASE WHEN lead_ts <> '' THEN ['_line_ts'] ELSE [] END,
-       list_transform(kv, lambda p: mm_unquote(p[strpos(p, '=') + 1:])) || CASE WHEN lead_ts <> '' THEN [lead_ts] ELSE [] END,
+SELECT :label, line_no, line, coalesce(mm_unquote(ts_text), lead_ts), mm_unquote(event_text), mm_unquote(worker),
+       mm_unquote(incarnation), mm_unquote(campaign), mm_unquote(step), mm_unquote(recipient_text),
+       mm_unquote(candidate), mm_unquote(msg_id_text), mm_unquote(shard), mm_unquote(lease_text),
+       mm_unquote(test_id), mm_unquote(variant), mm_unquote(status), mm_unquote(attempt_text), mm_unquote(error),
+       mm_unquote(count_text),
        CASE WHEN line IS NULL OR trim(line) = '' THEN 'blank line'
-            WHEN len(kv) = 0 THEN 'no key=value pairs' END
-FROM pairs
+            WHEN NOT contains(line, '=') THEN 'no key=value pairs' END
+FROM fields
 
 -- name: parse_jsonl
--- JSON Lines: one object per line; nested keys are read as dotted paths (:keys) through JSONPaths (:paths).
+-- JSON Lines: one object per line; nested keys are read as dotted paths (:keys) through JSONPaths (:paths);
+-- :k_<field> lists the keys that feed each canonical field.
 INSERT INTO parsed
 WITH lines AS (
     SELECT row_number() OVER () AS line_no, line
@@ -70,14 +82,20 @@ WITH lines AS (
                   null_padding = true, max_line_size = 16000000)
 ), typed AS (
     SELECT line_no, line, CASE WHEN json_valid(line) THEN json_type(line) END AS jtype FROM lines
+), valued AS (
+    SELECT line_no, line, jtype,
+           CASE WHEN jtype = 'OBJECT' THEN json_extract_string(line, :paths::VARCHAR[]) END AS vals
+    FROM typed
 )
-SELECT :label, line_no, line,
-       CASE WHEN jtype = 'OBJECT' THEN :keys::VARCHAR[] END,
-       CASE WHEN jtype = 'OBJECT' THEN json_extract_string(line, :paths::VARCHAR[]) END,
+SELECT :label, line_no, line, {picks},
        CASE WHEN line IS NULL OR trim(line) = '' THEN 'blank line'
             WHEN jtype IS NULL THEN 'not valid JSON'
             WHEN jtype <> 'OBJECT' THEN 'JSON but not an object' END
-FROM typed
+FROM valued
+
+-- name: pick_value
+-- Template: the first non-empty value among the keys that feed one canonical field.
+mm_pick(:keys::VARCHAR[], vals, :k_{field}::VARCHAR[])
 
 -- name: json_structure
 -- The union of the key structure of every JSON object in a file (to discover dotted paths).
@@ -99,12 +117,12 @@ WITH lines AS (
     SELECT line_no, line,
            list_transform(regexp_extract_all(',' || line, ',("(?:[^"]|"")*"|[^,]*)', 1),
                           lambda c: nullif(CASE WHEN c LIKE '"%"' AND length(c) >= 2
-                                                THEN replace(c[2:-2], '""', '"') ELSE c END, '')) AS cell
+                                                THEN replace(c[2:-2], '""', '"') ELSE c END, '')) AS vals
     FROM lines WHERE line_no > :header_line
 )
-SELECT :label, line_no, line, :keys::VARCHAR[], cell,
+SELECT :label, line_no, line, {picks},
        CASE WHEN line IS NULL OR trim(line) = '' THEN 'blank line'
-            WHEN len(cell) <> len(:keys::VARCHAR[]) THEN 'wrong number of CSV cells' END
+            WHEN len(vals) <> len(:keys::VARCHAR[]) THEN 'wrong number of CSV cells' END
 FROM cells
 
 -- name: mark_truncated_last_line
@@ -114,29 +132,8 @@ WHERE source = :label AND line_no = (SELECT max(line_no) FROM parsed WHERE sourc
   AND problem IS NULL
 
 -- name: build_events
--- Canonical events: one row per record, typed columns; :k_<field> lists the present keys for each field.
+-- Canonical events: one row per record, typed columns.
 CREATE OR REPLACE TABLE events AS
-WITH picked AS (
-    SELECT source, line_no, line,
-           mm_pick(keys, vals, :k_ts) AS ts_text,
-           mm_pick(keys, vals, :k_event) AS event_text,
-           mm_pick(keys, vals, :k_worker) AS worker,
-           mm_pick(keys, vals, :k_incarnation) AS incarnation,
-           mm_pick(keys, vals, :k_campaign) AS campaign,
-           mm_pick(keys, vals, :k_step) AS step,
-           mm_pick(keys, vals, :k_recipient) AS recipient_text,
-           mm_pick(keys, vals, :k_candidate) AS candidate,
-           mm_pick(keys, vals, :k_msg_id) AS msg_id_text,
-           mm_pick(keys, vals, :k_shard) AS shard,
-           mm_pick(keys, vals, :k_lease) AS lease_text,
-           mm_pick(keys, vals, :k_test_id) AS test_id,
-           mm_pick(keys, vals, :k_variant) AS variant,
-           mm_pick(keys, vals, :k_status) AS status,
-           mm_pick(keys, vals, :k_attempt) AS attempt_text,
-           mm_pick(keys, vals, :k_error) AS error,
-           mm_pick(keys, vals, :k_count) AS count_text
-    FROM parsed WHERE problem IS NULL
-)
 SELECT source, line_no, mm_ts(ts_text) AS ts,
        CASE WHEN event_text IS NOT NULL THEN mm_event(event_text)
             WHEN msg_id_text IS NOT NULL AND status IS NOT NULL AND mm_ok_status(status) THEN 'send' END AS event,
@@ -145,7 +142,7 @@ SELECT source, line_no, mm_ts(ts_text) AS ts,
        shard, mm_seconds(lease_text) AS lease_s, test_id, variant, status,
        TRY_CAST(attempt_text AS INTEGER) AS attempt, error, TRY_CAST(count_text AS BIGINT) AS count,
        recipient_text AS recipient_raw, line AS raw
-FROM picked
+FROM parsed WHERE problem IS NULL
 
 -- name: split_unusable_records
 -- Records without a readable timestamp, or with neither an event nor a msg_id, are skips, not events.
@@ -176,10 +173,6 @@ SELECT p.source,
        (SELECT count(*) FROM skipped s WHERE s.source = p.source) AS skipped,
        (SELECT list(line_no ORDER BY line_no)[1:10] FROM skipped s WHERE s.source = p.source) AS first_skipped_lines
 FROM parsed p GROUP BY p.source
-
--- name: parsed_keys
--- The distinct keys seen in one logfmt file (to resolve aliases once per case, not per line).
-SELECT DISTINCT unnest(keys) AS key FROM parsed WHERE source = :label
 
 -- name: forget_source
 -- Drop a file's staged lines before it is read again (e.g. as Latin-1 after bad UTF-8).

@@ -49,7 +49,7 @@ def _pg_syntax_problem(conn, sql: str) -> str | None:
         return f"${names.index(match.group(1)) + 1}"
 
     numbered = queries._outside_literals(sql, lambda code: queries._PARAM.sub(number, code))
-    numbered = re.sub(r"\{(\w+)\}", r'"\1"', numbered)
+    numbered = re.sub(r"\{(\w+)\}", r'x_\1', numbered)
     for statement in filter(str.strip, numbered.split(";\n")):
         try:
             with conn.transaction():
@@ -76,7 +76,9 @@ def test_every_sql_block_parses_in_duckdb_or_postgresql(pg_dsn):
     problems = []
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         for name, q in queries.all_queries().items():
-            sql = re.sub(r"\{(\w+)\}", r'"\1"', q.for_duckdb())
+            sql = re.sub(r"\{(\w+)\}", r'x_\1', q.for_duckdb())
+            if q.description.startswith("Template"):  # an expression filled into another block
+                sql = f"SELECT {sql} FROM (SELECT NULL AS l, NULL AS vals)"
             try:
                 duckdb.extract_statements(sql)
                 continue
