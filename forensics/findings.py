@@ -7,9 +7,11 @@ can check each one against the raw lines.
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 from forensics import classify
-from forensics.output import iso_utc
+from forensics.ingest import fetch
+from forensics.output import iso_utc, to_json
 
 FIXES = {
     "parallel-worker": "add an atomic claim step (UPDATE … WHERE id IN (SELECT … FOR UPDATE SKIP LOCKED)) and a "
@@ -138,13 +140,13 @@ def incident_document(i: dict) -> dict:
     }
 
 
-def affected_document(row: dict) -> dict:
-    sends = [{**s, "ts": iso_utc(s["ts"])} for s in row["sends"]]
-    return {"recipient": row["recipient"], "campaign": row["campaign"] or None, "step": row["step"] or None,
-            "kind": row["kind"], "cause": row["cause"], "incident": row["incident"], "sends": sends}
+def affected_json(con) -> list[str]:
+    """The "affected" entries as ready JSON texts (made by DuckDB; see affected_sends)."""
+    return [row[0] for row in fetch(con, "affected_sends")]
 
 
 def build_document(case, include_affected: bool = True) -> dict:
+    """The diagnose document; `affected` is parsed from affected_json (use that directly to stream)."""
     con = case.con
     classify.classify(con)
     document = {
@@ -155,5 +157,14 @@ def build_document(case, include_affected: bool = True) -> dict:
         "incidents": [incident_document(i) for i in classify.incidents(con)],
     }
     if include_affected:
-        document["affected"] = [affected_document(r) for r in classify.rows_as_dicts(con, "affected_sends")]
+        document["affected"] = [json.loads(text) for text in affected_json(con)]
     return document
+
+
+def write_document(document: dict, affected: list[str], out) -> None:
+    """Write the document as JSON with the pre-serialised affected entries spliced in, one per line."""
+    head = to_json({k: v for k, v in document.items() if k != "affected"})
+    out.write(head[:-2] + ',\n  "affected": [')
+    for index, text in enumerate(affected):
+        out.write(("\n    " if index == 0 else ",\n    ") + text)
+    out.write("\n  ]\n}\n" if affected else "]\n}\n")

@@ -10,6 +10,10 @@ WITH dup AS (
            count(*) OVER (PARTITION BY campaign, step, recipient) AS n_sends
     FROM sends
     QUALIFY count(*) OVER (PARTITION BY campaign, step, recipient) >= 2
+), failures AS (
+    -- error records and failed attempts: what a retry leaves between two sends
+    SELECT worker, recipient, candidate, ts FROM events
+    WHERE event = 'error' OR (event = 'send' AND NOT mm_ok_status(status))
 ), pairs AS (
     SELECT a.campaign, a.step, a.recipient, a.n_sends, a.seq,
            a.worker AS worker1, b.worker AS worker2, a.incarnation AS inc1, b.incarnation AS inc2,
@@ -23,11 +27,11 @@ SELECT p.*,
        EXISTS (SELECT 1 FROM events e WHERE e.event = 'start' AND e.worker = p.worker2
                  AND e.ts > p.ts1 AND e.ts <= p.ts2) AS start_between,
        (p.inc1 IS NOT NULL AND p.inc2 IS NOT NULL AND p.inc1 <> p.inc2) AS incarnation_changed,
-       (coalesce(p.attempt2, 1) >= 2 OR EXISTS (
-            SELECT 1 FROM events e
-            WHERE e.worker = p.worker1 AND e.ts >= p.ts1 AND e.ts <= p.ts2
-              AND (e.recipient = p.recipient OR (p.candidate IS NOT NULL AND e.candidate = p.candidate))
-              AND (e.event = 'error' OR (e.event = 'send' AND NOT mm_ok_status(e.status))))) AS error_between
+       (coalesce(p.attempt2, 1) >= 2
+        OR EXISTS (SELECT 1 FROM failures f WHERE f.worker = p.worker1 AND f.recipient = p.recipient
+                     AND f.ts >= p.ts1 AND f.ts <= p.ts2)
+        OR EXISTS (SELECT 1 FROM failures f WHERE f.worker = p.worker1 AND f.candidate = p.candidate
+                     AND f.ts >= p.ts1 AND f.ts <= p.ts2)) AS error_between
 FROM pairs p
 
 -- name: classify_leases
@@ -202,15 +206,19 @@ FROM grouped g JOIN spans sp
  AND sp.test_id IS NOT DISTINCT FROM g.test_id
 
 -- name: affected_sends
--- Every duplicated person with their incident and the sends they received, oldest first.
-SELECT d.recipient, d.campaign, d.step, d.kind, d.cause, i.id AS incident, d.test_id,
-       list({'ts': s.ts, 'worker': s.worker, 'incarnation': s.incarnation, 'msg_id': s.msg_id,
-             'variant': s.variant, 'shard': s.shard} ORDER BY s.ts, s.msg_id) AS sends
+-- Every duplicated person with their incident and the sends they received, oldest first, as one JSON
+-- object each (diagnose-json.md "affected"), built inside DuckDB so large cases stream out fast.
+SELECT to_json({
+    'recipient': d.recipient, 'campaign': nullif(d.campaign, ''), 'step': nullif(d.step, ''),
+    'kind': d.kind, 'cause': d.cause, 'incident': i.id,
+    'sends': list({'ts': strftime(s.ts, '%Y-%m-%dT%H:%M:%S.%g') || 'Z', 'worker': s.worker,
+                   'incarnation': s.incarnation, 'msg_id': s.msg_id, 'variant': s.variant, 'shard': s.shard}
+                  ORDER BY s.ts, s.msg_id)})::VARCHAR AS affected
 FROM dup_people d
 JOIN incidents i ON i.kind = d.kind AND i.campaign = d.campaign AND i.step = d.step AND i.group_key = d.group_key
      AND i.test_id IS NOT DISTINCT FROM CASE WHEN d.kind = 'ab-contamination' THEN d.test_id END
 JOIN sends s ON s.campaign = d.campaign AND s.step = d.step AND s.recipient = d.recipient
-GROUP BY ALL
+GROUP BY d.recipient, d.campaign, d.step, d.kind, d.cause, i.id
 ORDER BY i.id, d.campaign, d.step, d.recipient
 
 -- name: summary_counts

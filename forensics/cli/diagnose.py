@@ -60,16 +60,14 @@ def diagnose(paths, syntax, fields, config, strict, memory_limit, fmt, save, exp
       mailmortem diagnose export.csv --syntax csv --field recipient=To --field msg_id="Message ID"
       cat mail-send.log | mailmortem diagnose - --fail-on-duplicates
     """
-    from forensics.findings import build_document
+    from forensics.findings import affected_json, build_document, write_document
 
     case = open_case(paths, syntax, fields, config, strict, memory_limit, save)
-    document = build_document(case)
+    document = build_document(case, include_affected=False)
     if exports:
         document["reconciliation"] = _reconcile(case, exports)
     if fmt == "json":
-        from forensics.output import write_json
-
-        write_json(document)
+        write_document(document, affected_json(case.con), sys.stdout)
     else:
         from forensics.cli.diagnose_view import show_diagnosis
 
