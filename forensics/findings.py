@@ -68,8 +68,8 @@ def _evidence_parallel(i: dict) -> list[str]:
 
 
 def _evidence_retry(i: dict) -> list[str]:
-    lines = [f"{i['people']} isolated people re-sent by the same worker {i['group_key']} "
-             f"(median {_duration(i['median_gap_s'])}, at most {_duration(i['max_gap_s'])} apart)"]
+    lines = [f"{i['people']} isolated people each re-sent by the same worker ({', '.join(i['workers'])}), "
+             f"median {_duration(i['median_gap_s'])}, at most {_duration(i['max_gap_s'])} apart"]
     if i["with_error_or_attempt"]:
         lines.append(f"{i['with_error_or_attempt']} of them with an error/timeout record or attempt ≥ 2 "
                      "between the two sends")

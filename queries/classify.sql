@@ -160,6 +160,7 @@ SELECT m.campaign, m.step, m.recipient, m.test_id, v.n_sends, v.n_sends - 1 AS e
        CASE WHEN v.n_variants >= 2 THEN coalesce(m.test_id, '')
             WHEN m.mechanism = 'parallel-worker' THEN array_to_string(v.workers, ',')
             WHEN m.mechanism = 'lease-expiry' THEN coalesce(m.shard1, '')
+            WHEN m.mechanism = 'retry' THEN ''
             ELSE coalesce(m.worker1, '') END AS group_key,
        v.variants, v.workers, m.worker1, m.worker2, m.gap_s, m.start_between, m.incarnation_changed,
        m.error_between, m.inc1, m.inc2, m.shard1, m.lease_ran_out, m.claim1_ts, m.claim2_ts, m.lease_s,
@@ -169,7 +170,8 @@ FROM mech m JOIN variants v USING (campaign, step, recipient)
 
 -- name: build_incidents
 -- Duplicates that share a cause form one incident: same kind, campaign, step (and test), and the same
--- workers (parallel-worker), shard (lease-expiry), worker (retry, state-loss) or test (ab-contamination).
+-- workers (parallel-worker), shard (lease-expiry), worker (state-loss) or test (ab-contamination); the retries of
+-- one campaign step share their cause (no idempotency key), whichever worker sent them.
 CREATE OR REPLACE TABLE incidents AS
 WITH grouped AS (
     SELECT kind, campaign, step, CASE WHEN kind = 'ab-contamination' THEN test_id END AS test_id, group_key,
@@ -200,7 +202,7 @@ WITH grouped AS (
 )
 SELECT 'INC-' || row_number() OVER (ORDER BY g.people DESC, g.kind, g.campaign, g.step, g.group_key) AS id,
        g.*, sp.first_send, sp.last_send, coalesce(sp.workers, []) AS workers, coalesce(sp.shards, []) AS shards,
-       list_distinct(g.all_variants) AS variants
+       list_sort(list_distinct(g.all_variants)) AS variants
 FROM grouped g JOIN spans sp
   ON sp.kind = g.kind AND sp.campaign = g.campaign AND sp.step = g.step AND sp.group_key = g.group_key
  AND sp.test_id IS NOT DISTINCT FROM g.test_id

@@ -4,22 +4,30 @@ from __future__ import annotations
 
 from forensics.textsafe import terminal_safe as safe
 
+# Incidents shown in full; the rest get a line each so a diagnosis stays within one screen.
+FULL_INCIDENTS = 4
+
 
 def _inputs_table(inputs: list[dict]):
     from rich.table import Table
 
     table = Table(title="What was read", title_justify="left", box=None, pad_edge=False)
-    for column in ("file", "syntax", "lines", "records", "skipped", "first skipped lines"):
-        table.add_column(column, justify="right" if column in ("lines", "records", "skipped") else "left")
+    for column in ("file", "syntax", "lines", "records", "skipped", "first skipped"):
+        table.add_column(column, justify="right" if column in ("lines", "records", "skipped") else "left",
+                         no_wrap=column == "file")
     shown = inputs[:8]
     for i in shown:
-        first = ", ".join(str(n) for n in i["first_skipped_lines"][:5])
-        table.add_row(safe(i["path"]), i["syntax"], f"{i['lines']:,}", f"{i['records']:,}", f"{i['skipped']:,}", first)
+        first = ",".join(str(n) for n in i["first_skipped_lines"][:3]) + ("…" if i["skipped"] > 3 else "")
+        table.add_row(safe(_short_path(i["path"])), i["syntax"], f"{i['lines']:,}", f"{i['records']:,}", f"{i['skipped']:,}", first)
     if len(inputs) > len(shown):
         rest = inputs[len(shown):]
         table.add_row(f"… {len(rest)} more files", "", f"{sum(i['lines'] for i in rest):,}",
                       f"{sum(i['records'] for i in rest):,}", f"{sum(i['skipped'] for i in rest):,}", "")
     return table
+
+
+def _short_path(path: str, limit: int = 34) -> str:
+    return path if len(path) <= limit else "…" + path[-(limit - 1):]
 
 
 def _summary_lines(summary: dict) -> list[str]:
@@ -29,28 +37,44 @@ def _summary_lines(summary: dict) -> list[str]:
             f"By kind: {kinds}"]
 
 
+def _short_list(values: list[str], limit: int = 4) -> str:
+    shown = ", ".join(safe(v) for v in values[:limit])
+    return shown + (f" +{len(values) - limit} more" if len(values) > limit else "")
+
+
+def _people(count: int) -> str:
+    return "1 person" if count == 1 else f"{count:,} people"
+
+
+def _window(first: str, last: str) -> str:
+    # Same day: show the date once.
+    if first[:10] == last[:10]:
+        return f"{first[:10]} {first[11:19]} → {last[11:19]} UTC"
+    return f"{first[:19]}Z → {last[:19]}Z"
+
+
 def _incident_block(incident: dict):
-    from rich.panel import Panel
     from rich.text import Text
 
     text = Text()
+    cause = f" (cause: {incident['cause']})" if incident.get("cause") else ""
+    text.append(f"{incident['id']}  {incident['kind']}{cause}", style="bold")
     scope = f"campaign {safe(incident['campaign'])} step {safe(incident['step'])}"
     if incident["test_id"]:
-        scope += f"  test {safe(incident['test_id'])}"
-    text.append(f"{scope}\n")
-    text.append(f"workers {safe(', '.join(incident['workers'][:6]))}")
+        scope += f", test {safe(incident['test_id'])}"
+    text.append(f"   {scope}   {_people(incident['people'])}, {incident['extra_sends']:,} extra sends, "
+                f"confidence {incident['confidence']:.2f}\n")
+    where = f"workers {_short_list(incident['workers'])}"
     if incident["shards"]:
-        text.append(f"   shards {safe(', '.join(incident['shards'][:6]))}")
-    text.append(f"\n{incident['first_send']} → {incident['last_send']}   people hit {incident['people']:,}   "
-                f"extra sends {incident['extra_sends']:,}   confidence {incident['confidence']:.2f}\n")
-    text.append("Evidence:\n", style="bold")
+        where += f"   shards {_short_list(incident['shards'])}"
+    text.append(f"  {_window(incident['first_send'], incident['last_send'])}   {where}\n")
     for line in incident["evidence"]:
         text.append(f"  • {safe(line)}\n")
-    text.append("Next steps:\n", style="bold")
-    for line in incident["remediation"]:
-        text.append(f"  → {safe(line)}\n")
-    title = f"{incident['id']}  {incident['kind']}" + (f" (cause: {incident['cause']})" if incident.get("cause") else "")
-    return Panel(text, title=safe(title), title_align="left")
+    fix, *commands = incident["remediation"]
+    text.append(f"  fix: {safe(fix)}\n")
+    for command in commands:
+        text.append(f"  next: {safe(command)}\n")
+    return text
 
 
 def show_diagnosis(document: dict, saved_to: str | None = None) -> None:
@@ -60,15 +84,22 @@ def show_diagnosis(document: dict, saved_to: str | None = None) -> None:
     console.print(_inputs_table(document["inputs"]))
     skipped = sum(i["skipped"] for i in document["inputs"])
     if skipped:
-        console.print(f"{skipped:,} lines were not records and were skipped (see 'first skipped lines').")
+        console.print(f"{skipped:,} lines were not records and were skipped (see 'first skipped').")
     console.print()
     for line in _summary_lines(document["summary"]):
         console.print(line)
     console.print()
     if not document["incidents"]:
         console.print("No duplicates: every person got each step at most once.")
-    for incident in document["incidents"]:
-        console.print(_incident_block(incident))
+    incidents = document["incidents"]
+    for incident in incidents[:FULL_INCIDENTS]:
+        console.print(_incident_block(incident), soft_wrap=True)
+    if len(incidents) > FULL_INCIDENTS:
+        console.print(f"{len(incidents) - FULL_INCIDENTS} smaller incidents (all in --format json):")
+        for incident in incidents[FULL_INCIDENTS:]:
+            console.print(f"  {incident['id']}  {incident['kind']}  campaign {safe(incident['campaign'])} step "
+                          f"{safe(incident['step'])}  {_people(incident['people'])}  workers "
+                          f"{_short_list(incident['workers'], 2)}", soft_wrap=True)
     if "reconciliation" in document:
         console.print(_reconciliation_lines(document["reconciliation"]))
     if saved_to:
