@@ -107,5 +107,6 @@ def show_diagnosis(document: dict, saved_to: str | None = None) -> None:
 
 
 def _reconciliation_lines(rec: dict) -> str:
-    parts = [f"{safe(k.replace('_', ' '))}: {v:,}" for k, v in rec.items() if isinstance(v, int)]
-    return "Reconciliation with the provider: " + ", ".join(parts)
+    parts = [f"{safe(name.replace('_', ' '))}: {finding['count']:,}" for name, finding in rec.items()
+             if isinstance(finding, dict) and "count" in finding]
+    return "Reconciliation with the provider export: " + "; ".join(parts)

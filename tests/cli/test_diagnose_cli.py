@@ -157,3 +157,22 @@ def test_help_imports_no_heavy_library():
 def test_python_dash_m_and_version():
     out = subprocess.run([sys.executable, "-m", "forensics", "--version"], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.startswith("mailmortem, version ")
+
+
+def test_provider_export_reconciles_by_message_id(cli, tmp_path):
+    (tmp_path / "send.log").write_text(
+        "ts=2026-11-29T07:06:40Z event=send worker=w1 campaign=c-42 step=1 email=jane@acme.com "
+        "msg_id=AAAAAAAAAAAAAAAAAAAAAA\n"  # the X-Message-Id the send API returned
+        "ts=2026-11-29T07:06:41Z event=send worker=w1 campaign=c-42 step=1 email=zed@acme.com msg_id=<never@seen>\n")
+    (tmp_path / "sg.jsonl").write_text(
+        '[{"email":"Jane@Acme.com","timestamp":1764400000,"event":"processed","sg_event_id":"e1",'
+        '"sg_message_id":"AAAAAAAAAAAAAAAAAAAAAA.filter0001.1.2.0","campaign":"c-42","step":"1"}]\n'
+        '[{"email":"bob@acme.com","timestamp":1764400001,"event":"processed","sg_event_id":"e3",'
+        '"sg_message_id":"BBBBBBBBBBBBBBBBBBBBBB.filter0001.1.3.0","campaign":"c-42","step":"1"}]\n')
+    result = cli("diagnose", tmp_path / "send.log", "--provider-export", tmp_path / "sg.jsonl", "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    rec = json.loads(result.stdout)["reconciliation"]
+    assert [s["recipient"] for s in rec["log_sends_not_at_provider"]["sample"]] == ["zed@acme.com"]
+    assert [s["recipient"] for s in rec["provider_sends_not_in_log"]["sample"]] == ["bob@acme.com"]
+    table = cli("diagnose", tmp_path / "send.log", "--provider-export", tmp_path / "sg.jsonl")
+    assert "log sends not at provider: 1" in table.stdout
