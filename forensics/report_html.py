@@ -58,6 +58,16 @@ def _pct(value) -> str:
     return "?" if value is None else f"{100 * float(value):.0f}%"
 
 
+def _millis(value) -> str:
+    """A bin width for people: 250 ms, 12 s, 4 min, 4.8 h."""
+    seconds = (value or 0) / 1000
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
 def _number(value) -> str:
     return "?" if value is None else f"{value:,}" if isinstance(value, int) else f"{value:.3g}"
 
@@ -74,7 +84,7 @@ def _environment():
 
     env = jinja2.Environment(autoescape=True, finalize=_finalize, undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(pct=_pct, number=_number, iso=_iso, joined=lambda v: ", ".join(str(x) for x in v or []))
+    env.filters.update(pct=_pct, number=_number, iso=_iso, millis=_millis, joined=lambda v: ", ".join(str(x) for x in v or []))
     return env
 
 

@@ -109,7 +109,7 @@ lease drawn as a bar), renewals, releases, expiries, restarts and errors; lower 
 got a duplicate. Shaded bands are the incidents' windows.
 Hover a mark for its details.
 {% for p in r.timeline.panels %}{% if p.mode == 'bins' %} {{ p.title }}: {{ p.records|number }} records counted per lane
-in bins of {{ (p.bin_ms / 1000)|round(1) }} s; a darker or larger mark means more records.{% endif %}
+in bins of {{ p.bin_ms|millis }}; a darker or larger mark means more records.{% endif %}
 {% if p.folded_lanes %} {{ p.title }}: the {{ p.folded_lanes }} quietest lanes are folded into one.{% endif %}
 {% if p.leases_capped %} {{ p.title }}: only the first {{ p.leases|length }} leases are drawn.{% endif %}{% endfor %}
 </figcaption>

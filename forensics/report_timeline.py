@@ -18,8 +18,8 @@ MARK_CAP = 5000     # marks in the chart, at most (binned beyond POINT_CAP recor
 POINT_CAP = 3000    # up to this many records, every record is its own mark
 MAX_LANES = 40      # busiest lanes drawn; the rest fold into one "other" lane
 LEASE_CAP = 400     # lease intervals drawn
-LABEL_CAP = 60      # claims labelled with their shard when there are at most this many
-MIN_BINS, MAX_BINS = 15, 600
+LABEL_CAP = 16      # claims labelled with their shard when there are at most this many
+MAX_BINS = 600
 MAX_ZOOMS = 4      # close-up panels, one per short incident
 LANE_PX, WIDTH_PX = 34, 980
 
@@ -74,19 +74,21 @@ def _rows(con, name: str, params: dict | None = None) -> list[dict]:
     return [dict(zip(columns, row)) for row in cursor.fetchall()]
 
 
-def _kept_lanes(lanes: list[dict]) -> tuple[list[dict], int]:
-    """The MAX_LANES busiest lanes (duplicates first), kept in worker/start order."""
-    if len(lanes) <= MAX_LANES:
+def _kept_lanes(lanes: list[dict], budget: int) -> tuple[list[dict], int]:
+    """The busiest lanes (duplicates first), in worker/start order: as many as leave room for ~20 bins
+    of every kind of record per lane, between 8 and MAX_LANES."""
+    most = max(8, min(MAX_LANES, budget // (len(CATEGORIES) * 20)))
+    if len(lanes) <= most:
         return lanes, 0
-    ranked = sorted(lanes, key=lambda r: (-r["duplicate_sends"], -r["marks"]))[:MAX_LANES]
+    ranked = sorted(lanes, key=lambda r: (-r["duplicate_sends"], -r["marks"]))[:most]
     keep = {r["lane"] for r in ranked}
-    return [r for r in lanes if r["lane"] in keep], len(lanes) - MAX_LANES
+    return [r for r in lanes if r["lane"] in keep], len(lanes) - most
 
 
 def bin_width_ms(span_ms: int, lane_categories: int, budget: int = MARK_CAP) -> int:
-    """A bin width that keeps lanes × categories × bins within budget (and MIN_BINS..MAX_BINS bins)."""
-    bins = max(MIN_BINS, min(MAX_BINS, budget // max(1, lane_categories)))
-    return max(1, -(-max(span_ms, 1) // bins))
+    """A bin width that keeps lanes × categories × bins within budget (and at most MAX_BINS bins)."""
+    bins = max(1, min(MAX_BINS, budget // max(1, lane_categories)))
+    return max(1, -(-(max(span_ms, 0) + 1) // bins))  # records at both ends land in bins 0 .. bins-1
 
 
 def _safe_rows(rows: list[dict], keys: tuple[str, ...]) -> list[dict]:
@@ -99,9 +101,13 @@ def _safe_rows(rows: list[dict], keys: tuple[str, ...]) -> list[dict]:
 
 
 def _fill_panel(con, panel: Panel, budget: int) -> Panel:
-    """Marks of one panel: every record if they fit in `budget`, else counts per lane and time bin."""
+    """Marks of one panel: every record if they fit in `budget`, else counts per lane and time bin.
+
+    A tenth of the budget (at most LEASE_CAP) is kept for lease bars."""
+    lease_cap = min(LEASE_CAP, budget // 10)
+    budget -= lease_cap
     window = {"t_from": panel.t_from, "t_to": panel.t_to}
-    lanes, panel.folded_lanes = _kept_lanes(_rows(con, "report_lanes", window))
+    lanes, panel.folded_lanes = _kept_lanes(_rows(con, "report_lanes", window), budget)
     other = f"({panel.folded_lanes} other lanes)"
     params = {**window, "kept": [r["lane"] for r in lanes], "other": other}
     panel.records = _rows(con, "report_range_count", window)[0]["marks"]
@@ -111,9 +117,9 @@ def _fill_panel(con, panel: Panel, budget: int) -> Panel:
         pairs = sum(r["categories"] for r in lanes) + (len(CATEGORIES) if panel.folded_lanes else 0)
         panel.mode, panel.bin_ms = "bins", bin_width_ms(panel.span_ms, pairs, budget)
         panel.marks = _rows(con, "report_bins", {**params, "bin_ms": panel.bin_ms})
-    panel.leases = _rows(con, "report_leases", {**params, "limit": LEASE_CAP + 1})
-    panel.leases_capped = len(panel.leases) > LEASE_CAP
-    del panel.leases[LEASE_CAP:]
+    panel.leases = _rows(con, "report_leases", {**params, "limit": lease_cap + 1})
+    panel.leases_capped = len(panel.leases) > lease_cap
+    del panel.leases[lease_cap:]
     names = [r["lane"] for r in lanes] + ([other] if panel.folded_lanes else [])
     panel.lanes = [terminal_safe(n) for n in names]
     _safe_rows(panel.marks, ("lane", "recipient", "campaign", "step", "shard", "msg_id", "variant", "error"))
@@ -130,9 +136,30 @@ def epoch_ms(iso: str | None) -> int | None:
 
 
 def _windows(incidents: list[dict]) -> list[dict]:
+    # Only a lease-expiry is about particular shards: its claims get labelled on the chart.
     return [{"id": i["id"], "kind": i["kind"], "t": epoch_ms(i["first_send"]), "t2": epoch_ms(i["last_send"]),
-             "label": f"{i['id']} {i['kind']}", "shards": list(i.get("shards") or [])}
+             "label": f"{i['id']} {i['kind']}",
+             "shards": list(i.get("shards") or []) if i["kind"] == "lease-expiry" else []}
             for i in incidents if i.get("first_send")]
+
+
+def _same_view(a: Panel, b: Panel) -> bool:
+    overlap = min(a.t_to, b.t_to) - max(a.t_from, b.t_from)
+    return overlap >= 0.8 * max(a.span_ms, b.span_ms, 1)
+
+
+def _merge_zooms(zooms: list[Panel]) -> list[Panel]:
+    """One close-up for incidents that happened in (nearly) the same window."""
+    merged: list[Panel] = []
+    for zoom in zooms:
+        twin = next((m for m in merged if _same_view(m, zoom)), None)
+        if twin is None:
+            merged.append(zoom)
+            continue
+        twin.title = twin.title.replace(": close-up", ", " + zoom.title)
+        twin.t_from, twin.t_to = min(twin.t_from, zoom.t_from), max(twin.t_to, zoom.t_to)
+        twin.label_shards = sorted(set(twin.label_shards) | set(zoom.label_shards))
+    return merged
 
 
 def _zoom(window: dict, overview: Panel) -> Panel | None:
@@ -154,9 +181,9 @@ def timeline_data(con, incidents: list[dict]) -> Timeline:
     windows = _windows(incidents)
     shards = sorted({s for w in windows for s in w["shards"]})
     overview = Panel("Whole case", span["first_ms"], span["last_ms"], windows=windows, label_shards=shards)
-    zooms = [z for z in (_zoom(w, overview) for w in windows) if z][:MAX_ZOOMS]
-    budget = MARK_CAP // (2 + len(zooms)) if zooms else MARK_CAP
-    _fill_panel(con, overview, 2 * budget)
+    zooms = _merge_zooms([z for z in (_zoom(w, overview) for w in windows) if z])[:MAX_ZOOMS]
+    budget = MARK_CAP // (2 + len(zooms))  # the overview gets two shares
+    _fill_panel(con, overview, MARK_CAP - budget * len(zooms))
     for zoom in zooms:
         zoom.windows = [w for w in windows if w["t"] <= zoom.t_to and w["t2"] >= zoom.t_from]
         _fill_panel(con, zoom, budget)
@@ -288,12 +315,13 @@ def _lease_layers(alt, panel: Panel, x, y, present: list[str], data: Datasets) -
                  alt.Tooltip("lease_s:Q", title="lease (s)"),
                  alt.Tooltip("t:T", title="claimed (UTC)", format="%H:%M:%S", formatType="utc"),
                  alt.Tooltip("t2:T", title="lease ends (UTC)", format="%H:%M:%S", formatType="utc")])
-    labelled = [r for r in rows if r.get("shard") in set(panel.label_shards)]
+    labelled = [{**r, "label": r["shard"] if "shard" in r["shard"].lower() else f"shard {r['shard']}"}
+                for r in rows if r.get("shard") in set(panel.label_shards)]
     if not labelled or len(labelled) > LABEL_CAP:
         return [bars]
     labels = alt.Chart(data.add(alt, labelled)).encode(x=x, y=y, yOffset=_row(alt)).mark_text(
         align="left", baseline="middle", dx=7, dy=-7, fontSize=10, color="#1f4e79", clip=True).encode(
-        text=alt.Text("label:N")).transform_calculate(label="'shard ' + datum.shard")
+        text=alt.Text("label:N"))
     return [bars, labels]
 
 
