@@ -1,0 +1,57 @@
+"""Field mapping and syntax detection: the small parsers in front of ingest."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from forensics.detect import detect_syntax
+from forensics.errors import ConfigError
+from forensics.fields import CANONICAL, FieldMap, load_config, parse_overrides
+
+
+def test_overrides_replace_the_default_aliases():
+    fm = FieldMap(parse_overrides(["recipient=To Address"]))
+    assert fm.canonical_of("to address") == "recipient"
+    assert fm.canonical_of("email") is None  # only the named key feeds recipient now
+    assert fm.canonical_of("msg_id") == "msg_id"
+
+
+def test_nested_json_keys_fall_back_on_their_last_segment():
+    resolved = FieldMap().resolve(["mail.to", "mail.subject", "timestamp", "email"])
+    assert resolved["recipient"] == ["email", "mail.to"] and resolved["ts"] == ["timestamp"]
+
+
+@given(st.text(max_size=40))
+def test_parse_overrides_accepts_or_refuses_with_a_config_error(text):
+    try:
+        result = parse_overrides([text])
+    except ConfigError as exc:
+        assert str(exc).startswith("--field")
+    else:
+        [(canon, name)] = result.items()
+        assert canon in CANONICAL and name == name.strip() and name
+
+
+def test_config_file_errors_are_one_line(tmp_path):
+    (tmp_path / "bad.toml").write_text("[fields\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(tmp_path / "bad.toml")
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_config(tmp_path / "missing.toml")
+
+
+@pytest.mark.parametrize("text,syntax", [
+    ('{"ts": "2026-11-28T09:00:00Z", "event": "send"}\n', "jsonl"),
+    ("ts,event,email,msg_id\n2026-11-28T09:00:00Z,send,a@b.c,m\n", "csv"),
+    ("2026-11-28T09:00:00Z event=send email=a@b.c msg_id=m\n", "logfmt"),
+    ("just some prose\nwith no structure\n", None),
+])
+def test_detect_syntax(text, syntax):
+    assert detect_syntax(text.encode()) == syntax
+
+
+@given(st.binary(max_size=2000))
+def test_detect_syntax_never_crashes(data):
+    assert detect_syntax(data) in (None, "logfmt", "jsonl", "csv")
