@@ -1,0 +1,534 @@
+"""Time `mailmortem diagnose` against the runbook's grep pipeline and a hand-written DuckDB query.
+
+    python benchmarks/diagnose_bench.py [--sizes 1M,3M,10M] [--workdir /tmp/mm-bench]
+                                        [--formats logfmt,jsonl,gz] [--keep] [--out docs/benchmarks.md]
+
+For every (format, size) case it runs, each as a subprocess on a warm page cache, and
+measures wall time and peak RSS (os.wait4: the largest single process of the command):
+
+- `mailmortem diagnose FILE --format json` (stdout to a file in the workdir, so the
+  summary can be scored against the simulator's truth.csv);
+- the runbook's pipeline in the C locale:
+  `grep -o 'KEY=[^ ]*' FILE | sort | uniq -c | awk '$1>1' | wc -l` (zcat | grep for .gz);
+- a hand-written DuckDB duplicate query: line-based read_csv + regexp_extract of the
+  message id + GROUP BY ... HAVING count(*) > 1 (read_json + GROUP BY for JSON Lines).
+
+Cases come from the project's simulator (`mixed` kind, one file, no noise, seed 0) and are
+cached in the workdir by format and size. The simulator holds its whole world in memory
+(about 6 KB per person, ~2.6 lines per person), so cases larger than --tile-lines are built
+from one simulated tile: copy k gets every identifier that ties sends together (worker,
+campaign, shard, msg id, test id) prefixed with `t<k>-`, which makes the copies disjoint
+incidents, and truth.csv is the union of the copies' truths. The .gz case is the logfmt
+case of the same size compressed with gzip -6.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import gzip
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+KINDS = ("parallel-worker", "retry", "lease-expiry", "state-loss", "ab-contamination")
+FORMATS = ("logfmt", "jsonl", "gz")
+# canonical fields whose values tie records into incidents; tiles make them disjoint
+TILE_FIELDS = ("worker", "campaign", "shard", "msg_id", "test_id")
+MARK_START, MARK_END = "<!-- bench:start -->", "<!-- bench:end -->"
+CALIBRATION_PEOPLE = 50_000
+SEED = 0
+
+# The baselines are the benchmark's subject, written the way an engineer would by hand.
+DUCKDB_LINES_SQL = """
+SELECT count(*) FROM (
+  SELECT regexp_extract(line, $pattern, 1) AS msg_id
+  FROM read_csv($path, columns = {'line': 'VARCHAR'}, header = false, delim = $delim,
+                quote = '', escape = '', auto_detect = false)
+  WHERE msg_id <> ''
+  GROUP BY msg_id HAVING count(*) > 1)
+"""
+DUCKDB_JSON_SQL = """
+SELECT count(*) FROM (
+  SELECT "{key}" AS msg_id FROM read_json($path, format = 'newline_delimited')
+  WHERE msg_id IS NOT NULL
+  GROUP BY msg_id HAVING count(*) > 1)
+"""
+
+
+@dataclass
+class Case:
+    fmt: str
+    target: int
+    path: Path
+    lines: int
+    bytes: int
+    truth: dict
+    tiles: int
+    msg_key: str
+
+
+@dataclass
+class Run:
+    wall: float
+    rss_mb: float
+    output: str = ""
+    ok: bool = True
+
+
+@dataclass
+class Result:
+    case: Case
+    load: float
+    cat: Run
+    grep: Run
+    duckdb: Run
+    diagnose: Run
+    by_kind: dict = field(default_factory=dict)
+
+
+# --- sizes and arguments ----------------------------------------------------------------
+
+def parse_size(text: str) -> int:
+    """'1M' -> 1_000_000, '250k' -> 250_000, '3000' -> 3000."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*", text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (use e.g. 1M, 250k)")
+    scale = {"": 1, "k": 1_000, "m": 1_000_000}[match.group(2).lower()]
+    return int(float(match.group(1)) * scale)
+
+
+def label(size: int) -> str:
+    if size % 1_000_000 == 0:
+        return f"{size // 1_000_000}M"
+    return f"{size // 1000}k" if size % 1000 == 0 else str(size)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1M,3M,10M", help="target line counts, comma-separated")
+    parser.add_argument("--formats", default=",".join(FORMATS), help="logfmt, jsonl, gz (logfmt gzipped)")
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/mm-bench"))
+    parser.add_argument("--tile-lines", type=parse_size, default=1_000_000,
+                        help="largest case simulated in one piece; bigger ones are tiled from it")
+    parser.add_argument("--keep", action="store_true", help="keep diagnose's JSON outputs in the workdir")
+    parser.add_argument("--generate-only", action="store_true", help="only build (and cache) the cases")
+    parser.add_argument("--out", type=Path, help="rewrite the table between the bench markers of this file")
+    args = parser.parse_args(argv)
+    args.sizes = sorted(parse_size(s) for s in args.sizes.split(","))
+    args.formats = [f.strip() for f in args.formats.split(",")]
+    unknown = set(args.formats) - set(FORMATS)
+    if unknown:
+        parser.error(f"unknown format(s) {', '.join(sorted(unknown))}; choose from {', '.join(FORMATS)}")
+    return args
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+# --- running and measuring one command ---------------------------------------------------
+
+def measure_popen(argv: list[str], stdout, env=None) -> Run:
+    """Wall time and peak RSS of one command; reaped with wait4 so the rusage is its own."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.PIPE, env=env)
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        log(f"FAILED ({proc.returncode}): {' '.join(argv)[:200]}\n{err.decode(errors='replace')[-2000:]}")
+    return Run(wall, usage.ru_maxrss / 1024, "", proc.returncode == 0)
+
+
+def run_captured(argv: list[str], env=None) -> Run:
+    """Run with stdout captured into a temporary file; output is its stripped text."""
+    import tempfile
+
+    with tempfile.TemporaryFile() as out:
+        run = measure_popen(argv, out, env)
+        out.seek(0)
+        run.output = out.read().decode(errors="replace").strip()
+    return run
+
+
+# --- generating cases --------------------------------------------------------------------
+
+def mailmortem() -> str:
+    return str(Path(sys.executable).with_name("mailmortem"))
+
+
+def simulate(out: Path, people: int, syntax: str) -> None:
+    if out.exists():
+        shutil.rmtree(out)
+    subprocess.run([mailmortem(), "simulate", "--kind", "mixed", "--people", str(people), "--out", str(out),
+                    "--single-file", "--no-noise", "--seed", str(SEED), "--syntax", syntax],
+                   check=True, stdout=subprocess.DEVNULL)
+
+
+def lines_per_person(workdir: Path) -> float:
+    """Measured once on a small simulation (line counts do not depend on the syntax)."""
+    meta = workdir / "calibration.json"
+    if meta.is_file():
+        return json.loads(meta.read_text())["lines_per_person"]
+    out = workdir / "calibration"
+    simulate(out, CALIBRATION_PEOPLE, "logfmt")
+    value = count_lines(out / "mail-send.log") / CALIBRATION_PEOPLE
+    meta.write_text(json.dumps({"people": CALIBRATION_PEOPLE, "lines_per_person": value}))
+    shutil.rmtree(out)
+    return value
+
+
+def count_lines(path: Path) -> int:
+    return int(subprocess.run(["wc", "-l", str(path)], check=True, capture_output=True, text=True).stdout.split()[0])
+
+
+def truth_by_kind(truth_csv: Path) -> dict:
+    counts = dict.fromkeys(KINDS, 0)
+    with open(truth_csv, encoding="utf-8") as f:
+        next(f)
+        for row in f:   # a few hundred thousand short rows, read once per case
+            kind = row.rstrip("\n").split(",")[3]
+            counts[kind] = counts.get(kind, 0) + 1
+    return counts
+
+
+def case_dir(workdir: Path, fmt: str, size: int) -> Path:
+    return workdir / f"{fmt}-{label(size)}"
+
+
+def load_case(directory: Path) -> Case | None:
+    meta = directory / "case.json"
+    if not meta.is_file():
+        return None
+    data = json.loads(meta.read_text())
+    return Case(**{**data, "path": Path(data["path"])})
+
+
+def save_case(directory: Path, case: Case) -> Case:
+    data = {**case.__dict__, "path": str(case.path)}
+    (directory / "case.json").write_text(json.dumps(data, indent=1))
+    return case
+
+
+def ensure_case(workdir: Path, fmt: str, size: int, tile_lines: int, lpp: float) -> Case:
+    """The cached case for (format, size), generating it (and what it is built from) if missing."""
+    directory = case_dir(workdir, fmt, size)
+    cached = load_case(directory)
+    if cached:
+        return cached
+    started = time.perf_counter()
+    if fmt == "gz":
+        case = gzip_case(directory, ensure_case(workdir, "logfmt", size, tile_lines, lpp))
+    elif size <= tile_lines * 1.5:
+        case = simulated_case(directory, fmt, size, lpp)
+    else:
+        tile = ensure_case(workdir, fmt, tile_lines, tile_lines, lpp)
+        case = tiled_case(directory, tile, size)
+    log(f"generated {fmt} {label(size)}: {case.lines:,} lines, {case.bytes / 1e6:,.0f} MB "
+        f"in {time.perf_counter() - started:.0f}s")
+    return save_case(directory, case)
+
+
+def simulated_case(directory: Path, fmt: str, size: int, lpp: float) -> Case:
+    syntax = "jsonl" if fmt == "jsonl" else "logfmt"
+    people = max(20, round(size / lpp))
+    log(f"simulating {fmt} {label(size)}: --people {people:,}")
+    simulate(directory, people, syntax)
+    path = directory / ("mail-send.jsonl" if fmt == "jsonl" else "mail-send.log")
+    keys = detect_keys(path, fmt)
+    return Case(fmt, size, path, count_lines(path), path.stat().st_size, truth_by_kind(directory / "truth.csv"),
+                1, keys["msg_id"][0])
+
+
+def gzip_case(directory: Path, plain: Case) -> Case:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / (plain.path.name + ".gz")
+    log(f"gzip -6 {plain.path}")
+    with open(path, "wb") as out:
+        subprocess.run(["gzip", "-6", "-c", str(plain.path)], check=True, stdout=out)
+    shutil.copy(plain.path.parent / "truth.csv", directory / "truth.csv")
+    return Case("gz", plain.target, path, plain.lines, path.stat().st_size, plain.truth, plain.tiles,
+                plain.msg_key)
+
+
+# --- tiling: k disjoint copies of one simulated case -------------------------------------
+
+def detect_keys(path: Path, fmt: str) -> dict[str, list[str]]:
+    """Which aliases of the tie fields this file's dialect uses (from its first lines)."""
+    from forensics.simulate_render import ALIASES
+
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        sample = [next(f, "") for _ in range(20_000)]
+    if fmt == "jsonl":
+        present = {key for line in sample if line.strip() for key in json.loads(line)}
+    else:
+        present = {m.group(1) for line in sample for m in re.finditer(r"(?:^| )([\w@.-]+)=", line)}
+    keys = {canon: [a for a in dict.fromkeys(ALIASES[canon]) if a in present] for canon in TILE_FIELDS}
+    if not keys["msg_id"] or not keys["campaign"]:
+        raise SystemExit(f"cannot find the msg id / campaign key in {path}: {sorted(present)}")
+    return keys
+
+
+def sed_script(keys: dict[str, list[str]], fmt: str, prefix: str) -> str:
+    """GNU sed program that prefixes the values of the tie fields (after any quote or '<')."""
+    rules = []
+    for key in (k for names in keys.values() for k in names):
+        if fmt == "jsonl":
+            rules.append(f's/"{key}": "\\(<\\{{0,1\\}}\\)/"{key}": "\\1{prefix}/g')
+        else:
+            rules.append(f's/ {key}=\\(["<]\\{{0,2\\}}\\)/ {key}=\\1{prefix}/g')
+    return ";".join(rules)
+
+
+def tiled_case(directory: Path, tile: Case, size: int) -> Case:
+    copies = max(1, round(size / tile.lines))
+    if directory.exists():
+        shutil.rmtree(directory)
+    directory.mkdir(parents=True)
+    keys = detect_keys(tile.path, tile.fmt)
+    path = directory / tile.path.name
+    log(f"tiling {copies} copies of {tile.path} (rewriting {', '.join(k for v in keys.values() for k in v)})")
+    with open(path, "wb") as out:
+        out.write(tile.path.read_bytes())
+        for k in range(1, copies):
+            out.flush()
+            subprocess.run(["sed", sed_script(keys, tile.fmt, f"t{k}-"), str(tile.path)], check=True, stdout=out,
+                           env={**os.environ, "LC_ALL": "C"})
+    tile_truth(tile.path.parent / "truth.csv", directory / "truth.csv", copies)
+    truth = {kind: n * copies for kind, n in tile.truth.items()}
+    return Case(tile.fmt, size, path, count_lines(path), path.stat().st_size, truth, copies, tile.msg_key)
+
+
+def tile_truth(source: Path, target: Path, copies: int) -> None:
+    """truth.csv of the tiled case: the tile's rows once per copy, campaign (column 1) prefixed."""
+    with open(target, "wb") as out:
+        out.write(source.read_bytes())
+        for k in range(1, copies):
+            out.flush()
+            subprocess.run(["sed", "-e", "1d", "-e", f"s/^/t{k}-/", str(source)], check=True, stdout=out)
+
+
+# --- the three contenders -----------------------------------------------------------------
+
+def grep_pipeline(case: Case) -> str:
+    key = re.escape(case.msg_key)
+    pattern = f'"{key}": *"[^"]*"' if case.fmt == "jsonl" else f"{key}=[^ ]*"
+    source = f"zcat {shell_quote(case.path)} | grep -o '{pattern}'" if case.fmt == "gz" \
+        else f"grep -o '{pattern}' {shell_quote(case.path)}"
+    return f"{source} | sort | uniq -c | awk '$1>1' | wc -l"
+
+
+def shell_quote(path: Path) -> str:
+    import shlex
+
+    return shlex.quote(str(path))
+
+
+def run_grep(case: Case) -> Run:
+    env = {**os.environ, "LC_ALL": "C"}
+    return run_captured(["bash", "-o", "pipefail", "-c", grep_pipeline(case)], env)
+
+
+def run_duckdb(case: Case) -> Run:
+    return run_captured([sys.executable, __file__, "--duckdb-baseline", case.fmt, case.msg_key, str(case.path)])
+
+
+def duckdb_baseline(fmt: str, key: str, path: str) -> int:
+    """The hand-written duplicate query (run in a child process so its RSS is measured alone)."""
+    import duckdb
+
+    con = duckdb.connect()
+    if fmt == "jsonl":
+        return con.execute(DUCKDB_JSON_SQL.replace("{key}", key.replace('"', '""')), {"path": path}).fetchone()[0]
+    params = {"path": path, "delim": "\x01", "pattern": f" {re.escape(key)}=([^ ]+)"}
+    return con.execute(DUCKDB_LINES_SQL, params).fetchone()[0]
+
+
+def run_diagnose(case: Case, out: Path) -> Run:
+    with open(out, "wb") as f:
+        return measure_popen([mailmortem(), "diagnose", str(case.path), "--format", "json"], f)
+
+
+def diagnosis_by_kind(path: Path) -> dict:
+    """summary.by_kind from diagnose's JSON; the document head (before `affected`) is small."""
+    with open(path, encoding="utf-8") as f:
+        head = f.read(4 << 20)
+    cut = head.find(',\n  "affected"')
+    document = json.loads(head[:cut] + "}" if cut >= 0 else head)
+    return document["summary"]["by_kind"]
+
+
+def warm(case: Case) -> Run:
+    return run_captured(["bash", "-c", f"cat {shell_quote(case.path)} > /dev/null"])
+
+
+def bench_case(case: Case, workdir: Path, keep: bool) -> Result:
+    load = os.getloadavg()[0]
+    cat = warm(case)
+    log(f"{case.fmt} {label(case.target)}: cat {cat.wall:.2f}s; grep pipeline ...")
+    grep = run_grep(case)
+    log(f"  grep {grep.wall:.1f}s ({grep.output} dup ids); duckdb ...")
+    duck = run_duckdb(case)
+    log(f"  duckdb {duck.wall:.1f}s ({duck.output} dup ids); diagnose ...")
+    out = workdir / f"diagnose-{case.fmt}-{label(case.target)}.json"
+    diag = run_diagnose(case, out)
+    by_kind = diagnosis_by_kind(out) if diag.ok else {}
+    if not keep:
+        out.unlink()
+    log(f"  diagnose {diag.wall:.1f}s, {diag.rss_mb:,.0f} MB RSS")
+    return Result(case, load, cat, grep, duck, diag, by_kind)
+
+
+# --- the report -----------------------------------------------------------------------------
+
+def fmt_s(run: Run) -> str:
+    return f"{run.wall:.1f}" if run.ok else "failed"
+
+
+def ratio(a: Run, b: Run) -> str:
+    return f"{a.wall / b.wall:.2f}×" if a.ok and b.ok else "–"
+
+
+def timing_table(results: list[Result]) -> list[str]:
+    rows = ["| format | lines | MB | diagnose s | diagnose RSS MB | diagnose lines/s | grep pipeline s | "
+            "grep RSS MB | DuckDB query s | DuckDB RSS MB | diagnose / grep | diagnose / DuckDB | cat s | load avg |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in results:
+        c = r.case
+        rate = f"{c.lines / r.diagnose.wall:,.0f}" if r.diagnose.ok else "–"
+        rows.append(f"| {c.fmt} | {c.lines:,} | {c.bytes / 1e6:,.0f} | {fmt_s(r.diagnose)} | "
+                    f"{r.diagnose.rss_mb:,.0f} | {rate} | {fmt_s(r.grep)} | {r.grep.rss_mb:,.0f} | "
+                    f"{fmt_s(r.duckdb)} | {r.duckdb.rss_mb:,.0f} | {ratio(r.diagnose, r.grep)} | "
+                    f"{ratio(r.diagnose, r.duckdb)} | {r.cat.wall:.2f} | {r.load:.2f} |")
+    return rows
+
+
+def fractions(r: Result) -> dict:
+    return {k: (r.by_kind.get(k, 0) / r.case.truth[k] if r.case.truth.get(k) else None) for k in KINDS}
+
+
+def classification_table(results: list[Result]) -> list[str]:
+    rows = ["| format | lines | " + " | ".join(KINDS) + " |", "|---|---:|" + "---:|" * len(KINDS)]
+    for r in results:
+        cells = []
+        for kind, frac in fractions(r).items():
+            found = r.by_kind.get(kind, 0)
+            share = f"{frac:.3f}" if frac is not None else "–"
+            cells.append(f"{found:,} / {r.case.truth.get(kind, 0):,} = {share}")
+        rows.append(f"| {r.case.fmt} | {r.case.lines:,} | " + " | ".join(cells) + " |")
+    return rows
+
+
+def growth(results: list[Result], fmt: str) -> tuple[Result, Result] | None:
+    mine = [r for r in results if r.case.fmt == fmt and r.diagnose.ok]
+    return (mine[0], mine[-1]) if len(mine) > 1 else None
+
+
+def verdict(ok: bool) -> str:
+    return "**met**" if ok else "**not met**"
+
+
+def target_rows(results: list[Result]) -> list[str]:
+    rows = ["| target | measured | verdict |", "|---|---|---|"]
+    largest = {fmt: max((r for r in results if r.case.fmt == fmt), key=lambda r: r.case.lines, default=None)
+               for fmt in FORMATS}
+    big = largest.get("logfmt")
+    if big and big.diagnose.ok:
+        at = f"at {big.case.lines:,} lines"
+        g, d = big.diagnose.wall / big.grep.wall, big.diagnose.wall / big.duckdb.wall
+        rows.append(f"| logfmt: diagnose ≤ 0.5× C-locale grep pipeline | {g:.2f}× {at} | {verdict(g <= 0.5)} |")
+        rows.append(f"| logfmt: diagnose ≤ 1.5× hand-written DuckDB | {d:.2f}× {at} | {verdict(d <= 1.5)} |")
+        rows.append(f"| logfmt: peak RSS ≤ 2 GB | {big.diagnose.rss_mb:,.0f} MB {at} | "
+                    f"{verdict(big.diagnose.rss_mb <= 2048)} |")
+    for fmt in ("jsonl", "gz"):
+        r = largest.get(fmt)
+        if r and r.diagnose.ok:
+            d = r.diagnose.wall / r.duckdb.wall
+            rows.append(f"| {fmt}: diagnose ≤ 1.5× its DuckDB baseline | {d:.2f}× at {r.case.lines:,} lines | "
+                        f"{verdict(d <= 1.5)} |")
+    for fmt in FORMATS:
+        pair = growth(results, fmt)
+        if pair:
+            small, large = pair
+            factor, lines = large.diagnose.wall / small.diagnose.wall, large.case.lines / small.case.lines
+            rows.append(f"| {fmt}: time growth ≤ 11× from 1M to 10M lines | {factor:.1f}× for {lines:.1f}× the lines "
+                        f"({label(small.case.target)} → {label(large.case.target)}) | "
+                        f"{verdict(factor <= 11 * lines / 10)} |")
+    same = all(fractions(r) == fractions(results[0]) for r in results if r.diagnose.ok)
+    rows.append(f"| classification identical at every size (per-kind share of truth) | "
+                f"{'identical' if same else 'differs (see table)'} | {verdict(same)} |")
+    return rows
+
+
+def machine() -> str:
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    cpu = ""
+    try:
+        cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "")
+    except OSError:
+        pass
+    return f"{os.cpu_count()} cores ({cpu or platform.machine()}), {mem:.0f} GiB RAM, {platform.system()} {platform.release()}"
+
+
+def report(results: list[Result], command: str, started: float, load_before: tuple) -> str:
+    lines = [f"Measured {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z} on {machine()}; "
+             f"load average {load_before[0]:.2f} at start, {os.getloadavg()[0]:.2f} at end "
+             f"(2 cores shared with other work); whole run {(time.perf_counter() - started) / 60:.1f} min.",
+             "", f"Command: `{command}`", "", "### Timings (one run each, warm page cache)", ""]
+    lines += timing_table(results)
+    lines += ["", "### Classification: diagnose's per-kind people / simulator truth", ""]
+    lines += classification_table(results)
+    lines += ["", "### Targets (issue 5)", ""]
+    lines += target_rows(results)
+    return "\n".join(lines) + "\n"
+
+
+def rewrite_doc(doc: Path, table: str) -> None:
+    text = doc.read_text(encoding="utf-8") if doc.is_file() else f"# Benchmarks\n\n{MARK_START}\n{MARK_END}\n"
+    if MARK_START not in text or MARK_END not in text:
+        text = text.rstrip("\n") + f"\n\n{MARK_START}\n{MARK_END}\n"
+    head, rest = text.split(MARK_START, 1)
+    _, tail = rest.split(MARK_END, 1)
+    doc.write_text(f"{head}{MARK_START}\n{table}{MARK_END}{tail}", encoding="utf-8")
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--duckdb-baseline"]:
+        print(duckdb_baseline(*argv[1:4]))
+        return 0
+    args = parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    started, load_before = time.perf_counter(), os.getloadavg()
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    lpp = lines_per_person(args.workdir)
+    log(f"{lpp:.3f} lines per person (mixed, logfmt, no noise)")
+    results = []
+    for fmt in args.formats:
+        for size in args.sizes:
+            case = ensure_case(args.workdir, fmt, size, args.tile_lines, lpp)
+            if not args.generate_only:
+                results.append(bench_case(case, args.workdir, args.keep))
+    if args.generate_only:
+        return 0
+    command = "python benchmarks/diagnose_bench.py " + " ".join(argv)
+    table = report(results, command.strip(), started, load_before)
+    print(table)
+    if args.out:
+        rewrite_doc(args.out, table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
