@@ -7,6 +7,7 @@ Command modules import duckdb/polars/psycopg inside their functions, so
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import sys
 
