@@ -9,7 +9,14 @@ import sys
 def make_console(stderr: bool = False):
     from rich.console import Console
 
-    return Console(
+    class QuietConsole(Console):
+        def on_broken_pipe(self) -> None:
+            # `mailmortem diagnose … | head` is normal use, not an error.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.file.fileno())
+            raise SystemExit(0)
+
+    return QuietConsole(
         file=sys.stderr if stderr else sys.stdout,
         markup=False,
         emoji=False,
