@@ -30,7 +30,14 @@ CREATE OR REPLACE TEMP MACRO mm_msg_id(m) AS
     nullif(trim(CASE WHEN regexp_full_match(trim(m), '<.*>') THEN trim(m)[2:-2] ELSE trim(m) END), '');
 CREATE OR REPLACE TEMP MACRO mm_unquote(v) AS CASE
     WHEN v LIKE '"%"' AND length(v) >= 2 THEN replace(replace(v[2:-2], '\"', '"'), '\\', '\')
-    ELSE v END
+    ELSE v END;
+-- Every physical line of a file with its number: DuckDB's CSV reader with a delimiter no log contains
+-- (read in parallel, order kept, blank lines kept as NULL).
+CREATE OR REPLACE TEMP MACRO mm_lines(path, sep) AS TABLE
+    SELECT row_number() OVER () AS line_no, line
+    FROM read_csv(path, delim = sep, quote = '', escape = '', header = false,
+                  columns = {'line': 'VARCHAR'}, auto_detect = false, strict_mode = false,
+                  null_padding = true, max_line_size = 16000000)
 
 -- name: create_parsed
 -- Staging table: one row per physical line with the raw text of each canonical field, or why it is not a record.
@@ -53,10 +60,7 @@ CASE WHEN contains(l, ' {key}=') THEN regexp_extract(l, ' {key_re}=("(?:[^"\\]|\
 -- {fields} is the list of canonical field expressions built from logfmt_value.
 INSERT INTO parsed
 WITH lines AS (
-    SELECT row_number() OVER () AS line_no, line, ' ' || line AS l
-    FROM read_csv(:path, delim = :delim, quote = '', escape = '', header = false,
-                  columns = {'line': 'VARCHAR'}, auto_detect = false, strict_mode = false,
-                  null_padding = true, max_line_size = 16000000)
+    SELECT line_no, line, ' ' || line AS l FROM mm_lines(:path, :delim)
 ), fields AS (
     SELECT line_no, line, {fields},
            nullif(regexp_extract(line, '^\s*([0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9:.]+(?:Z|[+-][0-9:]+)?)(?:\s|$)', 1), '') AS lead_ts
@@ -76,10 +80,7 @@ FROM fields
 -- :k_<field> lists the keys that feed each canonical field.
 INSERT INTO parsed
 WITH lines AS (
-    SELECT row_number() OVER () AS line_no, line
-    FROM read_csv(:path, delim = :delim, quote = '', escape = '', header = false,
-                  columns = {'line': 'VARCHAR'}, auto_detect = false, strict_mode = false,
-                  null_padding = true, max_line_size = 16000000)
+    SELECT line_no, line FROM mm_lines(:path, :delim)
 ), typed AS (
     SELECT line_no, line, CASE WHEN json_valid(line) THEN json_type(line) END AS jtype FROM lines
 ), valued AS (
@@ -100,19 +101,14 @@ mm_pick(:keys::VARCHAR[], vals, :k_{field}::VARCHAR[])
 -- name: json_structure
 -- The union of the key structure of every JSON object in a file (to discover dotted paths).
 SELECT json_group_structure(json(line)) AS structure
-FROM read_csv(:path, delim = :delim, quote = '', escape = '', header = false,
-              columns = {'line': 'VARCHAR'}, auto_detect = false, strict_mode = false,
-              null_padding = true, max_line_size = 16000000)
+FROM mm_lines(:path, :delim)
 WHERE json_valid(line) AND json_type(line) = 'OBJECT'
 
 -- name: parse_csv
 -- CSV: the first non-blank line is the header (:keys); cells may be "quoted, with "" escapes"; empty = absent.
 INSERT INTO parsed
 WITH lines AS (
-    SELECT row_number() OVER () AS line_no, line
-    FROM read_csv(:path, delim = :delim, quote = '', escape = '', header = false,
-                  columns = {'line': 'VARCHAR'}, auto_detect = false, strict_mode = false,
-                  null_padding = true, max_line_size = 16000000)
+    SELECT line_no, line FROM mm_lines(:path, :delim)
 ), cells AS (
     SELECT line_no, line,
            list_transform(regexp_extract_all(',' || line, ',("(?:[^"]|"")*"|[^,]*)', 1),
