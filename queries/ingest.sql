@@ -153,13 +153,14 @@ CREATE OR REPLACE TABLE skipped AS
 SELECT source, line_no, problem AS reason, line AS text FROM parsed WHERE problem IS NOT NULL
 
 -- name: build_sends
--- Real sends: a send event with a msg_id and a success (or absent) status; one row per msg_id.
+-- Real sends: a send event with a msg_id and a success (or absent) status; one row per msg_id and recipient
+-- (a line logged twice is one send; one provider id may cover several recipients of one API call).
 CREATE OR REPLACE TABLE sends AS
 SELECT source, line_no AS line, ts, worker, incarnation, coalesce(campaign, '') AS campaign,
        coalesce(step, '') AS step, recipient, candidate, msg_id, shard, test_id, variant, attempt
 FROM events
 WHERE event = 'send' AND msg_id IS NOT NULL AND mm_ok_status(status) AND recipient IS NOT NULL AND recipient <> ''
-QUALIFY row_number() OVER (PARTITION BY msg_id ORDER BY ts, source, line_no) = 1
+QUALIFY row_number() OVER (PARTITION BY msg_id, recipient ORDER BY ts, source, line_no) = 1
 
 -- name: file_counts
 -- Per input file: physical lines, records kept, lines skipped, and the first skipped line numbers.

@@ -110,3 +110,11 @@ def test_renewed_lease_means_parallel_not_expiry(tmp_path):
         f"ts={T.format(17)} event=send worker=w2 shard=s-7 campaign=c1 step=1 email=a@x.co msg_id=<2@m>",
     ])
     assert doc["incidents"][0]["kind"] == "parallel-worker"
+
+
+def test_one_provider_id_for_several_recipients_is_several_sends(tmp_path):
+    doc = _diagnose(tmp_path, [
+        f"ts={T.format(0)} event=send worker=w1 campaign=c1 step=1 email=a@x.co msg_id=XBg2anf2TqCy6WXKQFhieQ",
+        f"ts={T.format(0)} event=send worker=w1 campaign=c1 step=1 email=b@x.co msg_id=XBg2anf2TqCy6WXKQFhieQ",
+    ])
+    assert doc["summary"]["sends"] == 2 and doc["summary"]["duplicated_people"] == 0
