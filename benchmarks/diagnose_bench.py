@@ -43,7 +43,6 @@ KINDS = ("parallel-worker", "retry", "lease-expiry", "state-loss", "ab-contamina
 FORMATS = ("logfmt", "jsonl", "gz")
 # canonical fields whose values tie records into incidents; tiles make them disjoint
 TILE_FIELDS = ("worker", "campaign", "shard", "msg_id", "test_id")
-MARK_START, MARK_END = "<!-- bench:start -->", "<!-- bench:end -->"
 CALIBRATION_PEOPLE = 50_000
 SEED = 0
 
@@ -122,7 +121,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="largest case simulated in one piece; bigger ones are tiled from it")
     parser.add_argument("--keep", action="store_true", help="keep diagnose's JSON outputs in the workdir")
     parser.add_argument("--generate-only", action="store_true", help="only build (and cache) the cases")
-    parser.add_argument("--out", type=Path, help="rewrite the table between the bench markers of this file")
+    parser.add_argument("--out", type=Path, help="rewrite the tables between this file's bench markers")
+    parser.add_argument("--block", default="main", help="which marked block of --out to rewrite (bench:BLOCK:start)")
     args = parser.parse_args(argv)
     args.sizes = sorted(parse_size(s) for s in args.sizes.split(","))
     args.formats = [f.strip() for f in args.formats.split(",")]
@@ -508,13 +508,15 @@ def report(results: list[Result], command: str, started: float, load_before: tup
     return "\n".join(lines) + "\n"
 
 
-def rewrite_doc(doc: Path, table: str) -> None:
-    text = doc.read_text(encoding="utf-8") if doc.is_file() else f"# Benchmarks\n\n{MARK_START}\n{MARK_END}\n"
-    if MARK_START not in text or MARK_END not in text:
-        text = text.rstrip("\n") + f"\n\n{MARK_START}\n{MARK_END}\n"
-    head, rest = text.split(MARK_START, 1)
-    _, tail = rest.split(MARK_END, 1)
-    doc.write_text(f"{head}{MARK_START}\n{table}{MARK_END}{tail}", encoding="utf-8")
+def rewrite_doc(doc: Path, table: str, block: str) -> None:
+    """Replace what lies between <!-- bench:BLOCK:start --> and its end marker (appended if absent)."""
+    start, end = f"<!-- bench:{block}:start -->", f"<!-- bench:{block}:end -->"
+    text = doc.read_text(encoding="utf-8") if doc.is_file() else "# Benchmarks\n"
+    if start not in text or end not in text:
+        text = text.rstrip("\n") + f"\n\n{start}\n{end}\n"
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    doc.write_text(f"{head}{start}\n{table}{end}{tail}", encoding="utf-8")
 
 
 def main(argv=None) -> int:
@@ -540,7 +542,7 @@ def main(argv=None) -> int:
     table = report(results, command.strip(), started, load_before)
     print(table)
     if args.out:
-        rewrite_doc(args.out, table)
+        rewrite_doc(args.out, table, args.block)
     return 0
 
 
