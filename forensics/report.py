@@ -85,10 +85,18 @@ def _what(incident: dict) -> str:
     return f"campaign {incident['campaign'] or '(none)'}{step}"
 
 
+def _shards(shards: list[str]) -> str:
+    named = ", ".join(shards[:4]) + (f" and {len(shards) - 4} more" if len(shards) > 4 else "")
+    if not shards:
+        return "a shard"
+    already = all("shard" in s.lower() for s in shards)
+    return named if already else ("shard " if len(shards) == 1 else "shards ") + named
+
+
 SENTENCES = {
     "parallel-worker": "{who} worked {what} at the same time, each sending to the same list",
     "retry": "{who} sent {what} again after a send it took for failed (lost acknowledgement or error)",
-    "lease-expiry": "the lease on shard {shards} of {what} ran out while its holder was still sending, so "
+    "lease-expiry": "the lease on {shards} of {what} ran out while its holder was still sending, so "
                     "another worker claimed it and sent to the same people ({who})",
     "state-loss": "{who} lost its record of who had been emailed (a restart) and replayed {what}",
     "ab-contamination": "in A/B test {test}, people of {what} received more than one variant ({who})",
@@ -98,7 +106,7 @@ SENTENCES = {
 def incident_sentence(incident: dict) -> str:
     """What happened, in one sentence a reader can check against the evidence."""
     core = SENTENCES[incident["kind"]].format(
-        who=_who(incident), what=_what(incident), shards=", ".join(incident["shards"]) or "?",
+        who=_who(incident), what=_what(incident), shards=_shards(incident["shards"]),
         test=incident["test_id"] or "?")
     cause = f"; underlying mechanism: {incident['cause']}" if incident.get("cause") else ""
     return (f"{core[0].upper()}{core[1:]}{cause}: {incident['people']} people got duplicates "

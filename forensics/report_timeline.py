@@ -252,7 +252,7 @@ def _tooltip_bins(alt):
     return [alt.Tooltip("what:N", title="record"), alt.Tooltip("lane:N", title="worker · incarnation"),
             alt.Tooltip("t:T", title="from (UTC)", format="%Y-%m-%d %H:%M:%S", formatType="utc"),
             alt.Tooltip("t2:T", title="to (UTC)", format="%Y-%m-%d %H:%M:%S", formatType="utc"),
-            alt.Tooltip("n:Q", title="records"), alt.Tooltip("people:Q", title="people")]
+            alt.Tooltip("n:Q", title="records")]
 
 
 def _is_send(kind: str) -> str:

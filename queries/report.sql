@@ -3,88 +3,110 @@
 -- incidents (after classification). Times leave as epoch milliseconds (Vega-Lite reads them as UTC).
 
 -- name: report_marks_build
--- Every send and lifecycle record (claim, renew, release, expire, start, error) with its lane: the worker
--- and its incarnation, filled from the worker's nearest record when a line (e.g. a claim) carries none.
+-- Every send and lifecycle record (claim, renew, release, expire, start, error), narrow: its time `t` in
+-- epoch ms, its lane (worker · incarnation; a lifecycle record without an incarnation, e.g. a claim line,
+-- goes to the incarnation the worker had started last by then) and where it came from (`src` s/e, `rid` = rowid
+-- in sends/events), so details are fetched only for the few records drawn one by one.
+CREATE OR REPLACE TEMP MACRO mm_lane(w, i) AS coalesce(w, '(no worker)') || coalesce(' · ' || i, '');
 CREATE OR REPLACE TEMP TABLE report_marks AS
 WITH dup AS (
-    SELECT campaign, step, recipient, any_value(kind) AS kind FROM dup_people GROUP BY ALL
-), raw AS (
-    SELECT s.ts, s.worker, s.incarnation,
-           CASE WHEN d.kind IS NULL THEN 'send' ELSE 'duplicate send' END AS what,
-           s.recipient, s.campaign, s.step, s.shard, s.msg_id, s.variant, NULL::DOUBLE AS lease_s,
-           d.kind, NULL::VARCHAR AS error
-    FROM sends s LEFT JOIN dup d USING (campaign, step, recipient)
+    SELECT DISTINCT campaign, step, recipient FROM dup_people
+), spans AS (
+    SELECT worker, incarnation AS inc, min(ts) AS since
+    FROM events WHERE worker IS NOT NULL AND incarnation IS NOT NULL AND ts IS NOT NULL
+    GROUP BY ALL
+), first_span AS (
+    SELECT worker, arg_min(inc, since) AS inc FROM spans GROUP BY worker
+), sends_drawn AS (
+    SELECT s.ts, s.worker, s.incarnation AS inc,
+           CASE WHEN d.recipient IS NULL THEN 'send' ELSE 'duplicate send' END AS what,
+           'sends' AS src, s.rowid AS rid, NULL::VARCHAR AS shard, NULL::DOUBLE AS lease_s
+    FROM sends s
+    LEFT JOIN dup d ON d.campaign = s.campaign AND d.step = s.step AND d.recipient = s.recipient
     WHERE s.ts IS NOT NULL
-    UNION ALL
-    SELECT e.ts, e.worker, e.incarnation, e.event, e.recipient, e.campaign, e.step, e.shard, NULL, NULL,
-           e.lease_s, NULL, e.error
+), lifecycle AS (
+    SELECT e.ts, e.worker, e.incarnation, e.event AS what, 'events' AS src, e.rowid AS rid, e.shard, e.lease_s
     FROM events e
     WHERE e.ts IS NOT NULL AND e.event IN ('claim', 'renew', 'release', 'expire', 'start', 'error')
-), filled AS (
-    SELECT *, coalesce(incarnation,
-               last_value(incarnation IGNORE NULLS) OVER (PARTITION BY worker ORDER BY ts
-                   ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW),
-               first_value(incarnation IGNORE NULLS) OVER (PARTITION BY worker ORDER BY ts
-                   ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING)) AS inc
-    FROM raw
+), lifecycle_drawn AS (
+    SELECT l.ts, l.worker, coalesce(l.incarnation, a.inc, f.inc) AS inc, l.what, l.src, l.rid, l.shard, l.lease_s
+    FROM lifecycle l
+    ASOF LEFT JOIN spans a ON l.worker = a.worker AND l.ts >= a.since
+    LEFT JOIN first_span f ON f.worker = l.worker
 )
-SELECT *, coalesce(worker, '(no worker)') || coalesce(' · ' || inc, '') AS lane
-FROM filled
+SELECT epoch_ms(ts) AS t, worker, inc, what, src, rid, shard, lease_s
+FROM (SELECT * FROM sends_drawn UNION ALL BY NAME SELECT * FROM lifecycle_drawn)
 
 -- name: report_lanes
 -- One row per lane (worker · incarnation) active between :t_from and :t_to (epoch ms): how much it did
 -- and when, in worker then start order.
-SELECT lane, worker, inc AS incarnation, count(*) AS marks,
+SELECT mm_lane(worker, inc) AS lane, worker, inc AS incarnation, count(*) AS marks,
        count(*) FILTER (WHERE what IN ('send', 'duplicate send')) AS sends,
        count(*) FILTER (WHERE what = 'duplicate send') AS duplicate_sends,
-       count(DISTINCT what) AS categories,
-       epoch_ms(min(ts)) AS first_ms, epoch_ms(max(ts)) AS last_ms
+       count(DISTINCT what) AS categories, min(t) AS first_ms, max(t) AS last_ms
 FROM report_marks
-WHERE epoch_ms(ts) BETWEEN :t_from AND :t_to
-GROUP BY ALL
-ORDER BY worker NULLS LAST, min(ts), lane
+WHERE t BETWEEN :t_from AND :t_to
+GROUP BY worker, inc
+ORDER BY worker NULLS LAST, min(t), lane
 
 -- name: report_span
 -- The time span the timeline covers and how many records it holds.
-SELECT epoch_ms(min(ts)) AS first_ms, epoch_ms(max(ts)) AS last_ms, count(*) AS marks FROM report_marks
+SELECT min(t) AS first_ms, max(t) AS last_ms, count(*) AS marks FROM report_marks
 
 -- name: report_range_count
 -- How many records fall between :t_from and :t_to (epoch ms).
-SELECT count(*) AS marks FROM report_marks WHERE epoch_ms(ts) BETWEEN :t_from AND :t_to
+SELECT count(*) AS marks FROM report_marks WHERE t BETWEEN :t_from AND :t_to
 
 -- name: report_points
--- Few records between :t_from and :t_to: each its own mark (lanes outside :kept fold into :other).
-SELECT CASE WHEN list_contains(:kept, lane) THEN lane ELSE :other END AS lane,
-       epoch_ms(ts) AS t, what, recipient, campaign, step, shard, msg_id, variant, lease_s, kind, error
-FROM report_marks
-WHERE epoch_ms(ts) BETWEEN :t_from AND :t_to
-ORDER BY ts, lane
-LIMIT :limit
+-- Few records between :t_from and :t_to: each its own mark with its details (lanes outside :kept fold
+-- into :other), oldest first.
+WITH drawn AS (
+    SELECT *, mm_lane(worker, inc) AS lane FROM report_marks
+    WHERE t BETWEEN :t_from AND :t_to ORDER BY t, lane LIMIT :limit
+), dup AS (
+    SELECT campaign, step, recipient, any_value(kind) AS kind FROM dup_people GROUP BY ALL
+)
+SELECT CASE WHEN m.lane IN (SELECT unnest(:kept)) THEN m.lane ELSE :other END AS lane, m.t, m.what,
+       coalesce(s.recipient, e.recipient) AS recipient, coalesce(s.campaign, e.campaign) AS campaign,
+       coalesce(s.step, e.step) AS step, coalesce(s.shard, e.shard) AS shard,
+       coalesce(s.msg_id, e.msg_id) AS msg_id, s.variant, m.lease_s, d.kind, e.error
+FROM drawn m
+LEFT JOIN sends s ON m.src = 'sends' AND s.rowid = m.rid
+LEFT JOIN events e ON m.src = 'events' AND e.rowid = m.rid
+LEFT JOIN dup d ON d.campaign = s.campaign AND d.step = s.step AND d.recipient = s.recipient
+ORDER BY m.t, lane
 
 -- name: report_bins
--- Many records: counted per lane, kind of record and time bin of :bin_ms milliseconds from :t_from.
+-- Many records: counted per lane, kind of record and time bin of :bin_ms milliseconds from :t_from
+-- (lanes outside :kept fold into :other).
 WITH binned AS (
-    SELECT CASE WHEN list_contains(:kept, lane) THEN lane ELSE :other END AS lane, what, recipient,
-           floor((epoch_ms(ts) - :t_from) / :bin_ms)::BIGINT AS bin
+    SELECT worker, inc, what, (t - :t_from) // :bin_ms AS bin, count(*) AS n
     FROM report_marks
-    WHERE epoch_ms(ts) BETWEEN :t_from AND :t_to
+    WHERE t BETWEEN :t_from AND :t_to
+    GROUP BY ALL
+), laned AS (
+    SELECT CASE WHEN mm_lane(worker, inc) IN (SELECT unnest(:kept)) THEN mm_lane(worker, inc) ELSE :other END AS lane,
+           what, bin, n
+    FROM binned
 )
-SELECT lane, what, :t_from + bin * :bin_ms AS t, :t_from + (bin + 1) * :bin_ms AS t2,
-       count(*) AS n, count(DISTINCT recipient) AS people
-FROM binned
+SELECT lane, what, :t_from + bin * :bin_ms AS t, :t_from + (bin + 1) * :bin_ms AS t2, sum(n)::BIGINT AS n
+FROM laned
 GROUP BY ALL
 ORDER BY t, lane, what
 
 -- name: report_leases
 -- Claims with a lease overlapping :t_from..:t_to, as intervals from the claim to the moment the lease
--- runs out (first :limit).
-SELECT CASE WHEN list_contains(:kept, lane) THEN lane ELSE :other END AS lane,
-       epoch_ms(ts) AS t, epoch_ms(ts) + (lease_s * 1000)::BIGINT AS t2, shard, lease_s
-FROM report_marks
-WHERE what = 'claim' AND lease_s IS NOT NULL AND lease_s > 0
-  AND epoch_ms(ts) <= :t_to AND epoch_ms(ts) + lease_s * 1000 >= :t_from
-ORDER BY ts, lane
-LIMIT :limit
+-- runs out (first :limit; lanes outside :kept fold into :other).
+WITH claims AS (
+    SELECT mm_lane(worker, inc) AS lane, t, t + (lease_s * 1000)::BIGINT AS t2, shard, lease_s
+    FROM report_marks
+    WHERE what = 'claim' AND lease_s > 0 AND t <= :t_to AND t + lease_s * 1000 >= :t_from
+    ORDER BY t, lane
+    LIMIT :limit
+)
+SELECT CASE WHEN lane IN (SELECT unnest(:kept)) THEN lane ELSE :other END AS lane, t, t2, shard, lease_s
+FROM claims
+ORDER BY t, lane
 
 -- name: report_affected_first
 -- The first :limit duplicated people (by incident, campaign, step, recipient) with their sends.
