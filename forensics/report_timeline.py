@@ -180,7 +180,9 @@ def timeline_data(con, incidents: list[dict]) -> Timeline:
         return Timeline()
     windows = _windows(incidents)
     shards = sorted({s for w in windows for s in w["shards"]})
-    overview = Panel("Whole case", span["first_ms"], span["last_ms"], windows=windows, label_shards=shards)
+    pad = max((span["last_ms"] - span["first_ms"]) // 100, 1000)  # marks at the very ends stay whole
+    overview = Panel("Whole case", span["first_ms"] - pad, span["last_ms"] + pad, windows=windows,
+                     label_shards=shards)
     zooms = _merge_zooms([z for z in (_zoom(w, overview) for w in windows) if z])[:MAX_ZOOMS]
     budget = MARK_CAP // (2 + len(zooms))  # the overview gets two shares
     _fill_panel(con, overview, MARK_CAP - budget * len(zooms))
@@ -291,7 +293,9 @@ class Datasets(dict):
 
 
 def _window_layers(alt, panel: Panel, x, data: Datasets) -> list:
-    rows = [{k: w[k] for k in ("id", "kind", "t", "t2", "label")} | {"stack": i % 3}
+    # Clamped to the panel: a band or label outside the plot would push the whole layout sideways.
+    rows = [{"id": w["id"], "kind": w["kind"], "label": w["label"], "stack": i % 3,
+             "t": max(w["t"], panel.t_from), "t2": min(w["t2"], panel.t_to)}
             for i, w in enumerate(panel.windows)]
     if not rows:
         return []

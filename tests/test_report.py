@@ -112,6 +112,28 @@ def test_affected_list_stops_at_100_and_counts_everyone(tmp_path):
     assert "The first 100 of 150 people." in page and html.escape(report.export_command) in page
 
 
+def test_a_case_without_duplicates_says_so(tmp_path):
+    path = tmp_path / "clean.log"
+    path.write_text("\n".join(_send(i, "w-a", 1, f"p{i}@acme.com", i) for i in range(5)) + "\n")
+    report = build_report(load_case([str(path)]), [str(path)])
+    assert report.incidents == [] and report.affected_total == 0
+    page = render(report, "html")
+    assert "No duplicate sends were found in these logs" in page and 'id="timeline-spec"' in page
+    assert "No duplicate sends were found in these logs." in render(report, "md")
+
+
+def test_lifecycle_lines_without_an_incarnation_join_the_lane_of_the_running_one(tmp_path):
+    lines = [_send(0, "w-a", 1, "a@x.co", 1), f"{_ts(10)} event=claim worker=w-a shard=3 lease=30",
+             f"{_ts(20)} event=start worker=w-a pid=2", _send(30, "w-a", 2, "b@x.co", 2),
+             f"{_ts(40)} event=renew worker=w-a shard=3 lease=30"]
+    path = tmp_path / "restart.log"
+    path.write_text("\n".join(lines) + "\n")
+    overview = build_report(load_case([str(path)]), [str(path)]).timeline.panels[0]
+    assert overview.lanes == ["w-a · 1", "w-a · 2"]
+    assert [(m["what"], m["lane"]) for m in overview.marks] == [
+        ("send", "w-a · 1"), ("claim", "w-a · 1"), ("start", "w-a · 2"), ("send", "w-a · 2"), ("renew", "w-a · 2")]
+
+
 def test_large_cases_are_binned_into_at_most_mark_cap_marks(tmp_path):
     # 4 workers × 12,000 sends, half of them duplicates: far beyond what a chart should draw point by point.
     lines = [_send(i * 0.5 + k, f"w-{k}", 100 + k, f"p{i % 24000}@acme.com", f"{k}-{i}") for k in range(4)
