@@ -495,8 +495,18 @@ def machine() -> str:
     return f"{os.cpu_count()} cores ({cpu or platform.machine()}), {mem:.0f} GiB RAM, {platform.system()} {platform.release()}"
 
 
-def report(results: list[Result], command: str, started: float, load_before: tuple) -> str:
-    lines = [f"Measured {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z} on {machine()}; "
+def revision() -> str:
+    """The commit measured (and whether forensics/ or queries/ had uncommitted changes)."""
+    def git(*args):
+        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True).stdout.strip()
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    changed = [line[3:] for line in git("status", "--porcelain", "forensics", "queries").splitlines()]
+    return commit + (f" (uncommitted changes in {', '.join(changed)})" if changed else "")
+
+
+def report(results: list[Result], command: str, started: float, load_before: tuple, commit: str) -> str:
+    lines = [f"Measured {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z} at commit {commit} on {machine()}; "
              f"load average {load_before[0]:.2f} at start, {os.getloadavg()[0]:.2f} at end "
              f"(2 cores shared with other work); whole run {(time.perf_counter() - started) / 60:.1f} min.",
              "", f"Command: `{command}`", "", "### Timings (one run each, warm page cache)", ""]
@@ -526,7 +536,7 @@ def main(argv=None) -> int:
         return 0
     args = parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    started, load_before = time.perf_counter(), os.getloadavg()
+    started, load_before, commit = time.perf_counter(), os.getloadavg(), revision()
     args.workdir.mkdir(parents=True, exist_ok=True)
     lpp = lines_per_person(args.workdir)
     log(f"{lpp:.3f} lines per person (mixed, logfmt, no noise)")
@@ -539,7 +549,7 @@ def main(argv=None) -> int:
     if args.generate_only:
         return 0
     command = "python benchmarks/diagnose_bench.py " + " ".join(argv)
-    table = report(results, command.strip(), started, load_before)
+    table = report(results, command.strip(), started, load_before, commit)
     print(table)
     if args.out:
         rewrite_doc(args.out, table, args.block)
