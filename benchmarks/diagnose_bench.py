@@ -498,9 +498,9 @@ def machine() -> str:
 def revision() -> str:
     """The commit measured (and whether forensics/ or queries/ had uncommitted changes)."""
     def git(*args):
-        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True).stdout.strip()
+        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True).stdout
 
-    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    commit = git("rev-parse", "--short", "HEAD").strip() or "unknown"
     changed = [line[3:] for line in git("status", "--porcelain", "forensics", "queries").splitlines()]
     return commit + (f" (uncommitted changes in {', '.join(changed)})" if changed else "")
 
