@@ -21,6 +21,7 @@ LEASE_CAP = 400     # lease intervals drawn
 LABEL_CAP = 16      # claims labelled with their shard when there are at most this many
 MAX_BINS = 600
 MAX_ZOOMS = 4      # close-up panels, one per short incident
+WINDOW_LABEL_CAP = 9  # incident bands are labelled when a panel has at most this many
 LANE_PX, WIDTH_PX = 34, 980
 
 SEND, DUP = "send", "duplicate send"
@@ -49,6 +50,7 @@ class Panel:
     bin_ms: int | None = None
     folded_lanes: int = 0
     leases_capped: bool = False
+    merged: list[str] = field(default_factory=list)   # the incidents a close-up shows
 
     @property
     def span_ms(self) -> int:
@@ -148,6 +150,11 @@ def _same_view(a: Panel, b: Panel) -> bool:
     return overlap >= 0.8 * max(a.span_ms, b.span_ms, 1)
 
 
+def _zoom_title(labels: list[str]) -> str:
+    shown = ", ".join(labels[:3]) + (f" and {len(labels) - 3} more" if len(labels) > 3 else "")
+    return f"{shown}: close-up"
+
+
 def _merge_zooms(zooms: list[Panel]) -> list[Panel]:
     """One close-up for incidents that happened in (nearly) the same window."""
     merged: list[Panel] = []
@@ -156,7 +163,8 @@ def _merge_zooms(zooms: list[Panel]) -> list[Panel]:
         if twin is None:
             merged.append(zoom)
             continue
-        twin.title = twin.title.replace(": close-up", ", " + zoom.title)
+        twin.merged.append(zoom.title.removesuffix(": close-up"))
+        twin.title = _zoom_title(twin.merged)
         twin.t_from, twin.t_to = min(twin.t_from, zoom.t_from), max(twin.t_to, zoom.t_to)
         twin.label_shards = sorted(set(twin.label_shards) | set(zoom.label_shards))
     return merged
@@ -169,7 +177,7 @@ def _zoom(window: dict, overview: Panel) -> Panel | None:
         return None
     margin = max(length // 2, 120_000)
     t_from, t_to = max(overview.t_from, window["t"] - margin), min(overview.t_to, window["t2"] + margin)
-    return Panel(f"{window['label']}: close-up", t_from, t_to, label_shards=window["shards"])
+    return Panel(f"{window['label']}: close-up", t_from, t_to, label_shards=window["shards"], merged=[window["label"]])
 
 
 def timeline_data(con, incidents: list[dict]) -> Timeline:
@@ -262,15 +270,19 @@ def _is_send(kind: str) -> str:
     return test if kind == "send" else f"!({test})"
 
 
-def _send_layer(alt, base, panel: Panel):
-    sends = base.transform_filter(_is_send("send"))
-    if panel.mode == "points":
-        return sends.mark_tick(thickness=2, size=LANE_PX * 0.4, clip=True).encode(
-            opacity=alt.condition("datum.what == 'duplicate send'", alt.value(1.0), alt.value(0.6)),
-            tooltip=_tooltip_points(alt))
-    return sends.mark_rect(clip=True).encode(
-        x2="t2:T", opacity=alt.Opacity("n:Q", scale=alt.Scale(type="log", range=[0.3, 1]), legend=None),
-        tooltip=_tooltip_bins(alt))
+def _send_layers(alt, base, panel: Panel) -> list:
+    """Ordinary sends, then sends to duplicated people on top (a bin or instant may hold both)."""
+    layers = []
+    for what in (SEND, DUP):
+        sends = base.transform_filter(f"datum.what == '{what}'")
+        if panel.mode == "points":
+            layers.append(sends.mark_tick(thickness=2, size=LANE_PX * 0.4, clip=True,
+                                          opacity=1.0 if what == DUP else 0.6).encode(tooltip=_tooltip_points(alt)))
+        else:
+            layers.append(sends.mark_rect(clip=True, height=LANE_PX * 0.4 if what == DUP else LANE_PX * 0.3).encode(
+                x2="t2:T", opacity=alt.Opacity("n:Q", scale=alt.Scale(type="log", range=[0.3, 1]), legend=None),
+                tooltip=_tooltip_bins(alt)))
+    return layers
 
 
 def _event_layer(alt, base, panel: Panel, present: list[str]):
@@ -305,7 +317,7 @@ def _window_layers(alt, panel: Panel, x, data: Datasets) -> list:
     labels = [base.transform_filter(f"datum.stack == {k}").mark_text(
         align="left", baseline="bottom", dx=2, dy=-2 - 12 * k, fontSize=11, color="#6d5d00", clip=False).encode(
         x=x, y=alt.value(0), text="label:N") for k in range(min(3, len(rows)))]
-    return [band] + labels
+    return [band] + (labels if len(rows) <= WINDOW_LABEL_CAP else [])
 
 
 def _lease_layers(alt, panel: Panel, x, y, present: list[str], data: Datasets) -> list:
@@ -337,7 +349,7 @@ def _panel_chart(alt, panel: Panel, present: list[str], data: Datasets):
     frame = alt.Chart(data.add(alt, [{"t": panel.t_from}, {"t": panel.t_to}])).mark_point(opacity=0).encode(
         x=_x(alt, panel, domain=True))
     layers = [frame] + _window_layers(alt, panel, x, data) + _lease_layers(alt, panel, x, y, present, data)
-    layers += [_send_layer(alt, base, panel), _event_layer(alt, base, panel, present)]
+    layers += _send_layers(alt, base, panel) + [_event_layer(alt, base, panel, present)]
     title = alt.Title(panel.title, anchor="start", offset=14 + 12 * min(3, len(panel.windows)), fontSize=13)
     return alt.layer(*layers).properties(title=title, width=WIDTH_PX, height=max(2, len(panel.lanes)) * LANE_PX)
 
