@@ -84,6 +84,7 @@ def _load_file(con, source: Source, forced: str | None, field_map: FieldMap) -> 
     readable = source
     for attempt in ("as is", "sanitized"):
         try:
+            run_script(con, "read_file_lines", {"path": readable.path, "delim": LINE_DELIM})
             _PARSERS[syntax](con, readable, head, field_map)
             break
         except Exception as exc:  # duckdb raises many classes; dirty files get one sanitized retry
@@ -117,10 +118,6 @@ def _ends_with_newline(path: str) -> bool:
         return handle.read(1) == b"\n"
 
 
-def _read_params(source: Source) -> dict:
-    return {"path": source.path, "label": source.label, "delim": LINE_DELIM}
-
-
 def _filled(name: str, **parts: str) -> queries.Query:
     """A template block with its {placeholders} filled by generated SQL fragments."""
     query = queries.get(name)
@@ -144,18 +141,35 @@ def logfmt_field(keys: list[str]) -> str:
     return parts[0] if len(parts) == 1 else "coalesce(" + ", ".join(parts) + ")"
 
 
+def logfmt_field_with_fallback(common: list[str], rare: list[str]) -> str:
+    """Keys seen in the sample always get a regex; the other aliases only on lines flagged `rare`."""
+    primary, fallback = logfmt_field(common), logfmt_field(rare)
+    if fallback == "NULL":
+        return primary
+    guarded = f"CASE WHEN rare THEN {fallback} END"
+    return guarded if primary == "NULL" else f"coalesce({primary}, {guarded})"
+
+
 _LOGFMT_KEY = re.compile(r'[^\s="]+')
 _HEAD_KEY = re.compile(r'(?:^|\s)([^\s="]+)=')
 
 
 def _parse_logfmt(con, source: Source, head: bytes, field_map: FieldMap) -> None:
-    # Every alias is tried (a cheap substring test when absent); spellings seen in the head in
-    # another letter case, and --field names, are added.
-    seen = {m.group(1) for line in first_lines(head, 200) for m in _HEAD_KEY.finditer(line)}
-    resolved = field_map.resolve(sorted(set(ALL_ALIASES) | seen | set(field_map.overrides.values())))
-    fields = ",\n".join(f"{logfmt_field(resolved[canon])} AS {column}" for canon, column in _TEXT_COLUMNS)
-    query = _filled("parse_logfmt", fields=fields)
-    con.execute(query.for_duckdb(), {k: v for k, v in _read_params(source).items()})
+    # Keys seen in a sample of the file (and its head) get a regex each; every other alias of the
+    # vocabulary, and --field names, are tried only on lines where one regex says one of them occurs.
+    sampled = {m.group(1) for line in first_lines(head, 200) for m in _HEAD_KEY.finditer(line)}
+    sampled |= {row[0] for row in fetch(con, "sample_logfmt_keys")}
+    everything = sorted(set(ALL_ALIASES) | sampled | set(field_map.overrides.values()))
+    resolved = field_map.resolve(everything)
+    fields, rare_keys = [], []
+    for canon, column in _TEXT_COLUMNS:
+        common = [k for k in resolved[canon] if k in sampled]
+        rare = [k for k in resolved[canon] if k not in sampled and _LOGFMT_KEY.fullmatch(k)]
+        rare_keys.extend(rare)
+        fields.append(f"{logfmt_field_with_fallback(common, rare)} AS {column}")
+    pattern = r"\s(?:" + "|".join(re.escape(k) for k in rare_keys) + ")=" if rare_keys else "$^"
+    query = _filled("parse_logfmt", fields=",\n".join(fields))
+    con.execute(query.for_duckdb(), {"label": source.label, "rare_keys": pattern})
 
 
 _TEXT_COLUMNS = tuple((canon, {"ts": "ts_text", "event": "event_text", "recipient": "recipient_text",
@@ -170,12 +184,11 @@ def _picks_params(keys: list[str], field_map: FieldMap) -> tuple[str, dict]:
 
 
 def _parse_jsonl(con, source: Source, head: bytes, field_map: FieldMap) -> None:
-    params = _read_params(source)
-    structure = run_script(con, "json_structure", {k: params[k] for k in ("path", "delim")}).fetchone()[0]
+    structure = fetch(con, "json_structure")[0][0]
     keys = _json_paths(json.loads(structure) if structure else {})
     paths = ["$" + "".join("." + json.dumps(part) for part in key.split(".")) for key in keys]
     picks, pick_params = _picks_params(keys, field_map)
-    con.execute(_filled("parse_jsonl", picks=picks).for_duckdb(), {**params, **pick_params, "paths": paths})
+    con.execute(_filled("parse_jsonl", picks=picks).for_duckdb(), {"label": source.label, **pick_params, "paths": paths})
 
 
 def _json_paths(structure, prefix: str = "") -> list[str]:
@@ -197,7 +210,7 @@ def _parse_csv(con, source: Source, head: bytes, field_map: FieldMap) -> None:
     header_line, keys = found
     picks, pick_params = _picks_params(keys, field_map)
     con.execute(_filled("parse_csv", picks=picks).for_duckdb(),
-                {**_read_params(source), **pick_params, "header_line": header_line})
+                {"label": source.label, **pick_params, "header_line": header_line})
 
 
 _PARSERS = {"logfmt": _parse_logfmt, "jsonl": _parse_jsonl, "csv": _parse_csv}

@@ -49,6 +49,16 @@ CREATE OR REPLACE TEMP TABLE parsed (
     problem VARCHAR
 )
 
+-- name: read_file_lines
+-- Number a file's lines into a table first: the numbering is one ordered pipeline, and everything parsed
+-- from the table afterwards runs on every core.
+CREATE OR REPLACE TEMP TABLE file_lines AS SELECT line_no, line FROM mm_lines(:path, :delim)
+
+-- name: sample_logfmt_keys
+-- The keys used on a sample of a file's lines (so only those get a regex each; see parse_logfmt).
+SELECT DISTINCT unnest(regexp_extract_all(' ' || line, '\s([^\s="]+)=', 1)) AS key
+FROM (SELECT line FROM file_lines USING SAMPLE 20000 ROWS)
+
 -- name: logfmt_value
 -- Template for one key of a logfmt line `l` (padded with a leading space). The cheap `contains` guard lets
 -- RE2 run only where the key occurs; the literal prefix keeps it fast; values are unquoted once, later. {key} and {key_re} are filled by
@@ -57,10 +67,11 @@ CASE WHEN contains(l, ' {key}=') THEN regexp_extract(l, ' {key_re}=("(?:[^"\\]|\
 
 -- name: parse_logfmt
 -- logfmt: key=value pairs (quoted values may hold spaces and \" escapes); an ISO timestamp may lead the line.
--- {fields} is the list of canonical field expressions built from logfmt_value.
+-- {fields} is the list of canonical field expressions built from logfmt_value: the sampled keys first, then
+-- (only on lines where :rare_keys matches, one regex) every other alias of the vocabulary.
 INSERT INTO parsed
 WITH lines AS (
-    SELECT line_no, line, ' ' || line AS l FROM mm_lines(:path, :delim)
+    SELECT line_no, line, ' ' || line AS l, regexp_matches(' ' || line, :rare_keys) AS rare FROM file_lines
 ), fields AS (
     SELECT line_no, line, {fields},
            nullif(regexp_extract(line, '^\s*([0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9:.]+(?:Z|[+-][0-9:]+)?)(?:\s|$)', 1), '') AS lead_ts
@@ -80,7 +91,7 @@ FROM fields
 -- :k_<field> lists the keys that feed each canonical field.
 INSERT INTO parsed
 WITH lines AS (
-    SELECT line_no, line FROM mm_lines(:path, :delim)
+    SELECT line_no, line FROM file_lines
 ), typed AS (
     SELECT line_no, line, CASE WHEN json_valid(line) THEN json_type(line) END AS jtype FROM lines
 ), valued AS (
@@ -101,14 +112,14 @@ mm_pick(:keys::VARCHAR[], vals, :k_{field}::VARCHAR[])
 -- name: json_structure
 -- The union of the key structure of every JSON object in a file (to discover dotted paths).
 SELECT json_group_structure(json(line)) AS structure
-FROM mm_lines(:path, :delim)
+FROM file_lines
 WHERE json_valid(line) AND json_type(line) = 'OBJECT'
 
 -- name: parse_csv
 -- CSV: the first non-blank line is the header (:keys); cells may be "quoted, with "" escapes"; empty = absent.
 INSERT INTO parsed
 WITH lines AS (
-    SELECT line_no, line FROM mm_lines(:path, :delim)
+    SELECT line_no, line FROM file_lines
 ), cells AS (
     SELECT line_no, line,
            list_transform(regexp_extract_all(',' || line, ',("(?:[^"]|"")*"|[^,]*)', 1),
