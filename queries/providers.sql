@@ -4,12 +4,24 @@
 -- Verdicts follow shared/spec/provider-formats.md §0 and §8.
 
 -- name: provider_macros
--- Helper macros: metadata lookup, address and message-id normalisation, tolerant timestamps.
-CREATE OR REPLACE TEMP MACRO mm_meta(objs, keys, suffix) AS (
-    list_filter(
-        flatten(list_transform(objs, lambda o: list_transform(keys,
-            lambda k: json_extract_string(o, '$."' || replace(k, '"', '\"') || '"' || suffix)))),
-        lambda x: x IS NOT NULL AND x <> '')[1]
+-- Helper macros: metadata paths, address and message-id normalisation, tolerant timestamps.
+-- Each event is parsed ONCE per provider: every field comes from one json_extract_string(e, [paths])
+-- call; the paths list is built from constants and bound parameters only, so DuckDB plans it once.
+CREATE OR REPLACE TEMP MACRO mm_meta_paths(prefixes, keys, suffix) AS (
+    flatten(list_transform(prefixes, lambda p: list_transform(keys,
+        lambda k: p || '."' || replace(k, '"', '\"') || '"' || suffix)))
+);
+-- campaign, step and candidate paths under each prefix, in that order (see mm_meta_at).
+CREATE OR REPLACE TEMP MACRO mm_meta_all(prefixes, suffix, ck, sk, kk) AS (
+    mm_meta_paths(prefixes, ck, suffix) || mm_meta_paths(prefixes, sk, suffix) || mm_meta_paths(prefixes, kk, suffix)
+);
+CREATE OR REPLACE TEMP MACRO mm_first(l) AS (list_filter(l, lambda x: x <> '')[1]);  -- NULL <> '' is NULL: dropped too
+-- The first non-empty campaign, step and candidate of values extracted at mm_meta_all paths from index `base`.
+CREATE OR REPLACE TEMP MACRO mm_meta_at(v, base, nobj, ck, sk, kk) AS (
+    struct_pack(
+        campaign := mm_first(v[base : base + nobj * len(ck) - 1]),
+        step := mm_first(v[base + nobj * len(ck) : base + nobj * (len(ck) + len(sk)) - 1]),
+        candidate := mm_first(v[base + nobj * (len(ck) + len(sk)) : base + nobj * (len(ck) + len(sk) + len(kk)) - 1]))
 );
 CREATE OR REPLACE TEMP MACRO mm_addr(x) AS (
     nullif(lower(trim(CASE WHEN x LIKE '%<%>%' THEN regexp_extract(x, '<([^>]*)>', 1) ELSE x END)), '')
@@ -39,10 +51,18 @@ ORDER BY source_file, source_line
 
 -- name: provider_events_unwrap
 -- Valid documents → one JSON event each: batches, paging containers and envelopes unwrapped.
+-- Fast path: a document that starts with '{' from a provider without containers or envelopes
+-- (SendGrid, Resend, Brevo, generic) is the event itself, kept as text without further parsing.
 CREATE OR REPLACE TEMP TABLE provider_events AS
-WITH valid AS (
+WITH plain AS (
+    SELECT provider, source_file, source_line, text AS e
+    FROM provider_docs
+    WHERE provider IN ('sendgrid', 'resend', 'brevo', 'generic') AND starts_with(text, '{') AND json_valid(text)
+), valid AS (
     SELECT provider, source_file, source_line, text::JSON AS j
-    FROM provider_docs WHERE provider <> 'postfix' AND json_valid(text)
+    FROM provider_docs
+    WHERE provider <> 'postfix' AND NOT (provider IN ('sendgrid', 'resend', 'brevo', 'generic') AND starts_with(text, '{'))
+      AND json_valid(text)
 ), batches AS (
     SELECT provider, source_file, source_line, unnest(
         CASE WHEN json_type(j) = 'ARRAY' THEN json_extract(j, '$[*]')
@@ -57,56 +77,79 @@ WITH valid AS (
         CASE WHEN json_type(e) = 'ARRAY' THEN json_extract(e, '$[*]') ELSE [e] END) AS e
     FROM batches
 )
+SELECT provider, source_file, source_line, e::VARCHAR AS e FROM plain
+UNION ALL
 SELECT provider, source_file, source_line,
     CASE WHEN provider = 'mailgun' AND json_type(e -> 'event-data') = 'OBJECT' THEN e -> 'event-data'
          WHEN provider = 'ses' AND e ->> 'Type' = 'Notification' AND json_valid(e ->> 'Message')
               THEN (e ->> 'Message')::JSON
-         ELSE e END AS e
+         ELSE e END::VARCHAR AS e
 FROM inner_arrays
 
 -- name: provider_rows_sendgrid
 -- SendGrid Event Webhook: processed = sent; delivered/bounce/deferred prove it; dropped = not sent.
+WITH picked AS (
+    SELECT source_file, source_line,
+        json_extract_string(e, ['$.event', '$.sg_message_id', '$."smtp-id"', '$.email', '$.timestamp']
+            || mm_meta_all(['$', '$.unique_args', '$.custom_args'], '', $campaign_keys, $step_keys, $candidate_keys)) AS v
+    FROM provider_events WHERE provider = 'sendgrid'
+), named AS (
+    SELECT source_file, source_line, v[1] AS event, nullif(trim(v[2]), '') AS sg, v[3] AS smtp_id, v[4] AS email,
+        v[5] AS ts, mm_meta_at(v, 6, 3, $campaign_keys, $step_keys, $candidate_keys) AS m
+    FROM picked
+)
 SELECT 'sendgrid' AS provider, source_file, source_line,
-    e ->> 'event' AS event_type,
-    CASE WHEN e ->> 'event' IN ('processed', 'delivered', 'bounce', 'blocked', 'deferred') THEN 'sent'
-         WHEN e ->> 'event' IN ('dropped') THEN 'not_sent'
+    event AS event_type,
+    CASE WHEN event IN ('processed', 'delivered', 'bounce', 'blocked', 'deferred') THEN 'sent'
+         WHEN event IN ('dropped') THEN 'not_sent'
          ELSE 'not_a_send_event' END AS verdict,
     -- the join key is the part of sg_message_id before the first '.', unless it has no prefix
     CASE WHEN sg IS NULL OR regexp_matches(sg, '^(filter|recvd-)') THEN NULL
          ELSE split_part(sg, '.', 1) END AS msg_id,
-    mm_msgid(e ->> 'smtp-id') AS alt_id,
-    coalesce(sg, e ->> 'smtp-id') AS provider_msg_id,
-    mm_addr(e ->> 'email') AS recipient,
-    mm_ts(e ->> 'timestamp') AS sent_at,
-    mm_meta([e, e -> 'unique_args', e -> 'custom_args'], $campaign_keys, '') AS campaign,
-    mm_meta([e, e -> 'unique_args', e -> 'custom_args'], $step_keys, '') AS step,
-    mm_meta([e, e -> 'unique_args', e -> 'custom_args'], $candidate_keys, '') AS candidate
-FROM (SELECT *, nullif(trim(e ->> 'sg_message_id'), '') AS sg FROM provider_events WHERE provider = 'sendgrid')
+    mm_msgid(smtp_id) AS alt_id,
+    coalesce(sg, smtp_id) AS provider_msg_id,
+    mm_addr(email) AS recipient,
+    mm_ts(ts) AS sent_at,
+    m.campaign, m.step, m.candidate
+FROM named
 
 -- name: provider_rows_mailgun
 -- Mailgun events (webhook event-data, Events API items, legacy form posts): accepted = sent.
+WITH picked AS (
+    SELECT source_file, source_line,
+        json_extract_string(e, ['$.event', '$.message.headers."message-id"', '$."Message-Id"', '$.recipient',
+                                '$.message.headers.to', '$.timestamp']
+            || mm_meta_all(['$."user-variables"', '$'], '', $campaign_keys, $step_keys, $candidate_keys)) AS v
+    FROM provider_events WHERE provider = 'mailgun'
+), named AS (
+    SELECT source_file, source_line, v[1] AS event, coalesce(v[2], v[3]) AS raw_id, v[4] AS rcpt, v[5] AS header_to,
+        v[6] AS ts, mm_meta_at(v, 7, 2, $campaign_keys, $step_keys, $candidate_keys) AS m
+    FROM picked
+)
 SELECT 'mailgun' AS provider, source_file, source_line,
-    e ->> 'event' AS event_type,
-    CASE WHEN e ->> 'event' IN ('accepted', 'delivered', 'bounced') THEN 'sent'
-         WHEN e ->> 'event' IN ('rejected', 'failed', 'dropped') THEN 'not_sent'
+    event AS event_type,
+    CASE WHEN event IN ('accepted', 'delivered', 'bounced') THEN 'sent'
+         WHEN event IN ('rejected', 'failed', 'dropped') THEN 'not_sent'
          ELSE 'not_a_send_event' END AS verdict,
-    mm_msgid(coalesce(e -> 'message' -> 'headers' ->> 'message-id', e ->> 'Message-Id')) AS msg_id,
+    mm_msgid(raw_id) AS msg_id,
     NULL AS alt_id,
-    coalesce(e -> 'message' -> 'headers' ->> 'message-id', e ->> 'Message-Id') AS provider_msg_id,
-    mm_addr(coalesce(e ->> 'recipient',
-        CASE WHEN (e -> 'message' -> 'headers' ->> 'to') NOT LIKE '%,%'
-             THEN e -> 'message' -> 'headers' ->> 'to' END)) AS recipient,
-    mm_ts(e ->> 'timestamp') AS sent_at,
-    mm_meta([e -> 'user-variables', e], $campaign_keys, '') AS campaign,
-    mm_meta([e -> 'user-variables', e], $step_keys, '') AS step,
-    mm_meta([e -> 'user-variables', e], $candidate_keys, '') AS candidate
-FROM provider_events WHERE provider = 'mailgun'
+    raw_id AS provider_msg_id,
+    mm_addr(coalesce(rcpt, CASE WHEN header_to NOT LIKE '%,%' THEN header_to END)) AS recipient,
+    mm_ts(ts) AS sent_at,
+    m.campaign, m.step, m.candidate
+FROM named
 
 -- name: provider_rows_ses
 -- Amazon SES events and notifications: Send = sent; Delivery/Bounce/DeliveryDelay prove it; Reject and Rendering Failure = not sent.
-WITH typed AS (
-    SELECT *, coalesce(e ->> 'eventType', e ->> 'notificationType', e ->> 'Type') AS kind
+WITH picked AS (
+    SELECT source_file, source_line, e,
+        json_extract_string(e, ['$.eventType', '$.notificationType', '$.Type', '$.mail.messageId', '$.mail.timestamp']
+            || mm_meta_all(['$.mail.tags'], '[0]', $campaign_keys, $step_keys, $candidate_keys)) AS v,
+        json_type(e, '$.mail') = 'OBJECT' AS has_mail
     FROM provider_events WHERE provider = 'ses'
+), typed AS (
+    SELECT *, coalesce(v[1], v[2], v[3]) AS kind, mm_meta_at(v, 6, 1, $campaign_keys, $step_keys, $candidate_keys) AS m
+    FROM picked
 ), exploded AS (
     SELECT *, unnest(coalesce(
         CASE kind
@@ -121,30 +164,34 @@ WITH typed AS (
 )
 SELECT 'ses' AS provider, source_file, source_line,
     kind AS event_type,
-    CASE WHEN kind IN ('Send', 'Delivery', 'Bounce', 'DeliveryDelay') AND json_type(e, '$.mail') = 'OBJECT' THEN 'sent'
+    CASE WHEN kind IN ('Send', 'Delivery', 'Bounce', 'DeliveryDelay') AND has_mail THEN 'sent'
          WHEN kind IN ('Reject', 'Rendering Failure', 'RenderingFailure') THEN 'not_sent'
          ELSE 'not_a_send_event' END AS verdict,
-    mm_msgid(e -> 'mail' ->> 'messageId') AS msg_id,
+    mm_msgid(v[4]) AS msg_id,
     NULL AS alt_id,
-    e -> 'mail' ->> 'messageId' AS provider_msg_id,
+    v[4] AS provider_msg_id,
     mm_addr(raw_recipient) AS recipient,
-    mm_ts(e -> 'mail' ->> 'timestamp') AS sent_at,
-    mm_meta([e -> 'mail' -> 'tags'], $campaign_keys, '[0]') AS campaign,
-    mm_meta([e -> 'mail' -> 'tags'], $step_keys, '[0]') AS step,
-    mm_meta([e -> 'mail' -> 'tags'], $candidate_keys, '[0]') AS candidate
+    mm_ts(v[5]) AS sent_at,
+    m.campaign, m.step, m.candidate
 FROM exploded
 
 -- name: provider_rows_postmark
 -- Postmark webhooks (Delivery/Bounce prove a send) and outbound search results (Status Sent/Queued/Processed).
-WITH typed AS (
-    SELECT *, coalesce(e ->> 'RecordType', e ->> 'Status') AS kind,
-        (e ->> 'RecordType') IS NULL AS is_outbound
+WITH picked AS (
+    SELECT source_file, source_line, e,
+        json_extract_string(e, ['$.RecordType', '$.Status', '$.Recipient', '$.Email', '$.MessageID', '$.MessageId',
+                                '$.messageid', '$.ReceivedAt', '$.DeliveredAt', '$.BouncedAt', '$.ChangedAt']
+            || mm_meta_all(['$.Metadata'], '', $campaign_keys, $step_keys, $candidate_keys)) AS v
     FROM provider_events WHERE provider = 'postmark'
+), typed AS (
+    SELECT *, coalesce(v[1], v[2]) AS kind, v[1] IS NULL AS is_outbound,
+        mm_meta_at(v, 12, 1, $campaign_keys, $step_keys, $candidate_keys) AS m
+    FROM picked
 ), exploded AS (
     SELECT *, unnest(CASE
         WHEN is_outbound THEN coalesce(mm_some(json_extract_string(e, '$.Recipients[*]')),
                                        mm_some(json_extract_string(e, '$.To[*].Email')), [NULL::VARCHAR])
-        ELSE [coalesce(e ->> 'Recipient', e ->> 'Email')] END) AS raw_recipient
+        ELSE [coalesce(v[3], v[4])] END) AS raw_recipient
     FROM typed
 )
 SELECT 'postmark' AS provider, source_file, source_line,
@@ -153,77 +200,98 @@ SELECT 'postmark' AS provider, source_file, source_line,
          WHEN is_outbound THEN 'not_sent'
          WHEN kind IN ('Delivery', 'Bounce') THEN 'sent'
          ELSE 'not_a_send_event' END AS verdict,
-    mm_msgid(coalesce(e ->> 'MessageID', e ->> 'MessageId', e ->> 'messageid')) AS msg_id,
+    mm_msgid(coalesce(v[5], v[6], v[7])) AS msg_id,
     NULL AS alt_id,
-    coalesce(e ->> 'MessageID', e ->> 'MessageId', e ->> 'messageid') AS provider_msg_id,
+    coalesce(v[5], v[6], v[7]) AS provider_msg_id,
     mm_addr(raw_recipient) AS recipient,
-    mm_ts(coalesce(e ->> 'ReceivedAt', e ->> 'DeliveredAt', e ->> 'BouncedAt', e ->> 'ChangedAt')) AS sent_at,
-    mm_meta([e -> 'Metadata'], $campaign_keys, '') AS campaign,
-    mm_meta([e -> 'Metadata'], $step_keys, '') AS step,
-    mm_meta([e -> 'Metadata'], $candidate_keys, '') AS candidate
+    mm_ts(coalesce(v[8], v[9], v[10], v[11])) AS sent_at,
+    m.campaign, m.step, m.candidate
 FROM exploded
 
 -- name: provider_rows_resend
 -- Resend webhooks: email.sent = sent; delivered/delayed/bounced prove it, except a suppressed bounce.
-WITH exploded AS (
-    SELECT *, e ->> 'type' AS kind,
-        unnest(coalesce(mm_some(json_extract_string(e, '$.data.to[*]')), [e -> 'data' ->> 'to'])) AS raw_recipient
+WITH picked AS (
+    SELECT source_file, source_line, e,
+        json_extract_string(e, ['$.type', '$.data.bounce.message', '$.data.email_id', '$.data.created_at',
+                                '$.created_at', '$.data.to']
+            || mm_meta_all(['$.data.tags'], '', $campaign_keys, $step_keys, $candidate_keys)) AS v
     FROM provider_events WHERE provider = 'resend'
+), exploded AS (
+    SELECT *, v[1] AS kind, mm_meta_at(v, 7, 1, $campaign_keys, $step_keys, $candidate_keys) AS m,
+        unnest(coalesce(mm_some(json_extract_string(e, '$.data.to[*]')), [v[6]])) AS raw_recipient
+    FROM picked
 )
 SELECT 'resend' AS provider, source_file, source_line,
     kind AS event_type,
-    CASE WHEN kind = 'email.bounced' AND (e -> 'data' -> 'bounce' ->> 'message') ILIKE '%suppressed%' THEN 'not_sent'
+    CASE WHEN kind = 'email.bounced' AND v[2] ILIKE '%suppressed%' THEN 'not_sent'
          WHEN kind IN ('email.sent', 'email.delivered', 'email.delivery_delayed', 'email.bounced') THEN 'sent'
          WHEN kind IN ('email.failed', 'email.suppressed') THEN 'not_sent'
          ELSE 'not_a_send_event' END AS verdict,
-    mm_msgid(e -> 'data' ->> 'email_id') AS msg_id,
+    mm_msgid(v[3]) AS msg_id,
     NULL AS alt_id,
-    e -> 'data' ->> 'email_id' AS provider_msg_id,
+    v[3] AS provider_msg_id,
     mm_addr(raw_recipient) AS recipient,
-    mm_ts(coalesce(e -> 'data' ->> 'created_at', e ->> 'created_at')) AS sent_at,
-    mm_meta([e -> 'data' -> 'tags'], $campaign_keys, '') AS campaign,
-    mm_meta([e -> 'data' -> 'tags'], $step_keys, '') AS step,
-    mm_meta([e -> 'data' -> 'tags'], $candidate_keys, '') AS candidate
+    mm_ts(coalesce(v[4], v[5])) AS sent_at,
+    m.campaign, m.step, m.candidate
 FROM exploded
 
 -- name: provider_rows_brevo
 -- Brevo transactional webhooks: request = sent; delivered/bounces/deferred prove it; blocked/invalid/error = not sent.
-WITH custom AS (
-    SELECT *, CASE WHEN json_valid(e ->> 'X-Mailin-custom') THEN (e ->> 'X-Mailin-custom')::JSON END AS xc
+-- Metadata is looked up in the X-Mailin-custom JSON first, then at the top level.
+WITH picked AS (
+    SELECT source_file, source_line,
+        json_extract_string(e, ['$.event', '$."message-id"', '$.email', '$.ts_epoch', '$.ts_event', '$."X-Mailin-custom"']
+            || mm_meta_all(['$'], '', $campaign_keys, $step_keys, $candidate_keys)) AS v
     FROM provider_events WHERE provider = 'brevo'
+), custom AS (
+    SELECT *, CASE WHEN json_valid(v[6]) THEN
+        json_extract_string(v[6], mm_meta_all(['$'], '', $campaign_keys, $step_keys, $candidate_keys)) END AS xv
+    FROM picked
+), named AS (
+    SELECT *, mm_meta_at(xv, 1, 1, $campaign_keys, $step_keys, $candidate_keys) AS xm,
+        mm_meta_at(v, 7, 1, $campaign_keys, $step_keys, $candidate_keys) AS m
+    FROM custom
 )
 SELECT 'brevo' AS provider, source_file, source_line,
-    e ->> 'event' AS event_type,
-    CASE WHEN e ->> 'event' IN ('request', 'delivered', 'hard_bounce', 'soft_bounce', 'deferred') THEN 'sent'
-         WHEN e ->> 'event' IN ('blocked', 'invalid_email', 'error') THEN 'not_sent'
+    v[1] AS event_type,
+    CASE WHEN v[1] IN ('request', 'delivered', 'hard_bounce', 'soft_bounce', 'deferred') THEN 'sent'
+         WHEN v[1] IN ('blocked', 'invalid_email', 'error') THEN 'not_sent'
          ELSE 'not_a_send_event' END AS verdict,
-    mm_msgid(e ->> 'message-id') AS msg_id,
+    mm_msgid(v[2]) AS msg_id,
     NULL AS alt_id,
-    e ->> 'message-id' AS provider_msg_id,
-    mm_addr(e ->> 'email') AS recipient,
-    coalesce(mm_ts(e ->> 'ts_epoch'), mm_ts(e ->> 'ts_event')) AS sent_at,
-    mm_meta([xc, e], $campaign_keys, '') AS campaign,
-    mm_meta([xc, e], $step_keys, '') AS step,
-    mm_meta([xc, e], $candidate_keys, '') AS candidate
-FROM custom
+    v[2] AS provider_msg_id,
+    mm_addr(v[3]) AS recipient,
+    coalesce(mm_ts(v[4]), mm_ts(v[5])) AS sent_at,
+    coalesce(xm.campaign, m.campaign) AS campaign,
+    coalesce(xm.step, m.step) AS step,
+    coalesce(xm.candidate, m.candidate) AS candidate
+FROM named
 
 -- name: provider_rows_generic
 -- Generic JSON Lines with a --map: every event is a send unless a mapped event field says otherwise.
+WITH picked AS (
+    SELECT source_file, source_line,
+        json_extract_string(e, mm_meta_paths(['$'], [$event_key, $msg_id_key, $recipient_key, $sent_at_key], '')
+            || mm_meta_all(['$'], '', $campaign_keys, $step_keys, $candidate_keys)) AS v
+    FROM provider_events WHERE provider = 'generic'
+), named AS (
+    SELECT source_file, source_line, mm_first([v[1]]) AS event, mm_first([v[2]]) AS raw_id,
+        mm_first([v[3]]) AS rcpt, mm_first([v[4]]) AS ts, mm_meta_at(v, 5, 1, $campaign_keys, $step_keys, $candidate_keys) AS m
+    FROM picked
+)
 SELECT 'generic' AS provider, source_file, source_line,
-    coalesce(mm_meta([e], [$event_key], ''), 'send') AS event_type,
+    coalesce(event, 'send') AS event_type,
     CASE WHEN $event_key = '' THEN 'sent'
-         WHEN list_contains($sent_words, lower(mm_meta([e], [$event_key], ''))) THEN 'sent'
-         WHEN list_contains($not_sent_words, lower(mm_meta([e], [$event_key], ''))) THEN 'not_sent'
+         WHEN list_contains($sent_words, lower(event)) THEN 'sent'
+         WHEN list_contains($not_sent_words, lower(event)) THEN 'not_sent'
          ELSE 'not_a_send_event' END AS verdict,
-    mm_msgid(mm_meta([e], [$msg_id_key], '')) AS msg_id,
+    mm_msgid(raw_id) AS msg_id,
     NULL AS alt_id,
-    mm_meta([e], [$msg_id_key], '') AS provider_msg_id,
-    mm_addr(mm_meta([e], [$recipient_key], '')) AS recipient,
-    mm_ts(mm_meta([e], [$sent_at_key], '')) AS sent_at,
-    mm_meta([e], $campaign_keys, '') AS campaign,
-    mm_meta([e], $step_keys, '') AS step,
-    mm_meta([e], $candidate_keys, '') AS candidate
-FROM provider_events WHERE provider = 'generic'
+    raw_id AS provider_msg_id,
+    mm_addr(rcpt) AS recipient,
+    mm_ts(ts) AS sent_at,
+    m.campaign, m.step, m.candidate
+FROM named
 
 -- name: provider_rows_postfix
 -- Postfix maillog lines (provider_docs rows of provider 'postfix'): status=sent to a non-local relay = sent;
@@ -303,34 +371,42 @@ FROM provider_csv
 -- name: provider_collapse
 -- One row per (provider, message, recipient): any send wins over not-sent over other events;
 -- rows without a message id borrow one from a row with the same alternate id (smtp-id, queue id).
-WITH numbered AS (
-    SELECT *, row_number() OVER () AS rid FROM provider_event_rows
-), alternates AS (
+-- The kept row is the first by (verdict rank, sent_at, file, line); missing metadata is filled from the
+-- group. Rows without a key or recipient stay as they are. One hash aggregation, no window sorts.
+WITH alternates AS (
     SELECT provider, alt_id, recipient, min(msg_id) AS alt_msg_id
-    FROM numbered WHERE msg_id IS NOT NULL AND alt_id IS NOT NULL
+    FROM provider_event_rows WHERE msg_id IS NOT NULL AND alt_id IS NOT NULL
     GROUP BY provider, alt_id, recipient
 ), keyed AS (
-    SELECT r.*, coalesce(r.msg_id, a.alt_msg_id, r.alt_id) AS key_id,
-        CASE r.verdict WHEN 'sent' THEN 0 WHEN 'not_sent' THEN 1 ELSE 2 END AS vrank
-    FROM numbered AS r
+    SELECT *, msg_id AS key_id FROM provider_event_rows WHERE msg_id IS NOT NULL
+    UNION ALL
+    SELECT r.*, coalesce(a.alt_msg_id, r.alt_id) AS key_id
+    FROM (SELECT * FROM provider_event_rows WHERE msg_id IS NULL) AS r
     LEFT JOIN alternates AS a ON a.provider = r.provider AND a.alt_id = r.alt_id AND a.recipient = r.recipient
+), ranked AS (
+    SELECT *, CASE verdict WHEN 'sent' THEN 0 WHEN 'not_sent' THEN 1 ELSE 2 END AS vrank FROM keyed
 ), grouped AS (
-    SELECT *, CASE WHEN key_id IS NULL OR recipient IS NULL THEN 'row:' || rid ELSE key_id END AS gkey FROM keyed
+    SELECT provider, key_id, recipient, min(vrank) AS vrank,
+        arg_min(struct_pack(source_file, source_line, event_type, provider_msg_id, sent_at, campaign, step, candidate),
+                struct_pack(vrank, no_time := sent_at IS NULL, t := coalesce(sent_at, TIMESTAMPTZ '1970-01-01 00:00:00+00'),
+                            source_file, source_line)) AS r,
+        max(campaign) AS any_campaign, max(step) AS any_step, max(candidate) AS any_candidate
+    FROM ranked WHERE key_id IS NOT NULL AND recipient IS NOT NULL
+    GROUP BY provider, key_id, recipient
 ), chosen AS (
-    SELECT provider, source_file, source_line, event_type,
-        CASE min(vrank) OVER g WHEN 0 THEN 'sent' WHEN 1 THEN 'not_sent' ELSE 'not_a_send_event' END AS verdict,
-        key_id AS msg_id, provider_msg_id, recipient, sent_at,
-        coalesce(campaign, max(campaign) OVER g) AS campaign,
-        coalesce(step, max(step) OVER g) AS step,
-        coalesce(candidate, max(candidate) OVER g) AS candidate,
-        row_number() OVER (PARTITION BY provider, gkey, recipient
-                           ORDER BY vrank, sent_at NULLS LAST, source_file, source_line) AS rn
+    SELECT provider, r.source_file, r.source_line, r.event_type, vrank, key_id AS msg_id, r.provider_msg_id,
+        recipient, r.sent_at, coalesce(r.campaign, any_campaign) AS campaign, coalesce(r.step, any_step) AS step,
+        coalesce(r.candidate, any_candidate) AS candidate
     FROM grouped
-    WINDOW g AS (PARTITION BY provider, gkey, recipient)
+    UNION ALL
+    SELECT provider, source_file, source_line, event_type, vrank, key_id AS msg_id, provider_msg_id,
+        recipient, sent_at, campaign, step, candidate
+    FROM ranked WHERE key_id IS NULL OR recipient IS NULL
 )
-SELECT provider, source_file, source_line, event_type, verdict, msg_id, provider_msg_id, recipient,
-       sent_at, campaign, step, candidate
-FROM chosen WHERE rn = 1
+SELECT provider, source_file, source_line, event_type,
+    CASE vrank WHEN 0 THEN 'sent' WHEN 1 THEN 'not_sent' ELSE 'not_a_send_event' END AS verdict,
+    msg_id, provider_msg_id, recipient, sent_at, campaign, step, candidate
+FROM chosen
 ORDER BY sent_at NULLS LAST, provider, msg_id, recipient
 
 -- name: provider_session_utc

@@ -61,23 +61,67 @@ DROP TABLE IF EXISTS sent_log_stage
 -- PostgreSQL COPY into the staging table (CSV written by Arrow: quoted strings, bare NULLs).
 COPY sent_log_stage (campaign, step, recipient, candidate, msg_id, sent_at, provider, source_file) FROM STDIN (FORMAT csv)
 
+-- name: sent_log_copy
+-- PostgreSQL COPY straight into an EMPTY sent_log, under sent_log_lock_writers (rows deduplicated, campaign/step never NULL).
+COPY sent_log (campaign, step, recipient, candidate, msg_id, sent_at, provider, source_file) FROM STDIN (FORMAT csv)
+
+-- name: sent_log_lock_writers
+-- PostgreSQL only: hold off other writers (record_send, other backfills) until this backfill commits; readers go on.
+LOCK TABLE sent_log IN SHARE ROW EXCLUSIVE MODE
+
+-- name: sent_log_is_empty
+-- True when sent_log has no row at all (a first backfill can COPY straight into it).
+SELECT NOT EXISTS (SELECT 1 FROM sent_log) AS empty
+
+-- name: sent_log_stage_analyze
+-- PostgreSQL: statistics for the staging table, so the merge picks a hash anti-join for big loads.
+ANALYZE sent_log_stage
+
 -- name: sent_log_stage_from_arrow
 -- DuckDB: fill the staging table from a registered Arrow table named {source}.
 INSERT INTO sent_log_stage
 SELECT campaign, step, recipient, candidate, msg_id, sent_at, provider, source_file FROM {source}
 
 -- name: sent_log_merge_stage
--- Move staged sends into sent_log; one row per (msg_id, recipient), earliest send wins, existing rows untouched.
+-- Move staged (already deduplicated) sends into sent_log; existing rows untouched.
 INSERT INTO sent_log (campaign, step, recipient, candidate, msg_id, sent_at, provider, source_file)
 SELECT coalesce(campaign, ''), coalesce(step, ''), recipient, candidate, msg_id, sent_at, provider, source_file
-FROM (
-    SELECT *, row_number() OVER (PARTITION BY msg_id, recipient ORDER BY sent_at NULLS LAST, source_file) AS rn
-    FROM sent_log_stage
-    WHERE msg_id IS NOT NULL AND recipient IS NOT NULL
-) AS staged
-WHERE rn = 1
+FROM sent_log_stage
+WHERE msg_id IS NOT NULL AND recipient IS NOT NULL
 ORDER BY msg_id, recipient
 ON CONFLICT (msg_id, recipient) DO NOTHING
+
+-- name: sent_log_merge_stage_locked
+-- PostgreSQL, under sent_log_lock_writers: insert the staged sends sent_log lacks (an anti-join; no other
+-- writer can add a row meanwhile, so no per-row ON CONFLICT check is needed).
+INSERT INTO sent_log (campaign, step, recipient, candidate, msg_id, sent_at, provider, source_file)
+SELECT coalesce(s.campaign, ''), coalesce(s.step, ''), s.recipient, s.candidate, s.msg_id, s.sent_at, s.provider,
+       s.source_file
+FROM sent_log_stage AS s
+WHERE s.msg_id IS NOT NULL AND s.recipient IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM sent_log AS t WHERE t.msg_id = s.msg_id AND t.recipient = s.recipient)
+ORDER BY s.msg_id, s.recipient
+
+-- name: sent_log_dedupe_sends
+-- DuckDB over sends registered as sent_log_sends_in: one row per (msg_id, recipient) -- the earliest send
+-- (then the first file) wins --, campaign/step '' when unknown, ordered by the unique key for cheap index inserts.
+SELECT coalesce(r.campaign, '') AS campaign, coalesce(r.step, '') AS step, recipient, r.candidate, msg_id,
+       r.sent_at, r.provider, r.source_file
+FROM (
+    SELECT msg_id, recipient,
+        arg_min(struct_pack(campaign, step, candidate, sent_at, provider, source_file),
+                struct_pack(no_time := sent_at IS NULL, t := coalesce(sent_at, TIMESTAMPTZ '1970-01-01 00:00:00+00'),
+                            f := coalesce(source_file, ''))) AS r
+    FROM sent_log_sends_in
+    WHERE msg_id IS NOT NULL AND recipient IS NOT NULL
+    GROUP BY msg_id, recipient
+)
+ORDER BY msg_id, recipient
+
+-- name: sent_log_csv_rows
+-- DuckDB: the deduplicated rows (registered as sent_log_dedup) as text for PostgreSQL's COPY (UTC offsets kept).
+SELECT campaign, step, recipient, candidate, msg_id, CAST(sent_at AS VARCHAR) AS sent_at, provider, source_file
+FROM sent_log_dedup
 
 -- name: sent_log_count
 -- Number of rows in sent_log.

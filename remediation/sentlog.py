@@ -136,57 +136,88 @@ def _stage_table(sends: Any):
     return sends.cast(schema)
 
 
+def _deduplicated(sends: Any):
+    """One row per (msg_id, recipient), the earliest send first, sorted by that key (in DuckDB, not PostgreSQL).
+
+    Doing it here means the database only ever sees unique rows in index order: no sort
+    or window on the server, and a first backfill can COPY straight into sent_log.
+    """
+    import duckdb
+
+    con = _scratch_duckdb()
+    try:
+        con.register("sent_log_sends_in", _stage_table(sends))
+        return con.sql(queries.get("sent_log_dedupe_sends").for_duckdb()).to_arrow_table()
+    except duckdb.Error as exc:
+        raise DatabaseError(f"backfill failed preparing rows: {str(exc).strip().splitlines()[0]}") from None
+    finally:
+        con.close()
+
+
+def _scratch_duckdb():
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute(queries.get("provider_session_utc").for_duckdb())
+    return con
+
+
 def backfill(store: Any, sends: Any) -> LoadResult:
     """Load deduplicated sends into sent_log in ONE transaction; re-running inserts 0."""
     conn, kind = _conn_kind(store)
-    table = _stage_table(sends)
+    staged = len(sends)
+    table = _deduplicated(sends)
     if kind == "postgres":
         inserted = _backfill_postgres(conn, table)
     else:
         inserted = _backfill_duckdb(conn, table)
-    unique = _unique_pairs(table)
-    return LoadResult(staged=table.num_rows, inserted=inserted, already_present=unique - inserted)
-
-
-def _unique_pairs(table) -> int:
-    import polars as pl
-
-    frame = pl.from_arrow(table.select(["msg_id", "recipient"]))
-    return frame.drop_nulls().unique().height
+    return LoadResult(staged=staged, inserted=inserted, already_present=table.num_rows - inserted)
 
 
 def _backfill_postgres(conn: Any, table) -> int:
+    """Under a writers' lock: COPY straight into an empty sent_log, else COPY to a stage and anti-join."""
     import psycopg
 
     try:
         with conn.transaction():
             ensure_schema(conn)
+            _run(conn, "postgres", "sent_log_lock_writers")
+            if _run(conn, "postgres", "sent_log_is_empty").fetchone()[0]:
+                return _copy_rows(conn, "sent_log_copy", table)
             _run(conn, "postgres", "sent_log_stage_drop")
             _run(conn, "postgres", "sent_log_stage_create")
-            _copy_rows(conn, table)
-            inserted = _run(conn, "postgres", "sent_log_merge_stage").rowcount
+            _copy_rows(conn, "sent_log_stage_copy", table)
+            _run(conn, "postgres", "sent_log_stage_analyze")
+            inserted = _run(conn, "postgres", "sent_log_merge_stage_locked").rowcount
             _run(conn, "postgres", "sent_log_stage_drop")
         return int(inserted)
     except psycopg.Error as exc:
         raise DatabaseError(f"backfill failed: {str(exc).strip().splitlines()[0]}") from None
 
 
-def _copy_rows(conn: Any, table) -> None:
-    """COPY the Arrow table into the staging table as CSV written by Arrow (no per-row Python).
+def _copy_rows(conn: Any, name: str, table) -> int:
+    """COPY the rows as CSV: DuckDB renders the times, Arrow writes the CSV per batch (no per-row Python).
 
     Arrow quotes every string and leaves nulls bare, which is exactly how PostgreSQL's
-    CSV format tells '' from NULL.
+    CSV format tells '' from NULL. Returns the number of rows copied.
     """
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    sql = queries.get("sent_log_stage_copy").for_psycopg()
     options = pacsv.WriteOptions(include_header=False, batch_size=65_536)
-    with conn.cursor() as cursor, cursor.copy(sql) as copy:
-        for batch in table.to_batches(max_chunksize=200_000):
-            sink = pa.BufferOutputStream()
-            pacsv.write_csv(pa.Table.from_batches([batch]), sink, write_options=options)
-            copy.write(sink.getvalue().to_pybytes())
+    con = _scratch_duckdb()
+    try:
+        con.register("sent_log_dedup", table)
+        batches = con.sql(queries.get("sent_log_csv_rows").for_duckdb()).to_arrow_reader(100_000)
+        with conn.cursor() as cursor:
+            with cursor.copy(queries.get(name).for_psycopg()) as copy:
+                for batch in batches:
+                    sink = pa.BufferOutputStream()
+                    pacsv.write_csv(pa.Table.from_batches([batch]), sink, write_options=options)
+                    copy.write(sink.getvalue())
+            return cursor.rowcount
+    finally:
+        con.close()
 
 
 def _backfill_duckdb(conn: Any, table) -> int:
@@ -221,7 +252,7 @@ def summarize_export(read) -> dict:
     import duckdb
     import pyarrow.compute as pc
 
-    sends = read.sends()
+    sends = read.collapsed()  # the same rows as read.sends(), without its presentation sort
     con = duckdb.connect()
     try:
         con.register("provider_events_view", read.events)

@@ -10,6 +10,7 @@ import glob
 import gzip
 import json
 import os
+import re
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ from forensics.errors import InputError
 MAX_SINGLE_DOC = 256 * 1024 * 1024
 # Documentation that sits next to exports in a folder (a README, provenance notes) is not read.
 _NOT_EXPORTS = {".md", ".rst", ".html", ".pdf", ".png", ".jpg"}
+_NON_BLANK = re.compile(r"\S")
 
 
 @dataclass
@@ -65,25 +67,33 @@ def read_text(path: str) -> str:
 
 def sniff_kind(path: str, text: str) -> str:
     """json | jsonl | csv | lines, from the content (extensions only break ties)."""
-    head = text.lstrip()
+    head = text.lstrip()  # the same object unless there is leading whitespace: no copy of a big export
     if head.startswith(("{", "[")):
         return "jsonl" if _is_json_lines(text) else "json"
     name = path.lower().removesuffix(".gz")
     if name.endswith((".csv", ".tsv")):
         return "csv"
-    first = head.split("\n", 1)[0]
+    first = _first_line(head)
     if "," in first and "postfix" not in first and not first[:3].isalpha() or name.endswith(".csv"):
         return "csv"
     return "lines"
 
 
+def _first_line(text: str) -> str:
+    end = text.find("\n")
+    return text if end < 0 else text[:end]
+
+
 def _is_json_lines(text: str) -> bool:
-    stripped = text.strip()
-    first, _, rest = stripped.partition("\n")
-    if not rest.strip():
+    """A parseable first line followed by more non-blank text (searched, never copied whole)."""
+    start = _NON_BLANK.search(text)
+    if start is None:
+        return False
+    end = text.find("\n", start.start())
+    if end < 0 or _NON_BLANK.search(text, end) is None:
         return False
     try:
-        json.loads(first)
+        json.loads(text[start.start():end])
     except ValueError:
         return False
     return True
@@ -105,11 +115,21 @@ def read_export(path: str) -> ExportFile:
     return ExportFile(path, text, sniff_kind(path, text))
 
 
+def _head_lines(text: str, count: int):
+    start = 0
+    for _ in range(count):
+        end = text.find("\n", start)
+        yield text[start:] if end < 0 else text[start:end]
+        if end < 0:
+            return
+        start = end + 1
+
+
 def first_json_value(export: ExportFile):
     """The first parseable JSON value of a file, for detection (None if there is none)."""
     if export.kind == "json":
         return load_json_document(export.path, export.text)
-    for line in export.text.split("\n", 200)[:200]:
+    for line in _head_lines(export.text, 200):
         try:
             return json.loads(line)
         except ValueError:

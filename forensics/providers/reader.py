@@ -29,13 +29,20 @@ class ProviderRead:
     events: object  # pyarrow.Table with COLUMNS
     malformed: list[dict] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)  # path -> provider
-    _sends: object = field(default=None, repr=False)
+    _collapsed: object = field(default=None, repr=False)
+
+    def collapsed(self):
+        """One row per (provider, message, recipient), in no particular order (computed once)."""
+        if self._collapsed is None:
+            self._collapsed = collapse(self.events)
+        return self._collapsed
 
     def sends(self):
-        """One row per (provider, message, recipient); the verdict is the strongest seen (computed once)."""
-        if self._sends is None:
-            self._sends = collapse(self.events)
-        return self._sends
+        """One row per (provider, message, recipient); the verdict is the strongest seen.
+
+        Ordered by sent_at (unknown last), provider, message id and recipient.
+        """
+        return sort_sends(self.collapsed())
 
 
 @dataclass
@@ -113,23 +120,31 @@ def _doc_table(provider: str, path: str, text: str):
     import pyarrow as pa
 
     return pa.table({"provider": [provider], "source_file": [path], "source_line": pa.array([1], pa.int64()),
-                     "text": [text]})
+                     "text": pa.array([text], pa.large_string())})
 
 
 def _lines_table(provider: str, path: str, text: str):
+    """One row per line (a trailing newline adds none), split by Arrow: no Python string per line."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    lines = pc.split_pattern(pa.array([text], pa.large_string()), "\n").flatten()
+    if len(lines) and lines[len(lines) - 1].as_py() == "":
+        lines = lines.slice(0, len(lines) - 1)
+    n = len(lines)
+    return pa.table({
+        "provider": pa.repeat(pa.scalar(provider, pa.string()), n),
+        "source_file": pa.repeat(pa.scalar(path, pa.string()), n),
+        "source_line": pa.array(range(1, n + 1), pa.int64()) if n < 1024 else _line_numbers(n),
+        "text": lines,
+    })
+
+
+def _line_numbers(n: int):
     import numpy as np
     import pyarrow as pa
 
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    n = len(lines)
-    return pa.table({
-        "provider": pa.repeat(provider, n) if hasattr(pa, "repeat") else pa.array([provider] * n),
-        "source_file": pa.array([path] * n, pa.string()),
-        "source_line": pa.array(np.arange(1, n + 1, dtype=np.int64)),
-        "text": pa.array(lines, pa.string()),
-    })
+    return pa.array(np.arange(1, n + 1, dtype=np.int64))
 
 
 def _connect(tz: str | None):
@@ -232,24 +247,24 @@ def _recognised_mask(events):
 
 def _check_recognised(events, provider_of: dict, malformed: list) -> None:
     """A file with no recognisable event for its provider is an error (wrong --provider, wrong file)."""
-    import polars as pl
+    import pyarrow.compute as pc
 
-    frame = pl.from_arrow(events.select(["source_file", "source_line", "event_type", "provider"]))
-    ok = set(frame.filter(pl.col("event_type").is_not_null())["source_file"].to_list())
+    recognised = _recognised_mask(events)
+    ok = set(pc.unique(events.column("source_file").filter(recognised)).to_pylist())
     bad_files = {m["source_file"] for m in malformed}
     for path, provider in provider_of.items():
         if path not in ok:
             shown = "generic" if provider == "csv" else provider
             why = "only malformed records" if path in bad_files else f"no {shown} events"
             raise InputError(f"{path}: {why} found; is it a {shown} export? (check --provider)")
-    unknown = frame.filter(pl.col("event_type").is_null())
-    for row in unknown.iter_rows(named=True):  # few: records of another shape inside a valid file
+    unknown = events.select(["source_file", "source_line", "provider"]).filter(pc.invert(recognised))
+    for row in unknown.to_pylist():  # few: records of another shape inside a valid file
         malformed.append({"source_file": row["source_file"], "source_line": row["source_line"],
                           "reason": f"not a {row['provider']} event"})
 
 
 def collapse(events):
-    """One row per (provider, message, recipient), via the provider_collapse query."""
+    """One row per (provider, message, recipient), via the provider_collapse query (unordered)."""
     import duckdb
 
     con = duckdb.connect()
@@ -259,3 +274,9 @@ def collapse(events):
         return con.sql(queries.get("provider_collapse").for_duckdb()).to_arrow_table().cast(_schema(COLUMNS))
     finally:
         con.close()
+
+
+def sort_sends(table):
+    """Presentation order of collapsed rows: sent_at, provider, msg_id, recipient; nulls last (Arrow sort)."""
+    keys = [(name, "ascending", "at_end") for name in ("sent_at", "provider", "msg_id", "recipient")]
+    return table.sort_by(keys)
