@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,25 +26,21 @@ class Case:
 
 
 def connect(database: str | None = None, memory_limit: str | None = None):
+    """A DuckDB connection with a bounded memory limit that spills to a private temp folder."""
     import duckdb
 
     if database and Path(database).exists():
         Path(database).unlink()  # --save writes a fresh case, never mixes two
-    con = duckdb.connect(database or ":memory:")
+    spill = Path(tempfile.gettempdir()) / f"mailmortem-spill-{os.getpid()}"
+    config = {"memory_limit": _checked_size(memory_limit or DEFAULT_MEMORY_LIMIT),
+              "temp_directory": str(spill), "preserve_insertion_order": True}
     try:
-        con.execute(f"SET memory_limit = '{_checked_size(memory_limit or DEFAULT_MEMORY_LIMIT)}'")
+        return duckdb.connect(database or ":memory:", config=config)
     except duckdb.Error as exc:
         raise ConfigError(f"--memory-limit {memory_limit!r}: {str(exc).splitlines()[0]}") from None
-    spill = Path(tempfile.gettempdir()) / f"mailmortem-spill-{os.getpid()}"
-    con.execute(f"SET temp_directory = '{spill}'")
-    con.execute("SET preserve_insertion_order = true")
-    return con
 
 
 def _checked_size(value: str) -> str:
-    # Interpolated into a SET (DuckDB takes no parameters there): digits and a unit only.
-    import re
-
     if not re.fullmatch(r"\s*\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*", value, re.IGNORECASE):
         raise ConfigError(f"--memory-limit {value!r}: expected a size such as 512MB or 2GB")
     return value.strip()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import queries
 from forensics.ingest import fetch, run_script
 
 KINDS = ("parallel-worker", "retry", "lease-expiry", "state-loss", "ab-contamination")
@@ -15,22 +16,10 @@ _STEPS = ("classify_pairs", "classify_leases", "classify_groups", "classify_cove
 def classify(con, skew_s: float = DEFAULT_SKEW_S) -> None:
     """Create dup_pairs, dup_people and incidents tables in the case database."""
     for step in _STEPS:
-        params = {"skew_s": skew_s} if step in ("classify_leases",) else None
-        if params:
-            run_script(con, step, params)
-        else:
-            con.execute(_sql(step))
-
-
-def _sql(name: str) -> str:
-    import queries
-
-    return queries.get(name).for_duckdb()
+        run_script(con, step, {"skew_s": skew_s} if step == "classify_leases" else None)
 
 
 def rows_as_dicts(con, name: str, params: dict | None = None) -> list[dict]:
-    import queries
-
     cursor = con.execute(queries.get(name).for_duckdb(), params or {})
     columns = [d[0] for d in cursor.description]
     return [dict(zip(columns, row)) for row in cursor.fetchall()]

@@ -61,7 +61,7 @@ def _evidence_parallel(i: dict) -> list[str]:
              f"{i['people']} people got the same email from two different workers "
              f"(median {_duration(i['median_gap_s'])} apart)"]
     if not i["pair_claims"]:
-        lines.append(f"no claim records from these workers: nothing stopped both from reading the same list")
+        lines.append("no claim records from these workers: nothing stopped both from reading the same list")
     else:
         lines.append("claims overlapped without any lease having run out")
     return lines

@@ -57,7 +57,6 @@ def load(con, sources: list[Source], syntax: str | None = None, field_map: Field
          strict: bool = False, progress: Progress | None = None) -> list[InputSummary]:
     if syntax is not None and syntax not in SYNTAXES:
         raise ConfigError(f"unknown --syntax {syntax!r} (choose from {', '.join(SYNTAXES)})")
-    con.execute("SET TimeZone = 'UTC'")
     run_script(con, "ingest_macros")
     run_script(con, "create_parsed")
     summaries = []

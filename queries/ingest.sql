@@ -3,6 +3,8 @@
 
 -- name: ingest_macros
 -- Helper macros: pick the first non-empty value among keys, parse timestamps, durations, event names.
+-- Timestamps without a zone are UTC, and so is every timestamp shown.
+SET TimeZone = 'UTC';
 CREATE OR REPLACE TEMP MACRO mm_pick(keys, vals, wanted) AS
     list_filter(list_transform(wanted, lambda k: vals[list_position(keys, k)]),
                 lambda x: x IS NOT NULL AND trim(x) <> '')[1];

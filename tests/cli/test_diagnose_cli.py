@@ -176,3 +176,10 @@ def test_provider_export_reconciles_by_message_id(cli, tmp_path):
     assert [s["recipient"] for s in rec["provider_sends_not_in_log"]["sample"]] == ["bob@acme.com"]
     table = cli("diagnose", tmp_path / "send.log", "--provider-export", tmp_path / "sg.jsonl")
     assert "log sends not at provider: 1" in table.stdout
+
+
+def test_bad_memory_limit(cli, good_log):
+    result = cli("diagnose", good_log, "--memory-limit", "lots")
+    assert result.exit_code == 1
+    assert result.stderr == "Error: --memory-limit 'lots': expected a size such as 512MB or 2GB\n"
+    assert cli("diagnose", good_log, "--memory-limit", "256MB").exit_code == 0
