@@ -85,6 +85,7 @@ class Run:
     output: str = ""
     ok: bool = True
     timed_out: bool = False
+    error: str = ""
 
 
 @dataclass
@@ -164,7 +165,13 @@ def measure_popen(argv: list[str], stdout, env=None) -> Run:
         shutil.rmtree(Path(tempfile.gettempdir()) / f"mailmortem-spill-{proc.pid}", ignore_errors=True)
     elif proc.returncode != 0:
         log(f"FAILED ({proc.returncode}): {' '.join(argv)[:200]}\n{err.decode(errors='replace')[-2000:]}")
-    return Run(wall, usage.ru_maxrss / 1024, "", proc.returncode == 0, stopped.is_set())
+    return Run(wall, usage.ru_maxrss / 1024, "", proc.returncode == 0, stopped.is_set(), _error_line(err))
+
+
+def _error_line(stderr: bytes) -> str:
+    lines = [line for line in stderr.decode(errors="replace").splitlines() if line.strip()]
+    found = next((line for line in reversed(lines) if line.startswith("Error:")), lines[-1] if lines else "")
+    return found[:160] + ("…" if len(found) > 160 else "")
 
 
 def _stop(pid: int, stopped) -> None:
@@ -426,12 +433,12 @@ def bench_case(case: Case, workdir: Path, keep: bool) -> Result:
 # --- the report -----------------------------------------------------------------------------
 
 def fmt_s(run: Run) -> str:
-    return f"{run.wall:.1f}" if run.ok else f"> {run.wall:.0f} (stopped)" if run.timed_out else "failed"
+    return f"{run.wall:.1f}" if run.ok else f"> {run.wall:.0f} (stopped)" if run.timed_out \
+        else f"failed after {run.wall:.0f}"
 
 
 def ratio(a: Run, b: Run) -> str:
-    bound = "≥ " if a.timed_out and b.ok else ""
-    return f"{bound}{a.wall / b.wall:.2f}×" if (a.ok or bound) and b.ok else "–"
+    return f"{'' if a.ok else '≥ '}{a.wall / b.wall:.2f}×" if b.ok else "–"
 
 
 def timing_table(results: list[Result]) -> list[str]:
@@ -470,22 +477,23 @@ def classification_table(results: list[Result]) -> list[str]:
 
 
 def growth(results: list[Result], fmt: str) -> tuple[Result, Result] | None:
-    mine = [r for r in results if r.case.fmt == fmt and (r.diagnose.ok or r.diagnose.timed_out)]
+    mine = [r for r in results if r.case.fmt == fmt]
     return (mine[0], mine[-1]) if len(mine) > 1 and mine[0].diagnose.ok else None
 
 
 def bounded(target: str, run: Run, value: float, limit: float, measured: str) -> str:
-    """One target row; a stopped run gives a lower bound, enough to say 'not met' when above the limit."""
+    """One target row; a stopped or failed run gives a lower bound: 'not met' when above the limit."""
     if run.timed_out:
         verdict = "**not met**" if value > limit else "unknown (stopped)"
         return f"| {target} | ≥ {measured} (stopped after {run.wall:.0f} s) | {verdict} |"
+    if not run.ok:
+        return f"| {target} | ≥ {measured} (diagnose failed after {run.wall:.0f} s) | **not met** (failed) |"
     return f"| {target} | {measured} | {'**met**' if value <= limit else '**not met**'} |"
 
 
 def target_rows(results: list[Result]) -> list[str]:
     rows = ["| target | measured | verdict |", "|---|---|---|"]
-    done = [r for r in results if r.diagnose.ok or r.diagnose.timed_out]
-    largest = {fmt: max((r for r in done if r.case.fmt == fmt), key=lambda r: r.case.lines, default=None)
+    largest = {fmt: max((r for r in results if r.case.fmt == fmt), key=lambda r: r.case.lines, default=None)
                for fmt in FORMATS}
     big = largest.get("logfmt")
     if big:
@@ -542,6 +550,8 @@ def report(results: list[Result], command: str, started: float, load_before: tup
              f"(2 cores shared with other work); whole run {(time.perf_counter() - started) / 60:.1f} min.",
              "", f"Command: `{command}`", "", "### Timings (one run each, warm page cache)", ""]
     lines += timing_table(results)
+    lines += [f"\n{r.case.fmt} {r.case.lines:,} lines: diagnose {'stopped by --timeout' if r.diagnose.timed_out else 'exited with'}"
+              f" `{r.diagnose.error}`" for r in results if not r.diagnose.ok]
     lines += ["", "### Classification: diagnose's per-kind people / simulator truth", ""]
     lines += classification_table(results)
     lines += ["", "### Targets (issue 5)", ""]
