@@ -69,6 +69,26 @@ COPY sent_log (campaign, step, recipient, candidate, msg_id, sent_at, provider, 
 -- PostgreSQL only: hold off other writers (record_send, other backfills) until this backfill commits; readers go on.
 LOCK TABLE sent_log IN SHARE ROW EXCLUSIVE MODE
 
+-- name: sent_log_pg_missing
+-- PostgreSQL: true when sent_log does not exist yet (asked under sent_log_pg_ddl_lock, so no creator races it).
+SELECT to_regclass('sent_log') IS NULL AS missing
+
+-- name: sent_log_pg_drop_unique
+-- PostgreSQL, only on a sent_log created in this very transaction (invisible to others): build the key after the load.
+ALTER TABLE sent_log DROP CONSTRAINT sent_log_msg_id_recipient_key
+
+-- name: sent_log_pg_drop_index
+-- PostgreSQL, only on a sent_log created in this very transaction: build the lookup index after the load.
+DROP INDEX sent_log_campaign_step_recipient
+
+-- name: sent_log_pg_add_unique
+-- PostgreSQL: the (msg_id, recipient) key exactly as sent_log_create_table names and defines it, built in one sort.
+ALTER TABLE sent_log ADD CONSTRAINT sent_log_msg_id_recipient_key UNIQUE (msg_id, recipient)
+
+-- name: sent_log_pg_index_memory
+-- PostgreSQL: sort memory for building sent_log's indexes after a first bulk load (this transaction only).
+SET LOCAL maintenance_work_mem = '256MB'
+
 -- name: sent_log_is_empty
 -- True when sent_log has no row at all (a first backfill can COPY straight into it).
 SELECT NOT EXISTS (SELECT 1 FROM sent_log) AS empty
@@ -102,9 +122,10 @@ WHERE s.msg_id IS NOT NULL AND s.recipient IS NOT NULL
   AND NOT EXISTS (SELECT 1 FROM sent_log AS t WHERE t.msg_id = s.msg_id AND t.recipient = s.recipient)
 ORDER BY s.msg_id, s.recipient
 
--- name: sent_log_dedupe_sends
--- DuckDB over sends registered as sent_log_sends_in: one row per (msg_id, recipient) -- the earliest send
--- (then the first file) wins --, campaign/step '' when unknown, ordered by the unique key for cheap index inserts.
+-- name: sent_log_dedupe_view
+-- DuckDB over sends registered as sent_log_sends_in: view sent_log_dedup, one row per (msg_id, recipient) -- the
+-- earliest send (then the first file) wins --, campaign/step '' when unknown (a COPY into sent_log needs them NOT NULL).
+CREATE OR REPLACE TEMP VIEW sent_log_dedup AS
 SELECT coalesce(r.campaign, '') AS campaign, coalesce(r.step, '') AS step, recipient, r.candidate, msg_id,
        r.sent_at, r.provider, r.source_file
 FROM (
@@ -116,12 +137,21 @@ FROM (
     WHERE msg_id IS NOT NULL AND recipient IS NOT NULL
     GROUP BY msg_id, recipient
 )
-ORDER BY msg_id, recipient
+
+-- name: sent_log_dedup_rows
+-- DuckDB: the rows of view sent_log_dedup.
+SELECT campaign, step, recipient, candidate, msg_id, sent_at, provider, source_file FROM sent_log_dedup
 
 -- name: sent_log_csv_rows
--- DuckDB: the deduplicated rows (registered as sent_log_dedup) as text for PostgreSQL's COPY (UTC offsets kept).
+-- DuckDB: the rows of view sent_log_dedup as text for PostgreSQL's COPY (UTC offsets kept).
 SELECT campaign, step, recipient, candidate, msg_id, CAST(sent_at AS VARCHAR) AS sent_at, provider, source_file
 FROM sent_log_dedup
+
+-- name: sent_log_csv_rows_by_key
+-- DuckDB: as sent_log_csv_rows, in (msg_id, recipient) order so PostgreSQL appends to the unique index.
+SELECT campaign, step, recipient, candidate, msg_id, CAST(sent_at AS VARCHAR) AS sent_at, provider, source_file
+FROM sent_log_dedup
+ORDER BY msg_id, recipient
 
 -- name: sent_log_count
 -- Number of rows in sent_log.
@@ -139,13 +169,19 @@ LIMIT 1
 
 -- name: sent_log_export_duplicates
 -- DuckDB over the reader's collapsed rows (provider_sends_view): people the export itself shows emailed more than once per campaign and step.
-SELECT coalesce(campaign, '') AS campaign, coalesce(step, '') AS step, recipient,
+WITH sent AS (
+    SELECT coalesce(campaign, '') AS campaign, coalesce(step, '') AS step, recipient, msg_id, sent_at
+    FROM provider_sends_view
+    WHERE verdict = 'sent' AND msg_id IS NOT NULL AND recipient IS NOT NULL
+), twice AS (
+    -- cheap first pass: two distinct ids means min <> max; lists are built only for these people
+    SELECT campaign, step, recipient FROM sent GROUP BY ALL HAVING min(msg_id) <> max(msg_id)
+)
+SELECT campaign, step, recipient,
        count(DISTINCT msg_id) AS sends, list(DISTINCT msg_id ORDER BY msg_id) AS msg_ids,
        min(sent_at) AS first_sent_at, max(sent_at) AS last_sent_at
-FROM provider_sends_view
-WHERE verdict = 'sent' AND msg_id IS NOT NULL AND recipient IS NOT NULL
+FROM sent SEMI JOIN twice USING (campaign, step, recipient)
 GROUP BY ALL
-HAVING count(DISTINCT msg_id) >= 2
 ORDER BY sends DESC, campaign, step, recipient
 
 -- name: sent_log_export_skipped

@@ -137,21 +137,27 @@ def _stage_table(sends: Any):
 
 
 def _deduplicated(sends: Any):
-    """One row per (msg_id, recipient), the earliest send first, sorted by that key (in DuckDB, not PostgreSQL).
+    """One row per (msg_id, recipient), the earliest send first, as an Arrow table (for a DuckDB target)."""
+    con = _dedup_connection(sends)
+    try:
+        return con.sql(queries.get("sent_log_dedup_rows").for_duckdb()).to_arrow_table()
+    finally:
+        con.close()
 
-    Doing it here means the database only ever sees unique rows in index order: no sort
-    or window on the server, and a first backfill can COPY straight into sent_log.
-    """
+
+def _dedup_connection(sends: Any):
+    """A scratch DuckDB with view sent_log_dedup over `sends`: duplicates resolved before any database sees them,
+    so the target only ever gets unique rows (no server-side sort or window; a first load can COPY straight in)."""
     import duckdb
 
     con = _scratch_duckdb()
     try:
         con.register("sent_log_sends_in", _stage_table(sends))
-        return con.sql(queries.get("sent_log_dedupe_sends").for_duckdb()).to_arrow_table()
+        con.execute(queries.get("sent_log_dedupe_view").for_duckdb())
     except duckdb.Error as exc:
-        raise DatabaseError(f"backfill failed preparing rows: {str(exc).strip().splitlines()[0]}") from None
-    finally:
         con.close()
+        raise DatabaseError(f"backfill failed preparing rows: {str(exc).strip().splitlines()[0]}") from None
+    return con
 
 
 def _scratch_duckdb():
@@ -165,38 +171,62 @@ def _scratch_duckdb():
 def backfill(store: Any, sends: Any) -> LoadResult:
     """Load deduplicated sends into sent_log in ONE transaction; re-running inserts 0."""
     conn, kind = _conn_kind(store)
-    staged = len(sends)
-    table = _deduplicated(sends)
     if kind == "postgres":
-        inserted = _backfill_postgres(conn, table)
+        inserted, unique = _backfill_postgres(conn, sends)
     else:
-        inserted = _backfill_duckdb(conn, table)
-    return LoadResult(staged=staged, inserted=inserted, already_present=table.num_rows - inserted)
+        table = _deduplicated(sends)
+        inserted, unique = _backfill_duckdb(conn, table), table.num_rows
+    return LoadResult(staged=len(sends), inserted=inserted, already_present=unique - inserted)
 
 
-def _backfill_postgres(conn: Any, table) -> int:
-    """Under a writers' lock: COPY straight into an empty sent_log, else COPY to a stage and anti-join."""
+def _backfill_postgres(conn: Any, sends) -> tuple[int, int]:
+    """(inserted, unique rows). One transaction, other writers held off: a new sent_log is loaded first and
+    indexed after; an empty one takes a COPY straight in; otherwise COPY to a stage and insert what it lacks."""
+    import duckdb
     import psycopg
 
     try:
         with conn.transaction():
+            _run(conn, "postgres", "sent_log_pg_ddl_lock")
+            created = _run(conn, "postgres", "sent_log_pg_missing").fetchone()[0]
             ensure_schema(conn)
             _run(conn, "postgres", "sent_log_lock_writers")
+            if created:
+                copied = _load_new_table(conn, sends)
+                return copied, copied
             if _run(conn, "postgres", "sent_log_is_empty").fetchone()[0]:
-                return _copy_rows(conn, "sent_log_copy", table)
-            _run(conn, "postgres", "sent_log_stage_drop")
-            _run(conn, "postgres", "sent_log_stage_create")
-            _copy_rows(conn, "sent_log_stage_copy", table)
-            _run(conn, "postgres", "sent_log_stage_analyze")
-            inserted = _run(conn, "postgres", "sent_log_merge_stage_locked").rowcount
-            _run(conn, "postgres", "sent_log_stage_drop")
-        return int(inserted)
-    except psycopg.Error as exc:
+                copied = _copy_rows(conn, "sent_log_copy", sends, by_key=True)
+                return copied, copied
+            return _merge_via_stage(conn, sends)
+    except (psycopg.Error, duckdb.Error) as exc:
         raise DatabaseError(f"backfill failed: {str(exc).strip().splitlines()[0]}") from None
 
 
-def _copy_rows(conn: Any, name: str, table) -> int:
-    """COPY the rows as CSV: DuckDB renders the times, Arrow writes the CSV per batch (no per-row Python).
+def _load_new_table(conn: Any, sends) -> int:
+    """sent_log was created by this transaction, so nobody else sees it: drop its indexes, COPY, rebuild them
+    (one sort each instead of a B-tree insert per row). The schema ends up exactly as ensure_schema makes it."""
+    _run(conn, "postgres", "sent_log_pg_drop_unique")
+    _run(conn, "postgres", "sent_log_pg_drop_index")
+    copied = _copy_rows(conn, "sent_log_copy", sends)
+    _run(conn, "postgres", "sent_log_pg_index_memory")
+    _run(conn, "postgres", "sent_log_pg_add_unique")
+    _run(conn, "postgres", "sent_log_create_index")
+    return copied
+
+
+def _merge_via_stage(conn: Any, sends) -> tuple[int, int]:
+    _run(conn, "postgres", "sent_log_stage_drop")
+    _run(conn, "postgres", "sent_log_stage_create")
+    unique = _copy_rows(conn, "sent_log_stage_copy", sends, by_key=True)
+    _run(conn, "postgres", "sent_log_stage_analyze")
+    inserted = _run(conn, "postgres", "sent_log_merge_stage_locked").rowcount
+    _run(conn, "postgres", "sent_log_stage_drop")
+    return int(inserted), unique
+
+
+def _copy_rows(conn: Any, name: str, sends, by_key: bool = False) -> int:
+    """COPY the deduplicated sends as CSV, streamed: DuckDB dedupes and renders the times, Arrow writes the
+    CSV per batch (no per-row Python) while PostgreSQL parses the previous one.
 
     Arrow quotes every string and leaves nulls bare, which is exactly how PostgreSQL's
     CSV format tells '' from NULL. Returns the number of rows copied.
@@ -205,13 +235,12 @@ def _copy_rows(conn: Any, name: str, table) -> int:
     import pyarrow.csv as pacsv
 
     options = pacsv.WriteOptions(include_header=False, batch_size=65_536)
-    con = _scratch_duckdb()
+    con = _dedup_connection(sends)
     try:
-        con.register("sent_log_dedup", table)
-        batches = con.sql(queries.get("sent_log_csv_rows").for_duckdb()).to_arrow_reader(100_000)
+        rows = queries.get("sent_log_csv_rows_by_key" if by_key else "sent_log_csv_rows").for_duckdb()
         with conn.cursor() as cursor:
             with cursor.copy(queries.get(name).for_psycopg()) as copy:
-                for batch in batches:
+                for batch in con.sql(rows).to_arrow_reader(100_000):
                     sink = pa.BufferOutputStream()
                     pacsv.write_csv(pa.Table.from_batches([batch]), sink, write_options=options)
                     copy.write(sink.getvalue())
@@ -268,7 +297,7 @@ def summarize_export(read) -> dict:
         con.close()
     usable = pc.and_(pc.equal(sends.column("verdict"), "sent"),
                      pc.and_(pc.is_valid(sends.column("msg_id")), pc.is_valid(sends.column("recipient"))))
-    summary["sends"] = sends.filter(usable)
+    summary["sends"] = sends.select(list(STAGE_COLUMNS)).filter(usable)
     summary["sends_found"] = summary["sends"].num_rows
     return summary
 
