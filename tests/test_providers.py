@@ -204,3 +204,50 @@ def test_any_csv_never_crashes(tmp_path, rows):
     with path.open("w", newline="") as out:
         csv.writer(out).writerows([["To", "Message ID"]] + rows)
     _read_or_input_error(path, provider="csv", mapping={"recipient": "To", "msg_id": "Message ID"})
+
+
+# ----------------------------------------------------------------- one parse per event, same rows on every path
+
+_meta = st.dictionaries(st.sampled_from(["campaign", "campaign_id", "step", "lead_id", "a.b", 'q"k']),
+                        st.none() | st.sampled_from(["", "c-1", "c-2", "2"]) | st.integers(0, 3), max_size=3)
+_sendgrid_event = st.fixed_dictionaries(
+    {"email": st.sampled_from(["Jane@Acme.com", " bob@acme.com", "Carol <carol@acme.com>", ""]),
+     "event": st.sampled_from(["processed", "delivered", "dropped", "open", "bounce"]),
+     "timestamp": st.sampled_from([1764400000, 1764400000123, 1764400000.5, "2026-11-28T15:00:00.1234567+01:00"])},
+    optional={"sg_message_id": st.sampled_from(["M1.filter1.1", "M2.filter1.1", "filter0001.x", "", "M1"]),
+              "smtp-id": st.sampled_from(["<M1@ismtpd>", "<M2@ismtpd>"]),
+              "unique_args": _meta, "custom_args": _meta, "campaign": st.sampled_from(["", "c-9"]),
+              "a.b": st.just("dotted"), 'q"k': st.just("quoted")})
+
+
+def _without_place(table) -> list:
+    rows = [{k: v for k, v in r.items() if k not in ("source_file", "source_line")} for r in table.to_pylist()]
+    return sorted(rows, key=lambda r: json.dumps(r, default=str, sort_keys=True))
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(events=st.lists(_sendgrid_event, min_size=1, max_size=8))
+def test_json_lines_fast_path_reads_what_a_posted_batch_reads(tmp_path, events):
+    """Object lines skip the unwrap step; the same events posted as one JSON array go through it."""
+    from forensics.providers import Keys
+
+    keys = Keys(("campaign", "a.b"), ("step", 'q"k'), ("lead_id",))
+    lines, batch = tmp_path / "events.jsonl", tmp_path / "batch.json"
+    lines.write_text("\n".join(json.dumps(e) for e in events) + "\n" + json.dumps(events[0]) + "\n")
+    batch.write_text(json.dumps(events + events[:1]))
+    by_line = read_events([str(lines)], provider="sendgrid", keys=keys)
+    by_batch = read_events([str(batch)], provider="sendgrid", keys=keys)
+    assert _without_place(by_line.events) == _without_place(by_batch.events)
+    assert by_line.sends().num_rows == by_batch.sends().num_rows
+
+
+def test_metadata_keys_are_literal_names_not_paths(tmp_path):
+    from forensics.providers import Keys
+
+    path = tmp_path / "e.jsonl"
+    event = {"email": "a@b.c", "event": "processed", "sg_message_id": "P.x", "timestamp": 1,
+             "a.b": "dotted", "a": {"b": "nested"}, 'q"k': "quoted", "unique_args": {"lead_id": ""}, "lead_id": "L-2"}
+    path.write_text(json.dumps(event) + "\n" + json.dumps({**event, "sg_message_id": "Q.x"}) + "\n")
+    rows = read_events([str(path)], keys=Keys(("a.b",), ('q"k',), ("lead_id",))).sends().to_pylist()
+    # an empty value in the first place looked at falls through to the next one
+    assert {(r["campaign"], r["step"], r["candidate"]) for r in rows} == {("dotted", "quoted", "L-2")}

@@ -111,3 +111,124 @@ def test_concurrent_overlapping_backfills_lose_and_double_nothing(pg_dsn):
     assert sentlog.count_rows(store) == 7  # 4 SendGrid + 2 SES + 1 Mailgun, each once
     assert sum(results) == 7
     store.close()
+
+
+# ----------------------------------------------------------------- bulk paths: new table, empty table, populated table
+
+
+def _schema(conn) -> list:
+    rows = conn.execute("SELECT indexdef FROM pg_indexes WHERE tablename = 'sent_log' ORDER BY indexname").fetchall()
+    rows += conn.execute("SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint "
+                         "WHERE conrelid = 'sent_log'::regclass ORDER BY conname").fetchall()
+    rows += conn.execute("SELECT column_name, data_type, is_nullable, column_default FROM information_schema.columns "
+                         "WHERE table_name = 'sent_log' ORDER BY ordinal_position").fetchall()
+    return rows
+
+
+def test_first_backfill_indexes_after_loading_and_ends_with_the_ensure_schema_table(pg_dsn):
+    import psycopg
+
+    read = read_events([str(FIX / "sendgrid-events.jsonl")])
+    store = open_store(pg_dsn)
+    assert sentlog.backfill_exports(store, read)["inserted"] == 4
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        loaded = _schema(conn)
+        conn.execute("DROP TABLE sent_log")
+        sentlog.ensure_schema(conn)
+        assert _schema(conn) == loaded
+        assert len([r for r in loaded if str(r[0]).startswith("CREATE")]) == 2  # the key and the lookup index
+    # the key is live: a second run and a hand-recorded duplicate are both refused
+    assert sentlog.backfill_exports(store, read)["inserted"] == 4  # table was dropped and re-created above
+    assert not sentlog.record_send(store, "c-42", "1", "jane@acme.com", "AAAAAAAAAAAAAAAAAAAAAA")
+    store.close()
+
+
+def _rows(store) -> list[tuple]:
+    cur = store.conn.execute("SELECT campaign, step, recipient, candidate, msg_id, sent_at, provider, source_file "
+                             "FROM sent_log ORDER BY msg_id, recipient")
+    return [tuple(r) for r in cur.fetchall()]
+
+
+@pytest.mark.parametrize("before", ["missing", "empty", "populated"])
+def test_every_load_path_stores_the_same_rows_as_duckdb(pg_dsn, tmp_path, before):
+    paths = [str(FIX / "sendgrid-events.jsonl"), str(FIX / "ses-firehose.jsonl"), str(FIX / "mailgun-events-page.json")]
+    read = read_events(paths)
+    reference = open_store(str(tmp_path / "ref.duckdb"))
+    assert sentlog.backfill_exports(reference, read)["inserted"] == 7
+    store = open_store(pg_dsn)
+    if before != "missing":
+        sentlog.ensure_schema(store)
+    if before == "populated":  # recorded by an agent before the backfill: kept as it is
+        sentlog.record_send(store, "by-agent", "9", "fay@example.com", "20261129.1.ABC@mg.example.com")
+        _commit(store)
+    result = sentlog.backfill_exports(store, read)
+    assert (result["inserted"], result["already_present"]) == ((6, 1) if before == "populated" else (7, 0))
+    expected = _rows(reference)
+    if before == "populated":
+        agent = [r for r in _rows(store) if r[0] == "by-agent"]
+        assert len(agent) == 1 and agent[0][2:5] == ("fay@example.com", None, "20261129.1.ABC@mg.example.com")
+        expected = [r for r in expected if r[2] != "fay@example.com"]
+        assert [r for r in _rows(store) if r[0] != "by-agent"] == expected
+    else:
+        assert _rows(store) == expected
+    # times survive the CSV round trip to the microsecond, in UTC
+    fay = [r for r in _rows(reference) if r[2] == "fay@example.com"][0]
+    assert fay[5] == dt.datetime(2025, 11, 29, 7, 6, 40, 123456, tzinfo=dt.timezone.utc)
+    store.close()
+    reference.close()
+
+
+def test_backfill_keeps_the_earliest_of_duplicate_sends(db):
+    import pyarrow as pa
+
+    utc = dt.timezone.utc
+    sends = pa.table({
+        "campaign": [None, "c-2", "c-1", None], "step": [None, "2", "1", None],
+        "recipient": ["a@b.c", "a@b.c", "a@b.c", "d@e.f"], "candidate": [None, None, "L-1", None],
+        "msg_id": ["m-1", "m-1", "m-1", "m-2"],
+        "sent_at": pa.array([None, dt.datetime(2026, 1, 2, tzinfo=utc), dt.datetime(2026, 1, 1, tzinfo=utc), None],
+                            pa.timestamp("us", tz="UTC")),
+        "provider": ["x", "y", "z", "z"], "source_file": ["f1", "f2", "f3", "f3"],
+    })
+    store = open_store(db)
+    result = sentlog.backfill(store, sends)
+    assert (result.staged, result.inserted, result.already_present) == (4, 2, 0)
+    hit = sentlog.last_send(store, "c-1", "1", "a@b.c")
+    assert hit["msg_id"] == "m-1" and hit["provider"] == "z"  # the earliest known time wins, not the first row
+    assert sentlog.already_sent(store, "", None, "d@e.f")  # no campaign known: recorded as ''
+    again = sentlog.backfill(store, sends)
+    assert (again.inserted, again.already_present) == (0, 2)
+    store.close()
+
+
+def test_backfill_waits_for_an_agents_uncommitted_record_and_then_skips_it(pg_dsn):
+    import psycopg
+
+    read = read_events([str(FIX / "sendgrid-events.jsonl")])
+    with psycopg.connect(pg_dsn) as setup:
+        sentlog.ensure_schema(setup)
+        setup.commit()
+    agent = psycopg.connect(pg_dsn)
+    sentlog.record_send(agent, "c-42", "1", "bob@acme.com", "AAAAAAAAAAAAAAAAAAAAAA")  # open transaction
+    results: list = []
+
+    def run():
+        store = open_store(pg_dsn)
+        try:
+            results.append(sentlog.backfill_exports(store, read))
+        except Exception as exc:  # pragma: no cover - asserted below
+            results.append(exc)
+        finally:
+            store.close()
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join(1.0)
+    assert worker.is_alive() and not results  # held off while the agent's record is uncommitted
+    agent.commit()
+    agent.close()
+    worker.join(30)
+    assert (results[0]["inserted"], results[0]["already_present"]) == (3, 1)
+    store = open_store(pg_dsn)
+    assert sentlog.count_rows(store) == 4
+    store.close()
