@@ -16,12 +16,16 @@ CREATE OR REPLACE TEMP MACRO mm_meta_all(prefixes, suffix, ck, sk, kk) AS (
     mm_meta_paths(prefixes, ck, suffix) || mm_meta_paths(prefixes, sk, suffix) || mm_meta_paths(prefixes, kk, suffix)
 );
 CREATE OR REPLACE TEMP MACRO mm_first(l) AS (list_filter(l, lambda x: x <> '')[1]);  -- NULL <> '' is NULL: dropped too
+-- The first non-empty of n values from index lo; the list is filtered only when the first place is empty.
+CREATE OR REPLACE TEMP MACRO mm_first_in(v, lo, n) AS (
+    CASE WHEN n > 0 THEN coalesce(nullif(v[lo], ''), mm_first(v[lo + 1 : lo + n - 1])) END
+);
 -- The first non-empty campaign, step and candidate of values extracted at mm_meta_all paths from index `base`.
 CREATE OR REPLACE TEMP MACRO mm_meta_at(v, base, nobj, ck, sk, kk) AS (
     struct_pack(
-        campaign := mm_first(v[base : base + nobj * len(ck) - 1]),
-        step := mm_first(v[base + nobj * len(ck) : base + nobj * (len(ck) + len(sk)) - 1]),
-        candidate := mm_first(v[base + nobj * (len(ck) + len(sk)) : base + nobj * (len(ck) + len(sk) + len(kk)) - 1]))
+        campaign := mm_first_in(v, base, nobj * len(ck)),
+        step := mm_first_in(v, base + nobj * len(ck), nobj * len(sk)),
+        candidate := mm_first_in(v, base + nobj * (len(ck) + len(sk)), nobj * len(kk)))
 );
 CREATE OR REPLACE TEMP MACRO mm_addr(x) AS (
     nullif(lower(trim(CASE WHEN x LIKE '%<%>%' THEN regexp_extract(x, '<([^>]*)>', 1) ELSE x END)), '')
@@ -50,15 +54,11 @@ WHERE provider <> 'postfix' AND trim(text) <> '' AND NOT json_valid(text)
 ORDER BY source_file, source_line
 
 -- name: provider_events_unwrap
--- Valid documents → one JSON event each: batches, paging containers and envelopes unwrapped.
+-- Valid documents → one JSON event each (view provider_events): batches, paging containers and envelopes unwrapped.
 -- Fast path: a document that starts with '{' from a provider without containers or envelopes
--- (SendGrid, Resend, Brevo, generic) is the event itself, kept as text without further parsing.
-CREATE OR REPLACE TEMP TABLE provider_events AS
-WITH plain AS (
-    SELECT provider, source_file, source_line, text AS e
-    FROM provider_docs
-    WHERE provider IN ('sendgrid', 'resend', 'brevo', 'generic') AND starts_with(text, '{') AND json_valid(text)
-), valid AS (
+-- (SendGrid, Resend, Brevo, generic) is the event itself, read in place without further parsing or copying.
+CREATE OR REPLACE TEMP TABLE provider_events_unwrapped AS
+WITH valid AS (
     SELECT provider, source_file, source_line, text::JSON AS j
     FROM provider_docs
     WHERE provider <> 'postfix' AND NOT (provider IN ('sendgrid', 'resend', 'brevo', 'generic') AND starts_with(text, '{'))
@@ -77,14 +77,18 @@ WITH plain AS (
         CASE WHEN json_type(e) = 'ARRAY' THEN json_extract(e, '$[*]') ELSE [e] END) AS e
     FROM batches
 )
-SELECT provider, source_file, source_line, e::VARCHAR AS e FROM plain
-UNION ALL
 SELECT provider, source_file, source_line,
     CASE WHEN provider = 'mailgun' AND json_type(e -> 'event-data') = 'OBJECT' THEN e -> 'event-data'
          WHEN provider = 'ses' AND e ->> 'Type' = 'Notification' AND json_valid(e ->> 'Message')
               THEN (e ->> 'Message')::JSON
          ELSE e END::VARCHAR AS e
-FROM inner_arrays
+FROM inner_arrays;
+CREATE OR REPLACE TEMP VIEW provider_events AS
+SELECT provider, source_file, source_line, text AS e
+FROM provider_docs
+WHERE provider IN ('sendgrid', 'resend', 'brevo', 'generic') AND starts_with(text, '{') AND json_valid(text)
+UNION ALL
+SELECT provider, source_file, source_line, e FROM provider_events_unwrapped
 
 -- name: provider_rows_sendgrid
 -- SendGrid Event Webhook: processed = sent; delivered/bounce/deferred prove it; dropped = not sent.

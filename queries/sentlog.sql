@@ -138,6 +138,15 @@ FROM (
     GROUP BY msg_id, recipient
 )
 
+-- name: sent_log_unique_view
+-- DuckDB: view sent_log_dedup over sends the caller guarantees unique per (msg_id, recipient) (one provider's
+-- collapsed rows): no aggregation, only campaign/step '' when unknown. A broken promise fails on the unique key.
+CREATE OR REPLACE TEMP VIEW sent_log_dedup AS
+SELECT coalesce(campaign, '') AS campaign, coalesce(step, '') AS step, recipient, candidate, msg_id,
+       sent_at, provider, source_file
+FROM sent_log_sends_in
+WHERE msg_id IS NOT NULL AND recipient IS NOT NULL
+
 -- name: sent_log_dedup_rows
 -- DuckDB: the rows of view sent_log_dedup.
 SELECT campaign, step, recipient, candidate, msg_id, sent_at, provider, source_file FROM sent_log_dedup

@@ -136,16 +136,16 @@ def _stage_table(sends: Any):
     return sends.cast(schema)
 
 
-def _deduplicated(sends: Any):
+def _deduplicated(sends: Any, unique_keys: bool = False):
     """One row per (msg_id, recipient), the earliest send first, as an Arrow table (for a DuckDB target)."""
-    con = _dedup_connection(sends)
+    con = _dedup_connection(sends, unique_keys)
     try:
         return con.sql(queries.get("sent_log_dedup_rows").for_duckdb()).to_arrow_table()
     finally:
         con.close()
 
 
-def _dedup_connection(sends: Any):
+def _dedup_connection(sends: Any, unique_keys: bool = False):
     """A scratch DuckDB with view sent_log_dedup over `sends`: duplicates resolved before any database sees them,
     so the target only ever gets unique rows (no server-side sort or window; a first load can COPY straight in)."""
     import duckdb
@@ -153,7 +153,7 @@ def _dedup_connection(sends: Any):
     con = _scratch_duckdb()
     try:
         con.register("sent_log_sends_in", _stage_table(sends))
-        con.execute(queries.get("sent_log_dedupe_view").for_duckdb())
+        con.execute(queries.get("sent_log_unique_view" if unique_keys else "sent_log_dedupe_view").for_duckdb())
     except duckdb.Error as exc:
         con.close()
         raise DatabaseError(f"backfill failed preparing rows: {str(exc).strip().splitlines()[0]}") from None
@@ -168,18 +168,23 @@ def _scratch_duckdb():
     return con
 
 
-def backfill(store: Any, sends: Any) -> LoadResult:
-    """Load deduplicated sends into sent_log in ONE transaction; re-running inserts 0."""
+def backfill(store: Any, sends: Any, unique_keys: bool = False) -> LoadResult:
+    """Load sends into sent_log in ONE transaction, one row per (msg_id, recipient); re-running inserts 0.
+
+    `unique_keys=True` promises at most one row per (msg_id, recipient) (one provider's collapsed
+    rows) and lets PostgreSQL skip the dedupe; a broken promise fails on the table's unique key and
+    loads nothing. DuckDB targets always dedupe.
+    """
     conn, kind = _conn_kind(store)
     if kind == "postgres":
-        inserted, unique = _backfill_postgres(conn, sends)
+        inserted, unique = _backfill_postgres(conn, sends, unique_keys)
     else:
         table = _deduplicated(sends)
         inserted, unique = _backfill_duckdb(conn, table), table.num_rows
     return LoadResult(staged=len(sends), inserted=inserted, already_present=unique - inserted)
 
 
-def _backfill_postgres(conn: Any, sends) -> tuple[int, int]:
+def _backfill_postgres(conn: Any, sends, unique_keys: bool) -> tuple[int, int]:
     """(inserted, unique rows). One transaction, other writers held off: a new sent_log is loaded first and
     indexed after; an empty one takes a COPY straight in; otherwise COPY to a stage and insert what it lacks."""
     import duckdb
@@ -192,39 +197,39 @@ def _backfill_postgres(conn: Any, sends) -> tuple[int, int]:
             ensure_schema(conn)
             _run(conn, "postgres", "sent_log_lock_writers")
             if created:
-                copied = _load_new_table(conn, sends)
+                copied = _load_new_table(conn, sends, unique_keys)
                 return copied, copied
             if _run(conn, "postgres", "sent_log_is_empty").fetchone()[0]:
-                copied = _copy_rows(conn, "sent_log_copy", sends, by_key=True)
+                copied = _copy_rows(conn, "sent_log_copy", sends, unique_keys, by_key=True)
                 return copied, copied
-            return _merge_via_stage(conn, sends)
+            return _merge_via_stage(conn, sends, unique_keys)
     except (psycopg.Error, duckdb.Error) as exc:
         raise DatabaseError(f"backfill failed: {str(exc).strip().splitlines()[0]}") from None
 
 
-def _load_new_table(conn: Any, sends) -> int:
+def _load_new_table(conn: Any, sends, unique_keys: bool) -> int:
     """sent_log was created by this transaction, so nobody else sees it: drop its indexes, COPY, rebuild them
     (one sort each instead of a B-tree insert per row). The schema ends up exactly as ensure_schema makes it."""
     _run(conn, "postgres", "sent_log_pg_drop_unique")
     _run(conn, "postgres", "sent_log_pg_drop_index")
-    copied = _copy_rows(conn, "sent_log_copy", sends)
+    copied = _copy_rows(conn, "sent_log_copy", sends, unique_keys)
     _run(conn, "postgres", "sent_log_pg_index_memory")
     _run(conn, "postgres", "sent_log_pg_add_unique")
     _run(conn, "postgres", "sent_log_create_index")
     return copied
 
 
-def _merge_via_stage(conn: Any, sends) -> tuple[int, int]:
+def _merge_via_stage(conn: Any, sends, unique_keys: bool) -> tuple[int, int]:
     _run(conn, "postgres", "sent_log_stage_drop")
     _run(conn, "postgres", "sent_log_stage_create")
-    unique = _copy_rows(conn, "sent_log_stage_copy", sends, by_key=True)
+    unique = _copy_rows(conn, "sent_log_stage_copy", sends, unique_keys, by_key=True)
     _run(conn, "postgres", "sent_log_stage_analyze")
     inserted = _run(conn, "postgres", "sent_log_merge_stage_locked").rowcount
     _run(conn, "postgres", "sent_log_stage_drop")
     return int(inserted), unique
 
 
-def _copy_rows(conn: Any, name: str, sends, by_key: bool = False) -> int:
+def _copy_rows(conn: Any, name: str, sends, unique_keys: bool, by_key: bool = False) -> int:
     """COPY the deduplicated sends as CSV, streamed: DuckDB dedupes and renders the times, Arrow writes the
     CSV per batch (no per-row Python) while PostgreSQL parses the previous one.
 
@@ -235,7 +240,7 @@ def _copy_rows(conn: Any, name: str, sends, by_key: bool = False) -> int:
     import pyarrow.csv as pacsv
 
     options = pacsv.WriteOptions(include_header=False, batch_size=65_536)
-    con = _dedup_connection(sends)
+    con = _dedup_connection(sends, unique_keys)
     try:
         rows = queries.get("sent_log_csv_rows_by_key" if by_key else "sent_log_csv_rows").for_duckdb()
         with conn.cursor() as cursor:
@@ -308,6 +313,12 @@ def _dicts(con, name: str) -> list[dict]:
     return [dict(zip(cols, row)) for row in cursor.fetchall()]
 
 
+def _one_provider(sends) -> bool:
+    import pyarrow.compute as pc
+
+    return pc.count_distinct(sends.column("provider")).as_py() <= 1
+
+
 def backfill_exports(store, read, dry_run: bool = False) -> dict:
     """Record every send of a provider read in sent_log (one transaction); returns the summary."""
     summary = summarize_export(read)
@@ -319,6 +330,7 @@ def backfill_exports(store, read, dry_run: bool = False) -> dict:
     if dry_run:
         summary.update(inserted=None, already_present=None, dry_run=True)
         return summary
-    result = backfill(store, sends)
+    # collapsed rows of ONE provider are already one per (msg_id, recipient): the collapse was the dedupe
+    result = backfill(store, sends, unique_keys=_one_provider(sends))
     summary.update(inserted=result.inserted, already_present=result.already_present, dry_run=False)
     return summary

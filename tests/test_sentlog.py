@@ -232,3 +232,25 @@ def test_backfill_waits_for_an_agents_uncommitted_record_and_then_skips_it(pg_ds
     store = open_store(pg_dsn)
     assert sentlog.count_rows(store) == 4
     store.close()
+
+
+@pytest.mark.parametrize("before", ["missing", "empty", "populated"])
+def test_a_broken_unique_promise_fails_and_loads_nothing(pg_dsn, before):
+    import pyarrow as pa
+
+    from forensics.errors import DatabaseError
+
+    sends = pa.table({"recipient": ["a@b.c", "a@b.c", "x@y.z"], "msg_id": ["m-1", "m-1", "m-2"],
+                      "provider": ["p", "p", "p"]})
+    store = open_store(pg_dsn)
+    if before != "missing":
+        sentlog.ensure_schema(store)
+    if before == "populated":
+        sentlog.record_send(store, "c", "1", "q@r.s", "m-0")
+        _commit(store)
+    with pytest.raises(DatabaseError, match="backfill failed"):
+        sentlog.backfill(store, sends, unique_keys=True)
+    sentlog.ensure_schema(store)
+    assert sentlog.count_rows(store) == (1 if before == "populated" else 0)
+    assert sentlog.backfill(store, sends).inserted == 2  # without the promise: deduplicated
+    store.close()
