@@ -156,6 +156,13 @@ SELECT campaign, step, recipient, candidate, msg_id, sent_at, provider, source_f
 SELECT campaign, step, recipient, candidate, msg_id, CAST(sent_at AS VARCHAR) AS sent_at, provider, source_file
 FROM sent_log_dedup
 
+-- name: sent_log_csv_rows_by_lookup
+-- DuckDB: as sent_log_csv_rows, in (campaign, step, recipient) order: building the lookup index over a heap in
+-- that order lets PostgreSQL's sort take its presorted shortcut instead of comparing every pair of keys.
+SELECT campaign, step, recipient, candidate, msg_id, CAST(sent_at AS VARCHAR) AS sent_at, provider, source_file
+FROM sent_log_dedup
+ORDER BY campaign, step, recipient
+
 -- name: sent_log_csv_rows_by_key
 -- DuckDB: as sent_log_csv_rows, in (msg_id, recipient) order so PostgreSQL appends to the unique index.
 SELECT campaign, step, recipient, candidate, msg_id, CAST(sent_at AS VARCHAR) AS sent_at, provider, source_file

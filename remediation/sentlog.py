@@ -200,7 +200,7 @@ def _backfill_postgres(conn: Any, sends, unique_keys: bool) -> tuple[int, int]:
                 copied = _load_new_table(conn, sends, unique_keys)
                 return copied, copied
             if _run(conn, "postgres", "sent_log_is_empty").fetchone()[0]:
-                copied = _copy_rows(conn, "sent_log_copy", sends, unique_keys, by_key=True)
+                copied = _copy_rows(conn, "sent_log_copy", sends, unique_keys)
                 return copied, copied
             return _merge_via_stage(conn, sends, unique_keys)
     except (psycopg.Error, duckdb.Error) as exc:
@@ -212,7 +212,7 @@ def _load_new_table(conn: Any, sends, unique_keys: bool) -> int:
     (one sort each instead of a B-tree insert per row). The schema ends up exactly as ensure_schema makes it."""
     _run(conn, "postgres", "sent_log_pg_drop_unique")
     _run(conn, "postgres", "sent_log_pg_drop_index")
-    copied = _copy_rows(conn, "sent_log_copy", sends, unique_keys)
+    copied = _copy_rows(conn, "sent_log_copy", sends, unique_keys, order="by_lookup")
     _run(conn, "postgres", "sent_log_pg_index_memory")
     _run(conn, "postgres", "sent_log_pg_add_unique")
     _run(conn, "postgres", "sent_log_create_index")
@@ -222,14 +222,14 @@ def _load_new_table(conn: Any, sends, unique_keys: bool) -> int:
 def _merge_via_stage(conn: Any, sends, unique_keys: bool) -> tuple[int, int]:
     _run(conn, "postgres", "sent_log_stage_drop")
     _run(conn, "postgres", "sent_log_stage_create")
-    unique = _copy_rows(conn, "sent_log_stage_copy", sends, unique_keys, by_key=True)
+    unique = _copy_rows(conn, "sent_log_stage_copy", sends, unique_keys)
     _run(conn, "postgres", "sent_log_stage_analyze")
     inserted = _run(conn, "postgres", "sent_log_merge_stage_locked").rowcount
     _run(conn, "postgres", "sent_log_stage_drop")
     return int(inserted), unique
 
 
-def _copy_rows(conn: Any, name: str, sends, unique_keys: bool, by_key: bool = False) -> int:
+def _copy_rows(conn: Any, name: str, sends, unique_keys: bool, order: str = "by_key") -> int:
     """COPY the deduplicated sends as CSV, streamed: DuckDB dedupes and renders the times, Arrow writes the
     CSV per batch (no per-row Python) while PostgreSQL parses the previous one.
 
@@ -242,7 +242,7 @@ def _copy_rows(conn: Any, name: str, sends, unique_keys: bool, by_key: bool = Fa
     options = pacsv.WriteOptions(include_header=False, batch_size=65_536)
     con = _dedup_connection(sends, unique_keys)
     try:
-        rows = queries.get("sent_log_csv_rows_by_key" if by_key else "sent_log_csv_rows").for_duckdb()
+        rows = queries.get(f"sent_log_csv_rows_{order}").for_duckdb()
         with conn.cursor() as cursor:
             with cursor.copy(queries.get(name).for_psycopg()) as copy:
                 for batch in con.sql(rows).to_arrow_reader(100_000):
