@@ -54,7 +54,8 @@ def load_case(paths, syntax: str | None = None, field_map: FieldMap | dict | Non
         field_map = FieldMap(field_map)
     resolved = sources.resolve(list(paths))
     con = connect(database, memory_limit)
-    inputs = ingest.load(con, resolved, syntax=syntax, field_map=field_map, strict=strict, progress=progress)
+    inputs = ingest.load(con, resolved, syntax=syntax, field_map=field_map, strict=strict, progress=progress,
+                         keep_raw=database is not None)
     case = Case(con, inputs)
     if case.records == 0:
         raise InputError(_nothing_read(inputs))

@@ -54,7 +54,8 @@ def fetch(con, name: str, params: dict | None = None) -> list[tuple]:
 
 
 def load(con, sources: list[Source], syntax: str | None = None, field_map: FieldMap | None = None,
-         strict: bool = False, progress: Progress | None = None) -> list[InputSummary]:
+         strict: bool = False, progress: Progress | None = None, keep_raw: bool = False) -> list[InputSummary]:
+    """Read every source into events/skipped/sends; `keep_raw` keeps each record's line in events.raw."""
     if syntax is not None and syntax not in SYNTAXES:
         raise ConfigError(f"unknown --syntax {syntax!r} (choose from {', '.join(SYNTAXES)})")
     run_script(con, "ingest_macros")
@@ -64,8 +65,9 @@ def load(con, sources: list[Source], syntax: str | None = None, field_map: Field
         if progress:
             progress(index, len(sources), source.label)
         summaries.append(_load_file(con, source, syntax, field_map or FieldMap()))
-    _build_tables(con)
+    _build_tables(con, keep_raw)
     _fill_counts(con, summaries)
+    run_script(con, "drop_staging")
     if strict:
         _refuse_skips(con)
     return summaries
@@ -215,10 +217,9 @@ def _parse_csv(con, source: Source, head: bytes, field_map: FieldMap) -> None:
 _PARSERS = {"logfmt": _parse_logfmt, "jsonl": _parse_jsonl, "csv": _parse_csv}
 
 
-def _build_tables(con) -> None:
+def _build_tables(con, keep_raw: bool) -> None:
     run_script(con, "create_skipped")
-    run_script(con, "build_events")
-    run_script(con, "split_unusable_records")
+    run_script(con, "build_events", {"keep_raw": keep_raw})
     run_script(con, "build_sends")
 
 

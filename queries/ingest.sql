@@ -33,6 +33,8 @@ CREATE OR REPLACE TEMP MACRO mm_msg_id(m) AS
 CREATE OR REPLACE TEMP MACRO mm_unquote(v) AS CASE
     WHEN v LIKE '"%"' AND length(v) >= 2 THEN replace(replace(v[2:-2], '\"', '"'), '\\', '\')
     ELSE v END;
+CREATE OR REPLACE TEMP MACRO mm_unusable(ts_text, event_text, msg_id_text) AS
+    mm_ts(ts_text) IS NULL OR (nullif(trim(event_text), '') IS NULL AND mm_msg_id(msg_id_text) IS NULL);
 -- Every physical line of a file with its number: DuckDB's CSV reader with a delimiter no log contains
 -- (read in parallel, order kept, blank lines kept as NULL).
 CREATE OR REPLACE TEMP MACRO mm_lines(path, sep) AS TABLE
@@ -112,9 +114,9 @@ FROM valued
 mm_pick(:keys::VARCHAR[], vals, :k_{field}::VARCHAR[])
 
 -- name: json_structure
--- The union of the key structure of every JSON object in a file (to discover dotted paths).
+-- The union of the key structure of the JSON objects in a sample of a file (to discover dotted paths).
 SELECT json_group_structure(json(line)) AS structure
-FROM file_lines
+FROM (SELECT line FROM file_lines USING SAMPLE 100000 ROWS)
 WHERE json_valid(line) AND json_type(line) = 'OBJECT'
 
 -- name: parse_csv
@@ -141,29 +143,34 @@ WHERE source = :label AND line_no = (SELECT max(line_no) FROM parsed WHERE sourc
   AND problem IS NULL
 
 -- name: build_events
--- Canonical events: one row per record, typed columns.
+-- Canonical events: one row per record (a line with a readable timestamp and an event or a msg_id), typed.
+-- The original line is kept as `raw` only when :keep_raw (a saved case), to bound memory on big cases.
 CREATE OR REPLACE TABLE events AS
 SELECT source, line_no, mm_ts(ts_text) AS ts,
-       CASE WHEN event_text IS NOT NULL THEN mm_event(event_text)
+       CASE WHEN nullif(trim(event_text), '') IS NOT NULL THEN mm_event(event_text)
             WHEN msg_id_text IS NOT NULL AND status IS NOT NULL AND mm_ok_status(status) THEN 'send' END AS event,
        worker, incarnation, campaign, step,
        lower(trim(recipient_text)) AS recipient, candidate, mm_msg_id(msg_id_text) AS msg_id,
        shard, mm_seconds(lease_text) AS lease_s, test_id, variant, status,
        TRY_CAST(attempt_text AS INTEGER) AS attempt, error, TRY_CAST(count_text AS BIGINT) AS count,
-       recipient_text AS recipient_raw, line AS raw
-FROM parsed WHERE problem IS NULL
-
--- name: split_unusable_records
--- Records without a readable timestamp, or with neither an event nor a msg_id, are skips, not events.
-INSERT INTO skipped
-SELECT source, line_no, CASE WHEN ts IS NULL THEN 'no readable timestamp' ELSE 'no event or msg_id' END, raw
-FROM events WHERE ts IS NULL OR (event IS NULL AND msg_id IS NULL);
-DELETE FROM events WHERE ts IS NULL OR (event IS NULL AND msg_id IS NULL)
+       recipient_text AS recipient_raw, CASE WHEN :keep_raw THEN line END AS raw
+FROM parsed
+WHERE problem IS NULL AND NOT mm_unusable(ts_text, event_text, msg_id_text)
 
 -- name: create_skipped
 -- Lines that are not records, with where they are and why.
 CREATE OR REPLACE TABLE skipped AS
-SELECT source, line_no, problem AS reason, line AS text FROM parsed WHERE problem IS NOT NULL
+SELECT source, line_no,
+       coalesce(problem, CASE WHEN mm_ts(ts_text) IS NULL THEN 'no readable timestamp'
+                              ELSE 'no event or msg_id' END) AS reason,
+       line AS text
+FROM parsed
+WHERE problem IS NOT NULL OR mm_unusable(ts_text, event_text, msg_id_text)
+
+-- name: drop_staging
+-- Free the staged lines once events and skipped are built.
+DROP TABLE IF EXISTS parsed;
+DROP TABLE IF EXISTS file_lines
 
 -- name: build_sends
 -- Real sends: a send event with a msg_id and a success (or absent) status; one row per msg_id and recipient
@@ -178,7 +185,7 @@ QUALIFY row_number() OVER (PARTITION BY msg_id, recipient ORDER BY ts, source, l
 -- name: file_counts
 -- Per input file: physical lines, records kept, lines skipped, and the first skipped line numbers.
 SELECT p.source,
-       count(*) AS lines,
+       max(line_no) AS lines,
        (SELECT count(*) FROM events e WHERE e.source = p.source) AS records,
        (SELECT count(*) FROM skipped s WHERE s.source = p.source) AS skipped,
        (SELECT list(line_no ORDER BY line_no)[1:10] FROM skipped s WHERE s.source = p.source) AS first_skipped_lines
