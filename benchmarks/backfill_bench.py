@@ -39,6 +39,43 @@ def generate(path: Path, events: int) -> int:
     return frame.filter(pl.col("event") == "processed").height
 
 
+STEPS = {  # module -> functions timed by --profile (each named query block runs inside one of them)
+    "forensics.providers.files": ["read_export"],
+    "forensics.providers.reader": ["_lines_table", "_fetch_dicts", "_provider_rows", "_check_recognised",
+                                   "collapse"],
+    "remediation.sentlog": ["summarize_export", "_copy_rows", "_run"],
+}
+
+
+def profile_steps() -> dict:
+    """Wrap the steps of a read and a backfill with timers; returns {step: seconds}, filled as they run."""
+    import functools
+    import importlib
+
+    spent: dict = {}
+
+    def timed(name, func):
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return func(*args, **kwargs)
+            finally:
+                key = name
+                if name in ("_run", "_fetch_dicts", "_copy_rows"):  # the query block is an argument
+                    key = f"{name} {next(a for a in args if isinstance(a, str) and not a.startswith(('post', 'duck')))}"
+                if name == "_provider_rows":
+                    key = f"{name} {args[1]}"
+                spent[key] = spent.get(key, 0.0) + time.perf_counter() - start
+        return wrapper
+
+    for module_name, names in STEPS.items():
+        module = importlib.import_module(module_name)
+        for name in names:
+            setattr(module, name, timed(name, getattr(module, name)))
+    return spent
+
+
 def _scratch(dsn: str):
     """Create a scratch database; returns (url, drop)."""
     import uuid
@@ -85,8 +122,10 @@ def main() -> int:
     parser.add_argument("--dsn", default="postgresql://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=1, help="repeat and report the median run (by end-to-end time)")
+    parser.add_argument("--profile", action="store_true", help="time each step and query block (summed over runs)")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    spent = profile_steps() if args.profile else None
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "sendgrid.jsonl"
@@ -109,6 +148,11 @@ def main() -> int:
           f"sent_log, indexes built after)")
     print(f"total: {total:.2f}s  ({args.events / total:,.0f} events/s end to end)")
     print(f"re-run: {run['rerun']:.2f}s  (0 inserted, {expected:,} already present: COPY to a stage + anti-join)")
+    if spent:
+        print(f"profile (seconds over {args.runs} run(s), first load and re-run; steps nest, slowest first):")
+        for step, seconds in sorted(spent.items(), key=lambda kv: -kv[1]):
+            if seconds >= 0.01:
+                print(f"  {seconds:7.2f}  {step}")
     return 0
 
 

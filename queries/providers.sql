@@ -108,7 +108,7 @@ SELECT 'sendgrid' AS provider, source_file, source_line,
          WHEN event IN ('dropped') THEN 'not_sent'
          ELSE 'not_a_send_event' END AS verdict,
     -- the join key is the part of sg_message_id before the first '.', unless it has no prefix
-    CASE WHEN sg IS NULL OR regexp_matches(sg, '^(filter|recvd-)') THEN NULL
+    CASE WHEN sg IS NULL OR starts_with(sg, 'filter') OR starts_with(sg, 'recvd-') THEN NULL
          ELSE split_part(sg, '.', 1) END AS msg_id,
     mm_msgid(smtp_id) AS alt_id,
     coalesce(sg, smtp_id) AS provider_msg_id,

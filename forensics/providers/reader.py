@@ -125,6 +125,7 @@ def _doc_table(provider: str, path: str, text: str):
 
 def _lines_table(provider: str, path: str, text: str):
     """One row per line (a trailing newline adds none), split by Arrow: no Python string per line."""
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -135,16 +136,9 @@ def _lines_table(provider: str, path: str, text: str):
     return pa.table({
         "provider": pa.repeat(pa.scalar(provider, pa.string()), n),
         "source_file": pa.repeat(pa.scalar(path, pa.string()), n),
-        "source_line": pa.array(range(1, n + 1), pa.int64()) if n < 1024 else _line_numbers(n),
+        "source_line": pa.array(np.arange(1, n + 1, dtype=np.int64)),
         "text": lines,
     })
-
-
-def _line_numbers(n: int):
-    import numpy as np
-    import pyarrow as pa
-
-    return pa.array(np.arange(1, n + 1, dtype=np.int64))
 
 
 def _connect(tz: str | None):
