@@ -171,6 +171,7 @@ def measure_popen(argv: list[str], stdout, env=None) -> Run:
 def _error_line(stderr: bytes) -> str:
     lines = [line for line in stderr.decode(errors="replace").splitlines() if line.strip()]
     found = next((line for line in reversed(lines) if line.startswith("Error:")), lines[-1] if lines else "")
+    found = found.split("\\n")[0]  # DuckDB's messages carry escaped newlines and hints after the first
     return found[:160] + ("…" if len(found) > 160 else "")
 
 
