@@ -64,7 +64,7 @@ def load(con, sources: list[Source], syntax: str | None = None, field_map: Field
     for index, source in enumerate(sources):
         if progress:
             progress(index, len(sources), source.label)
-        summaries.append(_load_file(con, source, syntax, field_map or FieldMap()))
+        summaries.append(_load_file(con, source, syntax, field_map or FieldMap(), keep_raw))
     _build_tables(con, keep_raw)
     _fill_counts(con, summaries)
     run_script(con, "drop_staging")
@@ -73,7 +73,7 @@ def load(con, sources: list[Source], syntax: str | None = None, field_map: Field
     return summaries
 
 
-def _load_file(con, source: Source, forced: str | None, field_map: FieldMap) -> InputSummary:
+def _load_file(con, source: Source, forced: str | None, field_map: FieldMap, keep_raw: bool) -> InputSummary:
     if is_empty(source):
         return InputSummary(source.label, forced or "empty")
     head = head_bytes(source)
@@ -86,7 +86,7 @@ def _load_file(con, source: Source, forced: str | None, field_map: FieldMap) -> 
     for attempt in ("as is", "sanitized"):
         try:
             run_script(con, "read_file_lines", {"path": readable.path, "delim": LINE_DELIM})
-            _PARSERS[syntax](con, readable, head, field_map)
+            _PARSERS[syntax](con, readable, head, field_map, keep_raw)
             break
         except Exception as exc:  # duckdb raises many classes; dirty files get one sanitized retry
             run_script(con, "forget_source", {"label": source.label})
@@ -155,7 +155,7 @@ _LOGFMT_KEY = re.compile(r'[^\s="]+')
 _HEAD_KEY = re.compile(r'(?:^|\s)([^\s="]+)=')
 
 
-def _parse_logfmt(con, source: Source, head: bytes, field_map: FieldMap) -> None:
+def _parse_logfmt(con, source: Source, head: bytes, field_map: FieldMap, keep_raw: bool) -> None:
     # Keys seen in a sample of the file (and its head) get a regex each; every other alias of the
     # vocabulary, and --field names, are tried only on lines where one regex says one of them occurs.
     sampled = {m.group(1) for line in first_lines(head, 200) for m in _HEAD_KEY.finditer(line)}
@@ -170,7 +170,7 @@ def _parse_logfmt(con, source: Source, head: bytes, field_map: FieldMap) -> None
         fields.append(f"{logfmt_field_with_fallback(common, rare)} AS {column}")
     pattern = r"\s(?:" + "|".join(re.escape(k) for k in rare_keys) + ")=" if rare_keys else "$^"
     query = _filled("parse_logfmt", fields=",\n".join(fields))
-    con.execute(query.for_duckdb(), {"label": source.label, "rare_keys": pattern})
+    con.execute(query.for_duckdb(), {"label": source.label, "rare_keys": pattern, "keep_raw": keep_raw})
 
 
 _TEXT_COLUMNS = tuple((canon, {"ts": "ts_text", "event": "event_text", "recipient": "recipient_text",
@@ -184,7 +184,7 @@ def _picks_params(keys: list[str], field_map: FieldMap) -> tuple[str, dict]:
     return picks, {"keys": keys, **{f"k_{canon}": resolved[canon] for canon in CANONICAL}}
 
 
-def _parse_jsonl(con, source: Source, head: bytes, field_map: FieldMap) -> None:
+def _parse_jsonl(con, source: Source, head: bytes, field_map: FieldMap, keep_raw: bool) -> None:
     structure = fetch(con, "json_structure")[0][0]
     keys = _json_paths(json.loads(structure) if structure else {})
     paths = ["$" + "".join("." + json.dumps(part) for part in key.split(".")) for key in keys]
@@ -204,7 +204,7 @@ def _json_paths(structure, prefix: str = "") -> list[str]:
     return paths
 
 
-def _parse_csv(con, source: Source, head: bytes, field_map: FieldMap) -> None:
+def _parse_csv(con, source: Source, head: bytes, field_map: FieldMap, keep_raw: bool) -> None:
     found = csv_header(head)
     if found is None:
         raise InputError(f"{source.label}: CSV file without a header row")

@@ -80,15 +80,24 @@ WITH lines AS (
     SELECT line_no, line, {fields},
            nullif(regexp_extract(line, '^\s*([0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9:.]+(?:Z|[+-][0-9:]+)?)(?:\s|$)', 1), '') AS lead_ts
     FROM lines
+), unquoted AS (
+    SELECT line_no, line, coalesce(mm_unquote(ts_text), lead_ts) AS ts_text, mm_unquote(event_text) AS event_text,
+           mm_unquote(worker) AS worker, mm_unquote(incarnation) AS incarnation, mm_unquote(campaign) AS campaign,
+           mm_unquote(step) AS step, mm_unquote(recipient_text) AS recipient_text, mm_unquote(candidate) AS candidate,
+           mm_unquote(msg_id_text) AS msg_id_text, mm_unquote(shard) AS shard, mm_unquote(lease_text) AS lease_text,
+           mm_unquote(test_id) AS test_id, mm_unquote(variant) AS variant, mm_unquote(status) AS status,
+           mm_unquote(attempt_text) AS attempt_text, mm_unquote(error) AS error, mm_unquote(count_text) AS count_text,
+           CASE WHEN line IS NULL OR trim(line) = '' THEN 'blank line'
+                WHEN NOT contains(line, '=') THEN 'no key=value pairs' END AS problem
+    FROM fields
 )
-SELECT :label, line_no, line, coalesce(mm_unquote(ts_text), lead_ts), mm_unquote(event_text), mm_unquote(worker),
-       mm_unquote(incarnation), mm_unquote(campaign), mm_unquote(step), mm_unquote(recipient_text),
-       mm_unquote(candidate), mm_unquote(msg_id_text), mm_unquote(shard), mm_unquote(lease_text),
-       mm_unquote(test_id), mm_unquote(variant), mm_unquote(status), mm_unquote(attempt_text), mm_unquote(error),
-       mm_unquote(count_text),
-       CASE WHEN line IS NULL OR trim(line) = '' THEN 'blank line'
-            WHEN NOT contains(line, '=') THEN 'no key=value pairs' END
-FROM fields
+-- The line itself is kept only where it is needed (a skip's text, or events.raw in a saved case): at 10M
+-- lines the text alone is several GB.
+SELECT :label, line_no,
+       CASE WHEN :keep_raw OR problem IS NOT NULL OR mm_unusable(ts_text, event_text, msg_id_text) THEN line END,
+       ts_text, event_text, worker, incarnation, campaign, step, recipient_text, candidate, msg_id_text, shard,
+       lease_text, test_id, variant, status, attempt_text, error, count_text, problem
+FROM unquoted
 
 -- name: parse_jsonl
 -- JSON Lines: one object per line; nested keys are read as dotted paths (:keys) through JSONPaths (:paths);
@@ -138,7 +147,8 @@ FROM cells
 
 -- name: mark_truncated_last_line
 -- A last line without a newline was cut off mid-write: never trust it as a record.
-UPDATE parsed SET problem = 'truncated last line (no newline at end of file)'
+UPDATE parsed SET problem = 'truncated last line (no newline at end of file)',
+                  line = (SELECT f.line FROM file_lines f WHERE f.line_no = parsed.line_no)
 WHERE source = :label AND line_no = (SELECT max(line_no) FROM parsed WHERE source = :label)
   AND problem IS NULL
 

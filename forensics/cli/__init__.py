@@ -63,6 +63,9 @@ class LazyGroup(click.Group):
         except Exception as exc:  # last resort: one line, no traceback, unless asked for
             if os.environ.get("MAILMORTEM_DEBUG"):
                 raise
+            if type(exc).__name__ == "OutOfMemoryException":
+                _abort("the case did not fit in DuckDB's memory limit even with spilling to disk; "
+                       "run again with a larger --memory-limit (e.g. 4GB)", 1)
             _abort(f"internal error: {type(exc).__name__}: {exc} (set MAILMORTEM_DEBUG=1 for a traceback)", 1)
 
 
