@@ -96,25 +96,41 @@ def _scratch(dsn: str):
 
 def run_once(dsn: str, path: Path) -> dict:
     """Read, then backfill into a new sent_log of a scratch database, then re-run (every row already there)."""
+    import queries
     from forensics.providers import read_events
     from remediation import sentlog
     from remediation.store import open_store
 
     url, drop = _scratch(dsn)
     try:
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.process_time()
         read = read_events([str(path)])
-        t2 = time.perf_counter()
+        t2, c2 = time.perf_counter(), time.process_time()
         store = open_store(url)
+        backend = store.conn.execute(queries.get("sent_log_pg_backend_pid").for_psycopg()).fetchone()[0]
+        p2 = _cpu_seconds(backend)
+        c2b = time.process_time()
         summary = sentlog.backfill_exports(store, read)
-        t3 = time.perf_counter()
+        t3, c3, p3 = time.perf_counter(), time.process_time(), _cpu_seconds(backend)
         again = sentlog.backfill_exports(store, read)
         t4 = time.perf_counter()
         rows = sentlog.count_rows(store)
         store.close()
     finally:
         drop()
-    return {"read": t2 - t1, "load": t3 - t2, "rerun": t4 - t3, "summary": summary, "again": again, "rows": rows}
+    return {"read": t2 - t1, "load": t3 - t2, "rerun": t4 - t3, "summary": summary, "again": again, "rows": rows,
+            "cpu_read": c2 - c1, "cpu_load": c3 - c2b, "cpu_pg": None if p2 is None else p3 - p2}
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """CPU time of a local PostgreSQL backend (None when the server is elsewhere)."""
+    import os
+
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> int:
@@ -148,6 +164,9 @@ def main() -> int:
           f"sent_log, indexes built after)")
     print(f"total: {total:.2f}s  ({args.events / total:,.0f} events/s end to end)")
     print(f"re-run: {run['rerun']:.2f}s  (0 inserted, {expected:,} already present: COPY to a stage + anti-join)")
+    pg = "" if run["cpu_pg"] is None else f" + {run['cpu_pg']:.2f}s in the PostgreSQL backend"
+    print(f"cpu:   read {run['cpu_read']:.2f}s, load {run['cpu_load']:.2f}s in this process (DuckDB threads included)"
+          f"{pg}; wall time above it means the machine was busy")
     if spent:
         print(f"profile (seconds over {args.runs} run(s), first load and re-run; steps nest, slowest first):")
         for step, seconds in sorted(spent.items(), key=lambda kv: -kv[1]):

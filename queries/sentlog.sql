@@ -215,3 +215,7 @@ SELECT source_file, source_line, provider, event_type,
 FROM provider_sends_view
 WHERE verdict = 'sent' AND (recipient IS NULL OR msg_id IS NULL)
 ORDER BY source_file, source_line
+
+-- name: sent_log_pg_backend_pid
+-- PostgreSQL: this connection's server process id (the backfill benchmark reads its CPU time).
+SELECT pg_backend_pid() AS pid
