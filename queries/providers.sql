@@ -376,32 +376,34 @@ FROM provider_csv
 -- One row per (provider, message, recipient): any send wins over not-sent over other events;
 -- rows without a message id borrow one from a row with the same alternate id (smtp-id, queue id).
 -- The kept row is the first by (verdict rank, sent_at, file, line); missing metadata is filled from the
--- group. Rows without a key or recipient stay as they are. One hash aggregation, no window sorts.
-WITH alternates AS (
+-- group. Rows without a key or recipient stay as they are. One hash aggregation that carries only the row
+-- number of the kept row (joined back after), no window sorts.
+WITH numbered AS MATERIALIZED (  -- evaluated once, so both uses see the same row numbers
+    SELECT *, row_number() OVER () AS rid FROM provider_event_rows
+), alternates AS (
     SELECT provider, alt_id, recipient, min(msg_id) AS alt_msg_id
-    FROM provider_event_rows WHERE msg_id IS NOT NULL AND alt_id IS NOT NULL
+    FROM numbered WHERE msg_id IS NOT NULL AND alt_id IS NOT NULL
     GROUP BY provider, alt_id, recipient
 ), keyed AS (
-    SELECT *, msg_id AS key_id FROM provider_event_rows WHERE msg_id IS NOT NULL
+    SELECT *, msg_id AS key_id FROM numbered WHERE msg_id IS NOT NULL
     UNION ALL
     SELECT r.*, coalesce(a.alt_msg_id, r.alt_id) AS key_id
-    FROM (SELECT * FROM provider_event_rows WHERE msg_id IS NULL) AS r
+    FROM (SELECT * FROM numbered WHERE msg_id IS NULL) AS r
     LEFT JOIN alternates AS a ON a.provider = r.provider AND a.alt_id = r.alt_id AND a.recipient = r.recipient
 ), ranked AS (
     SELECT *, CASE verdict WHEN 'sent' THEN 0 WHEN 'not_sent' THEN 1 ELSE 2 END AS vrank FROM keyed
 ), grouped AS (
     SELECT provider, key_id, recipient, min(vrank) AS vrank,
-        arg_min(struct_pack(source_file, source_line, event_type, provider_msg_id, sent_at, campaign, step, candidate),
-                struct_pack(vrank, no_time := sent_at IS NULL, t := coalesce(sent_at, TIMESTAMPTZ '1970-01-01 00:00:00+00'),
-                            source_file, source_line)) AS r,
+        arg_min(rid, struct_pack(vrank, no_time := sent_at IS NULL,
+                                 t := coalesce(sent_at, TIMESTAMPTZ '1970-01-01 00:00:00+00'), source_file, source_line)) AS kept,
         max(campaign) AS any_campaign, max(step) AS any_step, max(candidate) AS any_candidate
     FROM ranked WHERE key_id IS NOT NULL AND recipient IS NOT NULL
     GROUP BY provider, key_id, recipient
 ), chosen AS (
-    SELECT provider, r.source_file, r.source_line, r.event_type, vrank, key_id AS msg_id, r.provider_msg_id,
-        recipient, r.sent_at, coalesce(r.campaign, any_campaign) AS campaign, coalesce(r.step, any_step) AS step,
-        coalesce(r.candidate, any_candidate) AS candidate
-    FROM grouped
+    SELECT g.provider, r.source_file, r.source_line, r.event_type, g.vrank, g.key_id AS msg_id, r.provider_msg_id,
+        g.recipient, r.sent_at, coalesce(r.campaign, g.any_campaign) AS campaign,
+        coalesce(r.step, g.any_step) AS step, coalesce(r.candidate, g.any_candidate) AS candidate
+    FROM grouped AS g JOIN numbered AS r ON r.rid = g.kept
     UNION ALL
     SELECT provider, source_file, source_line, event_type, vrank, key_id AS msg_id, provider_msg_id,
         recipient, sent_at, campaign, step, candidate
@@ -411,7 +413,6 @@ SELECT provider, source_file, source_line, event_type,
     CASE vrank WHEN 0 THEN 'sent' WHEN 1 THEN 'not_sent' ELSE 'not_a_send_event' END AS verdict,
     msg_id, provider_msg_id, recipient, sent_at, campaign, step, candidate
 FROM chosen
-ORDER BY sent_at NULLS LAST, provider, msg_id, recipient
 
 -- name: provider_session_utc
 -- Reader sessions compute and print times in UTC.
