@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import os
+import atexit
 import re
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +32,8 @@ def connect(database: str | None = None, memory_limit: str | None = None):
 
     if database and Path(database).exists():
         Path(database).unlink()  # --save writes a fresh case, never mixes two
-    spill = Path(tempfile.gettempdir()) / f"mailmortem-spill-{os.getpid()}"
+    spill = Path(tempfile.mkdtemp(prefix="mailmortem-spill-"))
+    atexit.register(shutil.rmtree, spill, ignore_errors=True)  # spilled pages are never worth keeping
     config = {"memory_limit": _checked_size(memory_limit or DEFAULT_MEMORY_LIMIT),
               "temp_directory": str(spill), "preserve_insertion_order": True}
     try:
