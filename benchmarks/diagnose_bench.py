@@ -98,6 +98,7 @@ class Result:
     diagnose: Run
     by_kind: dict = field(default_factory=dict)
     incidents: int = 0
+    commit: str = ""
 
 
 # --- sizes and arguments ----------------------------------------------------------------
@@ -415,7 +416,8 @@ def warm(case: Case) -> Run:
 
 
 def bench_case(case: Case, workdir: Path, keep: bool) -> Result:
-    load = os.getloadavg()[0]
+    # the checkout may be shared with people committing while this runs: note the commit per case
+    load, commit = os.getloadavg()[0], revision()
     cat = warm(case)
     log(f"{case.fmt} {label(case.target)}: cat {cat.wall:.2f}s; grep pipeline ...")
     grep = run_grep(case)
@@ -428,7 +430,7 @@ def bench_case(case: Case, workdir: Path, keep: bool) -> Result:
     if not keep:
         out.unlink()
     log(f"  diagnose {diag.wall:.1f}s, {diag.rss_mb:,.0f} MB RSS")
-    return Result(case, load, cat, grep, duck, diag, by_kind, incidents)
+    return Result(case, load, cat, grep, duck, diag, by_kind, incidents, commit)
 
 
 # --- the report -----------------------------------------------------------------------------
@@ -444,15 +446,15 @@ def ratio(a: Run, b: Run) -> str:
 
 def timing_table(results: list[Result]) -> list[str]:
     rows = ["| format | lines | MB | diagnose s | diagnose RSS MB | diagnose lines/s | grep pipeline s | "
-            "grep RSS MB | DuckDB query s | DuckDB RSS MB | diagnose / grep | diagnose / DuckDB | cat s | load avg |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            "grep RSS MB | DuckDB query s | DuckDB RSS MB | diagnose / grep | diagnose / DuckDB | cat s | load avg | commit |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in results:
         c = r.case
         rate = f"{c.lines / r.diagnose.wall:,.0f}" if r.diagnose.ok else "–"
         rows.append(f"| {c.fmt} | {c.lines:,} | {c.bytes / 1e6:,.0f} | {fmt_s(r.diagnose)} | "
                     f"{r.diagnose.rss_mb:,.0f} | {rate} | {fmt_s(r.grep)} | {r.grep.rss_mb:,.0f} | "
                     f"{fmt_s(r.duckdb)} | {r.duckdb.rss_mb:,.0f} | {ratio(r.diagnose, r.grep)} | "
-                    f"{ratio(r.diagnose, r.duckdb)} | {r.cat.wall:.2f} | {r.load:.2f} |")
+                    f"{ratio(r.diagnose, r.duckdb)} | {r.cat.wall:.2f} | {r.load:.2f} | {r.commit} |")
     return rows
 
 
@@ -546,7 +548,7 @@ def revision() -> str:
 
 
 def report(results: list[Result], command: str, started: float, load_before: tuple, commit: str) -> str:
-    lines = [f"Measured {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z} at commit {commit} on {machine()}; "
+    lines = [f"Measured {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z} (started at commit {commit}) on {machine()}; "
              f"load average {load_before[0]:.2f} at start, {os.getloadavg()[0]:.2f} at end "
              f"(2 cores shared with other work); whole run {(time.perf_counter() - started) / 60:.1f} min.",
              "", f"Command: `{command}`", "", "### Timings (one run each, warm page cache)", ""]
