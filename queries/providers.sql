@@ -377,9 +377,9 @@ FROM provider_csv
 -- rows without a message id borrow one from a row with the same alternate id (smtp-id, queue id).
 -- The kept row is the first by (verdict rank, sent_at, file, line); missing metadata is filled from the
 -- group. Rows without a key or recipient stay as they are. One hash aggregation that carries only the row
--- number of the kept row (joined back after), no window sorts.
-WITH numbered AS MATERIALIZED (  -- evaluated once, so both uses see the same row numbers
-    SELECT *, row_number() OVER () AS rid FROM provider_event_rows
+-- number of the kept row (joined back after), no window sorts. Input: provider_event_rows with a unique `rid`.
+WITH numbered AS (
+    SELECT * FROM provider_event_rows
 ), alternates AS (
     SELECT provider, alt_id, recipient, min(msg_id) AS alt_msg_id
     FROM numbered WHERE msg_id IS NOT NULL AND alt_id IS NOT NULL

@@ -260,11 +260,15 @@ def _check_recognised(events, provider_of: dict, malformed: list) -> None:
 def collapse(events):
     """One row per (provider, message, recipient), via the provider_collapse query (unordered)."""
     import duckdb
+    import numpy as np
+    import pyarrow as pa
 
     con = duckdb.connect()
     try:
         con.execute(queries.get("provider_session_utc").for_duckdb())
-        con.register("provider_event_rows", events)
+        # the query keeps a row number per group and joins the row back: numbered here, without a copy
+        rid = pa.array(np.arange(events.num_rows, dtype=np.int64))
+        con.register("provider_event_rows", events.append_column("rid", rid))
         return con.sql(queries.get("provider_collapse").for_duckdb()).to_arrow_table().cast(_schema(COLUMNS))
     finally:
         con.close()
