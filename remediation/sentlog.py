@@ -136,9 +136,9 @@ def _stage_table(sends: Any):
     return sends.cast(schema)
 
 
-def _deduplicated(sends: Any, unique_keys: bool = False):
+def _deduplicated(sends: Any):
     """One row per (msg_id, recipient), the earliest send first, as an Arrow table (for a DuckDB target)."""
-    con = _dedup_connection(sends, unique_keys)
+    con = _dedup_connection(sends)
     try:
         return con.sql(queries.get("sent_log_dedup_rows").for_duckdb()).to_arrow_table()
     finally:
