@@ -252,7 +252,8 @@ def _check_recognised(events, provider_of: dict, malformed: list) -> None:
             why = "only malformed records" if path in bad_files else f"no {shown} events"
             raise InputError(f"{path}: {why} found; is it a {shown} export? (check --provider)")
     unknown = events.select(["source_file", "source_line", "provider"]).filter(pc.invert(recognised))
-    for row in unknown.to_pylist():  # few: records of another shape inside a valid file
+    for row in unknown.sort_by([("source_file", "ascending"), ("source_line", "ascending")]).to_pylist():
+        # few: records of another shape inside a valid file, reported in file order
         malformed.append({"source_file": row["source_file"], "source_line": row["source_line"],
                           "reason": f"not a {row['provider']} event"})
 
