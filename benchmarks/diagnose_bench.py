@@ -47,6 +47,7 @@ FORMATS = ("logfmt", "jsonl", "gz")
 TILE_FIELDS = ("worker", "campaign", "shard", "msg_id", "test_id")
 CALIBRATION_PEOPLE = 50_000
 TIMEOUT = {"seconds": None}  # --timeout: a command running longer is stopped and reported as such
+DIAGNOSE_EXTRA: list[str] = []  # --memory-limit passes through to diagnose
 SEED = 0
 
 # The baselines are the benchmark's subject, written the way an engineer would by hand.
@@ -126,6 +127,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--tile-lines", type=parse_size, default=1_000_000,
                         help="largest case simulated in one piece; bigger ones are tiled from it")
     parser.add_argument("--timeout", type=float, help="stop any one command after this many seconds")
+    parser.add_argument("--memory-limit", help="pass --memory-limit to diagnose (default: its own default)")
     parser.add_argument("--keep", action="store_true", help="keep diagnose's JSON outputs in the workdir")
     parser.add_argument("--generate-only", action="store_true", help="only build (and cache) the cases")
     parser.add_argument("--out", type=Path, help="rewrite the tables between this file's bench markers")
@@ -399,7 +401,7 @@ def duckdb_baseline(fmt: str, key: str, path: str) -> int:
 
 def run_diagnose(case: Case, out: Path) -> Run:
     with open(out, "wb") as f:
-        return measure_popen([mailmortem(), "diagnose", str(case.path), "--format", "json"], f)
+        return measure_popen([mailmortem(), "diagnose", str(case.path), "--format", "json", *DIAGNOSE_EXTRA], f)
 
 
 def diagnosis_summary(path: Path) -> tuple[dict, int]:
@@ -580,6 +582,7 @@ def main(argv=None) -> int:
         return 0
     args = parse_args(argv)
     TIMEOUT["seconds"] = args.timeout
+    DIAGNOSE_EXTRA[:] = ["--memory-limit", args.memory_limit] if args.memory_limit else []
     sys.path.insert(0, str(ROOT))
     started, load_before, commit = time.perf_counter(), os.getloadavg(), revision()
     args.workdir.mkdir(parents=True, exist_ok=True)
