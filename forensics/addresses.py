@@ -6,8 +6,6 @@ pair of surrounding <> removed.
 
 from __future__ import annotations
 
-from email.utils import parseaddr
-
 
 def normalize_address(value: str | None) -> str | None:
     """Trim and lower-case; case variants of one address are one person."""
@@ -15,14 +13,6 @@ def normalize_address(value: str | None) -> str | None:
         return None
     value = value.strip().lower()
     return value or None
-
-
-def address_from_display(value: str | None) -> str | None:
-    """`"Jane <Jane@Acme.com>"` → `jane@acme.com` (provider payloads carry display names)."""
-    if value is None:
-        return None
-    _, addr = parseaddr(value)
-    return normalize_address(addr or value)
 
 
 def normalize_msg_id(value: str | None) -> str | None:
