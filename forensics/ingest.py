@@ -180,7 +180,8 @@ _TEXT_COLUMNS = tuple((canon, {"ts": "ts_text", "event": "event_text", "recipien
 
 def _picks_params(keys: list[str], field_map: FieldMap) -> tuple[str, dict]:
     resolved = field_map.resolve(keys)
-    picks = ", ".join(queries.get("pick_value").sql.replace("{field}", canon) for canon in CANONICAL)
+    template = queries.get("pick_value").sql
+    picks = ", ".join(template.replace("{field}", canon).replace("{column}", column) for canon, column in _TEXT_COLUMNS)
     return picks, {"keys": keys, **{f"k_{canon}": resolved[canon] for canon in CANONICAL}}
 
 
@@ -189,7 +190,8 @@ def _parse_jsonl(con, source: Source, head: bytes, field_map: FieldMap, keep_raw
     keys = _json_paths(json.loads(structure) if structure else {})
     paths = ["$" + "".join("." + json.dumps(part) for part in key.split(".")) for key in keys]
     picks, pick_params = _picks_params(keys, field_map)
-    con.execute(_filled("parse_jsonl", picks=picks).for_duckdb(), {"label": source.label, **pick_params, "paths": paths})
+    con.execute(_filled("parse_jsonl", picks=picks).for_duckdb(),
+                {"label": source.label, **pick_params, "paths": paths, "keep_raw": keep_raw})
 
 
 def _json_paths(structure, prefix: str = "") -> list[str]:
@@ -211,7 +213,7 @@ def _parse_csv(con, source: Source, head: bytes, field_map: FieldMap, keep_raw: 
     header_line, keys = found
     picks, pick_params = _picks_params(keys, field_map)
     con.execute(_filled("parse_csv", picks=picks).for_duckdb(),
-                {"label": source.label, **pick_params, "header_line": header_line})
+                {"label": source.label, **pick_params, "header_line": header_line, "keep_raw": keep_raw})
 
 
 _PARSERS = {"logfmt": _parse_logfmt, "jsonl": _parse_jsonl, "csv": _parse_csv}

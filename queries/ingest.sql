@@ -35,6 +35,10 @@ CREATE OR REPLACE TEMP MACRO mm_unquote(v) AS CASE
     ELSE v END;
 CREATE OR REPLACE TEMP MACRO mm_unusable(ts_text, event_text, msg_id_text) AS
     mm_ts(ts_text) IS NULL OR (nullif(trim(event_text), '') IS NULL AND mm_msg_id(msg_id_text) IS NULL);
+-- A line's text is kept only where it is needed (a skip's text, or events.raw in a saved case): at 10M
+-- lines the text alone is several GB.
+CREATE OR REPLACE TEMP MACRO mm_kept_line(line, keep_raw, problem, ts_text, event_text, msg_id_text) AS
+    CASE WHEN keep_raw OR problem IS NOT NULL OR mm_unusable(ts_text, event_text, msg_id_text) THEN line END;
 -- Every physical line of a file with its number: DuckDB's CSV reader with a delimiter no log contains
 -- (read in parallel, order kept, blank lines kept as NULL).
 CREATE OR REPLACE TEMP MACRO mm_lines(path, sep) AS TABLE
@@ -91,10 +95,7 @@ WITH lines AS (
                 WHEN NOT contains(line, '=') THEN 'no key=value pairs' END AS problem
     FROM fields
 )
--- The line itself is kept only where it is needed (a skip's text, or events.raw in a saved case): at 10M
--- lines the text alone is several GB.
-SELECT :label, line_no,
-       CASE WHEN :keep_raw OR problem IS NOT NULL OR mm_unusable(ts_text, event_text, msg_id_text) THEN line END,
+SELECT :label, line_no, mm_kept_line(line, :keep_raw, problem, ts_text, event_text, msg_id_text),
        ts_text, event_text, worker, incarnation, campaign, step, recipient_text, candidate, msg_id_text, shard,
        lease_text, test_id, variant, status, attempt_text, error, count_text, problem
 FROM unquoted
@@ -111,16 +112,21 @@ WITH lines AS (
     SELECT line_no, line, jtype,
            CASE WHEN jtype = 'OBJECT' THEN json_extract_string(line, :paths::VARCHAR[]) END AS vals
     FROM typed
+), picked AS (
+    SELECT line_no, line, {picks},
+           CASE WHEN line IS NULL OR trim(line) = '' THEN 'blank line'
+                WHEN jtype IS NULL THEN 'not valid JSON'
+                WHEN jtype <> 'OBJECT' THEN 'JSON but not an object' END AS problem
+    FROM valued
 )
-SELECT :label, line_no, line, {picks},
-       CASE WHEN line IS NULL OR trim(line) = '' THEN 'blank line'
-            WHEN jtype IS NULL THEN 'not valid JSON'
-            WHEN jtype <> 'OBJECT' THEN 'JSON but not an object' END
-FROM valued
+SELECT :label, line_no, mm_kept_line(line, :keep_raw, problem, ts_text, event_text, msg_id_text),
+       ts_text, event_text, worker, incarnation, campaign, step, recipient_text, candidate, msg_id_text, shard,
+       lease_text, test_id, variant, status, attempt_text, error, count_text, problem
+FROM picked
 
 -- name: pick_value
--- Template: the first non-empty value among the keys that feed one canonical field.
-mm_pick(:keys::VARCHAR[], vals, :k_{field}::VARCHAR[])
+-- Template: the first non-empty value among the keys that feed one canonical field ({column} is its name).
+mm_pick(:keys::VARCHAR[], vals, :k_{field}::VARCHAR[]) AS {column}
 
 -- name: json_structure
 -- The union of the key structure of the JSON objects in a sample of a file (to discover dotted paths).
@@ -139,11 +145,16 @@ WITH lines AS (
                           lambda c: nullif(CASE WHEN c LIKE '"%"' AND length(c) >= 2
                                                 THEN replace(c[2:-2], '""', '"') ELSE c END, '')) AS vals
     FROM lines WHERE line_no > :header_line
+), picked AS (
+    SELECT line_no, line, {picks},
+           CASE WHEN line IS NULL OR trim(line) = '' THEN 'blank line'
+                WHEN len(vals) <> len(:keys::VARCHAR[]) THEN 'wrong number of CSV cells' END AS problem
+    FROM cells
 )
-SELECT :label, line_no, line, {picks},
-       CASE WHEN line IS NULL OR trim(line) = '' THEN 'blank line'
-            WHEN len(vals) <> len(:keys::VARCHAR[]) THEN 'wrong number of CSV cells' END
-FROM cells
+SELECT :label, line_no, mm_kept_line(line, :keep_raw, problem, ts_text, event_text, msg_id_text),
+       ts_text, event_text, worker, incarnation, campaign, step, recipient_text, candidate, msg_id_text, shard,
+       lease_text, test_id, variant, status, attempt_text, error, count_text, problem
+FROM picked
 
 -- name: mark_truncated_last_line
 -- A last line without a newline was cut off mid-write: never trust it as a record.
