@@ -234,10 +234,6 @@ SELECT (SELECT count(*) FROM sends) AS sends,
 -- Duplicated people per kind.
 SELECT kind, count(*) AS people FROM dup_people GROUP BY kind
 
--- name: campaign_claims
--- Whether a campaign's senders logged any claim at all (to say so in the evidence).
-SELECT count(*) AS claims FROM events WHERE event = 'claim'
-
 -- name: incident_rows
 -- All incidents, largest first.
 SELECT * FROM incidents ORDER BY people DESC, id
