@@ -1,7 +1,9 @@
-"""Load log files into DuckDB: raw lines → `parsed` → `events`, `skipped`, `sends`.
+"""Load log files into DuckDB: each file's lines → typed `staged` rows → `events`, `skipped`, `sends`.
 
 Python decides which file is which syntax and which keys feed which field; the
-per-line work (splitting, regexes, JSON, casts) all happens inside DuckDB.
+per-line work (splitting, regexes, JSON, casts) all happens inside DuckDB, in one
+parallel pass per file. A staged table keeps the file's order (the connection
+preserves insertion order), so a line's number is its rowid + 1.
 """
 
 from __future__ import annotations
@@ -59,15 +61,13 @@ def load(con, sources: list[Source], syntax: str | None = None, field_map: Field
     if syntax is not None and syntax not in SYNTAXES:
         raise ConfigError(f"unknown --syntax {syntax!r} (choose from {', '.join(SYNTAXES)})")
     run_script(con, "ingest_macros")
-    run_script(con, "create_parsed")
+    run_script(con, "create_events")
     summaries = []
     for index, source in enumerate(sources):
         if progress:
             progress(index, len(sources), source.label)
         summaries.append(_load_file(con, source, syntax, field_map or FieldMap(), keep_raw))
-    _build_tables(con, keep_raw)
-    _fill_counts(con, summaries)
-    run_script(con, "drop_staging")
+    run_script(con, "build_sends")
     if strict:
         _refuse_skips(con)
     return summaries
@@ -85,18 +85,24 @@ def _load_file(con, source: Source, forced: str | None, field_map: FieldMap, kee
     readable = source
     for attempt in ("as is", "sanitized"):
         try:
-            run_script(con, "read_file_lines", {"path": readable.path, "delim": LINE_DELIM})
-            _PARSERS[syntax](con, readable, head, field_map, keep_raw)
+            header_line = _PARSERS[syntax](con, readable, head, field_map, keep_raw)
             break
         except Exception as exc:  # duckdb raises many classes; dirty files get one sanitized retry
-            run_script(con, "forget_source", {"label": source.label})
+            run_script(con, "drop_staging")
             if attempt == "as is" and _is_dirty_file_error(exc):
                 readable = sources.sanitized_copy(source)
                 summary.encoding = "utf-8 (repaired: invalid bytes or overlong lines)"
                 continue
             raise InputError(f"{source.label}: cannot read ({_first_line(exc)})") from None
     if not source.gzipped and not _ends_with_newline(source.path):
-        run_script(con, "mark_truncated_last_line", {"label": source.label})
+        run_script(con, "mark_truncated_last_line", {"text": _last_line(readable.path)})
+    params = {"label": source.label, "header_line": header_line}
+    for name in ("append_events", "append_skipped"):
+        run_script(con, name, params)
+    summary.lines, summary.records, summary.skipped, first = fetch(con, "staged_counts",
+                                                                   {"header_line": header_line})[0]
+    summary.first_skipped_lines = list(first or [])
+    run_script(con, "drop_staging")
     return summary
 
 
@@ -119,13 +125,23 @@ def _ends_with_newline(path: str) -> bool:
         return handle.read(1) == b"\n"
 
 
+def _last_line(path: str, limit: int = 65536) -> str:
+    """The text of a file's last line (up to `limit` bytes of it), read from its end."""
+    with open(path, "rb") as handle:
+        handle.seek(0, 2)
+        handle.seek(max(0, handle.tell() - limit))
+        return handle.read().rsplit(b"\n", 1)[-1].decode("utf-8", "replace")
+
+
 def _filled(name: str, **parts: str) -> queries.Query:
-    """A template block with its {placeholders} filled by generated SQL fragments."""
+    """A template block with its {placeholders} filled by generated SQL fragments, in one pass (a key
+    name that looks like a placeholder is never expanded)."""
     query = queries.get(name)
-    sql = query.sql
-    for key, value in parts.items():
-        sql = sql.replace("{" + key + "}", value)
+    sql = _PLACEHOLDER.sub(lambda m: parts.get(m.group(1), m.group(0)), query.sql)
     return dataclasses.replace(query, sql=sql)
+
+
+_PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 
 
 def _sql_literal_body(text: str) -> str:
@@ -151,15 +167,16 @@ def logfmt_field_with_fallback(common: list[str], rare: list[str]) -> str:
     return guarded if primary == "NULL" else f"coalesce({primary}, {guarded})"
 
 
+_TYPED = queries.get("typed_columns").sql
 _LOGFMT_KEY = re.compile(r'[^\s="]+')
 _HEAD_KEY = re.compile(r'(?:^|\s)([^\s="]+)=')
 
 
-def _parse_logfmt(con, source: Source, head: bytes, field_map: FieldMap, keep_raw: bool) -> None:
+def _parse_logfmt(con, source: Source, head: bytes, field_map: FieldMap, keep_raw: bool) -> int:
     # Keys seen in a sample of the file (and its head) get a regex each; every other alias of the
     # vocabulary, and --field names, are tried only on lines where one regex says one of them occurs.
     sampled = {m.group(1) for line in first_lines(head, 200) for m in _HEAD_KEY.finditer(line)}
-    sampled |= {row[0] for row in fetch(con, "sample_logfmt_keys")}
+    sampled |= {row[0] for row in fetch(con, "sample_logfmt_keys", _lines_of(source))}
     everything = sorted(set(ALL_ALIASES) | sampled | set(field_map.overrides.values()))
     resolved = field_map.resolve(everything)
     fields, rare_keys = [], []
@@ -169,8 +186,9 @@ def _parse_logfmt(con, source: Source, head: bytes, field_map: FieldMap, keep_ra
         rare_keys.extend(rare)
         fields.append(f"{logfmt_field_with_fallback(common, rare)} AS {column}")
     pattern = r"\s(?:" + "|".join(re.escape(k) for k in rare_keys) + ")=" if rare_keys else "$^"
-    query = _filled("parse_logfmt", fields=",\n".join(fields))
-    con.execute(query.for_duckdb(), {"label": source.label, "rare_keys": pattern, "keep_raw": keep_raw})
+    query = _filled("stage_logfmt", fields=",\n".join(fields), typed=_TYPED)
+    con.execute(query.for_duckdb(), {**_lines_of(source), "rare_keys": pattern, "keep_raw": keep_raw})
+    return 0
 
 
 _TEXT_COLUMNS = tuple((canon, {"ts": "ts_text", "event": "event_text", "recipient": "recipient_text",
@@ -185,13 +203,14 @@ def _picks_params(keys: list[str], field_map: FieldMap) -> tuple[str, dict]:
     return picks, {"keys": keys, **{f"k_{canon}": resolved[canon] for canon in CANONICAL}}
 
 
-def _parse_jsonl(con, source: Source, head: bytes, field_map: FieldMap, keep_raw: bool) -> None:
-    structure = fetch(con, "json_structure")[0][0]
+def _parse_jsonl(con, source: Source, head: bytes, field_map: FieldMap, keep_raw: bool) -> int:
+    structure = fetch(con, "json_structure", _lines_of(source))[0][0]
     keys = _json_paths(json.loads(structure) if structure else {})
     paths = ["$" + "".join("." + json.dumps(part) for part in key.split(".")) for key in keys]
     picks, pick_params = _picks_params(keys, field_map)
-    con.execute(_filled("parse_jsonl", picks=picks).for_duckdb(),
-                {"label": source.label, **pick_params, "paths": paths, "keep_raw": keep_raw})
+    con.execute(_filled("stage_jsonl", picks=picks, typed=_TYPED).for_duckdb(),
+                {**_lines_of(source), **pick_params, "paths": paths, "keep_raw": keep_raw})
+    return 0
 
 
 def _json_paths(structure, prefix: str = "") -> list[str]:
@@ -206,31 +225,22 @@ def _json_paths(structure, prefix: str = "") -> list[str]:
     return paths
 
 
-def _parse_csv(con, source: Source, head: bytes, field_map: FieldMap, keep_raw: bool) -> None:
+def _parse_csv(con, source: Source, head: bytes, field_map: FieldMap, keep_raw: bool) -> int:
     found = csv_header(head)
     if found is None:
         raise InputError(f"{source.label}: CSV file without a header row")
     header_line, keys = found
     picks, pick_params = _picks_params(keys, field_map)
-    con.execute(_filled("parse_csv", picks=picks).for_duckdb(),
-                {"label": source.label, **pick_params, "header_line": header_line, "keep_raw": keep_raw})
+    con.execute(_filled("stage_csv", picks=picks, typed=_TYPED).for_duckdb(),
+                {**_lines_of(source), **pick_params, "keep_raw": keep_raw})
+    return header_line
+
+
+def _lines_of(source: Source) -> dict:
+    return {"path": source.path, "delim": LINE_DELIM}
 
 
 _PARSERS = {"logfmt": _parse_logfmt, "jsonl": _parse_jsonl, "csv": _parse_csv}
-
-
-def _build_tables(con, keep_raw: bool) -> None:
-    run_script(con, "create_skipped")
-    run_script(con, "build_events", {"keep_raw": keep_raw})
-    run_script(con, "build_sends")
-
-
-def _fill_counts(con, summaries: list[InputSummary]) -> None:
-    rows = {r[0]: r[1:] for r in fetch(con, "file_counts")}
-    for summary in summaries:
-        lines, records, skipped, first = rows.get(summary.path, (0, 0, 0, None))
-        summary.lines, summary.records, summary.skipped = lines, records, skipped
-        summary.first_skipped_lines = list(first or [])
 
 
 def _refuse_skips(con) -> None:

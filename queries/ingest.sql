@@ -1,4 +1,4 @@
--- Ingest: raw lines → parsed key/value lists → canonical `events`.
+-- Ingest: a file's lines → typed `staged` rows (one parallel pass) → canonical `events` and `skipped`.
 -- Everything runs inside DuckDB; Python only chooses files and key names.
 
 -- name: ingest_macros
@@ -8,8 +8,10 @@ SET TimeZone = 'UTC';
 CREATE OR REPLACE TEMP MACRO mm_pick(keys, vals, wanted) AS
     list_filter(list_transform(wanted, lambda k: vals[list_position(keys, k)]),
                 lambda x: x IS NOT NULL AND trim(x) <> '')[1];
+-- An ISO text (it has a '-') skips the epoch regex: one cast per line on the common path.
 CREATE OR REPLACE TEMP MACRO mm_ts(t) AS CASE
     WHEN t IS NULL THEN NULL
+    WHEN contains(t, '-') THEN TRY_CAST(trim(t) AS TIMESTAMPTZ)
     WHEN regexp_full_match(trim(t), '[0-9]{9,11}(\.[0-9]+)?') THEN to_timestamp(TRY_CAST(trim(t) AS DOUBLE))
     WHEN regexp_full_match(trim(t), '[0-9]{12,14}(\.[0-9]+)?') THEN to_timestamp(TRY_CAST(trim(t) AS DOUBLE) / 1000)
     ELSE TRY_CAST(trim(t) AS TIMESTAMPTZ) END;
@@ -29,43 +31,32 @@ CREATE OR REPLACE TEMP MACRO mm_event(e) AS CASE
 CREATE OR REPLACE TEMP MACRO mm_ok_status(s) AS
     s IS NULL OR lower(trim(s)) IN ('sent', 'ok', 'success', 'accepted', 'queued', 'delivered');
 CREATE OR REPLACE TEMP MACRO mm_msg_id(m) AS
-    nullif(trim(CASE WHEN regexp_full_match(trim(m), '<.*>') THEN trim(m)[2:-2] ELSE trim(m) END), '');
+    nullif(trim(CASE WHEN starts_with(trim(m), '<') AND ends_with(trim(m), '>') THEN trim(m)[2:-2] ELSE trim(m) END), '');
 CREATE OR REPLACE TEMP MACRO mm_unquote(v) AS CASE
     WHEN v LIKE '"%"' AND length(v) >= 2 THEN replace(replace(v[2:-2], '\"', '"'), '\\', '\')
     ELSE v END;
-CREATE OR REPLACE TEMP MACRO mm_unusable(ts_text, event_text, msg_id_text) AS
-    mm_ts(ts_text) IS NULL OR (nullif(trim(event_text), '') IS NULL AND mm_msg_id(msg_id_text) IS NULL);
--- A line's text is kept only where it is needed (a skip's text, or events.raw in a saved case): at 10M
--- lines the text alone is several GB.
-CREATE OR REPLACE TEMP MACRO mm_kept_line(line, keep_raw, problem, ts_text, event_text, msg_id_text) AS
-    CASE WHEN keep_raw OR problem IS NOT NULL OR mm_unusable(ts_text, event_text, msg_id_text) THEN line END;
--- Every physical line of a file with its number: DuckDB's CSV reader with a delimiter no log contains
--- (read in parallel, order kept, blank lines kept as NULL).
+-- Every physical line of a file: DuckDB's CSV reader with a delimiter no log contains (read in parallel;
+-- with preserve_insertion_order a table built from it keeps the file's order, blank lines kept as NULL).
 CREATE OR REPLACE TEMP MACRO mm_lines(path, sep) AS TABLE
-    SELECT row_number() OVER () AS line_no, line
+    SELECT line
     FROM read_csv(path, delim = sep, quote = '', escape = '', header = false,
                   columns = {'line': 'VARCHAR'}, auto_detect = false, strict_mode = false,
                   null_padding = true, max_line_size = 16000000)
 
--- name: create_parsed
--- Staging table: one row per physical line with the raw text of each canonical field, or why it is not a record.
-CREATE OR REPLACE TEMP TABLE parsed (
-    source VARCHAR, line_no BIGINT, line VARCHAR,
-    ts_text VARCHAR, event_text VARCHAR, worker VARCHAR, incarnation VARCHAR, campaign VARCHAR, step VARCHAR,
-    recipient_text VARCHAR, candidate VARCHAR, msg_id_text VARCHAR, shard VARCHAR, lease_text VARCHAR,
-    test_id VARCHAR, variant VARCHAR, status VARCHAR, attempt_text VARCHAR, error VARCHAR, count_text VARCHAR,
-    problem VARCHAR
-)
-
--- name: read_file_lines
--- Number a file's lines into a table first: the numbering is one ordered pipeline, and everything parsed
--- from the table afterwards runs on every core.
-CREATE OR REPLACE TEMP TABLE file_lines AS SELECT line_no, line FROM mm_lines(:path, :delim)
+-- name: create_events
+-- The case's record tables, filled file by file (see append_events / append_skipped).
+CREATE OR REPLACE TABLE events (
+    source VARCHAR, line_no BIGINT, ts TIMESTAMPTZ, event VARCHAR, worker VARCHAR, incarnation VARCHAR,
+    campaign VARCHAR, step VARCHAR, recipient VARCHAR, candidate VARCHAR, msg_id VARCHAR, shard VARCHAR,
+    lease_s DOUBLE, test_id VARCHAR, variant VARCHAR, status VARCHAR, attempt INTEGER, error VARCHAR,
+    count BIGINT, recipient_raw VARCHAR, raw VARCHAR
+);
+CREATE OR REPLACE TABLE skipped (source VARCHAR, line_no BIGINT, reason VARCHAR, text VARCHAR)
 
 -- name: sample_logfmt_keys
--- The keys used on a sample of a file's lines (so only those get a regex each; see parse_logfmt).
+-- The keys used on a sample of a file's first lines (so only those get a regex each; see stage_logfmt).
 SELECT DISTINCT unnest(regexp_extract_all(' ' || line, '\s([^\s="]+)=', 1)) AS key
-FROM (SELECT line FROM file_lines USING SAMPLE 20000 ROWS)
+FROM (SELECT line FROM mm_lines(:path, :delim) LIMIT 20000)
 
 -- name: logfmt_value
 -- Template for one key of a logfmt line `l` (padded with a leading space). The cheap `contains` guard lets
@@ -73,19 +64,42 @@ FROM (SELECT line FROM file_lines USING SAMPLE 20000 ROWS)
 -- ingest.logfmt_field (SQL-quoted, regex-escaped); the fallback order of several keys is a coalesce.
 CASE WHEN contains(l, ' {key}=') THEN regexp_extract(l, ' {key_re}=("(?:[^"\\]|\\.)*"|[^\s"]*)', 1) END
 
--- name: parse_logfmt
+-- name: typed_columns
+-- Template: the typed record columns of a staged line, from the text columns every parser produces, then
+-- why the line is not a record (problem) and its text where it is needed (see mm_kept_line).
+typed AS (
+    SELECT mm_ts(ts_text) AS ts,
+           CASE WHEN nullif(trim(event_text), '') IS NOT NULL THEN mm_event(event_text)
+                WHEN msg_id_text IS NOT NULL AND status IS NOT NULL AND mm_ok_status(status) THEN 'send' END AS event,
+           worker, incarnation, campaign, step, lower(trim(recipient_text)) AS recipient, candidate,
+           mm_msg_id(msg_id_text) AS msg_id, shard, mm_seconds(lease_text) AS lease_s, test_id, variant, status,
+           TRY_CAST(attempt_text AS INTEGER) AS attempt, error, TRY_CAST(count_text AS BIGINT) AS count,
+           recipient_text AS recipient_raw, line, problem, nullif(trim(event_text), '') IS NULL AS no_event
+    FROM unquoted
+)
+SELECT ts, event, worker, incarnation, campaign, step, recipient, candidate, msg_id, shard, lease_s, test_id,
+       variant, status, attempt, error, count, recipient_raw, problem,
+       CASE WHEN :keep_raw OR problem IS NOT NULL THEN line END AS line
+FROM (SELECT * EXCLUDE (problem),
+             coalesce(problem, CASE WHEN ts IS NULL THEN 'no readable timestamp'
+                                    WHEN no_event AND msg_id IS NULL THEN 'no event or msg_id' END) AS problem
+      FROM typed)
+
+-- name: stage_logfmt
 -- logfmt: key=value pairs (quoted values may hold spaces and \" escapes); an ISO timestamp may lead the line.
--- {fields} is the list of canonical field expressions built from logfmt_value: the sampled keys first, then
--- (only on lines where :rare_keys matches, one regex) every other alias of the vocabulary.
-INSERT INTO parsed
+-- One parallel pass straight from the file into typed columns: `staged` keeps the file's line order, so a
+-- line's number is its rowid + 1. {fields} is the list of canonical field expressions built from
+-- logfmt_value: the sampled keys first, then (only on lines where :rare_keys matches, one regex) every other
+-- alias of the vocabulary. {typed} is typed_columns.
+CREATE OR REPLACE TEMP TABLE staged AS
 WITH lines AS (
-    SELECT line_no, line, ' ' || line AS l, regexp_matches(' ' || line, :rare_keys) AS rare FROM file_lines
+    SELECT line, ' ' || line AS l, regexp_matches(' ' || line, :rare_keys) AS rare FROM mm_lines(:path, :delim)
 ), fields AS (
-    SELECT line_no, line, {fields},
+    SELECT line, {fields},
            nullif(regexp_extract(line, '^\s*([0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9:.]+(?:Z|[+-][0-9:]+)?)(?:\s|$)', 1), '') AS lead_ts
     FROM lines
 ), unquoted AS (
-    SELECT line_no, line, coalesce(mm_unquote(ts_text), lead_ts) AS ts_text, mm_unquote(event_text) AS event_text,
+    SELECT line, coalesce(mm_unquote(ts_text), lead_ts) AS ts_text, mm_unquote(event_text) AS event_text,
            mm_unquote(worker) AS worker, mm_unquote(incarnation) AS incarnation, mm_unquote(campaign) AS campaign,
            mm_unquote(step) AS step, mm_unquote(recipient_text) AS recipient_text, mm_unquote(candidate) AS candidate,
            mm_unquote(msg_id_text) AS msg_id_text, mm_unquote(shard) AS shard, mm_unquote(lease_text) AS lease_text,
@@ -94,104 +108,84 @@ WITH lines AS (
            CASE WHEN line IS NULL OR trim(line) = '' THEN 'blank line'
                 WHEN NOT contains(line, '=') THEN 'no key=value pairs' END AS problem
     FROM fields
-)
-SELECT :label, line_no, mm_kept_line(line, :keep_raw, problem, ts_text, event_text, msg_id_text),
-       ts_text, event_text, worker, incarnation, campaign, step, recipient_text, candidate, msg_id_text, shard,
-       lease_text, test_id, variant, status, attempt_text, error, count_text, problem
-FROM unquoted
+), {typed}
 
--- name: parse_jsonl
+-- name: stage_jsonl
 -- JSON Lines: one object per line; nested keys are read as dotted paths (:keys) through JSONPaths (:paths);
--- :k_<field> lists the keys that feed each canonical field.
-INSERT INTO parsed
+-- :k_<field> lists the keys that feed each canonical field. {typed} is typed_columns.
+CREATE OR REPLACE TEMP TABLE staged AS
 WITH lines AS (
-    SELECT line_no, line FROM file_lines
-), typed AS (
-    SELECT line_no, line, CASE WHEN json_valid(line) THEN json_type(line) END AS jtype FROM lines
+    SELECT line FROM mm_lines(:path, :delim)
+), typed_json AS (
+    SELECT line, CASE WHEN json_valid(line) THEN json_type(line) END AS jtype FROM lines
 ), valued AS (
-    SELECT line_no, line, jtype,
-           CASE WHEN jtype = 'OBJECT' THEN json_extract_string(line, :paths::VARCHAR[]) END AS vals
-    FROM typed
-), picked AS (
-    SELECT line_no, line, {picks},
+    SELECT line, jtype, CASE WHEN jtype = 'OBJECT' THEN json_extract_string(line, :paths::VARCHAR[]) END AS vals
+    FROM typed_json
+), unquoted AS (
+    SELECT line, {picks},
            CASE WHEN line IS NULL OR trim(line) = '' THEN 'blank line'
                 WHEN jtype IS NULL THEN 'not valid JSON'
                 WHEN jtype <> 'OBJECT' THEN 'JSON but not an object' END AS problem
     FROM valued
-)
-SELECT :label, line_no, mm_kept_line(line, :keep_raw, problem, ts_text, event_text, msg_id_text),
-       ts_text, event_text, worker, incarnation, campaign, step, recipient_text, candidate, msg_id_text, shard,
-       lease_text, test_id, variant, status, attempt_text, error, count_text, problem
-FROM picked
+), {typed}
 
 -- name: pick_value
 -- Template: the first non-empty value among the keys that feed one canonical field ({column} is its name).
 mm_pick(:keys::VARCHAR[], vals, :k_{field}::VARCHAR[]) AS {column}
 
 -- name: json_structure
--- The union of the key structure of the JSON objects in a sample of a file (to discover dotted paths).
+-- The union of the key structure of the JSON objects among a file's first lines (to discover dotted paths).
 SELECT json_group_structure(json(line)) AS structure
-FROM (SELECT line FROM file_lines USING SAMPLE 100000 ROWS)
+FROM (SELECT line FROM mm_lines(:path, :delim) LIMIT 100000)
 WHERE json_valid(line) AND json_type(line) = 'OBJECT'
 
--- name: parse_csv
--- CSV: the first non-blank line is the header (:keys); cells may be "quoted, with "" escapes"; empty = absent.
-INSERT INTO parsed
+-- name: stage_csv
+-- CSV: the line :header_line is the header (:keys); cells may be "quoted, with "" escapes"; empty = absent.
+-- Lines up to the header are staged too (the append statements leave them out). {typed} is typed_columns.
+CREATE OR REPLACE TEMP TABLE staged AS
 WITH lines AS (
-    SELECT line_no, line FROM file_lines
+    SELECT line FROM mm_lines(:path, :delim)
 ), cells AS (
-    SELECT line_no, line,
+    SELECT line,
            list_transform(regexp_extract_all(',' || line, ',("(?:[^"]|"")*"|[^,]*)', 1),
                           lambda c: nullif(CASE WHEN c LIKE '"%"' AND length(c) >= 2
                                                 THEN replace(c[2:-2], '""', '"') ELSE c END, '')) AS vals
-    FROM lines WHERE line_no > :header_line
-), picked AS (
-    SELECT line_no, line, {picks},
+    FROM lines
+), unquoted AS (
+    SELECT line, {picks},
            CASE WHEN line IS NULL OR trim(line) = '' THEN 'blank line'
                 WHEN len(vals) <> len(:keys::VARCHAR[]) THEN 'wrong number of CSV cells' END AS problem
     FROM cells
-)
-SELECT :label, line_no, mm_kept_line(line, :keep_raw, problem, ts_text, event_text, msg_id_text),
-       ts_text, event_text, worker, incarnation, campaign, step, recipient_text, candidate, msg_id_text, shard,
-       lease_text, test_id, variant, status, attempt_text, error, count_text, problem
-FROM picked
+), {typed}
 
 -- name: mark_truncated_last_line
--- A last line without a newline was cut off mid-write: never trust it as a record.
-UPDATE parsed SET problem = 'truncated last line (no newline at end of file)',
-                  line = (SELECT f.line FROM file_lines f WHERE f.line_no = parsed.line_no)
-WHERE source = :label AND line_no = (SELECT max(line_no) FROM parsed WHERE source = :label)
-  AND problem IS NULL
+-- A last line without a newline was cut off mid-write: never trust it as a record (:text is that line).
+UPDATE staged SET problem = 'truncated last line (no newline at end of file)', line = :text
+WHERE rowid = (SELECT max(rowid) FROM staged) AND problem IS NULL
 
--- name: build_events
--- Canonical events: one row per record (a line with a readable timestamp and an event or a msg_id), typed.
--- The original line is kept as `raw` only when :keep_raw (a saved case), to bound memory on big cases.
-CREATE OR REPLACE TABLE events AS
-SELECT source, line_no, mm_ts(ts_text) AS ts,
-       CASE WHEN nullif(trim(event_text), '') IS NOT NULL THEN mm_event(event_text)
-            WHEN msg_id_text IS NOT NULL AND status IS NOT NULL AND mm_ok_status(status) THEN 'send' END AS event,
-       worker, incarnation, campaign, step,
-       lower(trim(recipient_text)) AS recipient, candidate, mm_msg_id(msg_id_text) AS msg_id,
-       shard, mm_seconds(lease_text) AS lease_s, test_id, variant, status,
-       TRY_CAST(attempt_text AS INTEGER) AS attempt, error, TRY_CAST(count_text AS BIGINT) AS count,
-       recipient_text AS recipient_raw, CASE WHEN :keep_raw THEN line END AS raw
-FROM parsed
-WHERE problem IS NULL AND NOT mm_unusable(ts_text, event_text, msg_id_text)
+-- name: append_events
+-- A staged file's records, numbered by their place in the file (lines up to :header_line are not data).
+INSERT INTO events
+SELECT :label, rowid + 1, ts, event, worker, incarnation, campaign, step, recipient, candidate, msg_id, shard,
+       lease_s, test_id, variant, status, attempt, error, count, recipient_raw, line
+FROM staged WHERE problem IS NULL AND rowid >= :header_line
 
--- name: create_skipped
--- Lines that are not records, with where they are and why.
-CREATE OR REPLACE TABLE skipped AS
-SELECT source, line_no,
-       coalesce(problem, CASE WHEN mm_ts(ts_text) IS NULL THEN 'no readable timestamp'
-                              ELSE 'no event or msg_id' END) AS reason,
-       line AS text
-FROM parsed
-WHERE problem IS NOT NULL OR mm_unusable(ts_text, event_text, msg_id_text)
+-- name: append_skipped
+-- A staged file's lines that are not records, with where they are and why.
+INSERT INTO skipped
+SELECT :label, rowid + 1, problem, line FROM staged WHERE problem IS NOT NULL AND rowid >= :header_line
+
+-- name: staged_counts
+-- Physical lines, records and skipped lines of the staged file, and the first skipped line numbers.
+SELECT count(*) AS lines,
+       count(*) FILTER (WHERE problem IS NULL AND rowid >= :header_line) AS records,
+       count(*) FILTER (WHERE problem IS NOT NULL AND rowid >= :header_line) AS skipped,
+       (list(rowid + 1 ORDER BY rowid) FILTER (WHERE problem IS NOT NULL AND rowid >= :header_line))[1:10]
+FROM staged
 
 -- name: drop_staging
--- Free the staged lines once events and skipped are built.
-DROP TABLE IF EXISTS parsed;
-DROP TABLE IF EXISTS file_lines
+-- Free a staged file once its records are appended.
+DROP TABLE IF EXISTS staged
 
 -- name: build_sends
 -- Real sends: a send event with a msg_id and a success (or absent) status; one row per msg_id and recipient
@@ -202,19 +196,6 @@ SELECT source, line_no AS line, ts, worker, incarnation, coalesce(campaign, '') 
 FROM events
 WHERE event = 'send' AND msg_id IS NOT NULL AND mm_ok_status(status) AND recipient IS NOT NULL AND recipient <> ''
 QUALIFY row_number() OVER (PARTITION BY msg_id, recipient ORDER BY ts, source, line_no) = 1
-
--- name: file_counts
--- Per input file: physical lines, records kept, lines skipped, and the first skipped line numbers.
-SELECT p.source,
-       max(line_no) AS lines,
-       (SELECT count(*) FROM events e WHERE e.source = p.source) AS records,
-       (SELECT count(*) FROM skipped s WHERE s.source = p.source) AS skipped,
-       (SELECT list(line_no ORDER BY line_no)[1:10] FROM skipped s WHERE s.source = p.source) AS first_skipped_lines
-FROM parsed p GROUP BY p.source
-
--- name: forget_source
--- Drop a file's staged lines before it is read again (e.g. as Latin-1 after bad UTF-8).
-DELETE FROM parsed WHERE source = :label
 
 -- name: first_fatal_skip
 -- The first non-blank line that is not a record (what --strict stops on).
