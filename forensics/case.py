@@ -6,6 +6,7 @@ import atexit
 import re
 import shutil
 import tempfile
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +19,7 @@ DEFAULT_MEMORY_LIMIT = "1GB"
 
 @dataclass
 class Case:
-    con: object  # duckdb.DuckDBPyConnection with tables parsed, events, skipped, sends
+    con: object  # duckdb.DuckDBPyConnection with views events, skipped and table sends
     inputs: list[ingest.InputSummary]
 
     @property
@@ -27,19 +28,38 @@ class Case:
 
 
 def connect(database: str | None = None, memory_limit: str | None = None):
-    """A DuckDB connection with a bounded memory limit that spills to a private temp folder."""
+    """A DuckDB connection with a bounded memory limit that spills to a private temp folder.
+
+    Without `database` the case still lives in a file (in that folder, removed at exit): tables in a
+    database file are stored compressed (~6x smaller than DuckDB's in-memory tables) and can be paged
+    out, which keeps a 10M-line case within the memory limit.
+    """
     import duckdb
 
     if database and Path(database).exists():
         Path(database).unlink()  # --save writes a fresh case, never mixes two
     spill = Path(tempfile.mkdtemp(prefix="mailmortem-spill-"))
-    atexit.register(shutil.rmtree, spill, ignore_errors=True)  # spilled pages are never worth keeping
     config = {"memory_limit": _checked_size(memory_limit or DEFAULT_MEMORY_LIMIT),
               "temp_directory": str(spill), "preserve_insertion_order": True}
     try:
-        return duckdb.connect(database or ":memory:", config=config)
+        con = duckdb.connect(database or str(spill / "case.duckdb"), config=config)
     except duckdb.Error as exc:
+        shutil.rmtree(spill, ignore_errors=True)
         raise ConfigError(f"--memory-limit {memory_limit!r}: {str(exc).splitlines()[0]}") from None
+    # spilled pages and an unsaved case are never worth keeping; a weak reference lets a finished case
+    # close as soon as nobody holds it (a saved case can then be opened read-only in the same process)
+    atexit.register(_discard, weakref.ref(con), spill)
+    return con
+
+
+def _discard(con_ref, spill: Path) -> None:
+    con = con_ref()
+    if con is not None:
+        try:
+            con.close()
+        except Exception:  # closing after an error: the folder goes either way
+            pass
+    shutil.rmtree(spill, ignore_errors=True)
 
 
 def _checked_size(value: str) -> str:

@@ -40,9 +40,9 @@ class InputSummary:
     encoding: str = "utf-8"
 
 
-def run_script(con, name: str, params: dict | None = None):
-    """Run a named query block (possibly several statements) on DuckDB."""
-    sql = queries.get(name).for_duckdb()
+def run_script(con, name: str, params: dict | None = None, **parts: str):
+    """Run a named query block (possibly several statements) on DuckDB; `parts` fill its {placeholders}."""
+    sql = _filled(name, **parts).for_duckdb() if parts else queries.get(name).for_duckdb()
     if params:
         return con.execute(sql, params)
     for statement in filter(str.strip, sql.split(";\n")):
@@ -50,9 +50,10 @@ def run_script(con, name: str, params: dict | None = None):
     return con
 
 
-def fetch(con, name: str, params: dict | None = None) -> list[tuple]:
+def fetch(con, name: str, params: dict | None = None, **parts: str) -> list[tuple]:
     """All rows of a named single-statement query."""
-    return con.execute(queries.get(name).for_duckdb(), params or {}).fetchall()
+    sql = _filled(name, **parts).for_duckdb() if parts else queries.get(name).for_duckdb()
+    return con.execute(sql, params or {}).fetchall()
 
 
 def load(con, sources: list[Source], syntax: str | None = None, field_map: FieldMap | None = None,
@@ -61,19 +62,21 @@ def load(con, sources: list[Source], syntax: str | None = None, field_map: Field
     if syntax is not None and syntax not in SYNTAXES:
         raise ConfigError(f"unknown --syntax {syntax!r} (choose from {', '.join(SYNTAXES)})")
     run_script(con, "ingest_macros")
-    run_script(con, "create_events")
+    run_script(con, "create_files")
     summaries = []
     for index, source in enumerate(sources):
         if progress:
             progress(index, len(sources), source.label)
-        summaries.append(_load_file(con, source, syntax, field_map or FieldMap(), keep_raw))
+        summaries.append(_load_file(con, source, index + 1, syntax, field_map or FieldMap(), keep_raw))
+    _create_views(con, [0] + [i + 1 for i, s in enumerate(summaries) if s.lines])
     run_script(con, "build_sends")
     if strict:
         _refuse_skips(con)
     return summaries
 
 
-def _load_file(con, source: Source, forced: str | None, field_map: FieldMap, keep_raw: bool) -> InputSummary:
+def _load_file(con, source: Source, file_id: int, forced: str | None, field_map: FieldMap,
+               keep_raw: bool) -> InputSummary:
     if is_empty(source):
         return InputSummary(source.label, forced or "empty")
     head = head_bytes(source)
@@ -82,28 +85,33 @@ def _load_file(con, source: Source, forced: str | None, field_map: FieldMap, kee
         raise InputError(f"{source.label}: cannot tell the log syntax (not logfmt, JSON Lines or CSV); "
                          "force one with --syntax")
     summary = InputSummary(source.label, syntax)
+    staged = f"staged_{file_id}"
     readable = source
     for attempt in ("as is", "sanitized"):
         try:
-            header_line = _PARSERS[syntax](con, readable, head, field_map, keep_raw)
+            header_line = _PARSERS[syntax](con, readable, staged, head, field_map, keep_raw)
             break
         except Exception as exc:  # duckdb raises many classes; dirty files get one sanitized retry
-            run_script(con, "drop_staging")
+            run_script(con, "drop_staged", staged=staged)
             if attempt == "as is" and _is_dirty_file_error(exc):
                 readable = sources.sanitized_copy(source)
                 summary.encoding = "utf-8 (repaired: invalid bytes or overlong lines)"
                 continue
             raise InputError(f"{source.label}: cannot read ({_first_line(exc)})") from None
     if not source.gzipped and not _ends_with_newline(source.path):
-        run_script(con, "mark_truncated_last_line", {"text": _last_line(readable.path)})
-    params = {"label": source.label, "header_line": header_line}
-    for name in ("append_events", "append_skipped"):
-        run_script(con, name, params)
+        run_script(con, "mark_truncated_last_line", {"text": _last_line(readable.path)}, staged=staged)
+    run_script(con, "register_file", {"file_id": file_id, "label": source.label, "header_line": header_line})
     summary.lines, summary.records, summary.skipped, first = fetch(con, "staged_counts",
-                                                                   {"header_line": header_line})[0]
+                                                                   {"header_line": header_line}, staged=staged)[0]
     summary.first_skipped_lines = list(first or [])
-    run_script(con, "drop_staging")
     return summary
+
+
+def _create_views(con, file_ids: list[int]) -> None:
+    """The events and skipped views over the staged tables (file ids are ours: plain integers)."""
+    def parts(name: str) -> str:
+        return "\nUNION ALL\n".join(_filled(name, file_id=str(int(i))).sql for i in file_ids)
+    run_script(con, "create_views", events_parts=parts("events_part"), skipped_parts=parts("skipped_part"))
 
 
 def _is_dirty_file_error(exc: Exception) -> bool:
@@ -172,7 +180,7 @@ _LOGFMT_KEY = re.compile(r'[^\s="]+')
 _HEAD_KEY = re.compile(r'(?:^|\s)([^\s="]+)=')
 
 
-def _parse_logfmt(con, source: Source, head: bytes, field_map: FieldMap, keep_raw: bool) -> int:
+def _parse_logfmt(con, source: Source, staged: str, head: bytes, field_map: FieldMap, keep_raw: bool) -> int:
     # Keys seen in a sample of the file (and its head) get a regex each; every other alias of the
     # vocabulary, and --field names, are tried only on lines where one regex says one of them occurs.
     sampled = {m.group(1) for line in first_lines(head, 200) for m in _HEAD_KEY.finditer(line)}
@@ -186,7 +194,7 @@ def _parse_logfmt(con, source: Source, head: bytes, field_map: FieldMap, keep_ra
         rare_keys.extend(rare)
         fields.append(f"{logfmt_field_with_fallback(common, rare)} AS {column}")
     pattern = r"\s(?:" + "|".join(re.escape(k) for k in rare_keys) + ")=" if rare_keys else "$^"
-    query = _filled("stage_logfmt", fields=",\n".join(fields), typed=_TYPED)
+    query = _filled("stage_logfmt", staged=staged, fields=",\n".join(fields), typed=_TYPED)
     con.execute(query.for_duckdb(), {**_lines_of(source), "rare_keys": pattern, "keep_raw": keep_raw})
     return 0
 
@@ -203,12 +211,12 @@ def _picks_params(keys: list[str], field_map: FieldMap) -> tuple[str, dict]:
     return picks, {"keys": keys, **{f"k_{canon}": resolved[canon] for canon in CANONICAL}}
 
 
-def _parse_jsonl(con, source: Source, head: bytes, field_map: FieldMap, keep_raw: bool) -> int:
+def _parse_jsonl(con, source: Source, staged: str, head: bytes, field_map: FieldMap, keep_raw: bool) -> int:
     structure = fetch(con, "json_structure", _lines_of(source))[0][0]
     keys = _json_paths(json.loads(structure) if structure else {})
     paths = ["$" + "".join("." + json.dumps(part) for part in key.split(".")) for key in keys]
     picks, pick_params = _picks_params(keys, field_map)
-    con.execute(_filled("stage_jsonl", picks=picks, typed=_TYPED).for_duckdb(),
+    con.execute(_filled("stage_jsonl", staged=staged, picks=picks, typed=_TYPED).for_duckdb(),
                 {**_lines_of(source), **pick_params, "paths": paths, "keep_raw": keep_raw})
     return 0
 
@@ -225,13 +233,13 @@ def _json_paths(structure, prefix: str = "") -> list[str]:
     return paths
 
 
-def _parse_csv(con, source: Source, head: bytes, field_map: FieldMap, keep_raw: bool) -> int:
+def _parse_csv(con, source: Source, staged: str, head: bytes, field_map: FieldMap, keep_raw: bool) -> int:
     found = csv_header(head)
     if found is None:
         raise InputError(f"{source.label}: CSV file without a header row")
     header_line, keys = found
     picks, pick_params = _picks_params(keys, field_map)
-    con.execute(_filled("stage_csv", picks=picks, typed=_TYPED).for_duckdb(),
+    con.execute(_filled("stage_csv", staged=staged, picks=picks, typed=_TYPED).for_duckdb(),
                 {**_lines_of(source), **pick_params, "keep_raw": keep_raw})
     return header_line
 

@@ -43,15 +43,16 @@ CREATE OR REPLACE TEMP MACRO mm_lines(path, sep) AS TABLE
                   columns = {'line': 'VARCHAR'}, auto_detect = false, strict_mode = false,
                   null_padding = true, max_line_size = 16000000)
 
--- name: create_events
--- The case's record tables, filled file by file (see append_events / append_skipped).
-CREATE OR REPLACE TABLE events (
-    source VARCHAR, line_no BIGINT, ts TIMESTAMPTZ, event VARCHAR, worker VARCHAR, incarnation VARCHAR,
-    campaign VARCHAR, step VARCHAR, recipient VARCHAR, candidate VARCHAR, msg_id VARCHAR, shard VARCHAR,
-    lease_s DOUBLE, test_id VARCHAR, variant VARCHAR, status VARCHAR, attempt INTEGER, error VARCHAR,
-    count BIGINT, recipient_raw VARCHAR, raw VARCHAR
-);
-CREATE OR REPLACE TABLE skipped (source VARCHAR, line_no BIGINT, reason VARCHAR, text VARCHAR)
+-- name: create_files
+-- The files of the case (file_id numbers the staged_<file_id> tables) and staged_0, an empty staged table that
+-- gives the events and skipped views their columns even when no file holds a line.
+CREATE OR REPLACE TABLE files (file_id INTEGER, source VARCHAR, header_line BIGINT);
+CREATE OR REPLACE TABLE staged_0 (
+    ts TIMESTAMPTZ, event VARCHAR, worker VARCHAR, incarnation VARCHAR, campaign VARCHAR, step VARCHAR,
+    recipient VARCHAR, candidate VARCHAR, msg_id VARCHAR, shard VARCHAR, lease_s DOUBLE, test_id VARCHAR,
+    variant VARCHAR, status VARCHAR, attempt INTEGER, error VARCHAR, count BIGINT, recipient_raw VARCHAR,
+    problem VARCHAR, line VARCHAR
+)
 
 -- name: sample_logfmt_keys
 -- The keys used on a sample of a file's first lines (so only those get a regex each; see stage_logfmt).
@@ -77,9 +78,13 @@ typed AS (
            recipient_text AS recipient_raw, line, problem, nullif(trim(event_text), '') IS NULL AS no_event
     FROM unquoted
 )
-SELECT ts, event, worker, incarnation, campaign, step, recipient, candidate, msg_id, shard, lease_s, test_id,
-       variant, status, attempt, error, count, recipient_raw, problem,
-       CASE WHEN :keep_raw OR problem IS NOT NULL THEN line END AS line
+SELECT ts::TIMESTAMPTZ AS ts, event::VARCHAR AS event, worker::VARCHAR AS worker,
+       incarnation::VARCHAR AS incarnation, campaign::VARCHAR AS campaign, step::VARCHAR AS step,
+       recipient::VARCHAR AS recipient, candidate::VARCHAR AS candidate, msg_id::VARCHAR AS msg_id,
+       shard::VARCHAR AS shard, lease_s::DOUBLE AS lease_s, test_id::VARCHAR AS test_id, variant::VARCHAR AS variant,
+       status::VARCHAR AS status, attempt::INTEGER AS attempt, error::VARCHAR AS error, count::BIGINT AS count,
+       recipient_raw::VARCHAR AS recipient_raw, problem::VARCHAR AS problem,
+       CASE WHEN :keep_raw OR problem IS NOT NULL THEN line END::VARCHAR AS line
 FROM (SELECT * EXCLUDE (problem),
              coalesce(problem, CASE WHEN ts IS NULL THEN 'no readable timestamp'
                                     WHEN no_event AND msg_id IS NULL THEN 'no event or msg_id' END) AS problem
@@ -87,11 +92,11 @@ FROM (SELECT * EXCLUDE (problem),
 
 -- name: stage_logfmt
 -- logfmt: key=value pairs (quoted values may hold spaces and \" escapes); an ISO timestamp may lead the line.
--- One parallel pass straight from the file into typed columns: `staged` keeps the file's line order, so a
--- line's number is its rowid + 1. {fields} is the list of canonical field expressions built from
+-- One parallel pass straight from the file into typed columns: the staged table ({staged}) keeps the file's
+-- line order, so a line's number is its rowid + 1. {fields} is the list of canonical field expressions built from
 -- logfmt_value: the sampled keys first, then (only on lines where :rare_keys matches, one regex) every other
 -- alias of the vocabulary. {typed} is typed_columns.
-CREATE OR REPLACE TEMP TABLE staged AS
+CREATE OR REPLACE TABLE {staged} AS
 WITH lines AS (
     SELECT line, ' ' || line AS l, regexp_matches(' ' || line, :rare_keys) AS rare FROM mm_lines(:path, :delim)
 ), fields AS (
@@ -113,7 +118,7 @@ WITH lines AS (
 -- name: stage_jsonl
 -- JSON Lines: one object per line; nested keys are read as dotted paths (:keys) through JSONPaths (:paths);
 -- :k_<field> lists the keys that feed each canonical field. {typed} is typed_columns.
-CREATE OR REPLACE TEMP TABLE staged AS
+CREATE OR REPLACE TABLE {staged} AS
 WITH lines AS (
     SELECT line FROM mm_lines(:path, :delim)
 ), typed_json AS (
@@ -141,8 +146,8 @@ WHERE json_valid(line) AND json_type(line) = 'OBJECT'
 
 -- name: stage_csv
 -- CSV: the line :header_line is the header (:keys); cells may be "quoted, with "" escapes"; empty = absent.
--- Lines up to the header are staged too (the append statements leave them out). {typed} is typed_columns.
-CREATE OR REPLACE TEMP TABLE staged AS
+-- Lines up to the header are staged too (the events and skipped views leave them out). {typed} is typed_columns.
+CREATE OR REPLACE TABLE {staged} AS
 WITH lines AS (
     SELECT line FROM mm_lines(:path, :delim)
 ), cells AS (
@@ -160,32 +165,50 @@ WITH lines AS (
 
 -- name: mark_truncated_last_line
 -- A last line without a newline was cut off mid-write: never trust it as a record (:text is that line).
-UPDATE staged SET problem = 'truncated last line (no newline at end of file)', line = :text
-WHERE rowid = (SELECT max(rowid) FROM staged) AND problem IS NULL
+UPDATE {staged} SET problem = 'truncated last line (no newline at end of file)', line = :text
+WHERE rowid = (SELECT max(rowid) FROM {staged}) AND problem IS NULL
 
--- name: append_events
--- A staged file's records, numbered by their place in the file (lines up to :header_line are not data).
-INSERT INTO events
-SELECT :label, rowid + 1, ts, event, worker, incarnation, campaign, step, recipient, candidate, msg_id, shard,
-       lease_s, test_id, variant, status, attempt, error, count, recipient_raw, line
-FROM staged WHERE problem IS NULL AND rowid >= :header_line
-
--- name: append_skipped
--- A staged file's lines that are not records, with where they are and why.
-INSERT INTO skipped
-SELECT :label, rowid + 1, problem, line FROM staged WHERE problem IS NOT NULL AND rowid >= :header_line
+-- name: register_file
+-- A staged file: its label and the line of its CSV header (0 when it has none; lines up to it are not data).
+INSERT INTO files VALUES (:file_id, :label, :header_line)
 
 -- name: staged_counts
--- Physical lines, records and skipped lines of the staged file, and the first skipped line numbers.
+-- Physical lines, records and skipped lines of a staged file, and the first skipped line numbers.
 SELECT count(*) AS lines,
        count(*) FILTER (WHERE problem IS NULL AND rowid >= :header_line) AS records,
        count(*) FILTER (WHERE problem IS NOT NULL AND rowid >= :header_line) AS skipped,
        (list(rowid + 1 ORDER BY rowid) FILTER (WHERE problem IS NOT NULL AND rowid >= :header_line))[1:10]
-FROM staged
+FROM {staged}
 
--- name: drop_staging
--- Free a staged file once its records are appended.
-DROP TABLE IF EXISTS staged
+-- name: drop_staged
+-- Forget a file's staged lines (before it is read again, e.g. after bad UTF-8).
+DROP TABLE IF EXISTS {staged}
+
+-- name: create_views
+-- `events` (records) and `skipped` (lines that are not records, with why) over every staged file, numbered by
+-- their place in the file: no copy of the data. {events_parts} and {skipped_parts} are UNION ALL lists of
+-- events_part / skipped_part, one per staged table.
+CREATE OR REPLACE VIEW events AS
+SELECT f.source, u.line_no, u.ts, u.event, u.worker, u.incarnation, u.campaign, u.step, u.recipient, u.candidate,
+       u.msg_id, u.shard, u.lease_s, u.test_id, u.variant, u.status, u.attempt, u.error, u.count,
+       u.recipient_raw, u.raw
+FROM ({events_parts}) u JOIN files f USING (file_id)
+WHERE u.line_no > f.header_line;
+CREATE OR REPLACE VIEW skipped AS
+SELECT f.source, u.line_no, u.reason, u.text
+FROM ({skipped_parts}) u JOIN files f USING (file_id)
+WHERE u.line_no > f.header_line
+
+-- name: events_part
+-- Template: the records of one staged table ({file_id} is its number).
+SELECT {file_id} AS file_id, rowid + 1 AS line_no, ts, event, worker, incarnation, campaign, step, recipient,
+       candidate, msg_id, shard, lease_s, test_id, variant, status, attempt, error, count, recipient_raw, line AS raw
+FROM staged_{file_id} WHERE problem IS NULL
+
+-- name: skipped_part
+-- Template: the lines of one staged table that are not records.
+SELECT {file_id} AS file_id, rowid + 1 AS line_no, problem AS reason, line AS text
+FROM staged_{file_id} WHERE problem IS NOT NULL
 
 -- name: build_sends
 -- Real sends: a send event with a msg_id and a success (or absent) status; one row per msg_id and recipient
