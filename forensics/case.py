@@ -15,6 +15,8 @@ from forensics.errors import ConfigError, InputError
 from forensics.fields import FieldMap
 
 DEFAULT_MEMORY_LIMIT = "1GB"
+SMALL_CASE_BYTES = 64 * 2**20
+GZIP_RATIO = 8  # a log compresses about this much: what a .gz input weighs once read
 
 
 @dataclass
@@ -27,12 +29,13 @@ class Case:
         return sum(i.records for i in self.inputs)
 
 
-def connect(database: str | None = None, memory_limit: str | None = None):
+def connect(database: str | None = None, memory_limit: str | None = None, input_bytes: int = 0):
     """A DuckDB connection with a bounded memory limit that spills to a private temp folder.
 
-    Without `database` the case still lives in a file (in that folder, removed at exit): tables in a
-    database file are stored compressed (~6x smaller than DuckDB's in-memory tables) and can be paged
-    out, which keeps a 10M-line case within the memory limit.
+    Without `database`, a case read from more than SMALL_CASE_BYTES of logs still lives in a file (in
+    that folder, removed at exit): tables in a database file are stored compressed (~6x smaller than
+    DuckDB's in-memory tables) and can be paged out, which keeps a 10M-line case within the memory
+    limit. Smaller cases stay in memory, where they build faster.
     """
     import duckdb
 
@@ -42,7 +45,8 @@ def connect(database: str | None = None, memory_limit: str | None = None):
     config = {"memory_limit": _checked_size(memory_limit or DEFAULT_MEMORY_LIMIT),
               "temp_directory": str(spill), "preserve_insertion_order": True}
     try:
-        con = duckdb.connect(database or str(spill / "case.duckdb"), config=config)
+        in_file = database or (str(spill / "case.duckdb") if input_bytes > SMALL_CASE_BYTES else ":memory:")
+        con = duckdb.connect(in_file, config=config)
     except duckdb.Error as exc:
         shutil.rmtree(spill, ignore_errors=True)
         raise ConfigError(f"--memory-limit {memory_limit!r}: {str(exc).splitlines()[0]}") from None
@@ -75,13 +79,18 @@ def load_case(paths, syntax: str | None = None, field_map: FieldMap | dict | Non
     if isinstance(field_map, dict):
         field_map = FieldMap(field_map)
     resolved = sources.resolve(list(paths))
-    con = connect(database, memory_limit)
+    con = connect(database, memory_limit, sum(_input_bytes(s) for s in resolved))
     inputs = ingest.load(con, resolved, syntax=syntax, field_map=field_map, strict=strict, progress=progress,
                          keep_raw=database is not None)
     case = Case(con, inputs)
     if case.records == 0:
         raise InputError(_nothing_read(inputs))
     return case
+
+
+def _input_bytes(source: sources.Source) -> int:
+    size = Path(source.path).stat().st_size
+    return size * GZIP_RATIO if source.gzipped else size
 
 
 def _nothing_read(inputs: list[ingest.InputSummary]) -> str:

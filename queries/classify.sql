@@ -5,22 +5,29 @@
 -- name: classify_pairs
 -- Consecutive sends of each duplicated person, with what the logs show between them.
 CREATE OR REPLACE TABLE dup_pairs AS
-WITH dup AS (
-    SELECT *, row_number() OVER (PARTITION BY campaign, step, recipient ORDER BY ts, msg_id) AS seq,
-           count(*) OVER (PARTITION BY campaign, step, recipient) AS n_sends
+WITH repeated AS (
+    -- people whose key hash occurs twice; the windows below then run over those sends only
+    SELECT hash(campaign, step, recipient) AS h FROM sends GROUP BY h HAVING count(*) >= 2
+), dup AS (
+    SELECT campaign, step, recipient, candidate, test_id, worker, incarnation, ts, shard,
+           row_number() OVER w AS seq, count(*) OVER (PARTITION BY campaign, step, recipient) AS n_sends,
+           lead(worker) OVER w AS next_worker, lead(incarnation) OVER w AS next_incarnation,
+           lead(ts) OVER w AS next_ts, lead(shard) OVER w AS next_shard, lead(attempt) OVER w AS next_attempt,
+           lead(test_id) OVER w AS next_test_id
     FROM sends
-    QUALIFY count(*) OVER (PARTITION BY campaign, step, recipient) >= 2
+    WHERE hash(campaign, step, recipient) IN (SELECT h FROM repeated)
+    WINDOW w AS (PARTITION BY campaign, step, recipient ORDER BY ts, msg_id)
 ), failures AS (
     -- error records and failed attempts: what a retry leaves between two sends
     SELECT worker, recipient, candidate, ts FROM events
     WHERE event = 'error' OR (event = 'send' AND NOT mm_ok_status(status))
 ), pairs AS (
-    SELECT a.campaign, a.step, a.recipient, a.n_sends, a.seq,
-           a.worker AS worker1, b.worker AS worker2, a.incarnation AS inc1, b.incarnation AS inc2,
-           a.ts AS ts1, b.ts AS ts2, a.shard AS shard1, b.shard AS shard2, b.attempt AS attempt2,
-           a.candidate, coalesce(a.test_id, b.test_id) AS test_id
-    FROM dup a JOIN dup b
-      ON a.campaign = b.campaign AND a.step = b.step AND a.recipient = b.recipient AND b.seq = a.seq + 1
+    -- each send with the next one to the same person
+    SELECT campaign, step, recipient, n_sends, seq,
+           worker AS worker1, next_worker AS worker2, incarnation AS inc1, next_incarnation AS inc2,
+           ts AS ts1, next_ts AS ts2, shard AS shard1, next_shard AS shard2, next_attempt AS attempt2,
+           candidate, coalesce(test_id, next_test_id) AS test_id
+    FROM dup WHERE n_sends >= 2 AND seq < n_sends
 )
 SELECT p.*,
        epoch(p.ts2) - epoch(p.ts1) AS gap_s,

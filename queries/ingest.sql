@@ -213,12 +213,24 @@ FROM staged_{file_id} WHERE problem IS NOT NULL
 -- name: build_sends
 -- Real sends: a send event with a msg_id and a success (or absent) status; one row per msg_id and recipient
 -- (a line logged twice is one send; one provider id may cover several recipients of one API call).
+-- Only keys whose 64-bit hash occurs twice are compared exactly: no window or wide hash table over every
+-- send, which is what keeps a 10M-line case fast within the memory limit.
 CREATE OR REPLACE TABLE sends AS
-SELECT source, line_no AS line, ts, worker, incarnation, coalesce(campaign, '') AS campaign,
-       coalesce(step, '') AS step, recipient, candidate, msg_id, shard, test_id, variant, attempt
-FROM events
-WHERE event = 'send' AND msg_id IS NOT NULL AND mm_ok_status(status) AND recipient IS NOT NULL AND recipient <> ''
-QUALIFY row_number() OVER (PARTITION BY msg_id, recipient ORDER BY ts, source, line_no) = 1
+WITH ok AS (
+    SELECT source, line_no AS line, ts, worker, incarnation, coalesce(campaign, '') AS campaign,
+           coalesce(step, '') AS step, recipient, candidate, msg_id, shard, test_id, variant, attempt,
+           hash(msg_id, recipient) AS h
+    FROM events
+    WHERE event = 'send' AND msg_id IS NOT NULL AND mm_ok_status(status) AND recipient IS NOT NULL AND recipient <> ''
+), repeated AS (
+    SELECT h FROM ok GROUP BY h HAVING count(*) > 1
+), first_of_repeated AS (
+    SELECT * FROM ok WHERE h IN (SELECT h FROM repeated)
+    QUALIFY row_number() OVER (PARTITION BY msg_id, recipient ORDER BY ts, source, line) = 1
+)
+SELECT * EXCLUDE (h) FROM ok WHERE h NOT IN (SELECT h FROM repeated)
+UNION ALL
+SELECT * EXCLUDE (h) FROM first_of_repeated
 
 -- name: first_fatal_skip
 -- The first non-blank line that is not a record (what --strict stops on).
