@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Iterable, Iterator
 
+import queries
 from forensics import classify
 from forensics.ingest import fetch
 from forensics.output import iso_utc, to_json
@@ -140,9 +142,28 @@ def incident_document(i: dict) -> dict:
     }
 
 
-def affected_json(con) -> list[str]:
-    """The "affected" entries as ready JSON texts (made by DuckDB; see affected_sends)."""
-    return [row[0] for row in fetch(con, "affected_sends")]
+AFFECTED_BATCH_PEOPLE = 200_000  # people per affected_sends query: bounds DuckDB's list aggregation
+
+
+def affected_json(con) -> Iterator[str]:
+    """The "affected" entries as ready JSON texts (made by DuckDB; see affected_sends), streamed."""
+    sql = queries.get("affected_sends").for_duckdb()
+    for ids in _incident_batches(fetch(con, "incident_sizes")):
+        cursor = con.execute(sql, {"incident_ids": ids})
+        while rows := cursor.fetchmany(10_000):
+            yield from (row[0] for row in rows)
+
+
+def _incident_batches(sizes: list[tuple[str, int]]) -> Iterator[list[str]]:
+    batch, people = [], 0
+    for incident_id, size in sizes:
+        if batch and people + size > AFFECTED_BATCH_PEOPLE:
+            yield batch
+            batch, people = [], 0
+        batch.append(incident_id)
+        people += size
+    if batch:
+        yield batch
 
 
 def build_document(case, include_affected: bool = True) -> dict:
@@ -161,10 +182,12 @@ def build_document(case, include_affected: bool = True) -> dict:
     return document
 
 
-def write_document(document: dict, affected: list[str], out) -> None:
+def write_document(document: dict, affected: Iterable[str], out) -> None:
     """Write the document as JSON with the pre-serialised affected entries spliced in, one per line."""
     head = to_json({k: v for k, v in document.items() if k != "affected"})
     out.write(head[:-2] + ',\n  "affected": [')
-    for index, text in enumerate(affected):
-        out.write(("\n    " if index == 0 else ",\n    ") + text)
-    out.write("\n  ]\n}\n" if affected else "]\n}\n")
+    separator = "\n    "
+    for text in affected:
+        out.write(separator + text)
+        separator = ",\n    "
+    out.write("]\n}\n" if separator == "\n    " else "\n  ]\n}\n")

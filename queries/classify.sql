@@ -214,9 +214,14 @@ FROM grouped g JOIN spans sp
   ON sp.kind = g.kind AND sp.campaign = g.campaign AND sp.step = g.step AND sp.group_key = g.group_key
  AND sp.test_id IS NOT DISTINCT FROM g.test_id
 
+-- name: incident_sizes
+-- Incidents in the order of the "affected" list, with their size (to batch affected_sends).
+SELECT id, people FROM incidents ORDER BY id
+
 -- name: affected_sends
--- Every duplicated person with their incident and the sends they received, oldest first, as one JSON
--- object each (diagnose-json.md "affected"), built inside DuckDB so large cases stream out fast.
+-- Every duplicated person of the incidents :incident_ids with their incident and the sends they received,
+-- oldest first, as one JSON object each (diagnose-json.md "affected"), built inside DuckDB so large cases
+-- stream out fast; asked for a batch of incidents at a time so the lists stay within the memory limit.
 SELECT to_json({
     'recipient': d.recipient, 'campaign': nullif(d.campaign, ''), 'step': nullif(d.step, ''),
     'kind': d.kind, 'cause': d.cause, 'incident': i.id,
@@ -226,6 +231,7 @@ SELECT to_json({
 FROM dup_people d
 JOIN incidents i ON i.kind = d.kind AND i.campaign = d.campaign AND i.step = d.step AND i.group_key = d.group_key
      AND i.test_id IS NOT DISTINCT FROM CASE WHEN d.kind = 'ab-contamination' THEN d.test_id END
+     AND list_contains(:incident_ids::VARCHAR[], i.id)
 JOIN sends s ON s.campaign = d.campaign AND s.step = d.step AND s.recipient = d.recipient
 GROUP BY d.recipient, d.campaign, d.step, d.kind, d.cause, i.id
 ORDER BY i.id, d.campaign, d.step, d.recipient
