@@ -111,7 +111,7 @@ def _create_views(con, file_ids: list[int]) -> None:
     """The events and skipped views over the staged tables (file ids are ours: plain integers)."""
     def parts(name: str) -> str:
         return "\nUNION ALL\n".join(_filled(name, file_id=str(int(i))).sql for i in file_ids)
-    run_script(con, "create_views", events_parts=parts("events_part"), skipped_parts=parts("skipped_part"))
+    run_script(con, "create_views", events_part=parts("events_part"), skipped_part=parts("skipped_part"))
 
 
 def _is_dirty_file_error(exc: Exception) -> bool:
@@ -194,7 +194,7 @@ def _parse_logfmt(con, source: Source, staged: str, head: bytes, field_map: Fiel
         rare_keys.extend(rare)
         fields.append(f"{logfmt_field_with_fallback(common, rare)} AS {column}")
     pattern = r"\s(?:" + "|".join(re.escape(k) for k in rare_keys) + ")=" if rare_keys else "$^"
-    query = _filled("stage_logfmt", staged=staged, fields=",\n".join(fields), typed=_TYPED)
+    query = _filled("stage_logfmt", staged=staged, fields=",\n".join(fields), typed_columns=_TYPED)
     con.execute(query.for_duckdb(), {**_lines_of(source), "rare_keys": pattern, "keep_raw": keep_raw})
     return 0
 
@@ -204,20 +204,24 @@ _TEXT_COLUMNS = tuple((canon, {"ts": "ts_text", "event": "event_text", "recipien
                                "count": "count_text"}.get(canon, canon)) for canon in CANONICAL)
 
 
-def _picks_params(keys: list[str], field_map: FieldMap) -> tuple[str, dict]:
+def _picks(keys: list[str], field_map: FieldMap) -> str:
+    """Each canonical field as the first non-blank value among its keys' positions in `vals`."""
     resolved = field_map.resolve(keys)
     template = queries.get("pick_value").sql
-    picks = ", ".join(template.replace("{field}", canon).replace("{column}", column) for canon, column in _TEXT_COLUMNS)
-    return picks, {"keys": keys, **{f"k_{canon}": resolved[canon] for canon in CANONICAL}}
+    columns = []
+    for canon, column in _TEXT_COLUMNS:
+        picks = [template.replace("{index}", str(keys.index(key) + 1)) for key in resolved[canon] if key in keys]
+        expr = "NULL" if not picks else picks[0] if len(picks) == 1 else "coalesce(" + ", ".join(picks) + ")"
+        columns.append(f"{expr} AS {column}")
+    return ", ".join(columns)
 
 
 def _parse_jsonl(con, source: Source, staged: str, head: bytes, field_map: FieldMap, keep_raw: bool) -> int:
     structure = fetch(con, "json_structure", _lines_of(source))[0][0]
     keys = _json_paths(json.loads(structure) if structure else {})
     paths = ["$" + "".join("." + json.dumps(part) for part in key.split(".")) for key in keys]
-    picks, pick_params = _picks_params(keys, field_map)
-    con.execute(_filled("stage_jsonl", staged=staged, picks=picks, typed=_TYPED).for_duckdb(),
-                {**_lines_of(source), **pick_params, "paths": paths, "keep_raw": keep_raw})
+    con.execute(_filled("stage_jsonl", staged=staged, picks=_picks(keys, field_map), typed_columns=_TYPED).for_duckdb(),
+                {**_lines_of(source), "paths": paths, "keep_raw": keep_raw})
     return 0
 
 
@@ -238,9 +242,8 @@ def _parse_csv(con, source: Source, staged: str, head: bytes, field_map: FieldMa
     if found is None:
         raise InputError(f"{source.label}: CSV file without a header row")
     header_line, keys = found
-    picks, pick_params = _picks_params(keys, field_map)
-    con.execute(_filled("stage_csv", staged=staged, picks=picks, typed=_TYPED).for_duckdb(),
-                {**_lines_of(source), **pick_params, "keep_raw": keep_raw})
+    con.execute(_filled("stage_csv", staged=staged, picks=_picks(keys, field_map), typed_columns=_TYPED).for_duckdb(),
+                {**_lines_of(source), "keys": keys, "keep_raw": keep_raw})
     return header_line
 
 

@@ -2,12 +2,9 @@
 -- Everything runs inside DuckDB; Python only chooses files and key names.
 
 -- name: ingest_macros
--- Helper macros: pick the first non-empty value among keys, parse timestamps, durations, event names.
+-- Helper macros: parse timestamps, durations, event names, message ids; unquote logfmt values; read lines.
 -- Timestamps without a zone are UTC, and so is every timestamp shown.
 SET TimeZone = 'UTC';
-CREATE OR REPLACE TEMP MACRO mm_pick(keys, vals, wanted) AS
-    list_filter(list_transform(wanted, lambda k: vals[list_position(keys, k)]),
-                lambda x: x IS NOT NULL AND trim(x) <> '')[1];
 -- An ISO text (it has a '-') skips the epoch regex: one cast per line on the common path.
 CREATE OR REPLACE TEMP MACRO mm_ts(t) AS CASE
     WHEN t IS NULL THEN NULL
@@ -95,7 +92,7 @@ FROM (SELECT * EXCLUDE (problem),
 -- One parallel pass straight from the file into typed columns: the staged table ({staged}) keeps the file's
 -- line order, so a line's number is its rowid + 1. {fields} is the list of canonical field expressions built from
 -- logfmt_value: the sampled keys first, then (only on lines where :rare_keys matches, one regex) every other
--- alias of the vocabulary. {typed} is typed_columns.
+-- alias of the vocabulary. {typed_columns} is that block.
 CREATE OR REPLACE TABLE {staged} AS
 WITH lines AS (
     SELECT line, ' ' || line AS l, regexp_matches(' ' || line, :rare_keys) AS rare FROM mm_lines(:path, :delim)
@@ -113,11 +110,11 @@ WITH lines AS (
            CASE WHEN line IS NULL OR trim(line) = '' THEN 'blank line'
                 WHEN NOT contains(line, '=') THEN 'no key=value pairs' END AS problem
     FROM fields
-), {typed}
+), {typed_columns}
 
 -- name: stage_jsonl
--- JSON Lines: one object per line; nested keys are read as dotted paths (:keys) through JSONPaths (:paths);
--- :k_<field> lists the keys that feed each canonical field. {typed} is typed_columns.
+-- JSON Lines: one object per line; nested keys are read as dotted paths through JSONPaths (:paths);
+-- {picks} (from pick_value) reads each canonical field from `vals`. {typed_columns} is that block.
 CREATE OR REPLACE TABLE {staged} AS
 WITH lines AS (
     SELECT line FROM mm_lines(:path, :delim)
@@ -132,11 +129,12 @@ WITH lines AS (
                 WHEN jtype IS NULL THEN 'not valid JSON'
                 WHEN jtype <> 'OBJECT' THEN 'JSON but not an object' END AS problem
     FROM valued
-), {typed}
+), {typed_columns}
 
 -- name: pick_value
--- Template: the first non-empty value among the keys that feed one canonical field ({column} is its name).
-mm_pick(:keys::VARCHAR[], vals, :k_{field}::VARCHAR[]) AS {column}
+-- Template: the value at position {index} of a line's `vals` when it is not blank (a field fed by several keys
+-- is the coalesce of their picks, in the field map's order: see ingest._picks).
+CASE WHEN trim(vals[{index}]) <> '' THEN vals[{index}] END
 
 -- name: json_structure
 -- The union of the key structure of the JSON objects among a file's first lines (to discover dotted paths).
@@ -146,7 +144,7 @@ WHERE json_valid(line) AND json_type(line) = 'OBJECT'
 
 -- name: stage_csv
 -- CSV: the line :header_line is the header (:keys); cells may be "quoted, with "" escapes"; empty = absent.
--- Lines up to the header are staged too (the events and skipped views leave them out). {typed} is typed_columns.
+-- Lines up to the header are staged too (the events and skipped views leave them out). {typed_columns} is that block.
 CREATE OR REPLACE TABLE {staged} AS
 WITH lines AS (
     SELECT line FROM mm_lines(:path, :delim)
@@ -161,7 +159,7 @@ WITH lines AS (
            CASE WHEN line IS NULL OR trim(line) = '' THEN 'blank line'
                 WHEN len(vals) <> len(:keys::VARCHAR[]) THEN 'wrong number of CSV cells' END AS problem
     FROM cells
-), {typed}
+), {typed_columns}
 
 -- name: mark_truncated_last_line
 -- A last line without a newline was cut off mid-write: never trust it as a record (:text is that line).
@@ -186,17 +184,17 @@ DROP TABLE IF EXISTS {staged}
 
 -- name: create_views
 -- `events` (records) and `skipped` (lines that are not records, with why) over every staged file, numbered by
--- their place in the file: no copy of the data. {events_parts} and {skipped_parts} are UNION ALL lists of
--- events_part / skipped_part, one per staged table.
+-- their place in the file: no copy of the data. {events_part} and {skipped_part} are UNION ALL lists of
+-- those blocks, one per staged table.
 CREATE OR REPLACE VIEW events AS
 SELECT f.source, u.line_no, u.ts, u.event, u.worker, u.incarnation, u.campaign, u.step, u.recipient, u.candidate,
        u.msg_id, u.shard, u.lease_s, u.test_id, u.variant, u.status, u.attempt, u.error, u.count,
        u.recipient_raw, u.raw
-FROM ({events_parts}) u JOIN files f USING (file_id)
+FROM ({events_part}) u JOIN files f USING (file_id)
 WHERE u.line_no > f.header_line;
 CREATE OR REPLACE VIEW skipped AS
 SELECT f.source, u.line_no, u.reason, u.text
-FROM ({skipped_parts}) u JOIN files f USING (file_id)
+FROM ({skipped_part}) u JOIN files f USING (file_id)
 WHERE u.line_no > f.header_line
 
 -- name: events_part

@@ -5,8 +5,9 @@
 -- name: report_marks_build
 -- Every send and lifecycle record (claim, renew, release, expire, start, error), narrow: its time `t` in
 -- epoch ms, its lane (worker · incarnation; a lifecycle record without an incarnation, e.g. a claim line,
--- goes to the incarnation the worker had started last by then) and where it came from (`src` s/e, `rid` = rowid
--- in sends/events), so details are fetched only for the few records drawn one by one.
+-- goes to the incarnation the worker had started last by then) and where it came from (`src` s/e: `rid` = rowid
+-- in sends, or `rsource` and `rid` = file and line of the event), so details are fetched only for the few
+-- records drawn one by one.
 CREATE OR REPLACE TEMP MACRO mm_lane(w, i) AS coalesce(w, '(no worker)') || coalesce(' · ' || i, '');
 CREATE OR REPLACE TEMP TABLE report_marks AS
 WITH dup AS (
@@ -20,21 +21,22 @@ WITH dup AS (
 ), sends_drawn AS (
     SELECT s.ts, s.worker, s.incarnation AS inc,
            CASE WHEN d.recipient IS NULL THEN 'send' ELSE 'duplicate send' END AS what,
-           'sends' AS src, s.rowid AS rid, NULL::VARCHAR AS shard, NULL::DOUBLE AS lease_s
+           'sends' AS src, s.rowid AS rid, NULL::VARCHAR AS rsource, NULL::VARCHAR AS shard, NULL::DOUBLE AS lease_s
     FROM sends s
     LEFT JOIN dup d ON d.campaign = s.campaign AND d.step = s.step AND d.recipient = s.recipient
     WHERE s.ts IS NOT NULL
 ), lifecycle AS (
-    SELECT e.ts, e.worker, e.incarnation, e.event AS what, 'events' AS src, e.rowid AS rid, e.shard, e.lease_s
+    SELECT e.ts, e.worker, e.incarnation, e.event AS what, 'events' AS src, e.line_no AS rid, e.source AS rsource,
+           e.shard, e.lease_s
     FROM events e
     WHERE e.ts IS NOT NULL AND e.event IN ('claim', 'renew', 'release', 'expire', 'start', 'error')
 ), lifecycle_drawn AS (
-    SELECT l.ts, l.worker, coalesce(l.incarnation, a.inc, f.inc) AS inc, l.what, l.src, l.rid, l.shard, l.lease_s
+    SELECT l.ts, l.worker, coalesce(l.incarnation, a.inc, f.inc) AS inc, l.what, l.src, l.rid, l.rsource, l.shard, l.lease_s
     FROM lifecycle l
     ASOF LEFT JOIN spans a ON l.worker = a.worker AND l.ts >= a.since
     LEFT JOIN first_span f ON f.worker = l.worker
 )
-SELECT epoch_ms(ts) AS t, worker, inc, what, src, rid, shard, lease_s
+SELECT epoch_ms(ts) AS t, worker, inc, what, src, rid, rsource, shard, lease_s
 FROM (SELECT * FROM sends_drawn UNION ALL BY NAME SELECT * FROM lifecycle_drawn)
 
 -- name: report_lanes
@@ -72,7 +74,7 @@ SELECT CASE WHEN m.lane IN (SELECT unnest(:kept)) THEN m.lane ELSE :other END AS
        coalesce(s.msg_id, e.msg_id) AS msg_id, s.variant, m.lease_s, d.kind, e.error
 FROM drawn m
 LEFT JOIN sends s ON m.src = 'sends' AND s.rowid = m.rid
-LEFT JOIN events e ON m.src = 'events' AND e.rowid = m.rid
+LEFT JOIN events e ON m.src = 'events' AND e.source = m.rsource AND e.line_no = m.rid
 LEFT JOIN dup d ON d.campaign = s.campaign AND d.step = s.step AND d.recipient = s.recipient
 ORDER BY m.t, lane
 
