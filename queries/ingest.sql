@@ -214,7 +214,7 @@ FROM staged_{file_id} WHERE problem IS NOT NULL
 -- Only keys whose 64-bit hash occurs twice are compared exactly: no window or wide hash table over every
 -- send, which is what keeps a 10M-line case fast within the memory limit.
 CREATE OR REPLACE TABLE sends AS
-WITH ok AS (
+WITH ok AS NOT MATERIALIZED (  -- scanned three times rather than held: 10M sends do not fit
     SELECT source, line_no AS line, ts, worker, incarnation, coalesce(campaign, '') AS campaign,
            coalesce(step, '') AS step, recipient, candidate, msg_id, shard, test_id, variant, attempt,
            hash(msg_id, recipient) AS h
