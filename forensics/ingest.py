@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Callable
@@ -21,6 +22,8 @@ from forensics.errors import ConfigError, InputError, ParseError
 from forensics.fields import ALIASES, CANONICAL, FieldMap
 from forensics.sources import SYNTAXES, Source, head_bytes, is_empty
 
+# DuckDB reads a .gz on one core: a larger one is decompressed to a plain file first.
+GUNZIP_ABOVE_BYTES = 4 * 2**20
 # A line is read whole by giving DuckDB's CSV reader a delimiter no log contains.
 LINE_DELIM = "\x1e\x1f\x1e\x1f"
 
@@ -86,6 +89,34 @@ def _load_file(con, source: Source, file_id: int, forced: str | None, field_map:
                          "force one with --syntax")
     summary = InputSummary(source.label, syntax)
     staged = f"staged_{file_id}"
+    plain = _decompressed(con, source)
+    try:
+        header_line = _stage(con, plain or source, staged, syntax, head, field_map, keep_raw, summary)
+    finally:
+        if plain:
+            os.unlink(plain.path)
+    run_script(con, "register_file", {"file_id": file_id, "label": source.label, "header_line": header_line})
+    summary.lines, summary.records, summary.skipped, first = fetch(con, "staged_counts",
+                                                                   {"header_line": header_line}, staged=staged)[0]
+    summary.first_skipped_lines = list(first or [])
+    return summary
+
+
+def _decompressed(con, source: Source) -> Source | None:
+    """Large .gz inputs are decompressed first into DuckDB's spill folder (it is removed at exit)."""
+    if not source.gzipped or os.path.getsize(source.path) <= GUNZIP_ABOVE_BYTES:
+        return None
+    return sources.decompressed_copy(source, _spill_folder(con))
+
+
+def _spill_folder(con) -> str | None:
+    """DuckDB's temp folder (case.connect makes a private one, removed at exit) for our own copies."""
+    return con.execute("SELECT current_setting('temp_directory')").fetchone()[0] or None
+
+
+def _stage(con, source: Source, staged: str, syntax: str, head: bytes, field_map: FieldMap, keep_raw: bool,
+           summary: InputSummary) -> int:
+    """Parse one file into its staged table; the line number of its header (0 without one)."""
     readable = source
     for attempt in ("as is", "sanitized"):
         try:
@@ -94,17 +125,13 @@ def _load_file(con, source: Source, file_id: int, forced: str | None, field_map:
         except Exception as exc:  # duckdb raises many classes; dirty files get one sanitized retry
             run_script(con, "drop_staged", staged=staged)
             if attempt == "as is" and _is_dirty_file_error(exc):
-                readable = sources.sanitized_copy(source)
+                readable = sources.sanitized_copy(source, _spill_folder(con))
                 summary.encoding = "utf-8 (repaired: invalid bytes or overlong lines)"
                 continue
             raise InputError(f"{source.label}: cannot read ({_first_line(exc)})") from None
     if not source.gzipped and not _ends_with_newline(source.path):
         run_script(con, "mark_truncated_last_line", {"text": _last_line(readable.path)}, staged=staged)
-    run_script(con, "register_file", {"file_id": file_id, "label": source.label, "header_line": header_line})
-    summary.lines, summary.records, summary.skipped, first = fetch(con, "staged_counts",
-                                                                   {"header_line": header_line}, staged=staged)[0]
-    summary.first_skipped_lines = list(first or [])
-    return summary
+    return header_line
 
 
 def _create_views(con, file_ids: list[int]) -> None:
@@ -204,25 +231,41 @@ _TEXT_COLUMNS = tuple((canon, {"ts": "ts_text", "event": "event_text", "recipien
                                "count": "count_text"}.get(canon, canon)) for canon in CANONICAL)
 
 
-def _picks(keys: list[str], field_map: FieldMap) -> str:
-    """Each canonical field as the first non-blank value among its keys' positions in `vals`."""
-    resolved = field_map.resolve(keys)
+def _picks(keys: list[str], field_map: FieldMap, rare: list[str] = ()) -> str:
+    """Each canonical field as the first non-blank value among its keys: a key of `keys` at its position
+    in `vals`, a key of `rare` at its position in `rare_vals`."""
+    resolved = field_map.resolve([*keys, *rare])
     template = queries.get("pick_value").sql
+
+    def value(key: str) -> str:
+        return f"vals[{keys.index(key) + 1}]" if key in keys else f"rare_vals[{rare.index(key) + 1}]"
+
     columns = []
     for canon, column in _TEXT_COLUMNS:
-        picks = [template.replace("{index}", str(keys.index(key) + 1)) for key in resolved[canon] if key in keys]
+        picks = [template.replace("{value}", value(key)) for key in resolved[canon]]
         expr = "NULL" if not picks else picks[0] if len(picks) == 1 else "coalesce(" + ", ".join(picks) + ")"
         columns.append(f"{expr} AS {column}")
     return ", ".join(columns)
 
 
 def _parse_jsonl(con, source: Source, staged: str, head: bytes, field_map: FieldMap, keep_raw: bool) -> int:
+    # Paths seen among the first lines are read on every line; every other top-level alias of the
+    # vocabulary (a key that first appears late in the file) only where one regex finds it.
     structure = fetch(con, "json_structure", _lines_of(source))[0][0]
-    keys = _json_paths(json.loads(structure) if structure else {})
-    paths = ["$" + "".join("." + json.dumps(part) for part in key.split(".")) for key in keys]
-    con.execute(_filled("stage_jsonl", staged=staged, picks=_picks(keys, field_map), typed_columns=_TYPED).for_duckdb(),
-                {**_lines_of(source), "paths": paths, "keep_raw": keep_raw})
+    seen = _json_paths(json.loads(structure) if structure else {})
+    keys = [k for k in seen if field_map.canonical_of(k)]
+    rare = [k for k in dict.fromkeys([*ALL_ALIASES, *field_map.overrides.values()])
+            if k not in seen and '"' not in k and field_map.canonical_of(k)]
+    pattern = '"(?:' + "|".join(re.escape(k) for k in rare) + r')"\s*:' if rare else "$^"
+    query = _filled("stage_jsonl", staged=staged, picks=_picks(keys, field_map, rare), typed_columns=_TYPED)
+    con.execute(query.for_duckdb(), {**_lines_of(source), "paths": _json_path_texts(keys),
+                                     "rare_paths": _json_path_texts(rare), "rare_keys": pattern,
+                                     "keep_raw": keep_raw})
     return 0
+
+
+def _json_path_texts(keys: list[str]) -> list[str]:
+    return ["$" + "".join("." + json.dumps(part) for part in key.split(".")) for key in keys]
 
 
 def _json_paths(structure, prefix: str = "") -> list[str]:

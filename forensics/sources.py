@@ -115,7 +115,20 @@ def is_empty(source: Source) -> bool:
 MAX_LINE_CHARS = 1_000_000
 
 
-def sanitized_copy(source: Source) -> Source:
+def decompressed_copy(source: Source, folder: str) -> Source | None:
+    """A plain copy of a gzipped file in `folder`, so DuckDB parses it on every core (it reads a .gz
+    on one); None when the stream is damaged (DuckDB then reads the .gz itself and says what is wrong)."""
+    handle = tempfile.NamedTemporaryFile(prefix="mailmortem-gunzip-", suffix=".log", dir=folder, delete=False)
+    try:
+        with handle, gzip.open(source.path, "rb") as raw:
+            shutil.copyfileobj(raw, handle, 4 * 2**20)
+    except (OSError, EOFError, zlib.error):
+        os.unlink(handle.name)
+        return None
+    return Source(handle.name, source.label, False)
+
+
+def sanitized_copy(source: Source, folder: str | None = None) -> Source:
     """A UTF-8 copy of a dirty file (bad encoding, overlong lines) for DuckDB to read.
 
     Only used as a fallback: invalid bytes become U+FFFD and lines longer than
@@ -123,7 +136,7 @@ def sanitized_copy(source: Source) -> Source:
     numbers stay those of the original file.
     """
     opener = gzip.open if source.gzipped else open
-    handle = tempfile.NamedTemporaryFile(prefix="mailmortem-clean-", suffix=".log", delete=False)
+    handle = tempfile.NamedTemporaryFile(prefix="mailmortem-clean-", suffix=".log", dir=folder, delete=False)
     with handle, opener(source.path, "rb") as raw:
         for line in raw:
             text = line.decode("utf-8", errors="replace")

@@ -113,15 +113,18 @@ WITH lines AS (
 ), {typed_columns}
 
 -- name: stage_jsonl
--- JSON Lines: one object per line; nested keys are read as dotted paths through JSONPaths (:paths);
--- {picks} (from pick_value) reads each canonical field from `vals`. {typed_columns} is that block.
+-- JSON Lines: one object per line; nested keys are read as dotted paths through JSONPaths (:paths), and
+-- :rare_paths only on lines where :rare_keys matches; {picks} (from pick_value) reads each canonical field
+-- from `vals` or `rare_vals`. {typed_columns} is that block.
 CREATE OR REPLACE TABLE {staged} AS
 WITH lines AS (
     SELECT line FROM mm_lines(:path, :delim)
 ), typed_json AS (
     SELECT line, CASE WHEN json_valid(line) THEN json_type(line) END AS jtype FROM lines
 ), valued AS (
-    SELECT line, jtype, CASE WHEN jtype = 'OBJECT' THEN json_extract_string(line, :paths::VARCHAR[]) END AS vals
+    SELECT line, jtype, CASE WHEN jtype = 'OBJECT' THEN json_extract_string(line, :paths::VARCHAR[]) END AS vals,
+           CASE WHEN jtype = 'OBJECT' AND regexp_matches(line, :rare_keys)
+                THEN json_extract_string(line, :rare_paths::VARCHAR[]) END AS rare_vals
     FROM typed_json
 ), unquoted AS (
     SELECT line, {picks},
@@ -132,14 +135,14 @@ WITH lines AS (
 ), {typed_columns}
 
 -- name: pick_value
--- Template: the value at position {index} of a line's `vals` when it is not blank (a field fed by several keys
--- is the coalesce of their picks, in the field map's order: see ingest._picks).
-CASE WHEN trim(vals[{index}]) <> '' THEN vals[{index}] END
+-- Template: one of a line's values ({value}: a position in `vals` or `rare_vals`) when it is not blank (a field
+-- fed by several keys is the coalesce of their picks, in the field map's order: see ingest._picks).
+CASE WHEN trim({value}) <> '' THEN {value} END
 
 -- name: json_structure
 -- The union of the key structure of the JSON objects among a file's first lines (to discover dotted paths).
 SELECT json_group_structure(json(line)) AS structure
-FROM (SELECT line FROM mm_lines(:path, :delim) LIMIT 100000)
+FROM (SELECT line FROM mm_lines(:path, :delim) LIMIT 20000)
 WHERE json_valid(line) AND json_type(line) = 'OBJECT'
 
 -- name: stage_csv
