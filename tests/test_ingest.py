@@ -163,7 +163,8 @@ def test_binary_file_is_refused(tmp_path):
 
 def test_line_numbers_follow_the_file_across_parallel_reads(tmp_path, monkeypatch):
     # staged rows are numbered by rowid: the parallel read must keep the file's order, in memory and
-    # in the compressed case file large inputs get
+    # in the compressed case file large inputs get. Only preserve_insertion_order guarantees that (without
+    # it a 1M-line file came back out of order here), so the setting itself is checked too.
     junk = set(range(7, 240_000, 7919))
     lines = ["junk line" if n in junk else f"ts=2026-11-28T09:00:00Z event=send email=p{n}@x.io msg_id=m{n}"
              for n in range(1, 240_001)]
@@ -172,6 +173,7 @@ def test_line_numbers_follow_the_file_across_parallel_reads(tmp_path, monkeypatc
         monkeypatch.setattr("forensics.case.SMALL_CASE_BYTES", small_case_bytes)
         case = load_case([log])
         [summary] = case.inputs
+        assert case.con.execute("SELECT current_setting('preserve_insertion_order')").fetchone()[0] is True
         assert (summary.lines, summary.skipped) == (240_000, len(junk))
         assert case.con.execute("SELECT list(line_no ORDER BY line_no) FROM skipped").fetchone()[0] == sorted(junk)
         mismatched = case.con.execute("SELECT count(*) FROM events WHERE msg_id <> 'm' || line_no").fetchone()[0]
