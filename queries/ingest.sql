@@ -64,7 +64,8 @@ CASE WHEN contains(l, ' {key}=') THEN regexp_extract(l, ' {key_re}=("(?:[^"\\]|\
 
 -- name: typed_columns
 -- Template: the typed record columns of a staged line, from the text columns every parser produces, then
--- why the line is not a record (problem) and its text where it is needed (see mm_kept_line).
+-- why the line is not a record (problem) and its text, kept only where it is needed (a skip's text, or
+-- events.raw in a saved case: at 10M lines the text alone is several GB).
 typed AS (
     SELECT mm_ts(ts_text) AS ts,
            CASE WHEN nullif(trim(event_text), '') IS NOT NULL THEN mm_event(event_text)
