@@ -24,6 +24,8 @@ from forensics.sources import SYNTAXES, Source, head_bytes, is_empty
 
 # DuckDB reads a .gz on one core: a larger one is decompressed to a plain file first.
 GUNZIP_ABOVE_BYTES = 4 * 2**20
+# More files than this get events/skipped tables rather than views over a union of staged tables.
+MANY_FILES = 16
 # A line is read whole by giving DuckDB's CSV reader a delimiter no log contains.
 LINE_DELIM = "\x1e\x1f\x1e\x1f"
 
@@ -135,10 +137,16 @@ def _stage(con, source: Source, staged: str, syntax: str, head: bytes, field_map
 
 
 def _create_views(con, file_ids: list[int]) -> None:
-    """The events and skipped views over the staged tables (file ids are ours: plain integers)."""
+    """The events and skipped views over the staged tables (file ids are ours: plain integers); tables
+    instead when there are more than MANY_FILES, whose staged tables are then dropped."""
     def parts(name: str) -> str:
         return "\nUNION ALL\n".join(_filled(name, file_id=str(int(i))).sql for i in file_ids)
-    run_script(con, "create_views", events_part=parts("events_part"), skipped_part=parts("skipped_part"))
+    many = len(file_ids) > MANY_FILES
+    run_script(con, "create_views", relation="TABLE" if many else "VIEW",
+               events_part=parts("events_part"), skipped_part=parts("skipped_part"))
+    if many:
+        for file_id in file_ids[1:]:
+            run_script(con, "drop_staged", staged=f"staged_{int(file_id)}")
 
 
 def _is_dirty_file_error(exc: Exception) -> bool:

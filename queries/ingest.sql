@@ -188,15 +188,16 @@ DROP TABLE IF EXISTS {staged}
 
 -- name: create_views
 -- `events` (records) and `skipped` (lines that are not records, with why) over every staged file, numbered by
--- their place in the file: no copy of the data. {events_part} and {skipped_part} are UNION ALL lists of
--- those blocks, one per staged table.
-CREATE OR REPLACE VIEW events AS
+-- their place in the file: views, no copy of the data ({relation} is VIEW), or, for a case of many files,
+-- tables ({relation} is TABLE: a union of hundreds of tables would be planned again in every query).
+-- {events_part} and {skipped_part} are UNION ALL lists of those blocks, one per staged table.
+CREATE OR REPLACE {relation} events AS
 SELECT f.source, u.line_no, u.ts, u.event, u.worker, u.incarnation, u.campaign, u.step, u.recipient, u.candidate,
        u.msg_id, u.shard, u.lease_s, u.test_id, u.variant, u.status, u.attempt, u.error, u.count,
        u.recipient_raw, u.raw
 FROM ({events_part}) u JOIN files f USING (file_id)
 WHERE u.line_no > f.header_line;
-CREATE OR REPLACE VIEW skipped AS
+CREATE OR REPLACE {relation} skipped AS
 SELECT f.source, u.line_no, u.reason, u.text
 FROM ({skipped_part}) u JOIN files f USING (file_id)
 WHERE u.line_no > f.header_line

@@ -205,3 +205,18 @@ def test_a_key_first_seen_late_in_the_file_is_still_read(tmp_path, syntax):
     case = load_case([log])
     rows = case.con.execute("SELECT count(*) FILTER (WHERE variant = 'B'), count(variant) FROM events").fetchone()
     assert rows == (499, 499)
+
+
+def test_many_files_become_tables_with_each_files_own_line_numbers(tmp_path):
+    for n in range(20):
+        write(tmp_path / f"w{n:02d}.log", f"ts=2026-11-28T09:00:00Z event=send worker=w{n} email=a@b.c msg_id=m{n}\n"
+                                          "not a record\n"
+                                          f"ts=2026-11-28T09:00:01Z event=send worker=w{n} email=a@b.c msg_id=n{n}\n")
+    case = load_case([str(tmp_path)])
+    kinds = dict(case.con.execute("SELECT table_name, 'table' FROM duckdb_tables() "
+                                  "WHERE table_name IN ('events', 'skipped')").fetchall())
+    assert kinds == {"events": "table", "skipped": "table"}
+    assert {(s.lines, s.records, s.skipped, tuple(s.first_skipped_lines)) for s in case.inputs} == {(3, 2, 1, (2,))}
+    rows = case.con.execute("SELECT source, line_no, msg_id FROM events ORDER BY source, line_no").fetchall()
+    assert rows[:2] == [(str(tmp_path / "w00.log"), 1, "m0"), (str(tmp_path / "w00.log"), 3, "n0")]
+    assert len(rows) == 40

@@ -70,7 +70,7 @@ def _filled_for_check(q, blocks) -> str:
     """A block as the code runs it: a {placeholder} naming another block holds that block's SQL (see
     ingest._filled); any other placeholder is a generated identifier or list, checked as a name."""
     sql = re.sub(r"\{(\w+)\}", lambda m: blocks[m.group(1)].sql if m.group(1) in blocks else m.group(0), q.sql)
-    sql = dataclasses.replace(q, sql=sql).for_duckdb()
+    sql = dataclasses.replace(q, sql=sql.replace("{relation}", "VIEW")).for_duckdb()  # a keyword, not a name
     return re.sub(r"\{(\w+)\}", r"x_\1", sql)
 
 
