@@ -32,18 +32,20 @@ CREATE OR REPLACE TEMP MACRO mm_msg_id(m) AS
 CREATE OR REPLACE TEMP MACRO mm_unquote(v) AS CASE
     WHEN v LIKE '"%"' AND length(v) >= 2 THEN replace(replace(v[2:-2], '\"', '"'), '\\', '\')
     ELSE v END;
--- Every physical line of a file: DuckDB's CSV reader with a delimiter no log contains (read in parallel;
--- with preserve_insertion_order a table built from it keeps the file's order, blank lines kept as NULL).
-CREATE OR REPLACE TEMP MACRO mm_lines(path, sep) AS TABLE
-    SELECT line
+-- Every physical line of a file (or of a list of files, in list order, each file's lines together), with the
+-- file's name: DuckDB's CSV reader with a delimiter no log contains (read in parallel; with
+-- preserve_insertion_order a table built from it keeps that order; blank lines kept as NULL).
+CREATE OR REPLACE TEMP MACRO mm_named_lines(path, sep) AS TABLE
+    SELECT filename, line
     FROM read_csv(path, delim = sep, quote = '', escape = '', header = false,
                   columns = {'line': 'VARCHAR'}, auto_detect = false, strict_mode = false,
-                  null_padding = true, max_line_size = 16000000)
+                  null_padding = true, max_line_size = 16000000, filename = true);
+CREATE OR REPLACE TEMP MACRO mm_lines(path, sep) AS TABLE SELECT line FROM mm_named_lines(path, sep)
 
 -- name: create_files
--- The files of the case (file_id numbers the staged_<file_id> tables) and staged_0, an empty staged table that
--- gives the events and skipped views their columns even when no file holds a line.
-CREATE OR REPLACE TABLE files (file_id INTEGER, source VARCHAR, header_line BIGINT);
+-- The files of the case (the staged table holding each one's lines, from row first_row on) and staged_0, an
+-- empty staged table that gives the events and skipped views their columns even when no file holds a line.
+CREATE OR REPLACE TABLE files (file_id INTEGER, source VARCHAR, header_line BIGINT, staged VARCHAR, first_row BIGINT);
 CREATE OR REPLACE TABLE staged_0 (
     ts TIMESTAMPTZ, event VARCHAR, worker VARCHAR, incarnation VARCHAR, campaign VARCHAR, step VARCHAR,
     recipient VARCHAR, candidate VARCHAR, msg_id VARCHAR, shard VARCHAR, lease_s DOUBLE, test_id VARCHAR,
@@ -165,14 +167,33 @@ WITH lines AS (
     FROM cells
 ), {typed_columns}
 
--- name: mark_truncated_last_line
--- A last line without a newline was cut off mid-write: never trust it as a record (:text is that line).
+-- name: mark_truncated_row
+-- A last line without a newline was cut off mid-write: never trust it as a record (:text is that line, :row
+-- its row in the staged table).
 UPDATE {staged} SET problem = 'truncated last line (no newline at end of file)', line = :text
-WHERE rowid = (SELECT max(rowid) FROM {staged}) AND problem IS NULL
+WHERE rowid = :row AND problem IS NULL
 
 -- name: register_file
--- A staged file: its label and the line of its CSV header (0 when it has none; lines up to it are not data).
-INSERT INTO files VALUES (:file_id, :label, :header_line)
+-- A staged file: its label, the line of its CSV header (0 when it has none; lines up to it are not data),
+-- and where its lines are (the staged table, from row :first_row on).
+INSERT INTO files VALUES (:file_id, :label, :header_line, :staged, :first_row)
+
+-- name: staged_rows
+-- How many rows (lines) a staged table holds.
+SELECT count(*) FROM {staged}
+
+-- name: file_line_counts
+-- Lines per file of a list of files, read as the staged tables read them.
+SELECT filename, count(*) FROM mm_named_lines(:paths, :delim) GROUP BY filename
+
+-- name: group_counts
+-- Per file of a staged table holding many files: lines, records, skipped lines and the first skipped ones.
+SELECT f.file_id, count(*) AS lines, count(*) FILTER (WHERE s.problem IS NULL) AS records,
+       count(*) FILTER (WHERE s.problem IS NOT NULL) AS skipped,
+       (list(s.rowid - f.first_row + 1 ORDER BY s.rowid) FILTER (WHERE s.problem IS NOT NULL))[1:10]
+FROM {staged} s ASOF JOIN (SELECT file_id, first_row FROM files WHERE staged = '{staged}') f
+  ON s.rowid >= f.first_row
+GROUP BY f.file_id
 
 -- name: staged_counts
 -- Physical lines, records and skipped lines of a staged file, and the first skipped line numbers.
@@ -212,6 +233,22 @@ FROM staged_{file_id} WHERE problem IS NULL
 -- Template: the lines of one staged table that are not records.
 SELECT {file_id} AS file_id, rowid + 1 AS line_no, problem AS reason, line AS text
 FROM staged_{file_id} WHERE problem IS NOT NULL
+
+-- name: events_part_of_many
+-- Template: the records of a staged table holding many files ({staged}), each numbered within its file.
+SELECT f.file_id, s.rowid - f.first_row + 1 AS line_no, s.ts, s.event, s.worker, s.incarnation, s.campaign,
+       s.step, s.recipient, s.candidate, s.msg_id, s.shard, s.lease_s, s.test_id, s.variant, s.status, s.attempt,
+       s.error, s.count, s.recipient_raw, s.line AS raw
+FROM {staged} s ASOF JOIN (SELECT file_id, first_row FROM files WHERE staged = '{staged}') f
+  ON s.rowid >= f.first_row
+WHERE s.problem IS NULL
+
+-- name: skipped_part_of_many
+-- Template: the lines of a staged table holding many files ({staged}) that are not records.
+SELECT f.file_id, s.rowid - f.first_row + 1 AS line_no, s.problem AS reason, s.line AS text
+FROM {staged} s ASOF JOIN (SELECT file_id, first_row FROM files WHERE staged = '{staged}') f
+  ON s.rowid >= f.first_row
+WHERE s.problem IS NOT NULL
 
 -- name: build_sends
 -- Real sends: a send event with a msg_id and a success (or absent) status; one row per msg_id and recipient

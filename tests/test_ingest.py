@@ -207,16 +207,41 @@ def test_a_key_first_seen_late_in_the_file_is_still_read(tmp_path, syntax):
     assert rows == (499, 499)
 
 
-def test_many_files_become_tables_with_each_files_own_line_numbers(tmp_path):
+def test_many_files_are_read_at_once_each_with_its_own_line_numbers(tmp_path):
     for n in range(20):
         write(tmp_path / f"w{n:02d}.log", f"ts=2026-11-28T09:00:00Z event=send worker=w{n} email=a@b.c msg_id=m{n}\n"
                                           "not a record\n"
                                           f"ts=2026-11-28T09:00:01Z event=send worker=w{n} email=a@b.c msg_id=n{n}\n")
+    write(tmp_path / "w20.log", "ts=2026-11-28T09:00:00Z event=send email=a@b.c msg_id=last\n"
+                                "ts=2026-11-28T09:00:02Z event=send email=a@b.c msg_id=cut")  # cut off mid-write
+    for n in range(18):
+        write(tmp_path / f"j{n:02d}.jsonl", "\n" + json.dumps({"ts": "2026-11-28T09:00:00Z", "event": "send",
+                                                              "email": "a@b.c", "msg_id": f"j{n}"}) + "\n")
     case = load_case([str(tmp_path)])
+    staged = case.con.execute("SELECT DISTINCT staged FROM files ORDER BY 1").fetchall()
+    assert staged == [("staged_many_jsonl",), ("staged_many_logfmt",)]  # one statement per syntax
     kinds = dict(case.con.execute("SELECT table_name, 'table' FROM duckdb_tables() "
                                   "WHERE table_name IN ('events', 'skipped')").fetchall())
     assert kinds == {"events": "table", "skipped": "table"}
-    assert {(s.lines, s.records, s.skipped, tuple(s.first_skipped_lines)) for s in case.inputs} == {(3, 2, 1, (2,))}
-    rows = case.con.execute("SELECT source, line_no, msg_id FROM events ORDER BY source, line_no").fetchall()
+    by_name = {s.path.rsplit("/", 1)[-1]: (s.lines, s.records, s.skipped, tuple(s.first_skipped_lines))
+               for s in case.inputs}
+    assert {by_name[f"w{n:02d}.log"] for n in range(20)} == {(3, 2, 1, (2,))}
+    assert by_name["w20.log"] == (2, 1, 1, (2,))
+    assert {by_name[f"j{n:02d}.jsonl"] for n in range(18)} == {(2, 1, 1, (1,))}
+    rows = case.con.execute("SELECT source, line_no, msg_id FROM events WHERE source LIKE '%w0_.log' "
+                            "ORDER BY source, line_no").fetchall()
     assert rows[:2] == [(str(tmp_path / "w00.log"), 1, "m0"), (str(tmp_path / "w00.log"), 3, "n0")]
-    assert len(rows) == 40
+    assert case.con.execute("SELECT reason FROM skipped WHERE source LIKE '%w20.log'").fetchone()[0].startswith(
+        "truncated last line")
+    assert case.con.execute("SELECT line_no FROM events WHERE msg_id = 'j7'").fetchone()[0] == 2
+
+
+def test_many_files_with_a_dirty_one_are_read_file_by_file(tmp_path):
+    for n in range(17):
+        write(tmp_path / f"w{n:02d}.log", f"ts=2026-11-28T09:00:00Z event=send worker=w{n} email=a@b.c msg_id=m{n}\n")
+    (tmp_path / "w17.log").write_bytes(b"ts=2026-11-28T09:00:00Z event=send email=a@b.c msg_id=x error=\xff\n")
+    case = load_case([str(tmp_path)])
+    assert case.con.execute("SELECT count(DISTINCT staged) FROM files").fetchone()[0] == 18  # the fallback
+    assert sum(s.records for s in case.inputs) == 18
+    assert [s.encoding for s in case.inputs if s.path.endswith("w17.log")] == [
+        "utf-8 (repaired: invalid bytes or overlong lines)"]
