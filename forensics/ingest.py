@@ -2,8 +2,9 @@
 
 Python decides which file is which syntax and which keys feed which field; the
 per-line work (splitting, regexes, JSON, casts) all happens inside DuckDB, in one
-parallel pass per file. A staged table keeps the file's order (the connection
-preserves insertion order), so a line's number is its rowid + 1.
+parallel pass per file (one pass over them all for more than MANY_FILES files of one
+syntax). A staged table keeps the file's order (the connection preserves insertion
+order), so a line's number is its rowid + 1 (less the rows of the files before it).
 """
 
 from __future__ import annotations
@@ -141,6 +142,7 @@ def _load_group(con, members: list[_File], field_map: FieldMap, keep_raw: bool) 
     plains = [_decompressed(con, f.source) for f in members]
     paths = [(plain or f.source).path for plain, f in zip(plains, members)]
     try:
+        # a Source whose path is a list: DuckDB's reader takes either
         _PARSERS[syntax](con, Source(paths, f"{len(paths)} files", False), group,
                          b"".join(f.head for f in members), field_map, keep_raw)
         counts = dict(fetch(con, "file_line_counts", {"paths": paths, "delim": LINE_DELIM}))
