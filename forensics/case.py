@@ -41,9 +41,9 @@ def connect(database: str | None = None, memory_limit: str | None = None, input_
 
     if database and Path(database).exists():
         Path(database).unlink()  # --save writes a fresh case, never mixes two
+    limit = _checked_size(memory_limit or DEFAULT_MEMORY_LIMIT)
     spill = Path(tempfile.mkdtemp(prefix="mailmortem-spill-"))
-    config = {"memory_limit": _checked_size(memory_limit or DEFAULT_MEMORY_LIMIT),
-              "temp_directory": str(spill), "preserve_insertion_order": True}
+    config = {"memory_limit": limit, "temp_directory": str(spill), "preserve_insertion_order": True}
     try:
         in_file = database or (str(spill / "case.duckdb") if input_bytes > SMALL_CASE_BYTES else ":memory:")
         con = duckdb.connect(in_file, config=config)

@@ -8,6 +8,8 @@ import io
 import json
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -179,7 +181,9 @@ def test_provider_export_reconciles_by_message_id(cli, tmp_path):
 
 
 def test_bad_memory_limit(cli, good_log):
+    spill_folders = set(Path(tempfile.gettempdir()).glob("mailmortem-spill-*"))
     result = cli("diagnose", good_log, "--memory-limit", "lots")
     assert result.exit_code == 1
     assert result.stderr == "Error: --memory-limit 'lots': expected a size such as 512MB or 2GB\n"
+    assert set(Path(tempfile.gettempdir()).glob("mailmortem-spill-*")) == spill_folders  # none left behind
     assert cli("diagnose", good_log, "--memory-limit", "256MB").exit_code == 0
