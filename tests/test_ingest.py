@@ -5,6 +5,11 @@ from __future__ import annotations
 import datetime as dt
 import gzip
 import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
 
 import pytest
 
@@ -245,3 +250,20 @@ def test_many_files_with_a_dirty_one_are_read_file_by_file(tmp_path):
     assert sum(s.records for s in case.inputs) == 18
     assert [s.encoding for s in case.inputs if s.path.endswith("w17.log")] == [
         "utf-8 (repaired: invalid bytes or overlong lines)"]
+
+
+def test_spill_folders_of_killed_runs_are_swept(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    log = write(tmp_path / "a.log", "ts=2026-11-28T09:00:00Z event=send email=a@b.c msg_id=m1\n")
+    # a run killed with SIGKILL: its folder stays, its lock on the owner file goes with the process
+    code = ("import sys, os; from forensics.case import load_case; load_case([sys.argv[1]]); "
+            "os.kill(os.getpid(), 9)")
+    subprocess.run([sys.executable, "-c", code, str(log)], check=False, env={**os.environ, "TMPDIR": str(tmp_path)})
+    [abandoned] = tmp_path.glob("mailmortem-spill-*")
+    old = time.time() - 3600
+    os.utime(abandoned / ".owner", (old, old))
+    live = load_case([log])  # a live run in this process keeps its own folder
+    [mine] = [p for p in tmp_path.glob("mailmortem-spill-*") if p != abandoned]
+    os.utime(mine / ".owner", (old, old))
+    load_case([log])
+    assert not abandoned.exists() and mine.exists() and live.records == 1
