@@ -48,7 +48,7 @@ class InputSummary:
 
 def run_script(con, name: str, params: dict | None = None, **parts: str):
     """Run a named query block (possibly several statements) on DuckDB; `parts` fill its {placeholders}."""
-    sql = _filled(name, **parts).for_duckdb() if parts else queries.get(name).for_duckdb()
+    sql = _filled(name, **parts).for_duckdb()
     if params:
         return con.execute(sql, params)
     for statement in filter(str.strip, sql.split(";\n")):
@@ -58,8 +58,7 @@ def run_script(con, name: str, params: dict | None = None, **parts: str):
 
 def fetch(con, name: str, params: dict | None = None, **parts: str) -> list[tuple]:
     """All rows of a named single-statement query."""
-    sql = _filled(name, **parts).for_duckdb() if parts else queries.get(name).for_duckdb()
-    return con.execute(sql, params or {}).fetchall()
+    return con.execute(_filled(name, **parts).for_duckdb(), params or {}).fetchall()
 
 
 def load(con, sources: list[Source], syntax: str | None = None, field_map: FieldMap | None = None,
@@ -119,18 +118,20 @@ def _load_file(con, file: _File, field_map: FieldMap, keep_raw: bool) -> InputSu
     source, syntax, head, file_id = file.source, file.syntax, file.head, file.file_id
     if not head:
         return InputSummary(source.label, syntax)
-    summary = InputSummary(source.label, syntax)
     staged = f"staged_{file_id}"
     plain = _decompressed(con, source)
     try:
-        header_line = _stage(con, plain or source, staged, syntax, head, field_map, keep_raw, summary)
+        header_line, repaired = _stage(con, plain or source, staged, syntax, head, field_map, keep_raw)
     finally:
         if plain:
             os.unlink(plain.path)
     run_script(con, "register_file", {"file_id": file_id, "label": source.label, "header_line": header_line,
                                       "staged": staged, "first_row": 0})
     counts = fetch(con, "staged_counts", {"header_line": header_line}, staged=staged)[0]
-    return dataclasses.replace(_summary(source.label, syntax, counts), encoding=summary.encoding)
+    summary = _summary(source.label, syntax, counts)
+    if repaired:
+        summary.encoding = "utf-8 (repaired: invalid bytes or overlong lines)"
+    return summary
 
 
 def _load_group(con, members: list[_File], field_map: FieldMap, keep_raw: bool) -> dict[int, InputSummary]:
@@ -188,9 +189,10 @@ def _spill_folder(con) -> str | None:
     return con.execute("SELECT current_setting('temp_directory')").fetchone()[0] or None
 
 
-def _stage(con, source: Source, staged: str, syntax: str, head: bytes, field_map: FieldMap, keep_raw: bool,
-           summary: InputSummary) -> int:
-    """Parse one file into its staged table; the line number of its header (0 without one)."""
+def _stage(con, source: Source, staged: str, syntax: str, head: bytes, field_map: FieldMap,
+           keep_raw: bool) -> tuple[int, bool]:
+    """Parse one file into its staged table: the line number of its header (0 without one), and whether
+    it had to be read from a repaired copy."""
     readable = source
     for attempt in ("as is", "sanitized"):
         try:
@@ -200,12 +202,11 @@ def _stage(con, source: Source, staged: str, syntax: str, head: bytes, field_map
             run_script(con, "drop_staged", staged=staged)
             if attempt == "as is" and _is_dirty_file_error(exc):
                 readable = sources.sanitized_copy(source, _spill_folder(con))
-                summary.encoding = "utf-8 (repaired: invalid bytes or overlong lines)"
                 continue
             raise InputError(f"{source.label}: cannot read ({_first_line(exc)})") from None
     if not source.gzipped and not _ends_with_newline(source.path):
         _mark_truncated(con, staged, fetch(con, "staged_rows", staged=staged)[0][0] - 1, readable.path)
-    return header_line
+    return header_line, readable is not source
 
 
 def _create_views(con, files: list[_File], summaries: dict[int, InputSummary]) -> None:
@@ -215,7 +216,7 @@ def _create_views(con, files: list[_File], summaries: dict[int, InputSummary]) -
     groups = list(dict.fromkeys(f.group for f in files if f.group))
 
     def parts(name: str) -> str:
-        return "\nUNION ALL\n".join([_filled(name, staged=f"staged_{int(i)}", file_id=str(int(i))).sql for i in alone]
+        return "\nUNION ALL\n".join([_filled(name, file_id=str(int(i))).sql for i in alone]
                                      + [_filled(f"{name}_of_many", staged=group).sql for group in groups])
     many = len(files) > MANY_FILES
     run_script(con, "create_views", relation="TABLE" if many else "VIEW",
