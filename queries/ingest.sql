@@ -60,9 +60,15 @@ FROM (SELECT line FROM mm_lines(:path, :delim) LIMIT 20000)
 
 -- name: logfmt_value
 -- Template for one key of a logfmt line `l` (padded with a leading space). The cheap `contains` guard lets
--- RE2 run only where the key occurs; the literal prefix keeps it fast; values are unquoted once, later. {key} and {key_re} are filled by
--- ingest.logfmt_field (SQL-quoted, regex-escaped); the fallback order of several keys is a coalesce.
-CASE WHEN contains(l, ' {key}=') THEN regexp_extract(l, ' {key_re}=("(?:[^"\\]|\\.)*"|[^\s"]*)', 1) END
+-- RE2 run only where the key occurs; the literal prefix keeps it fast; values are unquoted once, later. On a
+-- line whose quoted value itself holds ` k=` (`shady`, e.g. error="retry lead=x"), the key is looked for only
+-- outside quoted values: the pattern steps over every quoted value from the line's start (NULL if the key
+-- occurs only inside one). {key} and {key_re} are filled by ingest.logfmt_field (SQL-quoted, regex-escaped);
+-- the fallback order of several keys is a coalesce.
+CASE WHEN contains(l, ' {key}=') THEN
+    CASE WHEN shady
+         THEN nullif(regexp_extract(l, '^(?:[^"]|"(?:[^"\\]|\\.)*")*? {key_re}=("(?:[^"\\]|\\.)*"|[^\s"]*)', 1), '')
+         ELSE regexp_extract(l, ' {key_re}=("(?:[^"\\]|\\.)*"|[^\s"]*)', 1) END END
 
 -- name: typed_columns
 -- Template: the typed record columns of a staged line, from the text columns every parser produces, then
@@ -98,7 +104,9 @@ FROM (SELECT * EXCLUDE (problem),
 -- alias of the vocabulary. {typed_columns} is that block.
 CREATE OR REPLACE TABLE {staged} AS
 WITH lines AS (
-    SELECT line, ' ' || line AS l, regexp_matches(' ' || line, :rare_keys) AS rare FROM mm_lines(:path, :delim)
+    SELECT line, ' ' || line AS l, regexp_matches(' ' || line, :rare_keys) AS rare,
+           contains(line, '="') AND regexp_matches(line, '="(?:[^"\\]|\\.)*?\s[^\s="]+=') AS shady
+    FROM mm_lines(:path, :delim)
 ), fields AS (
     SELECT line, {fields},
            nullif(regexp_extract(line, '^\s*([0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9:.]+(?:Z|[+-][0-9:]+)?)(?:\s|$)', 1), '') AS lead_ts

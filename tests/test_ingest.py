@@ -42,6 +42,17 @@ def test_logfmt_with_leading_timestamp_quotes_and_escapes(tmp_path):
     assert e["error"] == 'timeout waiting for "ack"'
 
 
+def test_a_key_inside_a_quoted_value_is_not_read_as_a_field(tmp_path):
+    log = write(tmp_path / "a.log",
+                'ts=2026-11-28T09:00:00Z event=send_failed error="rejected: worker=w9 lead=x to=bob@evil.io" '
+                'worker=w1 lead=cand-1 msg_id=<m1@x>\n'
+                'ts=2026-11-28T09:00:01Z event=send_failed error="retry \\"lead=y\\" later" msg_id=<m2@x>\n')
+    first, second = events(load_case([log]))
+    assert (first["worker"], first["candidate"], first["recipient"]) == ("w1", "cand-1", None)
+    assert first["error"] == "rejected: worker=w9 lead=x to=bob@evil.io"
+    assert (second["candidate"], second["error"]) == (None, 'retry "lead=y" later')
+
+
 @pytest.mark.parametrize("key,canonical", [
     ("time", "ts"), ("@timestamp", "ts"), ("datetime", "ts"), ("evt", "event"), ("action", "event"),
     ("agent_id", "worker"), ("consumer", "worker"), ("hostname", "worker"), ("boot_id", "incarnation"),

@@ -75,3 +75,43 @@ def test_json_values_of_any_shape(lines):
 
 def test_a_huge_line_is_handled():
     _check([b"event=send msg_id=" + b"x" * 2_000_000, b"a" * 5_000_000])
+
+
+# --- logfmt round trip: what a well-formed line says is what is read ------------------------------------------
+
+_value_text = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=16).filter(
+    lambda v: v.strip() == v)
+# a quoted value that itself looks like more pairs, e.g. error="retry lead=x worker=w9"
+_pairs_inside = st.lists(st.tuples(st.sampled_from(["lead", "worker", "campaign", "step", "shard", "error", "x"]),
+                                   st.text(st.characters(whitelist_categories=("L", "N")), max_size=6)),
+                         min_size=1, max_size=3).map(lambda kv: " ".join(f"{k}={v}" for k, v in kv))
+_value = _value_text | _pairs_inside | _pairs_inside.map(lambda s: f'say "{s}" now')
+# canonical field -> the key written for it
+_ROUND_TRIP_KEYS = {"worker": "worker", "campaign": "campaign", "step": "step", "shard": "shard",
+                    "candidate": "lead", "error": "error", "status": "status"}
+
+
+def _logfmt_value(value: str) -> str:
+    if value and not any(c.isspace() or c in '"\\=' for c in value):
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+@SETTINGS
+@given(st.lists(st.fixed_dictionaries({}, optional={canon: _value for canon in _ROUND_TRIP_KEYS}),
+                min_size=1, max_size=4), st.randoms(use_true_random=False))
+def test_logfmt_fields_read_back_as_written(records, rnd):
+    lines = []
+    for n, record in enumerate(records):
+        pairs = [f"{_ROUND_TRIP_KEYS[canon]}={_logfmt_value(v)}" for canon, v in record.items()]
+        rnd.shuffle(pairs)
+        lines.append(" ".join([f"ts=2026-11-28T09:00:0{n}Z event=send msg_id=<m{n}@x>", *pairs]))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "case.log"
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        case = load_case([str(path)])
+        columns = ", ".join(_ROUND_TRIP_KEYS)
+        rows = case.con.execute(f"SELECT {columns} FROM events ORDER BY line_no").fetchall()
+    assert len(rows) == len(records)
+    for record, row in zip(records, rows):
+        assert dict(zip(_ROUND_TRIP_KEYS, row)) == {canon: record.get(canon) for canon in _ROUND_TRIP_KEYS}
