@@ -150,6 +150,7 @@ def _load_group(con, members: list[_File], field_map: FieldMap, keep_raw: bool) 
         lines = [counts.get(path) for path in paths]
         if None in lines or sum(lines) != fetch(con, "staged_rows", staged=group)[0][0]:
             raise InputError("line counts disagree")  # never seen; read file by file instead
+        cut_off = [sources.unfinished_line(plain or f.source) for plain, f in zip(plains, members)]
     except Exception:  # noqa: BLE001 - the file-by-file path reports (and repairs) what went wrong
         run_script(con, "drop_staged", staged=group)
         return {}
@@ -157,11 +158,11 @@ def _load_group(con, members: list[_File], field_map: FieldMap, keep_raw: bool) 
         for plain in filter(None, plains):
             os.unlink(plain.path)
     first_row = 0
-    for file, count in zip(members, lines):
+    for file, count, cut in zip(members, lines, cut_off):
         run_script(con, "register_file", {"file_id": file.file_id, "label": file.source.label, "header_line": 0,
                                           "staged": group, "first_row": first_row})
-        if not file.source.gzipped and not _ends_with_newline(file.source.path):
-            _mark_truncated(con, group, first_row + count - 1, file.source.path)
+        if cut is not None:
+            _mark_truncated(con, group, first_row + count - 1, cut)
         first_row += count
         file.group = group
     counts_by_file = {row[0]: row[1:] for row in fetch(con, "group_counts", staged=group)}
@@ -173,8 +174,8 @@ def _summary(label: str, syntax: str, counts: tuple) -> InputSummary:
     return InputSummary(label, syntax, lines, records, skipped, list(first or []))
 
 
-def _mark_truncated(con, staged: str, row: int, path: str) -> None:
-    run_script(con, "mark_truncated_row", {"row": row, "text": _last_line(path)}, staged=staged)
+def _mark_truncated(con, staged: str, row: int, text: str) -> None:
+    run_script(con, "mark_truncated_row", {"row": row, "text": text}, staged=staged)
 
 
 def _decompressed(con, source: Source) -> Source | None:
@@ -204,8 +205,9 @@ def _stage(con, source: Source, staged: str, syntax: str, head: bytes, field_map
                 readable = sources.sanitized_copy(source, _spill_folder(con))
                 continue
             raise InputError(f"{source.label}: cannot read ({_first_line(exc)})") from None
-    if not source.gzipped and not _ends_with_newline(source.path):
-        _mark_truncated(con, staged, fetch(con, "staged_rows", staged=staged)[0][0] - 1, readable.path)
+    cut = sources.unfinished_line(readable)  # what was parsed: the file, or its plain or repaired copy
+    if cut is not None:
+        _mark_truncated(con, staged, fetch(con, "staged_rows", staged=staged)[0][0] - 1, cut)
     return header_line, readable is not source
 
 
@@ -234,23 +236,6 @@ def _is_dirty_file_error(exc: Exception) -> bool:
 def _first_line(exc: Exception) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
-
-
-def _ends_with_newline(path: str) -> bool:
-    with open(path, "rb") as handle:
-        handle.seek(0, 2)
-        if handle.tell() == 0:
-            return True
-        handle.seek(-1, 2)
-        return handle.read(1) == b"\n"
-
-
-def _last_line(path: str, limit: int = 65536) -> str:
-    """The text of a file's last line (up to `limit` bytes of it), read from its end."""
-    with open(path, "rb") as handle:
-        handle.seek(0, 2)
-        handle.seek(max(0, handle.tell() - limit))
-        return handle.read().rsplit(b"\n", 1)[-1].decode("utf-8", "replace")
 
 
 def _filled(name: str, **parts: str) -> queries.Query:

@@ -128,6 +128,28 @@ def decompressed_copy(source: Source, folder: str) -> Source | None:
     return Source(handle.name, source.label, False)
 
 
+def unfinished_line(source: Source, limit: int = 65536) -> str | None:
+    """The text of a last line with no newline after it (cut off mid-write; its last `limit` bytes), or None
+    when the file ends with a newline, is empty or cannot be read. A .gz is read through to its end: only
+    small ones are read as .gz (larger ones are parsed from a plain copy)."""
+    try:
+        if source.gzipped:
+            tail = b""
+            with gzip.open(source.path, "rb") as raw:
+                while chunk := raw.read(4 * 2**20):
+                    tail = (tail + chunk)[-limit:]
+        else:
+            with open(source.path, "rb") as handle:
+                handle.seek(0, 2)
+                handle.seek(max(0, handle.tell() - limit))
+                tail = handle.read()
+    except (OSError, EOFError, zlib.error):
+        return None
+    if not tail or tail.endswith(b"\n"):
+        return None
+    return tail.rsplit(b"\n", 1)[-1].decode("utf-8", "replace")
+
+
 def sanitized_copy(source: Source, folder: str | None = None) -> Source:
     """A UTF-8 copy of a dirty file (bad encoding, overlong lines) for DuckDB to read.
 

@@ -209,6 +209,20 @@ def test_large_gzip_is_read_through_a_plain_copy_that_is_removed(tmp_path, monke
     assert not list(__import__("pathlib").Path(spill).glob("mailmortem-gunzip-*"))
 
 
+@pytest.mark.parametrize("files", [1, 20])
+def test_a_small_gzip_cut_off_mid_line_has_its_last_line_flagged(tmp_path, files):
+    # small .gz files are read by DuckDB directly, alone or (more than 16) in one statement
+    for n in range(files):
+        with gzip.open(tmp_path / f"w{n:02d}.log.gz", "wt") as handle:
+            handle.write(f"ts=2026-11-28T09:00:00Z event=send worker=w{n} email=a@b.c msg_id=m{n}\n"
+                         f"ts=2026-11-28T09:00:01Z event=send worker=w{n} email=d@e.f msg_id=n{n}")  # no newline
+    case = load_case([str(tmp_path)])
+    assert {(s.lines, s.records, s.skipped, tuple(s.first_skipped_lines)) for s in case.inputs} == {(2, 1, 1, (2,))}
+    reasons = case.con.execute("SELECT DISTINCT reason, text FROM skipped WHERE source LIKE '%w00.log.gz'").fetchall()
+    assert reasons == [("truncated last line (no newline at end of file)",
+                        "ts=2026-11-28T09:00:01Z event=send worker=w0 email=d@e.f msg_id=n0")]
+
+
 @pytest.mark.parametrize("syntax", ["logfmt", "jsonl"])
 def test_a_key_first_seen_late_in_the_file_is_still_read(tmp_path, syntax):
     # keys are sampled from the first 20,000 lines; the vocabulary's other aliases are tried where they occur
