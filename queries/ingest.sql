@@ -130,13 +130,16 @@ WITH lines AS (
 CREATE OR REPLACE TABLE {staged} AS
 WITH lines AS (
     SELECT line FROM mm_lines(:path, :delim)
-), typed_json AS (
-    SELECT line, CASE WHEN json_valid(line) THEN json_type(line) END AS jtype FROM lines
+), objects AS (
+    -- one JSON parse per object line; only lines that are not objects are validated and typed (below)
+    SELECT line, CASE WHEN starts_with(ltrim(line, ' ' || chr(9) || chr(13)), '{')
+                      THEN try(json_extract_string(line, :paths::VARCHAR[])) END AS vals
+    FROM lines
 ), valued AS (
-    SELECT line, jtype, CASE WHEN jtype = 'OBJECT' THEN json_extract_string(line, :paths::VARCHAR[]) END AS vals,
-           CASE WHEN jtype = 'OBJECT' AND regexp_matches(line, :rare_keys)
-                THEN json_extract_string(line, :rare_paths::VARCHAR[]) END AS rare_vals
-    FROM typed_json
+    SELECT line, CASE WHEN vals IS NOT NULL THEN 'OBJECT' WHEN json_valid(line) THEN json_type(line) END AS jtype,
+           vals, CASE WHEN vals IS NOT NULL AND regexp_matches(line, :rare_keys)
+                      THEN json_extract_string(line, :rare_paths::VARCHAR[]) END AS rare_vals
+    FROM objects
 ), unquoted AS (
     SELECT line, {picks},
            CASE WHEN line IS NULL OR trim(line) = '' THEN 'blank line'

@@ -53,6 +53,21 @@ def test_a_key_inside_a_quoted_value_is_not_read_as_a_field(tmp_path):
     assert (second["candidate"], second["error"]) == (None, 'retry "lead=y" later')
 
 
+def test_json_lines_that_are_not_objects_are_skipped_with_the_reason(tmp_path):
+    log = write(tmp_path / "a.jsonl", "\n".join([
+        '{"ts": "2026-11-28T09:00:00Z", "event": "send", "email": "a@b.co", "msg_id": "<m1@x>"}',
+        ' \t{"ts": "2026-11-28T09:00:01Z", "event": "send", "email": "c@d.co", "msg_id": "<m2@x>"}',
+        '{"ts": "2026-11-28T09:00:02Z", "event": "send", "email": ',
+        '["ts", "event"]',
+        '"just a string"',
+        '{"ts": "2026-11-28T09:00:03Z"} trailing words',
+    ]) + "\n")
+    case = load_case([log])
+    assert [e["msg_id"] for e in events(case)] == ["m1@x", "m2@x"]
+    assert case.con.execute("SELECT line_no, reason FROM skipped ORDER BY line_no").fetchall() == [
+        (3, "not valid JSON"), (4, "JSON but not an object"), (5, "JSON but not an object"), (6, "not valid JSON")]
+
+
 @pytest.mark.parametrize("key,canonical", [
     ("time", "ts"), ("@timestamp", "ts"), ("datetime", "ts"), ("evt", "event"), ("action", "event"),
     ("agent_id", "worker"), ("consumer", "worker"), ("hostname", "worker"), ("boot_id", "incarnation"),
