@@ -17,6 +17,13 @@ from forensics.errors import ConfigError, InputError
 SYNTAXES = ("logfmt", "jsonl", "csv")
 _SNIFF_BYTES = 64 * 1024
 
+try:  # ISA-L's gzip decompresses 2-3x faster than zlib (10.7M lines: 4.4 s vs 10.6 s); zlib where no wheel exists
+    from isal import igzip as _bulk_gzip
+    from isal.isal_zlib import error as _isal_error
+except ImportError:  # pragma: no cover - platforms without an isal wheel
+    _bulk_gzip, _isal_error = gzip, zlib.error
+_GZIP_ERRORS = (OSError, EOFError, zlib.error, _isal_error)
+
 
 @dataclass(frozen=True)
 class Source:
@@ -115,35 +122,28 @@ def is_empty(source: Source) -> bool:
 MAX_LINE_CHARS = 1_000_000
 
 
-def decompressed_copy(source: Source, folder: str) -> Source | None:
-    """A plain copy of a gzipped file in `folder`, so DuckDB parses it on every core (it reads a .gz
-    on one); None when the stream is damaged (DuckDB then reads the .gz itself and says what is wrong)."""
+def decompressed_copy(source: Source, folder: str | None) -> Source:
+    """A plain copy of a gzipped file in `folder`, its whole stream checked (DuckDB parses a plain file on
+    every core, a .gz on one, and does not check a .gz's CRC). A damaged stream is refused, naming why."""
     handle = tempfile.NamedTemporaryFile(prefix="mailmortem-gunzip-", suffix=".log", dir=folder, delete=False)
     try:
-        with handle, gzip.open(source.path, "rb") as raw:
+        with handle, _bulk_gzip.open(source.path, "rb") as raw:
             shutil.copyfileobj(raw, handle, 4 * 2**20)
-    except (OSError, EOFError, zlib.error):
+    except _GZIP_ERRORS as exc:
         os.unlink(handle.name)
-        return None
+        raise InputError(f"{source.label}: unreadable gzip file ({_reason(exc)})") from None
     return Source(handle.name, source.label, False)
 
 
 def unfinished_line(source: Source, limit: int = 65536) -> str | None:
-    """The text of a last line with no newline after it (cut off mid-write; its last `limit` bytes), or None
-    when the file ends with a newline, is empty or cannot be read. A .gz is read through to its end: only
-    small ones are read as .gz (larger ones are parsed from a plain copy)."""
+    """The text of a plain file's last line when no newline follows it (cut off mid-write; its last `limit`
+    bytes), or None when the file ends with a newline, is empty or cannot be read."""
     try:
-        if source.gzipped:
-            tail = b""
-            with gzip.open(source.path, "rb") as raw:
-                while chunk := raw.read(4 * 2**20):
-                    tail = (tail + chunk)[-limit:]
-        else:
-            with open(source.path, "rb") as handle:
-                handle.seek(0, 2)
-                handle.seek(max(0, handle.tell() - limit))
-                tail = handle.read()
-    except (OSError, EOFError, zlib.error):
+        with open(source.path, "rb") as handle:
+            handle.seek(0, 2)
+            handle.seek(max(0, handle.tell() - limit))
+            tail = handle.read()
+    except OSError:
         return None
     if not tail or tail.endswith(b"\n"):
         return None
@@ -157,7 +157,7 @@ def sanitized_copy(source: Source, folder: str | None = None) -> Source:
     MAX_LINE_CHARS are cut (they are skipped as non-records anyway), so line
     numbers stay those of the original file.
     """
-    opener = gzip.open if source.gzipped else open
+    opener = _bulk_gzip.open if source.gzipped else open
     handle = tempfile.NamedTemporaryFile(prefix="mailmortem-clean-", suffix=".log", dir=folder, delete=False)
     with handle, opener(source.path, "rb") as raw:
         for line in raw:

@@ -53,6 +53,25 @@ def test_truncated_gzip(cli, tmp_path):
     assert result.stderr.startswith(f"Error: {tmp_path / 'w1.log.gz'}: ") and result.stderr.count("\n") == 1
 
 
+@pytest.mark.parametrize("damage", ["truncated", "corrupt"])
+def test_damaged_gzip_is_refused_not_read_as_garbled_lines(cli, tmp_path, monkeypatch, damage):
+    # DuckDB reads a .gz whose CRC fails without a word (garbled lines, a made-up incident); every .gz is
+    # decompressed and checked first: one line naming the file and why, and no partial copy left behind
+    blob = gzip.compress(GOOD.encode() * 2000)
+    middle = len(blob) // 2
+    blob = blob[:middle] if damage == "truncated" else blob[:middle] + bytes(64) + blob[middle + 64:]
+    (tmp_path / "w1.log.gz").write_bytes(blob)
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    result = cli("diagnose", tmp_path / "w1.log.gz")
+    assert result.exit_code == 1
+    reason = {"truncated": "Compressed file ended before the end-of-stream marker was reached",
+              "corrupt": "CRC check failed"}[damage]
+    assert result.stderr.startswith(f"Error: {tmp_path / 'w1.log.gz'}: unreadable gzip file ({reason}")
+    assert result.stderr.count("\n") == 1
+    assert not list((tmp_path / "tmp").rglob("mailmortem-gunzip-*"))
+
+
 def test_binary_file(cli, tmp_path):
     (tmp_path / "core").write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\x00" * 10)
     result = cli("diagnose", tmp_path / "core")
