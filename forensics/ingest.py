@@ -138,9 +138,11 @@ def _load_group(con, members: list[_File], field_map: FieldMap, keep_raw: bool) 
     of the files before it (their line counts come from one more read). Any failure (a dirty file,
     say) leaves the group to be read file by file."""
     syntax, group = members[0].syntax, f"staged_many_{members[0].syntax}"
-    plains = [_decompressed(con, f.source) for f in members]
-    paths = [(plain or f.source).path for plain, f in zip(plains, members)]
+    plains: list[Source | None] = []
     try:
+        for f in members:  # a damaged .gz raises here; read file by file, it is then named
+            plains.append(_decompressed(con, f.source))
+        paths = [(plain or f.source).path for plain, f in zip(plains, members)]
         # a Source whose path is a list: DuckDB's reader takes either
         _PARSERS[syntax](con, Source(paths, f"{len(paths)} files", False), group,
                          b"".join(f.head for f in members), field_map, keep_raw)

@@ -237,6 +237,22 @@ def test_a_gzip_cut_off_mid_line_has_its_last_line_flagged(tmp_path, files):
                         "ts=2026-11-28T09:00:01Z event=send worker=w0 email=d@e.f msg_id=n0")]
 
 
+def test_a_damaged_gzip_among_many_is_named_and_no_copies_are_left(tmp_path, monkeypatch):
+    spill_root = tmp_path / "tmp"
+    spill_root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spill_root))
+    for n in range(20):
+        lines = [f"ts=2026-11-28T09:00:00Z event=send worker=w{n} email=a{k}@b.c msg_id=m{n}-{k}\n" for k in range(5000)]
+        blob = gzip.compress("".join(lines).encode())
+        if n == 12:  # damaged past what is read to detect the syntax (the first 64 KB)
+            cut = len(blob) * 9 // 10
+            blob = blob[:cut] + bytes(32) + blob[cut + 32:]
+        (tmp_path / f"w{n:02d}.log.gz").write_bytes(blob)
+    with pytest.raises(InputError, match=r"w12\.log\.gz: unreadable gzip file \(CRC check failed"):
+        load_case([str(tmp_path)])
+    assert not list(spill_root.rglob("mailmortem-gunzip-*"))
+
+
 @pytest.mark.parametrize("syntax", ["logfmt", "jsonl"])
 def test_a_key_first_seen_late_in_the_file_is_still_read(tmp_path, syntax):
     # keys are sampled from the first 20,000 lines; the vocabulary's other aliases are tried where they occur
