@@ -61,13 +61,12 @@ FROM (SELECT line FROM mm_lines(:path, :delim) LIMIT 20000)
 -- name: logfmt_value
 -- Template for one key of a logfmt line `l` (padded with a leading space). The cheap `contains` guard lets
 -- RE2 run only where the key occurs; the literal prefix keeps it fast; values are unquoted once, later. On a
--- line whose quoted value itself holds ` k=` (`shady`, e.g. error="retry lead=x"), the key is looked for only
--- outside quoted values: the pattern steps over every quoted value from the line's start (NULL if the key
--- occurs only inside one). {key} and {key_re} are filled by ingest.logfmt_field (SQL-quoted, regex-escaped);
--- the fallback order of several keys is a coalesce.
+-- line whose quoted value itself holds ` k=` (`shady`, e.g. error="retry lead=x"), the value comes from the
+-- line's pairs (`pair_keys`/`pair_values`, see stage_logfmt), where a quoted value is one pair whatever it
+-- holds (NULL if the key occurs only inside one). {key} and {key_re} are filled by ingest.logfmt_field
+-- (SQL-quoted, regex-escaped); the fallback order of several keys is a coalesce.
 CASE WHEN contains(l, ' {key}=') THEN
-    CASE WHEN shady
-         THEN nullif(regexp_extract(l, '^(?:[^"]|"(?:[^"\\]|\\.)*")*? {key_re}=("(?:[^"\\]|\\.)*"|[^\s"]*)', 1), '')
+    CASE WHEN shady THEN pair_values[list_position(pair_keys, '{key}')]
          ELSE regexp_extract(l, ' {key_re}=("(?:[^"\\]|\\.)*"|[^\s"]*)', 1) END END
 
 -- name: typed_columns
@@ -107,10 +106,16 @@ WITH lines AS (
     SELECT line, ' ' || line AS l, regexp_matches(' ' || line, :rare_keys) AS rare,
            contains(line, '="') AND regexp_matches(line, '="(?:[^"\\]|\\.)*?\s[^\s="]+=') AS shady
     FROM mm_lines(:path, :delim)
+), paired AS (
+    -- a shady line's key=value pairs, left to right: a quoted value is consumed whole, so a `k=` inside it
+    -- is never taken for a key
+    SELECT *, CASE WHEN shady THEN regexp_extract_all(l, '\s([^\s="]+)=("(?:[^"\\]|\\.)*"|[^\s"]*)', 1) END AS pair_keys,
+              CASE WHEN shady THEN regexp_extract_all(l, '\s([^\s="]+)=("(?:[^"\\]|\\.)*"|[^\s"]*)', 2) END AS pair_values
+    FROM lines
 ), fields AS (
     SELECT line, {fields},
            nullif(regexp_extract(line, '^\s*([0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9:.]+(?:Z|[+-][0-9:]+)?)(?:\s|$)', 1), '') AS lead_ts
-    FROM lines
+    FROM paired
 ), unquoted AS (
     SELECT line, coalesce(mm_unquote(ts_text), lead_ts) AS ts_text, mm_unquote(event_text) AS event_text,
            mm_unquote(worker) AS worker, mm_unquote(incarnation) AS incarnation, mm_unquote(campaign) AS campaign,
