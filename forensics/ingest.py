@@ -207,6 +207,8 @@ def _stage(con, source: Source, staged: str, syntax: str, head: bytes, field_map
     cut = sources.unfinished_line(readable)  # what was parsed: the file, or its plain or repaired copy
     if cut is not None:
         _mark_truncated(con, staged, fetch(con, "staged_rows", staged=staged)[0][0] - 1, cut)
+    if readable is not source:
+        os.unlink(readable.path)  # the repaired copy, like a plain copy, is not kept once staged
     return header_line, readable is not source
 
 

@@ -150,16 +150,16 @@ def unfinished_line(source: Source, limit: int = 65536) -> str | None:
     return tail.rsplit(b"\n", 1)[-1].decode("utf-8", "replace")
 
 
-def sanitized_copy(source: Source, folder: str | None = None) -> Source:
-    """A UTF-8 copy of a dirty file (bad encoding, overlong lines) for DuckDB to read.
+def sanitized_copy(source: Source, folder: str | None) -> Source:
+    """A UTF-8 copy in `folder` of a dirty plain file (bad encoding, overlong lines) for DuckDB to read (a .gz
+    is decompressed by decompressed_copy first).
 
     Only used as a fallback: invalid bytes become U+FFFD and lines longer than
     MAX_LINE_CHARS are cut (they are skipped as non-records anyway), so line
     numbers stay those of the original file.
     """
-    opener = _bulk_gzip.open if source.gzipped else open
     handle = tempfile.NamedTemporaryFile(prefix="mailmortem-clean-", suffix=".log", dir=folder, delete=False)
-    with handle, opener(source.path, "rb") as raw:
+    with handle, open(source.path, "rb") as raw:
         for line in raw:
             text = line.decode("utf-8", errors="replace")
             if len(text) > MAX_LINE_CHARS:

@@ -183,6 +183,8 @@ def test_invalid_utf8_is_read_not_fatal(tmp_path):
     log.write_bytes(b"ts=2026-11-28T09:00:00Z event=send email=a@b.c msg_id=m1 error=\xff\xfe\n")
     case = load_case([log])
     assert case.inputs[0].records == 1 and case.inputs[0].encoding.startswith("utf-8 (repaired")
+    spill = case.con.execute("SELECT current_setting('temp_directory')").fetchone()[0]
+    assert not list(__import__("pathlib").Path(spill).glob("mailmortem-clean-*"))  # the repaired copy is gone
 
 
 def test_binary_file_is_refused(tmp_path):
