@@ -97,6 +97,16 @@ def _logfmt_value(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _read_back(name: str, text: str, fields, field_map=None) -> list[dict]:
+    """The canonical `fields` of every record of a file `name` holding `text`, in line order."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / name
+        path.write_text(text, encoding="utf-8")
+        case = load_case([str(path)], field_map=field_map)
+        rows = case.con.execute(f"SELECT {', '.join(fields)} FROM events ORDER BY line_no").fetchall()
+    return [dict(zip(fields, row)) for row in rows]
+
+
 @SETTINGS
 @given(st.lists(st.fixed_dictionaries({}, optional={canon: _value for canon in _ROUND_TRIP_KEYS}),
                 min_size=1, max_size=4), st.randoms(use_true_random=False))
@@ -106,15 +116,8 @@ def test_logfmt_fields_read_back_as_written(records, rnd):
         pairs = [f"{_ROUND_TRIP_KEYS[canon]}={_logfmt_value(v)}" for canon, v in record.items()]
         rnd.shuffle(pairs)
         lines.append(" ".join([f"ts=2026-11-28T09:00:0{n}Z event=send msg_id=<m{n}@x>", *pairs]))
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "case.log"
-        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        case = load_case([str(path)])
-        columns = ", ".join(_ROUND_TRIP_KEYS)
-        rows = case.con.execute(f"SELECT {columns} FROM events ORDER BY line_no").fetchall()
-    assert len(rows) == len(records)
-    for record, row in zip(records, rows):
-        assert dict(zip(_ROUND_TRIP_KEYS, row)) == {canon: record.get(canon) for canon in _ROUND_TRIP_KEYS}
+    read = _read_back("case.log", "\n".join(lines) + "\n", _ROUND_TRIP_KEYS)
+    assert read == [{canon: record.get(canon) for canon in _ROUND_TRIP_KEYS} for record in records]
 
 
 # --- JSON Lines round trip: any string value (quotes, backslashes, unicode, `k=v` text) is read back as written --
@@ -135,17 +138,11 @@ def test_json_fields_read_back_as_written(records, nested):
         fields = {_JSON_KEYS[canon]: v for canon, v in record.items()}
         base = {"ts": f"2026-11-28T09:00:0{n}Z", "event": "send", "msg_id": f"<m{n}@x>"}
         lines.append(json.dumps({**base, "meta": fields} if nested else {**base, **fields}))
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "case.jsonl"
-        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        # nested: the fields sit under "meta" and are named by --field canonical=meta.key
-        mapping = {canon: f"meta.{key}" for canon, key in _JSON_KEYS.items()} if nested else None
-        case = load_case([str(path)], field_map=mapping)
-        rows = case.con.execute(f"SELECT {', '.join(_JSON_KEYS)} FROM events ORDER BY line_no").fetchall()
-    assert len(rows) == len(records)
-    for record, row in zip(records, rows):
-        expected = {canon: str(record[canon]) if canon in record else None for canon in _JSON_KEYS}
-        assert dict(zip(_JSON_KEYS, row)) == expected
+    # nested: the fields sit under "meta" and are named by --field canonical=meta.key
+    mapping = {canon: f"meta.{key}" for canon, key in _JSON_KEYS.items()} if nested else None
+    read = _read_back("case.jsonl", "\n".join(lines) + "\n", _JSON_KEYS, mapping)
+    assert read == [{canon: str(record[canon]) if canon in record else None for canon in _JSON_KEYS}
+                    for record in records]
 
 
 # --- CSV round trip: cells with commas, quotes and `k=v` text are read back as written, in any column order ---
@@ -166,12 +163,6 @@ def test_csv_cells_read_back_as_written(records, order):
     writer.writerow(["timestamp", "event", "message_id", *(_CSV_KEYS[canon] for canon in order)])
     for n, record in enumerate(records):
         writer.writerow([f"2026-11-28T09:00:0{n}Z", "send", f"<m{n}@x>", *(record[canon] for canon in order)])
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "case.csv"
-        path.write_text(out.getvalue(), encoding="utf-8")
-        case = load_case([str(path)])
-        rows = case.con.execute(f"SELECT {', '.join(_CSV_KEYS)} FROM events ORDER BY line_no").fetchall()
-    assert len(rows) == len(records)
-    for record, row in zip(records, rows):
-        # an empty cell is an absent field (log-vocabulary.md)
-        assert dict(zip(_CSV_KEYS, row)) == {canon: record[canon] or None for canon in _CSV_KEYS}
+    # an empty cell is an absent field (log-vocabulary.md)
+    assert _read_back("case.csv", out.getvalue(), _CSV_KEYS) == [
+        {canon: record[canon] or None for canon in _CSV_KEYS} for record in records]
