@@ -67,7 +67,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def field_keys(path: Path, fmt: str) -> list[str]:
     """The vocabulary keys the file uses (from lines spread over it; the head of a .gz)."""
-    from forensics.fields import ALIASES
+    from forensics.fields import FieldMap
 
     if path.suffix == ".gz":
         with gzip.open(path, "rt", encoding="utf-8", errors="replace") as f:
@@ -78,7 +78,7 @@ def field_keys(path: Path, fmt: str) -> list[str]:
         present = {key for line in sample if line.strip() for key in json.loads(line)}
     else:
         present = {m.group(1) for line in sample for m in re.finditer(r"(?:^| )([^\s=\"]+)=", line)}
-    return sorted(present & {alias for names in ALIASES.values() for alias in names})
+    return sorted(key for key in present if FieldMap().canonical_of(key))
 
 
 def _quoted(text: str) -> str:
@@ -145,10 +145,10 @@ def run_skeleton(name: str, fmt: str, path: str, memory_limit: str) -> str:
 
 def _json_picks(keys: list[str]) -> dict[str, str]:
     """The file's key for each field a duplicate GROUP BY needs."""
-    from forensics.fields import ALIASES
+    from forensics.fields import FieldMap
 
-    canon = {alias: c for c, names in ALIASES.items() for alias in names}
-    pick = {c: next((k for k in keys if canon[k] == c), None) for c in ("ts", "campaign", "step", "recipient",
+    canonical_of = FieldMap().canonical_of
+    pick = {c: next((k for k in keys if canonical_of(k) == c), None) for c in ("ts", "campaign", "step", "recipient",
                                                                        "msg_id")}
     if None in pick.values():
         raise SystemExit(f"this JSON Lines file lacks a field the GROUP BY needs: {pick}")
