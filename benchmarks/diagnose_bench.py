@@ -299,7 +299,7 @@ def gzip_case(directory: Path, plain: Case) -> Case:
 
 def detect_keys(path: Path, fmt: str) -> dict[str, list[str]]:
     """Which aliases of the tie fields this file's dialect uses (from its first lines)."""
-    from forensics.simulate_render import ALIASES
+    from forensics.simulate.render import ALIASES
 
     sample = sample_lines(path)
     if fmt == "jsonl":

@@ -67,7 +67,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def field_keys(path: Path, fmt: str) -> list[str]:
     """The vocabulary keys the file uses (from lines spread over it; the head of a .gz)."""
-    from forensics.fields import FieldMap
+    from forensics.ingest.fields import FieldMap
 
     if path.suffix == ".gz":
         with gzip.open(path, "rt", encoding="utf-8", errors="replace") as f:
@@ -145,7 +145,7 @@ def run_skeleton(name: str, fmt: str, path: str, memory_limit: str) -> str:
 
 def _json_picks(keys: list[str]) -> dict[str, str]:
     """The file's key for each field a duplicate GROUP BY needs."""
-    from forensics.fields import FieldMap
+    from forensics.ingest.fields import FieldMap
 
     canonical_of = FieldMap().canonical_of
     pick = {c: next((k for k in keys if canonical_of(k) == c), None) for c in ("ts", "campaign", "step", "recipient",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import queries
-from forensics.ingest import fetch, run_script
+from forensics.ingest.load import fetch, run_script
 
 KINDS = ("parallel-worker", "retry", "lease-expiry", "state-loss", "ab-contamination")
 # Clock skew tolerated between workers when comparing claim and send times.

@@ -25,7 +25,3 @@ class ConfigError(MailmortemError):
 
 class DatabaseError(MailmortemError):
     """A database that cannot be reached or used; messages never carry passwords."""
-
-
-class RefusedError(MailmortemError):
-    """A remediation that would touch rows it cannot prove it should."""

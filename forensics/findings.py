@@ -12,8 +12,8 @@ from collections.abc import Iterable, Iterator
 
 import queries
 from forensics import classify
-from forensics.ingest import fetch
-from forensics.output import iso_utc, to_json
+from forensics.ingest.load import fetch
+from forensics.jsonfmt import iso_utc, to_json
 
 FIXES = {
     "parallel-worker": "add an atomic claim step (UPDATE … WHERE id IN (SELECT … FOR UPDATE SKIP LOCKED)) and a "

@@ -1,8 +1,6 @@
-"""A/B contamination: find people who received more than one variant, then exclude them and make
-assignment sticky.
+"""A/B clean-up: exclude the contaminated people and make assignment sticky. The analysis that
+finds them is `forensics.ab.analyse`.
 
-- `analyse(con, test_id, weights)` reads the case's `sends` table (DuckDB) and returns an AbReport:
-  per-arm counts all vs clean, the contamination rate, a sample-ratio-mismatch test, the list.
 - `build_plan(con, report, run_id)` turns it into an AbPlan: the exclusion rows and the sticky
   assignment rows (first-seen variant), as Arrow tables, plus a human summary. It writes nothing.
 - `apply_plan(store, plan)` writes exactly those rows in one transaction, ON CONFLICT DO NOTHING,
@@ -17,43 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import queries
-from forensics.errors import DatabaseError, InputError
-from remediation.ab_stats import srm_test
+from forensics.ab import AbReport
+from forensics.errors import DatabaseError
 from remediation.audit import new_run_id  # noqa: F401  (one run-id format for every remediation)
-
-CONTAMINATION_WARN_RATE = 0.01  # warn when at least 1 % of units...
-CONTAMINATION_WARN_UNITS = 10  # ...and at least 10 people are contaminated
-
-
-@dataclass
-class AbReport:
-    test_id: str
-    sends: int
-    sends_without_variant: int
-    sends_without_unit: int
-    units: int
-    contaminated: int
-    arms: list[dict]
-    srm: dict | None
-    contaminated_units: list[dict]
-    weights: dict[str, float] | None = None
-
-    @property
-    def contamination_rate(self) -> float:
-        return self.contaminated / self.units if self.units else 0.0
-
-    @property
-    def contamination_warning(self) -> bool:
-        return self.contamination_rate >= CONTAMINATION_WARN_RATE and self.contaminated >= CONTAMINATION_WARN_UNITS
-
-    def to_dict(self) -> dict:
-        return {
-            "test_id": self.test_id, "sends": self.sends,
-            "sends_without_variant": self.sends_without_variant, "sends_without_unit": self.sends_without_unit,
-            "units": self.units, "contaminated": self.contaminated,
-            "contamination_rate": self.contamination_rate, "contamination_warning": self.contamination_warning,
-            "arms": self.arms, "srm": self.srm, "contaminated_units": self.contaminated_units,
-        }
 
 
 @dataclass
@@ -83,53 +47,6 @@ class AbApplied:
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
-
-
-# --- analysis (DuckDB, over the case's `sends`) -------------------------------------------------
-
-def _run(con, name: str, params: dict | None = None):
-    return con.execute(queries.get(name).for_duckdb(), params or {})
-
-
-def _dicts(cursor) -> list[dict]:
-    columns = [d[0] for d in cursor.description]
-    return [dict(zip(columns, row)) for row in cursor.fetchall()]
-
-
-def _no_such_test(con, test_id: str) -> InputError:
-    seen = [row[0] for row in _run(con, "ab_test_ids").fetchall()]
-    hint = f"tests in these logs: {', '.join(seen)}" if seen else "no send carries a test_id"
-    return InputError(f"no sends with test_id {test_id!r} ({hint})")
-
-
-def _arm_rows(counted: list[dict], srm: dict | None, weights: dict | None) -> list[dict]:
-    """Observed arms plus any weighted arm nobody received, with weight and expected clean count."""
-    rows = {row["variant"]: dict(row) for row in counted}
-    for arm in weights or {}:
-        rows.setdefault(arm, {"variant": arm, "units_all": 0, "units_clean": 0, "units_first_seen": 0, "sends": 0})
-    expected = dict(zip(srm["arms"], srm["expected"])) if srm else {}
-    for arm, row in rows.items():
-        row["weight"] = weights[arm] if weights else 1.0
-        row["expected_clean"] = expected.get(arm)
-    return [rows[arm] for arm in sorted(rows)]
-
-
-def analyse(con, test_id: str, weights: dict[str, float] | None = None) -> AbReport:
-    """Contamination report for one test from the `sends` table of a DuckDB connection."""
-    test_id = test_id.strip()
-    _run(con, "ab_sends_build", {"test_id": test_id})
-    _run(con, "ab_units_build")
-    overview = _dicts(_run(con, "ab_overview"))[0]
-    if overview["sends"] == 0:
-        raise _no_such_test(con, test_id)
-    if overview["units"] == 0:
-        raise InputError(f"test {test_id!r} has {overview['sends']} sends but none names both a variant and a person")
-    counted = _dicts(_run(con, "ab_arm_counts"))
-    srm = srm_test({row["variant"]: row["units_clean"] for row in counted}, weights)
-    return AbReport(
-        test_id=test_id, srm=srm, weights=weights, arms=_arm_rows(counted, srm, weights),
-        contaminated_units=_dicts(_run(con, "ab_contaminated")), **overview,
-    )
 
 
 # --- plan (pure: reads the case, writes nothing) ------------------------------------------------

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import queries
-from forensics.errors import DatabaseError, MailmortemError, RefusedError
+from forensics.errors import DatabaseError, MailmortemError
+from remediation.errors import RefusedError
 from remediation.identifiers import compose, identifier_list, parse_name, parse_table
 
 AUDIT_COLUMNS = ("id", "run_id", "command", "table_name", "key_column", "row_key", "old_values",

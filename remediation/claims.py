@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import queries
-from forensics.errors import ConfigError, DatabaseError, MailmortemError, RefusedError
+from forensics.errors import ConfigError, DatabaseError, MailmortemError
+from remediation.errors import RefusedError
 from forensics.textsafe import terminal_safe
 from remediation import audit
 from remediation.identifiers import TableName, column, compose, parse_mapping, parse_table
@@ -291,12 +292,12 @@ def worst_batch(con) -> dict | None:
 
 
 def worst_batch_from_logs(paths: list[str]) -> dict | None:
-    """Ingest the logs (forensics.case) and find the worst batch; RefusedError if ingest is unavailable."""
+    """Ingest the logs (forensics.ingest.case) and find the worst batch; RefusedError if ingest is unavailable."""
     import importlib.util
 
-    if importlib.util.find_spec("forensics.case") is None:
-        raise RefusedError("log ingest (forensics.case) is not available in this build")
-    from forensics.case import load_case
+    if importlib.util.find_spec("forensics.ingest.case") is None:
+        raise RefusedError("log ingest (forensics.ingest.case) is not available in this build")
+    from forensics.ingest.case import load_case
 
     case = load_case(list(paths))
     try:

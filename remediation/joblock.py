@@ -23,7 +23,7 @@ import secrets
 import threading
 
 import queries
-from forensics.errors import RefusedError
+from remediation.errors import RefusedError
 
 # Compare-and-delete / compare-and-expire: act only if the key still holds OUR value.
 RELEASE_SCRIPT = """

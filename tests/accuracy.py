@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from forensics.case import load_case
+from forensics.ingest.case import load_case
 from forensics.classify import KINDS
 from forensics.findings import build_document
 
@@ -41,7 +41,7 @@ if __name__ == "__main__":
     import sys
     import tempfile
 
-    from forensics.simulate import simulate
+    from forensics.simulate.run import simulate
 
     kinds = sys.argv[1:] or ["parallel-worker", "retry", "lease-expiry", "state-loss", "ab-contamination", "mixed"]
     for thin in (False, True):

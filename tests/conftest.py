@@ -93,7 +93,7 @@ def pg_dsn(pg_server_dsn):
 @pytest.fixture()
 def cli():
     """Invoke `mailmortem ...` in-process; returns the click Result (stdout and stderr apart)."""
-    from forensics.cli import main
+    from mailmortem.cli import main
 
     runner = CliRunner()
 

@@ -1,4 +1,4 @@
-"""remediation.ab / ab_stats: contamination numbers, SRM test, sticky arms, plan and apply."""
+"""forensics.ab and remediation.ab: contamination numbers, SRM test, sticky arms, plan and apply."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from forensics.errors import ConfigError, InputError
+from forensics import ab as analysis
+from forensics.ab import (arm_for_fraction, assign_arm, hash_fraction, normalize_unit, parse_arms,
+                          parse_weights, resolve_weights, srm_test)
 from remediation import ab
-from remediation.ab_stats import (arm_for_fraction, assign_arm, hash_fraction, normalize_unit, parse_arms,
-                                  parse_weights, resolve_weights, srm_test)
 from remediation.store import open_store
 
 COLUMNS = ("source", "line", "ts", "worker", "incarnation", "campaign", "step", "recipient", "candidate",
@@ -31,7 +32,7 @@ def send(recipient, variant, *, candidate=None, test_id="subj", minute=0, line=N
 
 
 def sends_db(rows):
-    """A DuckDB connection holding a `sends` table shaped like forensics.case's."""
+    """A DuckDB connection holding a `sends` table shaped like forensics.ingest.case's."""
     import duckdb
     import pyarrow as pa
 
@@ -66,7 +67,7 @@ def hand_case():
 # --- analysis, checked by hand ------------------------------------------------------------------
 
 def test_counts_match_hand_computation(hand_case):
-    report = ab.analyse(hand_case, "subj")
+    report = analysis.analyse(hand_case, "subj")
     assert (report.units, report.contaminated, report.sends) == (107, 7, 114)
     assert report.contamination_rate == pytest.approx(7 / 107)
     arms = {a["variant"]: a for a in report.arms}
@@ -78,7 +79,7 @@ def test_counts_match_hand_computation(hand_case):
 def test_srm_on_clean_counts_matches_hand_and_scipy(hand_case):
     from scipy import stats
 
-    srm = ab.analyse(hand_case, "subj").srm
+    srm = analysis.analyse(hand_case, "subj").srm
     # clean 60 vs 40 against 50/50: chi2 = (10² + 10²) / 50 = 4; with 1 dof p = erfc(sqrt(chi2 / 2)).
     assert srm["chi2"] == pytest.approx(4.0)
     assert srm["p_value"] == pytest.approx(math.erfc(math.sqrt(2.0)))
@@ -87,7 +88,7 @@ def test_srm_on_clean_counts_matches_hand_and_scipy(hand_case):
 
 
 def test_weights_change_the_expected_split(hand_case):
-    srm = ab.analyse(hand_case, "subj", weights={"A": 60, "B": 40}).srm
+    srm = analysis.analyse(hand_case, "subj", weights={"A": 60, "B": 40}).srm
     assert srm["expected"] == pytest.approx([60.0, 40.0])
     assert srm["chi2"] == pytest.approx(0.0) and srm["p_value"] == pytest.approx(1.0)
 
@@ -117,7 +118,7 @@ def test_srm_not_testable_with_one_arm():
 
 
 def test_weighted_arm_nobody_received_counts_as_zero(hand_case):
-    report = ab.analyse(hand_case, "subj", weights={"A": 1, "B": 1, "C": 1})
+    report = analysis.analyse(hand_case, "subj", weights={"A": 1, "B": 1, "C": 1})
     arms = {a["variant"]: a for a in report.arms}
     assert arms["C"]["units_clean"] == 0 and report.srm["observed"] == [60, 40, 0]
     assert report.srm["mismatch"] is True
@@ -125,7 +126,7 @@ def test_weighted_arm_nobody_received_counts_as_zero(hand_case):
 
 def test_variant_missing_from_weights_is_an_error(hand_case):
     with pytest.raises(ConfigError, match="'B' is in the logs but not in --weights"):
-        ab.analyse(hand_case, "subj", weights={"A": 1, "C": 1})
+        analysis.analyse(hand_case, "subj", weights={"A": 1, "C": 1})
 
 
 @pytest.mark.parametrize("clean, bad, warned", [
@@ -136,7 +137,7 @@ def test_variant_missing_from_weights_is_an_error(hand_case):
 ])
 def test_contamination_warning_needs_one_percent_and_ten_people(clean, bad, warned):
     rows = clean_units("A", clean) + contaminated_units("A", "B", bad, "bad")
-    report = ab.analyse(sends_db(rows), "subj")
+    report = analysis.analyse(sends_db(rows), "subj")
     assert report.contaminated == bad and report.contamination_warning is warned
 
 
@@ -145,7 +146,7 @@ def test_first_seen_variant_is_earliest_send_with_ties_broken_by_file_position()
         send("late@x.co", "B", minute=5), send("late@x.co", "A", minute=1),
         send("tie@x.co", "B", minute=3, line=20), send("tie@x.co", "A", minute=3, line=10),
     ]
-    units = {u["unit"]: u for u in ab.analyse(sends_db(rows), "subj").contaminated_units}
+    units = {u["unit"]: u for u in analysis.analyse(sends_db(rows), "subj").contaminated_units}
     assert units["late@x.co"]["first_variant"] == "A" and units["late@x.co"]["variants"] == ["A", "B"]
     assert units["tie@x.co"]["first_variant"] == "A"
 
@@ -156,7 +157,7 @@ def test_unit_is_candidate_id_else_address():
         send("p@x.co", "A", minute=1), send("p@x.co", "A", minute=2),
         send("q@x.co", "A", candidate="Q@X.co", minute=1), send("q@x.co", "B", candidate="", minute=2),
     ]
-    report = ab.analyse(sends_db(rows), "subj")
+    report = analysis.analyse(sends_db(rows), "subj")
     assert report.units == 3
     units = {u["unit"]: u for u in report.contaminated_units}
     assert set(units) == {"cand-1", "q@x.co"}
@@ -165,13 +166,13 @@ def test_unit_is_candidate_id_else_address():
 
 def test_sends_without_variant_or_person_are_counted_not_analysed():
     rows = clean_units("A", 3) + clean_units("B", 3) + [send("nov@x.co", None), send(None, "A")]
-    report = ab.analyse(sends_db(rows), "subj")
+    report = analysis.analyse(sends_db(rows), "subj")
     assert (report.sends, report.sends_without_variant, report.sends_without_unit, report.units) == (8, 1, 1, 6)
 
 
 def test_unknown_test_id_names_the_tests_that_exist(hand_case):
     with pytest.raises(InputError, match=r"no sends with test_id 'nope' \(tests in these logs: another-test, subj\)"):
-        ab.analyse(hand_case, "nope")
+        analysis.analyse(hand_case, "nope")
 
 
 # --- parsers --------------------------------------------------------------------------------------
@@ -236,7 +237,7 @@ def test_zero_flips_over_ten_thousand_ids_and_balanced_arms():
 
 
 def test_same_arms_in_a_fresh_interpreter_with_another_hash_seed():
-    code = ("from remediation.ab_stats import assign_arm\n"
+    code = ("from forensics.ab import assign_arm\n"
             "print(''.join(assign_arm('subj', f'cand-{i}', {'A': 1, 'B': 1}) for i in range(10000)))")
     env = dict(os.environ, PYTHONHASHSEED="12345")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
@@ -275,7 +276,7 @@ def plan_case():
     rows = clean_units("A", 3) + clean_units("B", 2) + contaminated_units("B", "A", 2, "mix")
     rows += [send("h@x.co", "A", candidate=HOSTILE, minute=1), send("h@x.co", "B", candidate=HOSTILE, minute=2)]
     con = sends_db(rows)
-    report = ab.analyse(con, "subj")
+    report = analysis.analyse(con, "subj")
     return ab.build_plan(con, report, "2026-11-30T10:12:03Z-7f3a")
 
 

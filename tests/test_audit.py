@@ -8,7 +8,8 @@ import re
 import psycopg
 import pytest
 
-from forensics.errors import ConfigError, RefusedError
+from forensics.errors import ConfigError
+from remediation.errors import RefusedError
 from remediation import audit, claims, sentlog
 
 SETUP = """

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from forensics.errors import ConfigError, RefusedError
+from forensics.errors import ConfigError
+from remediation.errors import RefusedError
 from remediation import audit, claims, sentlog
 from remediation.identifiers import parse_mapping, parse_name, parse_table
 

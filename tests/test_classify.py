@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from forensics.case import load_case
+from forensics.ingest.case import load_case
 from forensics.findings import build_document
-from forensics.simulate import simulate
+from forensics.simulate.run import simulate
 from tests.accuracy import f1_by_kind, false_people, predicted_of, truth_of
 
 KINDS = ("parallel-worker", "retry", "lease-expiry", "state-loss", "ab-contamination", "mixed")

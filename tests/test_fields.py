@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from forensics.detect import detect_syntax
+from forensics.ingest.detect import detect_syntax
 from forensics.errors import ConfigError
-from forensics.fields import CANONICAL, FieldMap, load_config, parse_overrides
+from forensics.ingest.fields import CANONICAL, FieldMap, load_config, parse_overrides
 
 
 def test_overrides_replace_the_default_aliases():

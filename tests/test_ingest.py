@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from forensics.case import load_case
+from forensics.ingest.case import load_case
 from forensics.errors import InputError, ParseError
 
 
@@ -203,7 +203,7 @@ def test_line_numbers_follow_the_file_across_parallel_reads(tmp_path, monkeypatc
              for n in range(1, 240_001)]
     log = write(tmp_path / "a.log", "\n".join(lines) + "\n")
     for small_case_bytes in (2**40, 0):
-        monkeypatch.setattr("forensics.case.SMALL_CASE_BYTES", small_case_bytes)
+        monkeypatch.setattr("forensics.ingest.case.SMALL_CASE_BYTES", small_case_bytes)
         case = load_case([log])
         [summary] = case.inputs
         assert case.con.execute("SELECT current_setting('preserve_insertion_order')").fetchone()[0] is True
@@ -313,7 +313,7 @@ def test_spill_folders_of_killed_runs_are_swept(tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     log = write(tmp_path / "a.log", "ts=2026-11-28T09:00:00Z event=send email=a@b.c msg_id=m1\n")
     # a run killed with SIGKILL: its folder stays, its lock on the owner file goes with the process
-    code = ("import sys, os; from forensics.case import load_case; load_case([sys.argv[1]]); "
+    code = ("import sys, os; from forensics.ingest.case import load_case; load_case([sys.argv[1]]); "
             "os.kill(os.getpid(), 9)")
     subprocess.run([sys.executable, "-c", code, str(log)], check=False, env={**os.environ, "TMPDIR": str(tmp_path)})
     [abandoned] = tmp_path.glob("mailmortem-spill-*")

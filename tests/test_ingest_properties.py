@@ -8,7 +8,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from forensics.case import load_case
+from forensics.ingest.case import load_case
 
 GOOD = b"ts=2026-11-28T09:00:00Z event=send worker=w1 email=a@b.co msg_id=<anchor@x>\n"
 

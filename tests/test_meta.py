@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import queries
-from forensics.cli import COMMANDS, main
+from mailmortem.cli import COMMANDS, main
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
 

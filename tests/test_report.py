@@ -21,11 +21,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from forensics.case import load_case
-from forensics.report import build_report, render
-from forensics.report_html import json_for_script
-from forensics.report_markdown import code_block, md_text
-from forensics.report_timeline import MARK_CAP, bin_width_ms
+from forensics.ingest.case import load_case
+from forensics.report.model import build_report, render
+from forensics.report.html import json_for_script
+from forensics.report.markdown import code_block, md_text
+from forensics.report.timeline import MARK_CAP, bin_width_ms
 
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "tests" / "artifacts"
@@ -77,7 +77,7 @@ def _case_dirs(tmp_path_factory) -> dict[str, Path]:
     found = {p.name: p for p in sorted(samples.iterdir()) if p.is_dir()} if samples.is_dir() else {}
     if found:
         return found
-    from forensics.simulate import simulate
+    from forensics.simulate.run import simulate
 
     root = tmp_path_factory.mktemp("sim")
     return {kind: simulate(kind, 200, root / kind, seed=7).files[0].parent for kind in KINDS}
@@ -151,7 +151,7 @@ def test_large_cases_are_binned_into_at_most_mark_cap_marks(tmp_path):
 
 
 def test_timeline_spec_is_valid_vega_lite_with_lanes_per_worker_and_incarnation(hostile_report):
-    from forensics.report_timeline import timeline_spec
+    from forensics.report.chart import timeline_spec
 
     spec = timeline_spec(hostile_report.timeline, validate=True)  # altair checks it against the schema
     overview = hostile_report.timeline.panels[0]

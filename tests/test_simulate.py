@@ -20,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from forensics.errors import ConfigError, RefusedError
-from forensics.simulate import KINDS, SYNTAXES, read_truth, simulate
+from forensics.errors import ConfigError, InputError
+from forensics.simulate.run import KINDS, SYNTAXES, read_truth, simulate
 
 FIVE = KINDS[:5]
 ALIASES = {
@@ -252,7 +252,7 @@ def test_lease_expiry_second_claim_after_the_lease_and_first_holder_still_sendin
 def test_lease_expiry_lease_is_written_in_several_units():
     import random
 
-    from forensics.simulate_render import choose_dialect
+    from forensics.simulate.render import choose_dialect
     styles = {choose_dialect(random.Random(i), "logfmt").lease for i in range(40)}
     assert styles == {"s", "m", "plain"}
 
@@ -419,7 +419,7 @@ def test_bad_arguments_are_config_errors(tmp_path):
 
 def test_refuses_a_non_empty_directory_that_is_not_a_simulation(tmp_path):
     (tmp_path / "prod.log").write_text("precious\n")
-    with pytest.raises(RefusedError):
+    with pytest.raises(InputError):
         simulate("retry", 50, tmp_path)
     assert (tmp_path / "prod.log").read_text() == "precious\n"
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from remediation.ab_stats import assign_arm
+from forensics.ab import assign_arm
 
 TEST = "subj-2026-11"
 HOSTILE = [

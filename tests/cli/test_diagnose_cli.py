@@ -168,7 +168,7 @@ def test_strict(cli, tmp_path):
 
 
 def test_help_imports_no_heavy_library():
-    code = ("import sys\nfrom forensics.cli import main\n"
+    code = ("import sys\nfrom mailmortem.cli import main\n"
             "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
             "print(sorted(m for m in ('duckdb', 'polars', 'psycopg', 'pyarrow') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -176,7 +176,7 @@ def test_help_imports_no_heavy_library():
 
 
 def test_python_dash_m_and_version():
-    out = subprocess.run([sys.executable, "-m", "forensics", "--version"], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-m", "mailmortem", "--version"], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.startswith("mailmortem, version ")
 
 

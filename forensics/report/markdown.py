@@ -30,7 +30,7 @@ def _plain(value) -> str:
     if isinstance(value, (list, tuple)):
         return ", ".join(str(v) for v in value)
     if hasattr(value, "astimezone"):
-        from forensics.output import iso_utc
+        from forensics.jsonfmt import iso_utc
 
         return iso_utc(value)
     return str(value)
@@ -67,7 +67,7 @@ def _timeline(spec: dict | None, image_link: str | None) -> list[str]:
     if spec is None:
         return ["No timed records to draw.", ""]
     if image_link is None:
-        from forensics.report_timeline import timeline_png
+        from forensics.report.chart import timeline_png
 
         image_link = "data:image/png;base64," + base64.b64encode(timeline_png(spec)).decode("ascii")
     caption = ("One lane per worker · incarnation; red ticks are sends to people who got a duplicate; "

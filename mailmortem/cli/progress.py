@@ -9,7 +9,7 @@ from contextlib import contextmanager
 @contextmanager
 def delayed_status(message: str, delay_s: float = 1.0):
     """Yield a callback(index, total, label); a spinner appears on stderr after `delay_s`."""
-    from forensics.console import make_console
+    from mailmortem.console import make_console
     from forensics.textsafe import terminal_safe
 
     console = make_console(stderr=True)

@@ -1,15 +1,21 @@
-"""The arithmetic of A/B clean-up: arm weights, the sample-ratio-mismatch test, sticky hash arms.
+"""A/B analysis: arm weights, the sample-ratio-mismatch test, sticky hash arms, and the
+contamination report of one test over a case's `sends` table.
 
-Pure functions, no database: `parse_weights("A=50,B=50")`, `srm_test(counts, weights)`,
-`assign_arm(test_id, candidate, weights, salt)`.
+- Pure arithmetic, no database: `parse_weights("A=50,B=50")`, `srm_test(counts, weights)`,
+  `assign_arm(test_id, candidate, weights, salt)`.
+- `analyse(con, test_id, weights)` reads the case (DuckDB) and returns an AbReport: per-arm counts
+  all vs clean, the contamination rate, a sample-ratio-mismatch test, the contaminated people.
+  Excluding them and making assignment sticky is remediation's job (`remediation.ab`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+from dataclasses import dataclass
 
-from forensics.errors import ConfigError
+import queries
+from forensics.errors import ConfigError, InputError
 
 SRM_ALPHA = 0.001  # flag a sample-ratio mismatch below this p-value
 DEFAULT_ARMS = ("A", "B")
@@ -129,3 +135,85 @@ def srm_test(counts: dict[str, int], weights: dict[str, float] | None = None) ->
         "alpha": SRM_ALPHA, "mismatch": p_value < SRM_ALPHA,
         "small_sample": min(expected) < 5,
     }
+
+
+CONTAMINATION_WARN_RATE = 0.01  # warn when at least 1 % of units...
+CONTAMINATION_WARN_UNITS = 10  # ...and at least 10 people are contaminated
+
+
+@dataclass
+class AbReport:
+    test_id: str
+    sends: int
+    sends_without_variant: int
+    sends_without_unit: int
+    units: int
+    contaminated: int
+    arms: list[dict]
+    srm: dict | None
+    contaminated_units: list[dict]
+    weights: dict[str, float] | None = None
+
+    @property
+    def contamination_rate(self) -> float:
+        return self.contaminated / self.units if self.units else 0.0
+
+    @property
+    def contamination_warning(self) -> bool:
+        return self.contamination_rate >= CONTAMINATION_WARN_RATE and self.contaminated >= CONTAMINATION_WARN_UNITS
+
+    def to_dict(self) -> dict:
+        return {
+            "test_id": self.test_id, "sends": self.sends,
+            "sends_without_variant": self.sends_without_variant, "sends_without_unit": self.sends_without_unit,
+            "units": self.units, "contaminated": self.contaminated,
+            "contamination_rate": self.contamination_rate, "contamination_warning": self.contamination_warning,
+            "arms": self.arms, "srm": self.srm, "contaminated_units": self.contaminated_units,
+        }
+
+
+# --- analysis (DuckDB, over the case's `sends`) -------------------------------------------------
+
+def _run(con, name: str, params: dict | None = None):
+    return con.execute(queries.get(name).for_duckdb(), params or {})
+
+
+def _dicts(cursor) -> list[dict]:
+    columns = [d[0] for d in cursor.description]
+    return [dict(zip(columns, row)) for row in cursor.fetchall()]
+
+
+def _no_such_test(con, test_id: str) -> InputError:
+    seen = [row[0] for row in _run(con, "ab_test_ids").fetchall()]
+    hint = f"tests in these logs: {', '.join(seen)}" if seen else "no send carries a test_id"
+    return InputError(f"no sends with test_id {test_id!r} ({hint})")
+
+
+def _arm_rows(counted: list[dict], srm: dict | None, weights: dict | None) -> list[dict]:
+    """Observed arms plus any weighted arm nobody received, with weight and expected clean count."""
+    rows = {row["variant"]: dict(row) for row in counted}
+    for arm in weights or {}:
+        rows.setdefault(arm, {"variant": arm, "units_all": 0, "units_clean": 0, "units_first_seen": 0, "sends": 0})
+    expected = dict(zip(srm["arms"], srm["expected"])) if srm else {}
+    for arm, row in rows.items():
+        row["weight"] = weights[arm] if weights else 1.0
+        row["expected_clean"] = expected.get(arm)
+    return [rows[arm] for arm in sorted(rows)]
+
+
+def analyse(con, test_id: str, weights: dict[str, float] | None = None) -> AbReport:
+    """Contamination report for one test from the `sends` table of a DuckDB connection."""
+    test_id = test_id.strip()
+    _run(con, "ab_sends_build", {"test_id": test_id})
+    _run(con, "ab_units_build")
+    overview = _dicts(_run(con, "ab_overview"))[0]
+    if overview["sends"] == 0:
+        raise _no_such_test(con, test_id)
+    if overview["units"] == 0:
+        raise InputError(f"test {test_id!r} has {overview['sends']} sends but none names both a variant and a person")
+    counted = _dicts(_run(con, "ab_arm_counts"))
+    srm = srm_test({row["variant"]: row["units_clean"] for row in counted}, weights)
+    return AbReport(
+        test_id=test_id, srm=srm, weights=weights, arms=_arm_rows(counted, srm, weights),
+        contaminated_units=_dicts(_run(con, "ab_contaminated")), **overview,
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from forensics.cli.options import format_option
+from mailmortem.cli.options import format_option
 from forensics.errors import DatabaseError, InputError
 
 
@@ -23,7 +23,7 @@ def sql(database, query, fmt):
     """
     import duckdb
 
-    from forensics.output import write_rows
+    from mailmortem.output import write_rows
 
     try:
         con = duckdb.connect(database, read_only=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from forensics.cli.diagnose import case_options, open_case
+from mailmortem.cli.diagnose import case_options, open_case
 from forensics.errors import InputError
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
@@ -39,11 +39,11 @@ def _write_atomically(path: Path, data: bytes) -> None:
 
 
 def _render(report, fmt: str, out: str | None) -> str:
-    from forensics.report import render
+    from forensics.report.model import render
 
     if fmt != "md" or not out or report.timeline.empty:
         return render(report, fmt)
-    from forensics.report_timeline import timeline_png, timeline_spec
+    from forensics.report.chart import timeline_png, timeline_spec
 
     png, link = _png_beside(out)
     spec = timeline_spec(report.timeline)
@@ -83,8 +83,8 @@ def report(paths, syntax, fields, config, strict, memory_limit, exports, out, fm
       mailmortem report logs/ --format md > incident.md
       mailmortem report logs/worker-*.log.gz --out incident.md --title "INC-4711: double sends"
     """
-    from forensics.console import warn
-    from forensics.report import build_report
+    from mailmortem.console import warn
+    from forensics.report.model import build_report
 
     fmt = _format_for(fmt, out)
     case = open_case(paths, syntax, fields, config, strict, memory_limit)

@@ -6,8 +6,8 @@ import sys
 
 import click
 
-from forensics.cli.options import format_option
-from forensics.sources import SYNTAXES
+from mailmortem.cli.options import format_option
+from forensics.ingest.sources import SYNTAXES
 
 KIND_CHOICES = ("parallel-worker", "retry", "lease-expiry", "state-loss", "ab-contamination")
 
@@ -29,9 +29,9 @@ def case_options(func):
 
 
 def open_case(paths, syntax, fields, config, strict, memory_limit, save=None):
-    from forensics.case import load_case
-    from forensics.cli.progress import delayed_status
-    from forensics.fields import load_config, parse_overrides
+    from forensics.ingest.case import load_case
+    from mailmortem.cli.progress import delayed_status
+    from forensics.ingest.fields import load_config, parse_overrides
 
     overrides = load_config(config) if config else {}
     overrides.update(parse_overrides(fields))
@@ -69,7 +69,7 @@ def diagnose(paths, syntax, fields, config, strict, memory_limit, fmt, save, exp
     if fmt == "json":
         write_document(document, affected_json(case.con), sys.stdout)
     else:
-        from forensics.cli.diagnose_view import show_diagnosis
+        from mailmortem.cli.diagnose_view import show_diagnosis
 
         show_diagnosis(document, saved_to=save)
     if fail_on_duplicates and document["summary"]["duplicated_people"]:
@@ -102,7 +102,7 @@ def affected(paths, syntax, fields, config, strict, memory_limit, fmt, kind, inc
       mailmortem affected logs/*.log.gz --incident INC-2 --format jsonl
     """
     from forensics.findings import build_document
-    from forensics.output import write_rows
+    from mailmortem.output import write_rows
 
     case = open_case(paths, syntax, fields, config, strict, memory_limit)
     rows = [r for r in build_document(case)["affected"]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from forensics.simulate import KINDS, SYNTAXES
+from forensics.simulate.run import KINDS, SYNTAXES
 
 
 @click.command()
@@ -36,7 +36,7 @@ def simulate(kind, people, out_dir, seed, syntax, single_file, gz, thin, no_nois
       mailmortem simulate --kind state-loss --people 800 --out /tmp/thin --thin --seed 7
       mailmortem simulate --kind retry --people 100000 --out /tmp/big --single-file --syntax jsonl
     """
-    from forensics.simulate import simulate as run
+    from forensics.simulate.run import simulate as run
 
     result = run(kind, people, out_dir, seed=seed, syntax=syntax, split_workers=not single_file, gzip=gz,
                  thin=thin, noise=not no_noise)

@@ -7,7 +7,7 @@ an uneventful restart. The incident is then played on one campaign step.
 
 from __future__ import annotations
 
-from forensics.simulate_world import BASE, DAY, HOUR, Person, Step, World
+from forensics.simulate.world import BASE, DAY, HOUR, Person, Step, World
 
 TEST_ID = "subj-2026-11"
 

@@ -16,19 +16,19 @@ import click
 from forensics import __version__
 from forensics.errors import MailmortemError
 
-# name -> "module:function"; each module lives in forensics/cli/.
+# name -> "module:function"; each module lives in mailmortem/cli/.
 COMMANDS = {
-    "diagnose": "forensics.cli.diagnose:diagnose",
-    "affected": "forensics.cli.diagnose:affected",
-    "simulate": "forensics.cli.simulate:simulate",
-    "sql": "forensics.cli.sql:sql",
-    "report": "forensics.cli.report:report",
-    "backfill-sentlog": "forensics.cli.sentlog:backfill_sentlog",
-    "sentlog": "forensics.cli.sentlog:sentlog",
-    "requeue-stale": "forensics.cli.claims:requeue_stale",
-    "audit": "forensics.cli.claims:audit",
-    "ab-contamination": "forensics.cli.ab:ab_contamination",
-    "ab-assign": "forensics.cli.ab:ab_assign",
+    "diagnose": "mailmortem.cli.diagnose:diagnose",
+    "affected": "mailmortem.cli.diagnose:affected",
+    "simulate": "mailmortem.cli.simulate:simulate",
+    "sql": "mailmortem.cli.sql:sql",
+    "report": "mailmortem.cli.report:report",
+    "backfill-sentlog": "mailmortem.cli.sentlog:backfill_sentlog",
+    "sentlog": "mailmortem.cli.sentlog:sentlog",
+    "requeue-stale": "mailmortem.cli.claims:requeue_stale",
+    "audit": "mailmortem.cli.claims:audit",
+    "ab-contamination": "mailmortem.cli.ab:ab_contamination",
+    "ab-assign": "mailmortem.cli.ab:ab_assign",
 }
 
 

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import queries
-from forensics import sources
-from forensics.detect import csv_header, detect_syntax, first_lines
+from forensics.ingest import sources
+from forensics.ingest.detect import csv_header, detect_syntax, first_lines
 from forensics.errors import ConfigError, InputError, ParseError
-from forensics.fields import ALIASES, CANONICAL, FieldMap
-from forensics.sources import SYNTAXES, Source, head_bytes, is_empty
+from forensics.ingest.fields import ALIASES, CANONICAL, FieldMap
+from forensics.ingest.sources import SYNTAXES, Source, head_bytes, is_empty
 
 # More files than this get events/skipped tables rather than views over a union of staged tables.
 MANY_FILES = 16

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from forensics.cli.diagnose import case_options, open_case
-from forensics.cli.options import apply_option, db_option, format_option
+from mailmortem.cli.diagnose import case_options, open_case
+from mailmortem.cli.options import apply_option, db_option, format_option
 from forensics.errors import ConfigError
 
 TABLE_LIMIT = 50  # contaminated people shown in a terminal table; csv/json carry them all
@@ -28,13 +28,13 @@ def _parsed(parser):
 
 
 def _weights(value):
-    from remediation.ab_stats import parse_weights
+    from forensics.ab import parse_weights
 
     return parse_weights(value)
 
 
 def _arms(value):
-    from remediation.ab_stats import parse_arms
+    from forensics.ab import parse_arms
 
     return parse_arms(value)
 
@@ -70,10 +70,11 @@ def ab_contamination(paths, syntax, fields, config, strict, memory_limit, test_i
       mailmortem ab-contamination --test-id subj-2026-11 logs/ --db "$DATABASE_URL"          # plan only
       mailmortem ab-contamination --test-id subj-2026-11 logs/ --db "$DATABASE_URL" --apply
     """
+    from forensics.ab import analyse
     from remediation import ab
 
     case = open_case(paths, syntax, fields, config, strict, memory_limit)
-    report = ab.analyse(case.con, test_id, weights)
+    report = analyse(case.con, test_id, weights)
     _warn_about(report)
     plan = applied = None
     if db or apply:
@@ -83,7 +84,7 @@ def ab_contamination(paths, syntax, fields, config, strict, memory_limit, test_i
 
 
 def _warn_about(report) -> None:
-    from forensics.console import warn
+    from mailmortem.console import warn
 
     if report.contamination_warning:
         warn(f"{report.contaminated} of {report.units} people ({report.contamination_rate:.1%}) in test "
@@ -144,7 +145,7 @@ def _applied_text(applied) -> str:
 
 
 def _render_report(report, fmt, plan, applied) -> None:
-    from forensics.output import write_json, write_rows
+    from mailmortem.output import write_json, write_rows
 
     if fmt == "json":
         document = report.to_dict()
@@ -171,7 +172,7 @@ def _printable(row: dict) -> dict:
 
 
 def _render_tables(report) -> None:
-    from forensics.output import write_rows
+    from mailmortem.output import write_rows
 
     _say([_headline(report)])
     write_rows(report.arms, "table", ARM_COLUMNS, title="Arms (people)")
@@ -214,8 +215,8 @@ def ab_assign(test_id, candidate, arms, weights, salt, fmt, db):
       mailmortem ab-assign --test-id subj-2026-11 --candidate jane@acme.com --weights A=90,B=10
       mailmortem ab-assign --test-id subj-2026-11 --candidate cand-8812 --db "$DATABASE_URL" --format json
     """
-    from forensics.output import write_json, write_rows
-    from remediation.ab_stats import normalize_unit, resolve_weights
+    from mailmortem.output import write_json, write_rows
+    from forensics.ab import normalize_unit, resolve_weights
 
     if not test_id.strip():
         raise ConfigError("--test-id is empty")
@@ -227,7 +228,7 @@ def ab_assign(test_id, candidate, arms, weights, salt, fmt, db):
 
 
 def _assignment(test_id: str, unit: str, weights: dict, salt: str, db: str | None) -> dict:
-    from remediation.ab_stats import arm_for_fraction, hash_fraction
+    from forensics.ab import arm_for_fraction, hash_fraction
 
     stored = _stored(test_id, unit, db) if db else None
     if stored:

@@ -78,7 +78,7 @@ def _incident_block(incident: dict):
 
 
 def show_diagnosis(document: dict, saved_to: str | None = None) -> None:
-    from forensics.console import make_console
+    from mailmortem.console import make_console
 
     console = make_console()
     console.print(_inputs_table(document["inputs"]))

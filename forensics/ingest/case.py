@@ -12,9 +12,9 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
-from forensics import ingest, sources
+from forensics.ingest import load as ingest, sources
 from forensics.errors import ConfigError, InputError
-from forensics.fields import FieldMap
+from forensics.ingest.fields import FieldMap
 
 DEFAULT_MEMORY_LIMIT = "1GB"
 SPILL_PREFIX = "mailmortem-spill-"

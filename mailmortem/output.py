@@ -4,34 +4,13 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
-import json
 import sys
 from typing import Any, Iterable, Sequence
 
+from forensics.jsonfmt import iso_utc, to_json
 from forensics.textsafe import spreadsheet_safe, terminal_safe
 
 FORMATS = ("table", "json", "jsonl", "csv")
-
-
-def iso_utc(value: dt.datetime) -> str:
-    """ISO-8601 UTC with a Z and millisecond precision, as in the JSON contract."""
-    if value.tzinfo is not None:
-        value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
-    return value.isoformat(timespec="milliseconds") + "Z"
-
-
-def _default(value: Any) -> Any:
-    if isinstance(value, dt.datetime):
-        return iso_utc(value)
-    if isinstance(value, (dt.date, dt.timedelta)):
-        return str(value)
-    if isinstance(value, (set, frozenset, tuple)):
-        return list(value)
-    raise TypeError(f"cannot serialise {type(value).__name__}")
-
-
-def to_json(document: Any, indent: int | None = 2) -> str:
-    return json.dumps(document, default=_default, indent=indent, ensure_ascii=False)
 
 
 def write_json(document: Any, out=None) -> None:
@@ -79,7 +58,7 @@ def _table_cell(value: Any) -> str:
 def write_table(rows: Sequence[dict], columns: Sequence[str], title: str | None = None, console=None) -> None:
     from rich.table import Table
 
-    from forensics.console import make_console
+    from mailmortem.console import make_console
 
     console = console or make_console()
     table = Table(title=terminal_safe(title) if title else None, show_lines=False)

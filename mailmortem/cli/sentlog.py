@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from forensics.cli.options import db_option
+from mailmortem.cli.options import db_option
 
 PROVIDER_CHOICES = ("sendgrid", "mailgun", "ses", "postmark", "resend", "brevo", "postfix", "csv", "jsonl")
 
@@ -71,7 +71,7 @@ def backfill_sentlog(exports, provider, maps, campaign_key, step_key, candidate_
 
 
 def _render_summary(summary: dict, fmt: str) -> None:
-    from forensics.output import write_json, write_rows
+    from mailmortem.output import write_json, write_rows
 
     if fmt == "json":
         write_json(summary)

@@ -73,7 +73,7 @@ def _number(value) -> str:
 
 
 def _iso(value) -> str:
-    from forensics.output import iso_utc
+    from forensics.jsonfmt import iso_utc
 
     return iso_utc(value) if hasattr(value, "astimezone") else ("" if value is None else str(value))
 
@@ -91,7 +91,7 @@ def _environment():
 def render_html(report, spec: dict | None) -> str:
     from markupsafe import Markup
 
-    from forensics.report_template import TEMPLATE
+    from forensics.report.template import TEMPLATE
 
     template = _environment().from_string(TEMPLATE)
     return template.render(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from forensics.cli.options import apply_option, db_option, format_option
+from mailmortem.cli.options import apply_option, db_option, format_option
 from forensics.errors import ConfigError
 
 PLAN_COLUMNS = ["lead_id", "email", "claimed_by", "claimed_at", "age_s", "in_sent_log", "new_status"]
@@ -105,8 +105,8 @@ def _print_sql(statements: list[dict]) -> None:
 
 
 def _check_lease(older_than: float, logs) -> dict | None:
-    from forensics.console import warn
-    from forensics.errors import RefusedError
+    from mailmortem.console import warn
+    from remediation.errors import RefusedError
     from remediation import claims
 
     try:
@@ -117,7 +117,7 @@ def _check_lease(older_than: float, logs) -> dict | None:
     if worst is None:
         warn("no claim followed by a release of the same shard in the logs: cannot measure the worst batch")
         return None
-    from forensics.output import iso_utc
+    from forensics.jsonfmt import iso_utc
 
     claimed = iso_utc(worst["claimed_at"]) if hasattr(worst["claimed_at"], "isoformat") else worst["claimed_at"]
     _say(f"Worst batch in the logs: {float(worst['batch_s']):.0f}s (worker {worst['worker']}, "
@@ -134,7 +134,7 @@ def _report_plan(plan, label: str, apply: bool) -> None:
          f"{counts['to_sent']} → '{plan.table.sent}' (in the sent-log), "
          f"{counts['to_queued']} → '{plan.table.queued}'.")
     if plan.without_claim_time:
-        from forensics.console import warn
+        from mailmortem.console import warn
 
         warn(f"{plan.without_claim_time} rows are '{plan.table.in_progress}' with no "
              f"{plan.table.col('claimed_at')}: they have no age, so they are left alone; look at them by hand")
@@ -162,7 +162,7 @@ def _outcomes(result) -> dict:
 
 
 def _render(plan, result, worst, fmt, sample) -> None:
-    from forensics.output import write_json, write_rows
+    from mailmortem.output import write_json, write_rows
 
     outcome = _outcomes(result)
     rows = plan.rows(None if fmt != "table" else sample)
@@ -224,7 +224,7 @@ def audit(db, run_id, undo, limit, fmt, apply):
 
 
 def _list_runs(conn, limit, fmt) -> None:
-    from forensics.output import write_rows
+    from mailmortem.output import write_rows
     from remediation import audit as audit_lib
 
     runs = audit_lib.recent_runs(conn, limit)
@@ -235,8 +235,8 @@ def _list_runs(conn, limit, fmt) -> None:
 
 
 def _show_run(conn, run_id, fmt) -> None:
-    from forensics.errors import RefusedError
-    from forensics.output import to_json, write_rows
+    from remediation.errors import RefusedError
+    from mailmortem.output import to_json, write_rows
     from remediation import audit as audit_lib
 
     rows = audit_lib.run_rows(conn, run_id)
@@ -252,7 +252,7 @@ def _show_run(conn, run_id, fmt) -> None:
 
 
 def _undo(conn, run_id, apply, fmt) -> None:
-    from forensics.output import write_rows
+    from mailmortem.output import write_rows
     from remediation import audit as audit_lib
 
     result = audit_lib.undo(conn, run_id, apply)

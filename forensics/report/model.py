@@ -2,9 +2,9 @@
 
 `build_report(case, paths, exports)` classifies the case (forensics.findings), then gathers what a
 reader needs: one sentence per incident, the evidence, the next steps with runnable commands, the
-timeline (forensics.report_timeline), the A/B tests involved, the first affected people and the
-inputs. `render(report, fmt)` returns the HTML (forensics.report_html) or Markdown
-(forensics.report_markdown) text. Every piece of log text stays raw here; the renderers escape it.
+timeline (forensics.report.timeline), the A/B tests involved, the first affected people and the
+inputs. `render(report, fmt)` returns the HTML (forensics.report.html) or Markdown
+(forensics.report.markdown) text. Every piece of log text stays raw here; the renderers escape it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import queries
 from forensics import __version__
 from forensics.errors import MailmortemError
-from forensics.output import iso_utc
+from forensics.jsonfmt import iso_utc
 
 AFFECTED_SHOWN = 100
 TESTS_SHOWN = 5
@@ -30,7 +30,7 @@ class Report:
     inputs: list[dict]
     summary: dict
     incidents: list[dict]              # the diagnose incidents plus "sentence", "fix" and "commands"
-    timeline: object                   # forensics.report_timeline.Timeline
+    timeline: object                   # forensics.report.timeline.Timeline
     ab_tests: list[dict] = field(default_factory=list)
     affected: list[dict] = field(default_factory=list)
     affected_total: int = 0
@@ -124,7 +124,7 @@ def _with_steps(incident: dict, logs_arg: str, exports_arg: str | None) -> dict:
 
 
 def _ab_tests(con) -> tuple[list[dict], list[str]]:
-    from remediation.ab import analyse
+    from forensics.ab import analyse
 
     tests, notes = [], []
     for row in _rows(con, "report_tests_involved", {"limit": TESTS_SHOWN}):
@@ -163,7 +163,7 @@ def reconciliation_counts(result: dict) -> dict:
 def build_report(case, paths, exports=(), title: str | None = None, now: dt.datetime | None = None) -> Report:
     """Classify the case and gather everything the report shows (no rendering, no escaping)."""
     from forensics.findings import build_document
-    from forensics.report_timeline import timeline_data
+    from forensics.report.timeline import timeline_data
 
     document = build_document(case, include_affected=False)
     con, logs_arg = case.con, logs_argument(paths)
@@ -184,14 +184,14 @@ def build_report(case, paths, exports=(), title: str | None = None, now: dt.date
 
 def render(report: Report, fmt: str, image_link: str | None = None, spec: dict | None = None) -> str:
     """The report as a complete HTML document or Markdown text (`spec`: the timeline's, if built already)."""
-    from forensics.report_timeline import timeline_spec
+    from forensics.report.chart import timeline_spec
 
     if spec is None and not report.timeline.empty:
         spec = timeline_spec(report.timeline)
     if fmt == "md":
-        from forensics.report_markdown import render_markdown
+        from forensics.report.markdown import render_markdown
 
         return render_markdown(report, spec, image_link=image_link)
-    from forensics.report_html import render_html
+    from forensics.report.html import render_html
 
     return render_html(report, spec)

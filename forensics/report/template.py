@@ -1,4 +1,4 @@
-"""The Jinja2 template of the HTML report (rendered with autoescape by forensics.report_html)."""
+"""The Jinja2 template of the HTML report (rendered with autoescape by forensics.report.html)."""
 
 STYLE = """
 :root { --ink: #1d2733; --muted: #5b6773; --line: #d9dee3; --dup: #d62728; --hi: #fff6c7; }

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from forensics.addresses import normalize_address
-from forensics.errors import ConfigError, InputError, RefusedError
+from forensics.errors import ConfigError, InputError
 
 KINDS = ("parallel-worker", "retry", "lease-expiry", "state-loss", "ab-contamination", "mixed")
 SYNTAXES = ("logfmt", "jsonl", "csv", "mixed")
@@ -44,7 +44,7 @@ class SimResult:
 def simulate(kind: str, people: int, out_dir: Path, *, seed: int = 0, syntax: str = "logfmt",
              split_workers: bool = True, gzip: bool = False, thin: bool = False, noise: bool = True) -> SimResult:
     """Write one simulated case into out_dir (a new, empty or earlier-simulation directory)."""
-    from forensics.simulate_scenarios import build
+    from forensics.simulate.scenarios import build
 
     _check(kind, people, syntax, split_workers)
     out = prepare_out_dir(Path(out_dir))
@@ -78,7 +78,7 @@ def prepare_out_dir(out: Path) -> Path:
         raise InputError(f"{out} exists and is not a directory")
     if out.is_dir() and any(out.iterdir()):
         if not (out / "truth.csv").is_file():
-            raise RefusedError(f"refusing to write into {out}: it is not empty and has no truth.csv "
+            raise InputError(f"refusing to write into {out}: it is not empty and has no truth.csv "
                                "from an earlier simulation")
         for old in out.iterdir():
             if old.is_file() and _OURS.match(old.name):
@@ -142,7 +142,7 @@ def read_truth(path: Path) -> list[dict]:
 
 def write_logs(world, records: list[dict], out: Path, *, seed: int, syntax: str, split: bool, gz: bool,
                noise: bool) -> tuple[list[Path], int]:
-    from forensics import simulate_render as render
+    from forensics.simulate import render
 
     rng = random.Random(f"mailmortem-render:{seed}:{syntax}")
     parts = _files(world, records, split, syntax, rng)
@@ -161,7 +161,7 @@ def write_logs(world, records: list[dict], out: Path, *, seed: int, syntax: str,
 
 
 def _files(world, records, split: bool, syntax: str, rng: random.Random) -> list[tuple]:
-    from forensics.simulate_render import EXT, choose_dialect
+    from forensics.simulate.render import EXT, choose_dialect
 
     if not split:
         chosen = syntax
@@ -183,7 +183,7 @@ def _syntax_cycle(syntax: str, n: int, rng: random.Random) -> list[str]:
 
 
 def _add_noise(rendered: list, rng: random.Random) -> None:
-    from forensics import simulate_render as render
+    from forensics.simulate import render
 
     textual = [f for f in rendered if f[3].syntax != "csv"] or rendered
     traced, accessed = rng.choice(textual), rng.choice(textual)
@@ -208,7 +208,7 @@ def command_line(kind: str, people: int, out_dir, options: dict) -> str:
 
 def write_readme(out: Path, kind: str, people: int, out_dir, options: dict, result: SimResult,
                  records: list[dict]) -> Path:
-    from forensics.output import iso_utc
+    from forensics.jsonfmt import iso_utc
     import datetime as dt
 
     first, last = (dt.datetime.fromtimestamp(records[i]["_t"], dt.timezone.utc) for i in (0, -1))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from forensics.output import FORMATS
+from mailmortem.output import FORMATS
 
 
 def format_option(choices=FORMATS, default="table"):

@@ -6,7 +6,7 @@ import csv
 import json
 import re
 
-from forensics.fields import ALIASES
+from forensics.ingest.fields import ALIASES
 
 _PAIR = re.compile(r'(?:^|\s)[^\s="]+=("(?:[^"\\]|\\.)*"|[^\s"]*)')
 _KNOWN = {alias for names in ALIASES.values() for alias in names}

@@ -1,3 +1,0 @@
-from forensics.cli import main
-
-main()

@@ -1,0 +1,3 @@
+from mailmortem.cli import main
+
+main()
