@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import queries
 from forensics.ingest.load import fetch, run_script
+from forensics.kinds import KINDS
 
-KINDS = ("parallel-worker", "retry", "lease-expiry", "state-loss", "ab-contamination")
 # Clock skew tolerated between workers when comparing claim and send times.
 DEFAULT_SKEW_S = 5.0
 

@@ -17,6 +17,7 @@ import queries
 from forensics import __version__
 from forensics.errors import MailmortemError
 from forensics.jsonfmt import iso_utc
+from forensics.kinds import kind_named
 
 AFFECTED_SHOWN = 100
 TESTS_SHOWN = 5
@@ -93,19 +94,9 @@ def _shards(shards: list[str]) -> str:
     return named if already else ("shard " if len(shards) == 1 else "shards ") + named
 
 
-SENTENCES = {
-    "parallel-worker": "{who} worked {what} at the same time, each sending to the same list",
-    "retry": "{who} sent {what} again after a send it took for failed (lost acknowledgement or error)",
-    "lease-expiry": "the lease on {shards} of {what} ran out while its holder was still sending, so "
-                    "another worker claimed it and sent to the same people ({who})",
-    "state-loss": "{who} lost its record of who had been emailed (a restart) and replayed {what}",
-    "ab-contamination": "in A/B test {test}, people of {what} received more than one variant ({who})",
-}
-
-
 def incident_sentence(incident: dict) -> str:
     """What happened, in one sentence a reader can check against the evidence."""
-    core = SENTENCES[incident["kind"]].format(
+    core = kind_named(incident["kind"]).sentence.format(
         who=_who(incident), what=_what(incident), shards=_shards(incident["shards"]),
         test=incident["test_id"] or "?")
     cause = f"; underlying mechanism: {incident['cause']}" if incident.get("cause") else ""
