@@ -41,7 +41,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-KINDS = ("parallel-worker", "retry", "lease-expiry", "state-loss", "ab-contamination")
 FORMATS = ("logfmt", "jsonl", "gz")
 # canonical fields whose values tie records into incidents; tiles make them disjoint
 TILE_FIELDS = ("worker", "campaign", "shard", "msg_id", "test_id")
@@ -226,8 +225,15 @@ def count_lines(path: Path) -> int:
     return int(subprocess.run(["wc", "-l", str(path)], check=True, capture_output=True, text=True).stdout.split()[0])
 
 
+def kinds() -> tuple[str, ...]:
+    """The incident kinds in diagnose's order (forensics.kinds holds the one table)."""
+    from forensics.kinds import KINDS
+
+    return KINDS
+
+
 def truth_by_kind(truth_csv: Path) -> dict:
-    counts = dict.fromkeys(KINDS, 0)
+    counts = dict.fromkeys(kinds(), 0)
     with open(truth_csv, encoding="utf-8") as f:
         next(f)
         for row in f:   # a few hundred thousand short rows, read once per case
@@ -461,15 +467,16 @@ def timing_table(results: list[Result]) -> list[str]:
 
 
 def fractions(r: Result) -> dict:
-    return {k: (r.by_kind.get(k, 0) / r.case.truth[k] if r.case.truth.get(k) else None) for k in KINDS}
+    return {k: (r.by_kind.get(k, 0) / r.case.truth[k] if r.case.truth.get(k) else None) for k in kinds()}
 
 
 def classification_table(results: list[Result]) -> list[str]:
-    rows = ["| format | lines | tiles | incidents per tile | " + " | ".join(KINDS) + " |",
-            "|---|---:|---:|---:|" + "---:|" * len(KINDS)]
+    names = kinds()
+    rows = ["| format | lines | tiles | incidents per tile | " + " | ".join(names) + " |",
+            "|---|---:|---:|---:|" + "---:|" * len(names)]
     for r in results:
         if not r.diagnose.ok:
-            rows.append(f"| {r.case.fmt} | {r.case.lines:,} | {r.case.tiles} | – |" + " not finished |" * len(KINDS))
+            rows.append(f"| {r.case.fmt} | {r.case.lines:,} | {r.case.tiles} | – |" + " not finished |" * len(names))
             continue
         cells = []
         for kind, frac in fractions(r).items():

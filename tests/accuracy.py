@@ -6,7 +6,7 @@ import csv
 from pathlib import Path
 
 from forensics.ingest.case import load_case
-from forensics.classify import KINDS
+from forensics.kinds import KINDS
 from forensics.findings import build_document
 
 
@@ -41,9 +41,9 @@ if __name__ == "__main__":
     import sys
     import tempfile
 
-    from forensics.simulate.run import simulate
+    from forensics.simulate.run import KINDS as SCENARIOS, simulate
 
-    kinds = sys.argv[1:] or ["parallel-worker", "retry", "lease-expiry", "state-loss", "ab-contamination", "mixed"]
+    kinds = sys.argv[1:] or SCENARIOS
     for thin in (False, True):
         for kind in kinds:
             for syntax in ("logfmt", "jsonl", "csv", "mixed"):

@@ -6,10 +6,9 @@ import pytest
 
 from forensics.ingest.case import load_case
 from forensics.findings import build_document
-from forensics.simulate.run import simulate
+from forensics.simulate.run import KINDS, simulate
 from tests.accuracy import f1_by_kind, false_people, predicted_of, truth_of
 
-KINDS = ("parallel-worker", "retry", "lease-expiry", "state-loss", "ab-contamination", "mixed")
 CASES = [(kind, syntax, split, gz) for kind in KINDS
          for syntax, split, gz in (("logfmt", True, False), ("jsonl", True, True), ("csv", False, False),
                                    ("mixed", True, False))]

@@ -26,10 +26,10 @@ from forensics.report.model import build_report, render
 from forensics.report.html import json_for_script
 from forensics.report.markdown import code_block, md_text
 from forensics.report.timeline import MARK_CAP, bin_width_ms
+from forensics.simulate.run import KINDS
 
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "tests" / "artifacts"
-KINDS = ("parallel-worker", "retry", "lease-expiry", "state-loss", "ab-contamination", "mixed")
 XSS = "<script>alert(1)</script>"
 BASE = dt.datetime(2026, 11, 28, 9, 0, tzinfo=dt.timezone.utc)
 

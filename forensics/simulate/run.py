@@ -19,8 +19,10 @@ from pathlib import Path
 
 from forensics.addresses import normalize_address
 from forensics.errors import ConfigError, InputError
+from forensics.kinds import KINDS as INCIDENT_KINDS
 
-KINDS = ("parallel-worker", "retry", "lease-expiry", "state-loss", "ab-contamination", "mixed")
+# What --kind can ask for: each incident kind alone, or "mixed" (a scenario with all of them at once).
+KINDS = (*INCIDENT_KINDS, "mixed")
 SYNTAXES = ("logfmt", "jsonl", "csv", "mixed")
 TRUTH_COLUMNS = ("campaign", "step", "recipient", "kind", "cause")
 MIN_PEOPLE = 20

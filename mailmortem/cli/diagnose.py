@@ -8,8 +8,7 @@ import click
 
 from mailmortem.cli.options import format_option
 from forensics.ingest.sources import SYNTAXES
-
-KIND_CHOICES = ("parallel-worker", "retry", "lease-expiry", "state-loss", "ab-contamination")
+from forensics.kinds import KINDS
 
 
 def case_options(func):
@@ -90,7 +89,7 @@ AFFECTED_COLUMNS = ("recipient", "campaign", "step", "kind", "cause", "incident"
 @click.command()
 @case_options
 @format_option()
-@click.option("--kind", type=click.Choice(KIND_CHOICES), help="Only people hit by this kind of incident.")
+@click.option("--kind", type=click.Choice(KINDS), help="Only people hit by this kind of incident.")
 @click.option("--incident", metavar="ID", help="Only people of this incident (e.g. INC-1).")
 @click.option("--campaign", metavar="ID", help="Only this campaign.")
 def affected(paths, syntax, fields, config, strict, memory_limit, fmt, kind, incident, campaign):
