@@ -1,7 +1,7 @@
 """Time `mailmortem diagnose` against the runbook's grep pipeline and a hand-written DuckDB query.
 
     python benchmarks/diagnose_bench.py [--sizes 1M,3M,10M] [--workdir /tmp/mm-bench]
-                                        [--formats logfmt,jsonl,gz] [--keep] [--out docs/benchmarks.md]
+                                        [--formats logfmt,jsonl,gz] [--keep] [--out FILE]
 
 For every (format, size) case it runs, each as a subprocess on a warm page cache, and
 measures wall time and peak RSS (os.wait4: the largest single process of the command):
@@ -20,6 +20,9 @@ from one simulated tile: copy k gets every identifier that ties sends together (
 campaign, shard, msg id, test id) prefixed with `t<k>-`, which makes the copies disjoint
 incidents, and truth.csv is the union of the copies' truths. The .gz case is the logfmt
 case of the same size compressed with gzip -6.
+
+The figures (Markdown tables) are printed and written to --out, by default a new
+benchmarks/results/diagnose-<UTC time>.md (gitignored); docs/benchmarks.md is updated by hand.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
 FORMATS = ("logfmt", "jsonl", "gz")
 # canonical fields whose values tie records into incidents; tiles make them disjoint
 TILE_FIELDS = ("worker", "campaign", "shard", "msg_id", "test_id")
@@ -129,8 +133,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--memory-limit", help="pass --memory-limit to diagnose (default: its own default)")
     parser.add_argument("--keep", action="store_true", help="keep diagnose's JSON outputs in the workdir")
     parser.add_argument("--generate-only", action="store_true", help="only build (and cache) the cases")
-    parser.add_argument("--out", type=Path, help="rewrite the tables between this file's bench markers")
-    parser.add_argument("--block", default="main", help="which marked block of --out to rewrite (bench:BLOCK:start)")
+    parser.add_argument("--out", type=Path, help="write the figures to this file "
+                        "(default: benchmarks/results/diagnose-<UTC time>.md)")
     args = parser.parse_args(argv)
     args.sizes = sorted(parse_size(s) for s in args.sizes.split(","))
     args.formats = [f.strip() for f in args.formats.split(",")]
@@ -557,29 +561,36 @@ def revision() -> str:
 
 
 def report(results: list[Result], command: str, started: float, load_before: tuple, commit: str) -> str:
-    lines = [f"Measured {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z} (started at commit {commit}) on {machine()}; "
-             f"load average {load_before[0]:.2f} at start, {os.getloadavg()[0]:.2f} at end "
-             f"(2 cores shared with other work); whole run {(time.perf_counter() - started) / 60:.1f} min.",
-             "", f"Command: `{command}`", "", "### Timings (one run each, warm page cache)", ""]
+    lines = ["# `diagnose` against the grep pipeline and a hand-written DuckDB query", "",
+             f"Measured {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z} (started at commit {commit}) on {machine()}; "
+             f"load average {load_before[0]:.2f} at start, {os.getloadavg()[0]:.2f} at end; "
+             f"whole run {(time.perf_counter() - started) / 60:.1f} min.",
+             "", f"Command: `{command}`", "", "## Timings (one run each, warm page cache)", ""]
     lines += timing_table(results)
     lines += [f"\n{r.case.fmt} {r.case.lines:,} lines: diagnose {'stopped by --timeout' if r.diagnose.timed_out else 'exited with'}"
               f" `{r.diagnose.error}`" for r in results if not r.diagnose.ok]
-    lines += ["", "### Classification: diagnose's per-kind people / simulator truth", ""]
+    lines += ["", "## Classification: diagnose's per-kind people / simulator truth", ""]
     lines += classification_table(results)
-    lines += ["", "### Targets (issue 5)", ""]
+    lines += ["", "## Targets (issue 5)", ""]
     lines += target_rows(results)
     return "\n".join(lines) + "\n"
 
 
-def rewrite_doc(doc: Path, table: str, block: str) -> None:
-    """Replace what lies between <!-- bench:BLOCK:start --> and its end marker (appended if absent)."""
-    start, end = f"<!-- bench:{block}:start -->", f"<!-- bench:{block}:end -->"
-    text = doc.read_text(encoding="utf-8") if doc.is_file() else "# Benchmarks\n"
-    if start not in text or end not in text:
-        text = text.rstrip("\n") + f"\n\n{start}\n{end}\n"
-    head, rest = text.split(start, 1)
-    _, tail = rest.split(end, 1)
-    doc.write_text(f"{head}{start}\n{table}{end}{tail}", encoding="utf-8")
+def results_file(name: str, out: Path | None) -> Path:
+    """Where a run's figures go: `out`, else a new benchmarks/results/NAME-<UTC time>.md. Never docs/:
+    a run is one measurement, and docs/benchmarks.md is edited by hand from the ones worth keeping."""
+    if out is None:
+        return RESULTS / f"{name}-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}.md"
+    if (ROOT / "docs") in out.resolve().parents:
+        raise SystemExit(f"--out {out}: benchmarks do not write into docs/; "
+                         "copy the figures into docs/benchmarks.md by hand")
+    return out
+
+
+def write_results(text: str, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    log(f"figures written to {path}")
 
 
 def main(argv=None) -> int:
@@ -588,6 +599,7 @@ def main(argv=None) -> int:
         print(duckdb_baseline(*argv[1:4]))
         return 0
     args = parse_args(argv)
+    out = results_file("diagnose", args.out)  # refused before hours of work, not after
     TIMEOUT["seconds"] = args.timeout
     DIAGNOSE_EXTRA[:] = ["--memory-limit", args.memory_limit] if args.memory_limit else []
     sys.path.insert(0, str(ROOT))
@@ -606,8 +618,7 @@ def main(argv=None) -> int:
     command = "python benchmarks/diagnose_bench.py " + " ".join(argv)
     table = report(results, command.strip(), started, load_before, commit)
     print(table)
-    if args.out:
-        rewrite_doc(args.out, table, args.block)
+    write_results(table, out)
     return 0
 
 

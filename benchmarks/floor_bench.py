@@ -7,10 +7,11 @@ a child process (wall time and peak RSS of its own), next to the issue's targets
 computed from the same baselines `diagnose_bench.py` measures (the runbook's grep pipeline, the hand-written
 DuckDB query), on the cases `diagnose_bench.py --generate-only` built.
 
-    .venv/bin/python benchmarks/floor_bench.py --workdir /tmp/mm-bench --size 10M --formats logfmt,jsonl,gz \
-        --out docs/benchmarks.md --block floor
+    .venv/bin/python benchmarks/floor_bench.py --workdir /tmp/mm-bench --size 10M --formats logfmt,jsonl,gz
 
 A skeleton slower than the target means no diagnose in these engines can meet that target on this machine.
+The figures are printed and written to --out, by default a new benchmarks/results/floor-<UTC time>.md
+(gitignored).
 """
 
 from __future__ import annotations
@@ -60,8 +61,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--size", type=bench.parse_size, default=bench.parse_size("10M"))
     p.add_argument("--formats", type=lambda s: s.split(","), default=["logfmt", "jsonl", "gz"])
     p.add_argument("--memory-limit", default="1GB", help="DuckDB's limit in the skeletons (diagnose's default)")
-    p.add_argument("--out", type=Path)
-    p.add_argument("--block", default="floor")
+    p.add_argument("--out", type=Path, help="write the figures to this file "
+                   "(default: benchmarks/results/floor-<UTC time>.md)")
     return p.parse_args(argv)
 
 
@@ -206,6 +207,7 @@ def main(argv=None) -> int:
         print(run_skeleton(*argv[1:5]))
         return 0
     args = parse_args(argv)
+    out = bench.results_file("floor", args.out)
     started, load_before, commit = time.perf_counter(), os.getloadavg(), bench.revision()
     rows = ["| format | lines | skeleton | wall s | RSS MB | target for all of diagnose, s | skeleton vs target |",
             "|---|---:|---|---:|---:|---|---|"]
@@ -220,15 +222,15 @@ def main(argv=None) -> int:
         grep, duck = bench.run_grep(case), bench.run_duckdb(case)
         baselines.append(f"{fmt}: grep pipeline {bench.fmt_s(grep)} s, hand-written DuckDB {bench.fmt_s(duck)} s")
         rows += rows_for(case, grep, duck, measure(case, args.memory_limit))
-    head = (f"Measured {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z} at commit {commit} on {bench.machine()}; "
+    head = ("# The floor under diagnose: skeletons against the targets\n\n"
+            f"Measured {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z} at commit {commit} on {bench.machine()}; "
             f"load average {load_before[0]:.2f} at start, {os.getloadavg()[0]:.2f} at end; whole run "
             f"{(time.perf_counter() - started) / 60:.1f} min; DuckDB memory limit {args.memory_limit}.\n\n"
             f"Command: `python benchmarks/floor_bench.py {' '.join(argv)}`\n\nBaselines in the same run: "
             + "; ".join(baselines) + ".\n\n")
     table = head + "\n".join(rows) + "\n"
     print(table)
-    if args.out:
-        bench.rewrite_doc(args.out, table, args.block)
+    bench.write_results(table, out)
     return 0
 
 
