@@ -1,4 +1,4 @@
-"""Turn the classification tables into the `diagnose` document (diagnose-json.md).
+"""Turn the classification tables into the `diagnose` document (docs/diagnose-json.md).
 
 What each incident says (evidence, fix, next command) comes from its kind in forensics.kinds.
 """

@@ -220,7 +220,7 @@ SELECT id, people FROM incidents ORDER BY id
 
 -- name: affected_sends
 -- Every duplicated person of the incidents :incident_ids with their incident and the sends they received,
--- oldest first, as one JSON object each (diagnose-json.md "affected"), built inside DuckDB so large cases
+-- oldest first, as one JSON object each (docs/diagnose-json.md, "affected"), built inside DuckDB so large cases
 -- stream out fast; asked for a batch of incidents at a time so the lists stay within the memory limit.
 SELECT to_json({
     'recipient': d.recipient, 'campaign': nullif(d.campaign, ''), 'step': nullif(d.step, ''),

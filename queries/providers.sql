@@ -1,7 +1,7 @@
 -- Provider send history → one normalised row per event and recipient (DuckDB only).
 -- Input: a registered table provider_docs(provider, source_file, source_line, text) with one
 -- JSON document per row (a JSON Lines line, or a whole single-payload file).
--- Verdicts follow shared/spec/provider-formats.md §0 and §8.
+-- Verdicts and normalisation: docs/sentlog.md, section What counts as "went out".
 
 -- name: provider_macros
 -- Helper macros: metadata paths, address and message-id normalisation, tolerant timestamps.

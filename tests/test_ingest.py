@@ -1,4 +1,4 @@
-"""Ingest reads the whole log vocabulary (log-vocabulary.md) into canonical events."""
+"""Ingest reads the whole log vocabulary (docs/log-vocabulary.md) into canonical events."""
 
 from __future__ import annotations
 

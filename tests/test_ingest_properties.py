@@ -163,6 +163,6 @@ def test_csv_cells_read_back_as_written(records, order):
     writer.writerow(["timestamp", "event", "message_id", *(_CSV_KEYS[canon] for canon in order)])
     for n, record in enumerate(records):
         writer.writerow([f"2026-11-28T09:00:0{n}Z", "send", f"<m{n}@x>", *(record[canon] for canon in order)])
-    # an empty cell is an absent field (log-vocabulary.md)
+    # an empty cell is an absent field (docs/log-vocabulary.md)
     assert _read_back("case.csv", out.getvalue(), _CSV_KEYS) == [
         {canon: record[canon] or None for canon in _CSV_KEYS} for record in records]

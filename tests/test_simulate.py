@@ -1,9 +1,9 @@
 """The simulator: its logs follow the vocabulary, and its ground truth is exactly what the files show.
 
 The files are read back here with a deliberately simple reader (json, csv, a
-logfmt tokenizer and the alias table of docs/log-vocabulary), independent of
-mailmortem's own ingest, and the duplicates are recomputed by the spec's
-dedupe key.
+logfmt tokenizer and the alias table of docs/log-vocabulary.md), independent of
+mailmortem's own ingest, and the duplicates are recomputed by the dedupe key of
+docs/log-vocabulary.md.
 """
 
 from __future__ import annotations

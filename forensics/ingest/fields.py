@@ -1,4 +1,4 @@
-"""The log vocabulary: canonical fields and the aliases each accepts (log-vocabulary.md).
+"""The log vocabulary: canonical fields and the aliases each accepts (docs/log-vocabulary.md).
 
 `FieldMap` resolves the keys actually present in a case to canonical fields,
 with `--field canonical=their_name` overrides (and the same from a config file).

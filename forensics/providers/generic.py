@@ -12,7 +12,7 @@ SENT_WORDS = ["sent", "send", "processed", "delivered", "delivery", "accepted", 
 NOT_SENT_WORDS = ["dropped", "rejected", "reject", "failed", "blocked", "error", "invalid", "invalid_email",
                   "not delivered", "not_sent", "suppressed"]
 
-# SendGrid's activity CSV headers are not published (spec §1.2): match by alias, fail loudly otherwise.
+# SendGrid does not publish its activity CSV's headers (docs/sentlog.md): match by alias, fail loudly otherwise.
 SENDGRID_CSV_ALIASES = {
     "msg_id": ("msg_id", "message_id", "sg_message_id", "message id"),
     "recipient": ("email", "to_email", "recipient", "to"),

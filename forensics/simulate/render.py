@@ -1,7 +1,7 @@
 """Turn the simulator's canonical records into the log lines real agents write.
 
 Each file gets a dialect — its own field aliases, event names, timestamp style,
-lease units, msg_id brackets — drawn from docs/log-vocabulary, so that no two
+lease units, msg_id brackets — drawn from docs/log-vocabulary.md, so that no two
 cases (and often no two workers) look alike. Then the things real logs carry:
 lines a log shipper delivered twice, blank lines, a stack trace, a web access
 line, a truncated last line.

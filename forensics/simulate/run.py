@@ -2,10 +2,10 @@
 
     result = simulate("lease-expiry", 2000, Path("case/"), seed=3, syntax="mixed")
 
-writes per-worker log files that follow docs/log-vocabulary, `truth.csv` (one row
+writes per-worker log files that follow docs/log-vocabulary.md, `truth.csv` (one row
 per duplicated person: campaign, step, recipient, kind, cause) and a README.md.
 The truth is computed from the records actually written, by the dedupe key of
-the spec — never from what the scenario meant to do.
+docs/log-vocabulary.md — never from what the scenario meant to do.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The simulator's world: people, workers and timed runs of one campaign step.
 
 Everything that happens is kept as plain dicts with canonical field names (see
-docs/log-vocabulary): `simulate_render` turns them into log lines later. Keys
+docs/log-vocabulary.md): `simulate_render` turns them into log lines later. Keys
 starting with "_" are the simulator's own: `_t` is the true time (epoch
 seconds, before any clock skew), `_w` the worker, `_mech` the mechanism that
 caused a send (None for an ordinary send) — the ground truth reads `_mech`.

@@ -1,9 +1,9 @@
 """Acceptance: read EVERY provider sample and check the verdict of each event.
 
-Usage: python tests/acceptance/provider_samples.py /path/to/shared/data/provider-samples
+Usage: python tests/acceptance/provider_samples.py /path/to/provider-samples
 
-The expected table (provider_samples_expected.tsv, next to this script) was written from
-shared/spec/provider-formats.md: one row per (file, line, event type, recipient) with the
+The expected table (provider_samples_expected.tsv, next to this script) holds, by the rules in
+docs/sentlog.md (What counts as "went out"), one row per (file, line, event type, recipient) with the
 verdict sent / not_sent / not_a_send_event. Exits non-zero with a diff on any mismatch
 and ends with the plain `N passed, M failed` line.
 """
