@@ -1,0 +1,119 @@
+"""The docs/ pages that describe contracts stay true to the code, and point nowhere outside the repository."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+
+
+def _page(name: str) -> str:
+    return (DOCS / name).read_text(encoding="utf-8")
+
+
+def _table_rows(text: str, heading: str) -> list[list[str]]:
+    """The cells of the first table after `heading`, header row and separator left out."""
+    rows: list[list[str]] = []
+    for line in text.split(heading, 1)[1].splitlines():
+        if line.startswith("|"):
+            rows.append([cell.strip() for cell in line.strip("|").split(" | ")])
+        elif rows:
+            break
+    return rows[2:]
+
+
+def _names(cell: str) -> list[str]:
+    return re.findall(r"`([^`]+)`", cell)
+
+
+def test_the_field_table_is_the_alias_table():
+    from forensics.ingest.fields import ALIASES
+
+    rows = _table_rows(_page("log-vocabulary.md"), "## Fields")
+    documented = {_names(row[0])[0]: tuple(_names(row[1])) for row in rows}
+    assert documented == ALIASES
+
+
+def test_the_event_table_is_what_ingest_maps():
+    import duckdb
+
+    from forensics.ingest.load import run_script
+
+    con = duckdb.connect()
+    run_script(con, "ingest_macros")
+    rows = _table_rows(_page("log-vocabulary.md"), "## Events")
+    assert [_names(row[0])[0] for row in rows] == ["send", "claim", "renew", "release", "expire", "start", "error"]
+    for row in rows:
+        canonical = _names(row[0])[0]
+        for name in _names(row[1]):
+            assert con.execute("SELECT mm_event(?)", [f" {name.upper()} "]).fetchone()[0] == canonical, name
+
+
+def test_the_success_statuses_are_what_ingest_accepts():
+    import duckdb
+
+    from forensics.ingest.load import run_script
+
+    con = duckdb.connect()
+    run_script(con, "ingest_macros")
+    line = next(line for line in _page("log-vocabulary.md").splitlines() if "its status is absent or one of" in line)
+    for status in _names(line):
+        assert con.execute("SELECT mm_ok_status(?)", [status.upper()]).fetchone()[0], status
+    for status in ("failed", "error", "rejected", "bounced", "dropped", "timeout", "pending"):
+        assert not con.execute("SELECT mm_ok_status(?)", [status]).fetchone()[0], status
+
+
+def test_every_kind_is_described_with_the_next_command_diagnose_names():
+    from forensics.classify import KINDS
+    from forensics.findings import NEXT_COMMAND
+
+    page = _page("incident-kinds.md")
+    assert tuple(_names(row[0])[0] for row in _table_rows(page, "## The kinds")) == KINDS
+    commands = {_names(row[0])[0]: _names(row[1])[0] for row in _table_rows(page, "## Evidence") if _names(row[0])}
+    assert commands == {kind: NEXT_COMMAND[kind].format(campaign="CAMPAIGN", test_id="TEST") for kind in KINDS}
+
+
+@pytest.fixture(scope="module")
+def mixed_document():
+    from forensics.findings import build_document
+    from forensics.ingest.case import load_case
+
+    return build_document(load_case([str(ROOT / "sample_logs" / "mixed")]))
+
+
+def test_the_json_example_is_real_output(mixed_document):
+    page = _page("diagnose-json.md")
+    example = json.loads(re.search(r"```json\n(.*?)```", page, re.S).group(1))
+    real = json.loads(json.dumps(mixed_document, default=str))
+    assert list(example) == list(real)
+    assert example["summary"] == real["summary"]
+    shown = example["inputs"][0]
+    same_file = [i for i in real["inputs"] if i["path"].endswith(shown["path"])]
+    assert same_file == [{**shown, "path": same_file[0]["path"]}]
+    assert example["incidents"][0] in real["incidents"]
+    assert example["affected"][0] in real["affected"]
+
+
+def test_every_field_of_the_json_is_in_its_table(mixed_document):
+    page = _page("diagnose-json.md")
+    sections = {"inputs": "## `inputs`", "summary": "## `summary`", "incidents": "## `incidents`",
+                "affected": "## `affected`"}
+    for key, heading in sections.items():
+        documented = {name for row in _table_rows(page, heading) for name in _names(row[0])}
+        value = mixed_document[key]
+        produced = set(value if isinstance(value, dict) else value[0])
+        assert produced == documented, key
+
+
+def test_the_contract_pages_point_nowhere_outside_the_repository():
+    for page in ("log-vocabulary.md", "incident-kinds.md", "diagnose-json.md", "benchmarks.md"):
+        text = _page(page)
+        assert not re.search(r"\]\((\.\./|/|https?:)", text), page
+        assert "shared/" not in text, page
+        for target in re.findall(r"\]\(([^)#]+)", text):
+            assert (DOCS / target).is_file(), (page, target)
