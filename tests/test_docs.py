@@ -69,13 +69,12 @@ def test_the_success_statuses_are_what_ingest_accepts():
 
 
 def test_every_kind_is_described_with_the_next_command_diagnose_names():
-    from forensics.classify import KINDS
-    from forensics.findings import NEXT_COMMAND
+    from forensics.kinds import KINDS, kind_named
 
     page = _page("incident-kinds.md")
     assert tuple(_names(row[0])[0] for row in _table_rows(page, "## The kinds")) == KINDS
     commands = {_names(row[0])[0]: _names(row[1])[0] for row in _table_rows(page, "## Evidence") if _names(row[0])}
-    assert commands == {kind: NEXT_COMMAND[kind].format(campaign="CAMPAIGN", test_id="TEST") for kind in KINDS}
+    assert commands == {kind: kind_named(kind).next_command.format(campaign="CAMPAIGN", test_id="TEST") for kind in KINDS}
 
 
 @pytest.fixture(scope="module")
