@@ -86,3 +86,13 @@ SELECT pg_try_advisory_lock(hashtextextended(:name, 0)) AS acquired
 -- name: joblock_release_advisory
 -- Release the session-level advisory lock of a job name; true when this session held it.
 SELECT pg_advisory_unlock(hashtextextended(:name, 0)) AS released
+
+-- name: joblock_held_advisory
+-- This session's backend pid and whether pg_locks shows it holding the advisory lock of a job name (key = classid:objid).
+SELECT pg_backend_pid() AS pid, EXISTS (
+    SELECT 1 FROM pg_locks
+    WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted AND objsubid = 1
+      AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+      AND classid = ((hashtextextended(:name, 0) >> 32) & 4294967295)::oid
+      AND objid = (hashtextextended(:name, 0) & 4294967295)::oid
+) AS held
