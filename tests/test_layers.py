@@ -1,0 +1,132 @@
+"""Imports run one way: mailmortem → remediation → forensics → queries; only mailmortem/ imports click or rich.
+
+The checker reads every module's AST, so an import inside a function, an
+`importlib.import_module("…")` / `find_spec("…")` target and a "module:function"
+string (the CLI's COMMANDS table) all count, not only the imports at the top.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FLOORS = ("mailmortem", "remediation", "forensics", "queries")  # top to bottom
+UI_LIBRARIES = {"click", "rich"}
+_DYNAMIC_IMPORTS = {"import_module", "find_spec", "__import__"}
+_TARGET_STRING = re.compile(r"([A-Za-z_][\w.]*):[A-Za-z_]\w*")
+
+
+def layer_violations(root: Path) -> list[str]:
+    """One line per import under `root` that reaches a higher floor, or click/rich outside mailmortem/."""
+    found = []
+    for floor in FLOORS:
+        for path in sorted((root / floor).rglob("*.py")):
+            package = ".".join(path.relative_to(root).parent.parts)
+            for line, target in imported_modules(path, package):
+                problem = _problem(floor, target)
+                if problem:
+                    found.append(f"{path.relative_to(root)}:{line}: {problem}")
+    return found
+
+
+def imported_modules(path: Path, package: str) -> list[tuple[int, str]]:
+    """(line, dotted module) for every import statement, dynamic import and "module:function" string."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            found.append((node.lineno, _absolute(node, package)))
+        elif isinstance(node, ast.Call) and _called_name(node.func) in _DYNAMIC_IMPORTS and node.args:
+            first = node.args[0]
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                found.append((node.lineno, first.value))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            match = _TARGET_STRING.fullmatch(node.value)
+            if match and match.group(1).split(".")[0] in FLOORS:
+                found.append((node.lineno, match.group(1)))
+    return sorted(found)
+
+
+def _absolute(node: ast.ImportFrom, package: str) -> str:
+    if not node.level:
+        return node.module or ""
+    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _called_name(func: ast.expr) -> str | None:
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else None
+
+
+def _problem(floor: str, target: str) -> str | None:
+    top = target.split(".")[0]
+    if top in UI_LIBRARIES and floor != "mailmortem":
+        return f"{floor} imports {target} (only mailmortem/ may use click or rich)"
+    if top in FLOORS and FLOORS.index(top) < FLOORS.index(floor):
+        return f"{floor} imports {target} (a higher floor)"
+    return None
+
+
+def test_imports_run_one_way_and_only_the_cli_uses_click_or_rich():
+    assert layer_violations(ROOT) == []
+
+
+def test_the_checker_sees_every_floor_and_the_cli_command_table():
+    cli = ROOT / "mailmortem" / "cli" / "__init__.py"
+    targets = {target for _, target in imported_modules(cli, "mailmortem.cli")}
+    assert {"mailmortem.cli.diagnose", "mailmortem.cli.claims", "forensics.errors", "click"} <= targets
+    for floor in FLOORS:
+        assert any((ROOT / floor).rglob("*.py")), floor
+
+
+def _plant(root: Path, relative: str, source: str) -> None:
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(source), encoding="utf-8")
+
+
+def test_checker_reports_a_back_import_at_module_level_and_inside_a_function(tmp_path):
+    _plant(tmp_path, "forensics/x.py", """\
+        import queries
+        from forensics import errors
+        from remediation import claims
+
+        def f():
+            from remediation import y
+        """)
+    assert layer_violations(tmp_path) == [
+        "forensics/x.py:3: forensics imports remediation (a higher floor)",
+        "forensics/x.py:6: forensics imports remediation (a higher floor)",
+    ]
+
+
+def test_checker_reports_dynamic_targets_relative_imports_and_ui_libraries(tmp_path):
+    _plant(tmp_path, "queries/q.py", """\
+        import importlib, importlib.util
+
+        def g():
+            importlib.import_module("forensics.ab")
+            return importlib.util.find_spec("mailmortem.cli")
+        """)
+    _plant(tmp_path, "remediation/sub/r.py", """\
+        from .. import claims
+        from ...mailmortem import output
+        TABLE = {"x": "mailmortem.cli.x:run"}
+
+        def h():
+            import rich.console
+        """)
+    _plant(tmp_path, "mailmortem/ok.py", "import click, rich\nimport remediation, forensics.ab, queries\n")
+    assert layer_violations(tmp_path) == [
+        "remediation/sub/r.py:2: remediation imports mailmortem (a higher floor)",
+        "remediation/sub/r.py:3: remediation imports mailmortem.cli.x (a higher floor)",
+        "remediation/sub/r.py:6: remediation imports rich.console (only mailmortem/ may use click or rich)",
+        "queries/q.py:4: queries imports forensics.ab (a higher floor)",
+        "queries/q.py:5: queries imports mailmortem.cli (a higher floor)",
+    ]
