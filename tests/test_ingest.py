@@ -159,6 +159,17 @@ def test_gzip_folders_and_globs_form_one_case(tmp_path):
     assert len(events(case)) == 2
 
 
+def test_a_glob_matching_folders_reads_them_as_the_shell_would(tmp_path):
+    for day, worker in (("2026-11-27", "w1"), ("2026-11-28", "w2")):
+        (tmp_path / day).mkdir()
+        write(tmp_path / day / "send.log", f"ts={day}T09:00:00Z event=send worker={worker} email=a@b.c msg_id={day}\n")
+        write(tmp_path / day / "README.md", "notes, not a log\n")
+    case = load_case([str(tmp_path / "2026-11-*")])
+    assert [e["worker"] for e in events(case)] == ["w1", "w2"]
+    with pytest.raises(InputError, match="2026-12-\\*: no file matches this pattern"):
+        load_case([str(tmp_path / "2026-12-*")])
+
+
 def test_non_records_are_counted_and_located(tmp_path):
     log = write(tmp_path / "a.log", "ts=2026-11-28T09:00:00Z event=send email=a@b.c msg_id=m1\n"
                                     "Traceback (most recent call last):\n"

@@ -119,6 +119,25 @@ def test_folders_globs_and_gzip(tmp_path):
     assert len(read_events([str(tmp_path / "*.json")]).files) == 1
 
 
+def test_exports_are_found_and_refused_like_log_inputs(tmp_path):
+    # one path expansion (forensics.ingest.sources) for logs and exports: same rules, same messages
+    (tmp_path / "2026-11-28").mkdir()
+    shutil.copy(FIX / "resend-sent.json", tmp_path / "2026-11-28" / "resend.json")
+    assert set(read_events([str(tmp_path / "2026-*")]).files.values()) == {"resend"}
+    blob = gzip.compress((FIX / "ses-firehose.jsonl").read_bytes())
+    (tmp_path / "ses.jsonl.gz").write_bytes(blob[:-8] + bytes(8))  # a damaged CRC and length
+    (tmp_path / "plain.json.gz").write_bytes(b"[]")
+    (tmp_path / "empty").mkdir()
+    for name, message in [("nope.json", "nope.json: no such file or folder"),
+                          ("*.csv", "*.csv: no file matches this pattern"),
+                          ("empty", "empty: folder has no export files"),
+                          ("ses.jsonl.gz", "ses.jsonl.gz: unreadable gzip file (CRC check failed"),
+                          ("plain.json.gz", "plain.json.gz: unreadable gzip file (not in gzip format)")]:
+        with pytest.raises(InputError) as err:
+            read_events([str(tmp_path / name)])
+        assert str(err.value).startswith(f"{tmp_path}/{message}"), str(err.value)
+
+
 def test_custom_metadata_keys(tmp_path):
     from forensics.providers import Keys
 

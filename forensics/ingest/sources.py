@@ -9,6 +9,8 @@ import shutil
 import sys
 import tempfile
 import zlib
+from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,33 +51,46 @@ def resolve(paths: list[str] | tuple[str, ...]) -> list[Source]:
 def _expand(given: str) -> list[Source]:
     if given == "-":
         return [_spool_stdin()]
+    return [source_of(str(Path(path))) for path in files_named(given)]
+
+
+def files_named(given: str, ignored: Callable[[Path], bool] | None = None, what: str = "log files") -> list[str]:
+    """The files one argument names: itself, a folder's files (recursively, less the `ignored` ones), or a
+    glob's matching files and folders (expanded as the shell would). Refuses an argument naming no file."""
+    ignored = ignored or _not_a_log
     path = Path(given)
     if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.is_file() and not _ignored(p))
+        files = _folder_files(path, ignored)
         if not files:
-            raise InputError(f"{given}: folder has no log files")
-        return [_source(p) for p in files]
+            raise InputError(f"{given}: folder has no {what}")
+        return files
     if path.is_file():
-        return [_source(path)]
+        return [given]
     if glob.has_magic(given):
-        matches = sorted(Path(m) for m in glob.glob(given, recursive=True) if Path(m).is_file())
-        if not matches:
+        files = [file for match in sorted(glob.glob(given, recursive=True), key=Path)
+                 for file in (_folder_files(Path(match), ignored) if os.path.isdir(match)
+                              else [match] if os.path.isfile(match) else [])]
+        if not files:
             raise InputError(f"{given}: no file matches this pattern")
-        return [_source(p) for p in matches]
+        return files
     if path.exists():
         raise InputError(f"{given}: not a regular file")
     raise InputError(f"{given}: no such file or folder")
 
 
-def _ignored(path: Path) -> bool:
+def _folder_files(folder: Path, ignored: Callable[[Path], bool]) -> list[str]:
+    return [str(p) for p in sorted(folder.rglob("*")) if p.is_file() and not ignored(p)]
+
+
+def _not_a_log(path: Path) -> bool:
     # Simulator ground truth and notes sit beside sample logs; they are not logs.
     return path.name.startswith(".") or path.name in ("truth.csv", "README.md", "README.txt")
 
 
-def _source(path: Path) -> Source:
-    with open(path, "rb") as handle:
-        gzipped = handle.read(2) == b"\x1f\x8b"
-    return Source(str(path), str(path), gzipped)
+def source_of(path: str) -> Source:
+    """A named file, gzipped when its content (not its name) says so."""
+    with _refusing_unreadable(Source(path, path, False)), open(path, "rb") as handle:
+        return Source(path, path, handle.read(2) == b"\x1f\x8b")
 
 
 def _spool_stdin() -> Source:
@@ -90,15 +105,28 @@ def _spool_stdin() -> Source:
 
 def head_bytes(source: Source, size: int = _SNIFF_BYTES) -> bytes:
     """The first bytes of the (decompressed) content, for sniffing."""
+    with _refusing_unreadable(source), _open(source) as handle:
+        return handle.read(size)
+
+
+def read_all(source: Source) -> bytes:
+    """The whole (decompressed) content, a gzip stream checked to its end; a damaged one is refused."""
+    with _refusing_unreadable(source), _open(source) as handle:
+        return handle.read()
+
+
+def _open(source: Source):
+    return _bulk_gzip.open(source.path, "rb") if source.gzipped else open(source.path, "rb")
+
+
+@contextmanager
+def _refusing_unreadable(source: Source):
+    """A failed read or a damaged gzip stream becomes one line naming the file and why."""
     try:
-        if source.gzipped:
-            with gzip.open(source.path, "rb") as handle:
-                return handle.read(size)
-        with open(source.path, "rb") as handle:
-            return handle.read(size)
+        yield
     except PermissionError:
         raise InputError(f"{source.label}: permission denied") from None
-    except (OSError, EOFError, zlib.error) as exc:
+    except _GZIP_ERRORS as exc:
         raise InputError(f"{source.label}: unreadable gzip file ({_reason(exc)})") from None
 
 
@@ -107,12 +135,13 @@ def _reason(exc: BaseException) -> str:
     return text.split(":")[-1].strip() if "Errno" in text else text
 
 
-def check_readable(source: Source) -> None:
+def check_readable(source: Source, what: str = "text log") -> None:
+    """Refuses a .gz that is not gzip, an unreadable file and a binary one (`what` names what it is not)."""
     if source.path.endswith(".gz") and not source.gzipped and os.path.getsize(source.path) > 0:
         raise InputError(f"{source.label}: unreadable gzip file (not in gzip format)")
     head = head_bytes(source)
     if b"\x00" in head[:8192]:
-        raise InputError(f"{source.label}: binary file, not a text log")
+        raise InputError(f"{source.label}: binary file, not a {what}")
 
 
 def is_empty(source: Source) -> bool:
@@ -127,11 +156,11 @@ def decompressed_copy(source: Source, folder: str | None) -> Source:
     every core, a .gz on one, and does not check a .gz's CRC). A damaged stream is refused, naming why."""
     handle = tempfile.NamedTemporaryFile(prefix="mailmortem-gunzip-", suffix=".log", dir=folder, delete=False)
     try:
-        with handle, _bulk_gzip.open(source.path, "rb") as raw:
+        with handle, _refusing_unreadable(source), _open(source) as raw:
             shutil.copyfileobj(raw, handle, 4 * 2**20)
-    except _GZIP_ERRORS as exc:
+    except InputError:
         os.unlink(handle.name)
-        raise InputError(f"{source.label}: unreadable gzip file ({_reason(exc)})") from None
+        raise
     return Source(handle.name, source.label, False)
 
 

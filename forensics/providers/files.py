@@ -1,24 +1,21 @@
 """Find export files (files, folders, globs, .gz) and turn them into documents for DuckDB.
 
 A document is one JSON text (a JSON Lines line, or a whole single-payload file) or one
-log line, with its file and line number, so every malformed record can be named.
+log line, with its file and line number, so every malformed record can be named. Paths are
+expanded, checked and decompressed by forensics.ingest.sources, the same way as log inputs.
 """
 
 from __future__ import annotations
 
-import glob
-import gzip
 import json
-import os
 import re
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from forensics.errors import InputError
+from forensics.ingest import sources
 
 MAX_SINGLE_DOC = 256 * 1024 * 1024
-# Documentation that sits next to exports in a folder (a README, provenance notes) is not read.
 _NOT_EXPORTS = {".md", ".rst", ".html", ".pdf", ".png", ".jpg"}
 _NON_BLANK = re.compile(r"\S")
 
@@ -31,38 +28,21 @@ class ExportFile:
 
 
 def expand_paths(paths: list[str]) -> list[str]:
-    """Files as given, folders recursively, globs expanded; sorted and de-duplicated."""
-    found: list[str] = []
-    for raw in paths:
-        matches = sorted(glob.glob(raw, recursive=True)) if glob.has_magic(raw) else [raw]
-        if not matches:
-            raise InputError(f"{raw}: no file matches")
-        for match in matches:
-            found.extend(_walk(match))
+    """Files as given, folders recursively, globs expanded (the same rules as log inputs); de-duplicated."""
+    found = [file for raw in paths for file in sources.files_named(raw, _not_an_export, "export files")]
     return list(dict.fromkeys(found))
 
 
-def _walk(path: str) -> list[str]:
-    if os.path.isdir(path):
-        return sorted(str(p) for p in Path(path).rglob("*")
-                      if p.is_file() and not p.name.startswith(".") and p.suffix.lower() not in _NOT_EXPORTS)
-    if not os.path.exists(path):
-        raise InputError(f"{path}: no such file or directory")
-    return [path]
+def _not_an_export(path: Path) -> bool:
+    # Documentation that sits next to exports in a folder (a README, provenance notes) is not read.
+    return path.name.startswith(".") or path.suffix.lower() in _NOT_EXPORTS
 
 
 def read_text(path: str) -> str:
-    """The file's text; .gz transparently; undecodable bytes replaced, never fatal."""
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-        if data[:2] == b"\x1f\x8b":
-            data = gzip.decompress(data)
-    except (OSError, EOFError, zlib.error) as exc:
-        raise InputError(f"{path}: cannot read: {exc}") from None
-    if b"\x00" in data[:4096]:
-        raise InputError(f"{path}: binary file, not a provider export")
-    return data.decode("utf-8", errors="replace").lstrip("\ufeff")
+    """The file's text; .gz transparently (its stream checked); undecodable bytes replaced, never fatal."""
+    source = sources.source_of(path)
+    sources.check_readable(source, "provider export")
+    return sources.read_all(source).decode("utf-8", errors="replace").lstrip("\ufeff")
 
 
 def sniff_kind(path: str, text: str) -> str:
