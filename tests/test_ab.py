@@ -187,6 +187,7 @@ def test_parse_weights_examples():
             parse_weights(bad)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.text())
 def test_parse_weights_never_crashes(text):
@@ -198,6 +199,7 @@ def test_parse_weights_never_crashes(text):
     assert all(arm == arm.strip() and arm for arm in weights)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.text())
 def test_parse_arms_never_crashes(text):

@@ -104,6 +104,7 @@ def test_worker_whose_lease_expired_is_fenced_out(dsn, conn):
     assert [claimloop.process_lead(conn, cfg(), lead, send) for lead in fresh.leads] == ["sent", "sent"]
 
 
+@pytest.mark.slow
 def test_heartbeat_renews_the_lease_while_sending(dsn, conn):
     slow_cfg = cfg(batch_size=4, lease_s=0.9, heartbeat_s=0.2)
     seen = []

@@ -9,9 +9,10 @@ from forensics.findings import build_document
 from forensics.simulate.run import KINDS, simulate
 from tests.accuracy import f1_by_kind, false_people, predicted_of, truth_of
 
-CASES = [(kind, syntax, split, gz) for kind in KINDS
-         for syntax, split, gz in (("logfmt", True, False), ("jsonl", True, True), ("csv", False, False),
-                                   ("mixed", True, False))]
+FORMS = (("logfmt", True, False), ("jsonl", True, True), ("csv", False, False), ("mixed", True, False))
+# `-m "not slow"` scores every kind once, in the mixed syntax (logfmt, JSON Lines and CSV together)
+CASES = [pytest.param(kind, syntax, split, gz, marks=() if syntax == "mixed" else pytest.mark.slow)
+         for kind in KINDS for syntax, split, gz in FORMS]
 
 
 def _score(tmp_path, kind, syntax, split, gz, thin):

@@ -22,6 +22,9 @@ import threading
 import time
 
 import psycopg
+import pytest
+
+pytestmark = pytest.mark.slow  # fault injection: worker processes killed and stopped for real
 
 N_LEADS = 5000
 WORKERS = 8

@@ -205,6 +205,7 @@ def test_binary_file_is_refused(tmp_path):
         load_case([log])
 
 
+@pytest.mark.slow
 def test_line_numbers_follow_the_file_across_parallel_reads(tmp_path, monkeypatch):
     # staged rows are numbered by rowid: the parallel read must keep the file's order, in memory and
     # in the compressed case file large inputs get. Only preserve_insertion_order guarantees that (without
@@ -250,6 +251,7 @@ def test_a_gzip_cut_off_mid_line_has_its_last_line_flagged(tmp_path, files):
                         "ts=2026-11-28T09:00:01Z event=send worker=w0 email=d@e.f msg_id=n0")]
 
 
+@pytest.mark.slow
 def test_a_damaged_gzip_among_many_is_named_and_no_copies_are_left(tmp_path, monkeypatch):
     spill_root = tmp_path / "tmp"
     spill_root.mkdir()
@@ -309,6 +311,7 @@ def test_many_files_are_read_at_once_each_with_its_own_line_numbers(tmp_path):
     assert case.con.execute("SELECT line_no FROM events WHERE msg_id = 'j7'").fetchone()[0] == 2
 
 
+@pytest.mark.slow
 def test_many_files_with_a_dirty_one_are_read_file_by_file(tmp_path):
     for n in range(17):
         write(tmp_path / f"w{n:02d}.log", f"ts=2026-11-28T09:00:00Z event=send worker=w{n} email=a@b.c msg_id=m{n}\n")
@@ -320,6 +323,7 @@ def test_many_files_with_a_dirty_one_are_read_file_by_file(tmp_path):
         "utf-8 (repaired: invalid bytes or overlong lines)"]
 
 
+@pytest.mark.slow
 def test_spill_folders_of_killed_runs_are_swept(tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     log = write(tmp_path / "a.log", "ts=2026-11-28T09:00:00Z event=send email=a@b.c msg_id=m1\n")

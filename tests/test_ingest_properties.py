@@ -5,10 +5,13 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from forensics.ingest.case import load_case
+
+pytestmark = pytest.mark.slow  # hypothesis: hundreds of generated logs through DuckDB
 
 GOOD = b"ts=2026-11-28T09:00:00Z event=send worker=w1 email=a@b.co msg_id=<anchor@x>\n"
 

@@ -171,6 +171,7 @@ def test_redis_release_never_frees_someone_elses_lock(redis_client):
     assert successor.release() is True
 
 
+@pytest.mark.slow
 def test_redis_keepalive_holds_the_lock_past_its_ttl(redis_client):
     client, prefix = redis_client
     with RedisJobLock(client, "long-job", ttl_s=1, keepalive=True, prefix=prefix) as lock:

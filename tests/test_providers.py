@@ -182,6 +182,7 @@ def _read_or_input_error(path, **kw):
     return read
 
 
+@pytest.mark.slow
 @_settings
 @given(data=st.binary(max_size=300))
 def test_any_bytes_never_crash_autodetect(tmp_path, data):
@@ -195,6 +196,7 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats
                            max_leaves=12)
 
 
+@pytest.mark.slow
 @_settings
 @given(provider=st.sampled_from(["sendgrid", "mailgun", "ses", "postmark", "resend", "brevo"]),
        lines=st.lists(json_values.map(json.dumps) | st.text(max_size=20), min_size=1, max_size=5))
@@ -204,6 +206,7 @@ def test_any_json_lines_never_crash_each_provider(tmp_path, provider, lines):
     _read_or_input_error(path, provider=provider)
 
 
+@pytest.mark.slow
 @_settings
 @given(lines=st.lists(st.text(max_size=60) | st.sampled_from([
     "Jan  1 00:00:03 mx postfix/smtp[1]: ABCDE1: to=<a@b>, relay=x[1.2.3.4]:25, delay=1, dsn=2.0.0, status=sent (ok)",
@@ -214,6 +217,7 @@ def test_any_postfix_lines_never_crash(tmp_path, lines):
     _read_or_input_error(path, provider="postfix", year=2026)
 
 
+@pytest.mark.slow
 @_settings
 @given(rows=st.lists(st.lists(st.text(max_size=10), min_size=2, max_size=2), max_size=5))
 def test_any_csv_never_crashes(tmp_path, rows):
@@ -244,6 +248,7 @@ def _without_place(table) -> list:
     return sorted(rows, key=lambda r: json.dumps(r, default=str, sort_keys=True))
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(events=st.lists(_sendgrid_event, min_size=1, max_size=8))
 def test_json_lines_fast_path_reads_what_a_posted_batch_reads(tmp_path, events):

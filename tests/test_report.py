@@ -102,6 +102,7 @@ def test_next_step_commands_name_the_logs_that_were_read(hostile_report, hostile
     assert hostile_report.export_command == f"mailmortem affected {hostile} --format csv > affected.csv"
 
 
+@pytest.mark.slow
 def test_affected_list_stops_at_100_and_counts_everyone(tmp_path):
     lines = [_send(i, w, 1, f"p{i}@acme.com", f"{w}{i}") for i in range(150) for w in ("w-a", "w-b")]
     path = tmp_path / "big.log"
@@ -112,6 +113,7 @@ def test_affected_list_stops_at_100_and_counts_everyone(tmp_path):
     assert "The first 100 of 150 people." in page and html.escape(report.export_command) in page
 
 
+@pytest.mark.slow
 def test_a_case_without_duplicates_says_so(tmp_path):
     path = tmp_path / "clean.log"
     path.write_text("\n".join(_send(i, "w-a", 1, f"p{i}@acme.com", i) for i in range(5)) + "\n")
@@ -134,6 +136,7 @@ def test_lifecycle_lines_without_an_incarnation_join_the_lane_of_the_running_one
         ("send", "w-a · 1"), ("claim", "w-a · 1"), ("start", "w-a · 2"), ("send", "w-a · 2"), ("renew", "w-a · 2")]
 
 
+@pytest.mark.slow
 def test_large_cases_are_binned_into_at_most_mark_cap_marks(tmp_path):
     # 4 workers × 12,000 sends, half of them duplicates: far beyond what a chart should draw point by point.
     lines = [_send(i * 0.5 + k, f"w-{k}", 100 + k, f"p{i % 24000}@acme.com", f"{k}-{i}") for k in range(4)
@@ -150,6 +153,7 @@ def test_large_cases_are_binned_into_at_most_mark_cap_marks(tmp_path):
     assert len(page.encode()) < 3_000_000
 
 
+@pytest.mark.slow
 def test_timeline_spec_is_valid_vega_lite_with_lanes_per_worker_and_incarnation(hostile_report):
     from forensics.report.chart import timeline_spec
 
@@ -170,6 +174,7 @@ def test_bin_width_keeps_the_mark_budget(span, pairs, budget):
     assert bins * pairs <= max(budget, pairs)
 
 
+@pytest.mark.slow
 def test_ab_section_shows_arms_contamination_and_srm_verdict(tmp_path):
     lines, n = [], 0
     for i in range(40):
@@ -188,6 +193,7 @@ def test_ab_section_shows_arms_contamination_and_srm_verdict(tmp_path):
     assert "8 of 40 people (20%) received more than one" in page
 
 
+@pytest.mark.slow
 def test_provider_export_is_reconciled(hostile):
     export = REPO / "tests" / "fixtures" / "providers" / "sendgrid-events.jsonl"
     report = build_report(load_case([str(hostile)]), [str(hostile)], exports=[str(export)])
@@ -200,6 +206,7 @@ def test_provider_export_is_reconciled(hostile):
 
 # --- escaping ------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_log_text_is_escaped_in_the_html(hostile_report):
     page = render(hostile_report, "html")
     body, _, scripts = page.partition('<script type="application/json"')
@@ -209,11 +216,13 @@ def test_log_text_is_escaped_in_the_html(hostile_report):
     assert XSS not in scripts  # inside the JSON too, `<` is \u003c
 
 
+@pytest.mark.slow
 def test_log_text_is_escaped_in_markdown(hostile_report):
     text = render(hostile_report, "md")
     assert "<script" not in text and "&lt;script&gt;alert(1)&lt;/script&gt;@evil.com" in text
 
 
+@pytest.mark.slow
 def test_bidi_and_control_characters_are_shown_escaped(tmp_path):
     path = tmp_path / "bidi.log"
     path.write_text("\n".join(sorted([_send(0, "w-a", 1, "a@x.co", 1, "c-\u202eevil"),
@@ -225,6 +234,7 @@ def test_bidi_and_control_characters_are_shown_escaped(tmp_path):
         assert "\u202e" not in body and "\\u202e" in body
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(),
                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
@@ -416,6 +426,7 @@ def artifacts_dir():
     return ARTIFACTS
 
 
+@pytest.mark.slow
 def test_every_case_renders_in_headless_chromium(browser, tmp_path_factory, artifacts_dir):
     out = tmp_path_factory.mktemp("pages")
     for name, folder in _case_dirs(tmp_path_factory).items():
@@ -426,6 +437,7 @@ def test_every_case_renders_in_headless_chromium(browser, tmp_path_factory, arti
         assert (artifacts_dir / f"report-{name}.png").stat().st_size > 10_000
 
 
+@pytest.mark.slow
 def test_hostile_log_text_stays_text_in_the_browser(browser, hostile_report, tmp_path, artifacts_dir):
     page = tmp_path / "hostile.html"
     page.write_text(render(hostile_report, "html"), encoding="utf-8")

@@ -86,6 +86,7 @@ def test_export_without_sends_is_an_error(db):
         sentlog.backfill_exports(open_store(db), read)
 
 
+@pytest.mark.slow
 def test_concurrent_overlapping_backfills_lose_and_double_nothing(pg_dsn):
     a = read_events([str(FIX / "sendgrid-events.jsonl"), str(FIX / "ses-firehose.jsonl")])
     b = read_events([str(FIX / "ses-firehose.jsonl"), str(FIX / "mailgun-events-page.json")])
@@ -201,6 +202,7 @@ def test_backfill_keeps_the_earliest_of_duplicate_sends(db):
     store.close()
 
 
+@pytest.mark.slow
 def test_backfill_waits_for_an_agents_uncommitted_record_and_then_skips_it(pg_dsn):
     import psycopg
 

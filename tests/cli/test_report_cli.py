@@ -9,6 +9,8 @@ import pytest
 
 from tests.test_report import XSS, hostile_case
 
+pytestmark = pytest.mark.slow  # report rendering: the timeline chart drawn through vl-convert
+
 
 @pytest.fixture(scope="module")
 def logs(tmp_path_factory) -> Path:
