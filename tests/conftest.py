@@ -90,6 +90,34 @@ def pg_dsn(pg_server_dsn):
         admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
+# The claim loop's lead table (remediation.claims.LeadsTable's default names); tests fill it with their own rows.
+LEADS_TABLE = ("CREATE TABLE leads (lead_id INT PRIMARY KEY, email TEXT, status TEXT NOT NULL DEFAULT 'queued', "
+               "claimed_by TEXT, claimed_at TIMESTAMPTZ)")
+
+
+@pytest.fixture()
+def leads(pg_dsn):
+    """Lay out a lead table on the fresh database and return its DSN.
+
+    `leads(rows)` creates `leads` (LEADS_TABLE) and runs `INSERT INTO leads <rows>`; `schema=` is the whole
+    SQL of another lead table instead (a remapped one). Then sent_log is created (unless `sent_log=False`)
+    and each (campaign, step, recipient, msg_id) of `sent` recorded in it.
+    """
+    import psycopg
+    from remediation import sentlog
+
+    def make(rows: str = "", *, schema: str | None = None, sent=(), sent_log: bool = True) -> str:
+        with psycopg.connect(pg_dsn) as conn:
+            conn.execute(schema or f"{LEADS_TABLE}; INSERT INTO leads {rows}")
+            if sent_log:
+                sentlog.ensure_schema(conn)
+            for send in sent:
+                sentlog.record_send(conn, *send)
+        return pg_dsn
+
+    return make
+
+
 @pytest.fixture()
 def cli():
     """Invoke `mailmortem ...` in-process; returns the click Result (stdout and stderr apart)."""

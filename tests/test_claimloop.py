@@ -11,19 +11,12 @@ import pytest
 from forensics.errors import ConfigError
 from remediation import claimloop, claims, sentlog
 
-SETUP = """
-CREATE TABLE leads (lead_id INT PRIMARY KEY, email TEXT, status TEXT NOT NULL DEFAULT 'queued',
-                    claimed_by TEXT, claimed_at TIMESTAMPTZ);
-INSERT INTO leads (lead_id, email) SELECT g, 'Lead' || g || '@Example.com' FROM generate_series(1, 120) AS g;
-"""
+QUEUED = "(lead_id, email) SELECT g, 'Lead' || g || '@Example.com' FROM generate_series(1, 120) AS g"
 
 
 @pytest.fixture()
-def dsn(pg_dsn):
-    with psycopg.connect(pg_dsn) as conn:
-        conn.execute(SETUP)
-        sentlog.ensure_schema(conn)
-    return pg_dsn
+def dsn(leads):
+    return leads(QUEUED)
 
 
 @pytest.fixture()
@@ -148,15 +141,14 @@ def test_idempotency_key_is_per_person_campaign_and_step():
     assert len(lead.idempotency_key) == 32
 
 
-def test_remapped_names_and_hostile_token_column(pg_dsn):
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute("CREATE SCHEMA q; CREATE TABLE q.work (id BIGINT PRIMARY KEY, addr TEXT, state TEXT, "
-                     "owner TEXT, locked_at TIMESTAMPTZ); INSERT INTO q.work SELECT g, 'a' || g || '@x.co', 'todo' "
-                     "FROM generate_series(1, 10) g")
-        sentlog.ensure_schema(conn)
+def test_remapped_names_and_hostile_token_column(leads):
+    dsn = leads(schema="CREATE SCHEMA q; CREATE TABLE q.work (id BIGINT PRIMARY KEY, addr TEXT, state TEXT, "
+                       "owner TEXT, locked_at TIMESTAMPTZ); INSERT INTO q.work SELECT g, 'a' || g || '@x.co', 'todo' "
+                       "FROM generate_series(1, 10) g")
+    with psycopg.connect(dsn, autocommit=True) as conn:
         table = claims.leads_table("q.work", ("lead_id=id", "email=addr", "status=state", "claimed_by=owner",
                                               "claimed_at=locked_at"), "todo", "doing", "done")
-        stats = claimloop.run(pg_dsn, cfg(table=table, token_column="fence"), Recorder())
+        stats = claimloop.run(dsn, cfg(table=table, token_column="fence"), Recorder())
         assert stats.sent == 10
         assert conn.execute("SELECT count(*) FROM q.work WHERE state = 'done' AND fence > 0").fetchone()[0] == 10
         with pytest.raises(ConfigError, match="refusing"):

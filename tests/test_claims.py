@@ -16,9 +16,7 @@ from remediation import audit, claims, sentlog
 from remediation.identifiers import parse_mapping, parse_name, parse_table
 
 STALE = "now() - interval '2 hours'"
-LEADS = f"""
-CREATE TABLE leads (lead_id INT PRIMARY KEY, email TEXT, status TEXT, claimed_by TEXT, claimed_at TIMESTAMPTZ);
-INSERT INTO leads VALUES
+LEADS = f"""VALUES
   (1, ' Sent.Already@Example.com ', 'in-progress', 'w1', {STALE}),
   (2, 'b@example.com', 'in-progress', 'w2', {STALE}),
   (3, 'c@example.com', 'in-progress', 'w3', now() - interval '5 minutes'),
@@ -31,13 +29,8 @@ HOUR = 3600.0
 
 
 @pytest.fixture()
-def db(pg_dsn):
-    with psycopg.connect(pg_dsn) as conn:
-        conn.execute(LEADS)
-        sentlog.ensure_schema(conn)
-        sentlog.record_send(conn, "c-1", "1", "sent.already@example.com", "m-1")
-        conn.commit()
-    conn = psycopg.connect(pg_dsn)
+def db(leads):
+    conn = psycopg.connect(leads(LEADS, sent=[("c-1", "1", "sent.already@example.com", "m-1")]))
     yield conn
     conn.close()
 
@@ -175,10 +168,8 @@ def test_undo_restores_rows_nobody_touched(db, pg_dsn):
     assert {r["undoes"] for r in audit.run_rows(db, undone.undo_run_id)} == {plan.run_id}
 
 
-def test_requires_sent_log(pg_dsn):
-    with psycopg.connect(pg_dsn) as conn:
-        conn.execute(LEADS)
-        conn.commit()
+def test_requires_sent_log(leads):
+    with psycopg.connect(leads(LEADS, sent_log=False)) as conn:
         with pytest.raises(RefusedError, match="no sent_log table"):
             claims.requeue_stale(conn, claims.LeadsTable(), HOUR, apply=True)
         assert snapshot(conn)[1][1] == "in-progress"
@@ -203,12 +194,8 @@ INSERT INTO outreach."Leads" VALUES
 """
 
 
-def test_remapped_table_columns_and_statuses(pg_dsn):
-    with psycopg.connect(pg_dsn) as conn:
-        conn.execute(REMAPPED)
-        sentlog.ensure_schema(conn)
-        sentlog.record_send(conn, "c", "", "y@example.com", "m-9")
-        conn.commit()
+def test_remapped_table_columns_and_statuses(leads):
+    with psycopg.connect(leads(schema=REMAPPED, sent=[("c", "", "y@example.com", "m-9")])) as conn:
         table = claims.leads_table("outreach.Leads", ("lead_id=id", "email=addr", "status=state", "claimed_by=owner",
                                                       "claimed_at=locked_at"), "waiting", "claimed", "done")
         before = conn.execute('SELECT * FROM outreach."Leads" ORDER BY id').fetchall()

@@ -36,10 +36,8 @@ HEARTBEAT_S = 0.4
 STALE_AFTER_S = 2.0  # requeue-stale --older-than: above the lease
 DEADLINE_S = 90
 
-SETUP = f"""
-CREATE TABLE leads (lead_id INT PRIMARY KEY, email TEXT NOT NULL, status TEXT NOT NULL DEFAULT 'queued',
-                    claimed_by TEXT, claimed_at TIMESTAMPTZ);
-INSERT INTO leads (lead_id, email) SELECT g, 'person' || g || '@example.com' FROM generate_series(1, {N_LEADS}) g;
+QUEUED = f"(lead_id, email) SELECT g, 'person' || g || '@example.com' FROM generate_series(1, {N_LEADS}) g"
+PROVIDER_TABLES = """
 CREATE TABLE provider_messages (idempotency_key TEXT PRIMARY KEY, lead_id INT NOT NULL, msg_id TEXT NOT NULL,
                                 worker TEXT NOT NULL, accepted_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp());
 CREATE TABLE provider_attempts (id BIGSERIAL PRIMARY KEY, idempotency_key TEXT NOT NULL, lead_id INT NOT NULL,
@@ -105,13 +103,14 @@ class Requeuer(threading.Thread):
             self.error = exc
 
 
-def _setup(dsn: str) -> None:
-    from remediation import claimloop, sentlog
+def _setup(leads) -> str:
+    from remediation import claimloop
 
+    dsn = leads(QUEUED)
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(SETUP)
-        sentlog.ensure_schema(conn)
+        conn.execute(PROVIDER_TABLES)
         claimloop.ensure_claim_schema(conn, claimloop.LoopConfig(campaign="fault"))
+    return dsn
 
 
 def _holder(conn, procs: dict, stalled: set) -> str | None:
@@ -155,18 +154,18 @@ def _count(conn, query: str) -> int:
     return conn.execute(query).fetchone()[0]
 
 
-def test_sigkilled_workers_and_concurrent_requeue_send_each_lead_exactly_once(pg_dsn):
-    _setup(pg_dsn)
+def test_sigkilled_workers_and_concurrent_requeue_send_each_lead_exactly_once(leads):
+    dsn = _setup(leads)
     ctx = multiprocessing.get_context("spawn")
-    procs = {f"w{i}": ctx.Process(target=_worker, args=(pg_dsn, f"w{i}"), daemon=True) for i in range(WORKERS)}
+    procs = {f"w{i}": ctx.Process(target=_worker, args=(dsn, f"w{i}"), daemon=True) for i in range(WORKERS)}
     serial = [WORKERS - 1]
     for proc in procs.values():
         proc.start()
-    requeuer = Requeuer(pg_dsn)
+    requeuer = Requeuer(dsn)
     requeuer.start()
     started, killed, stalls, stalled = time.monotonic(), [], [], set()
     try:
-        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        with psycopg.connect(dsn, autocommit=True) as conn:
             while (len(killed) < KILLS or len(stalls) < STALLS) and time.monotonic() - started < DEADLINE_S / 2:
                 time.sleep(random.uniform(0.4, 0.8))
                 if _count(conn, "SELECT count(*) FROM leads WHERE status = 'sent'") < N_LEADS * 0.05:
@@ -175,7 +174,7 @@ def test_sigkilled_workers_and_concurrent_requeue_send_each_lead_exactly_once(pg
                     victim = _stall(conn, procs, stalled)
                     stalls += [victim] if victim else []
                 else:
-                    victim = _kill_mid_batch(conn, procs, ctx, pg_dsn, serial, stalled)
+                    victim = _kill_mid_batch(conn, procs, ctx, dsn, serial, stalled)
                     killed += [victim] if victim else []
         for proc in list(procs.values()):
             proc.join(max(1.0, DEADLINE_S - (time.monotonic() - started)))
@@ -188,7 +187,7 @@ def test_sigkilled_workers_and_concurrent_requeue_send_each_lead_exactly_once(pg
     elapsed = time.monotonic() - started
     assert requeuer.error is None, requeuer.error
 
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+    with psycopg.connect(dsn, autocommit=True) as conn:
         by_status = dict(conn.execute("SELECT status, count(*) FROM leads GROUP BY status").fetchall())
         delivered = _count(conn, "SELECT count(*) FROM provider_messages")
         delivered_leads = _count(conn, "SELECT count(DISTINCT lead_id) FROM provider_messages")

@@ -9,11 +9,7 @@ import json
 import psycopg
 import pytest
 
-from remediation import sentlog
-
-LEADS = """
-CREATE TABLE leads (lead_id INT PRIMARY KEY, email TEXT, status TEXT, claimed_by TEXT, claimed_at TIMESTAMPTZ);
-INSERT INTO leads VALUES
+LEADS = """VALUES
   (1, 'done@example.com', 'in-progress', 'w1', now() - interval '2 hours'),
   (2, '=HYPERLINK("http://evil")', 'in-progress', 'w2', now() - interval '2 hours'),
   (3, 'fresh@example.com', 'in-progress', 'w3', now() - interval '1 minute'),
@@ -22,12 +18,8 @@ INSERT INTO leads VALUES
 
 
 @pytest.fixture()
-def db(pg_dsn):
-    with psycopg.connect(pg_dsn) as conn:
-        conn.execute(LEADS)
-        sentlog.ensure_schema(conn)
-        sentlog.record_send(conn, "c-1", "1", "done@example.com", "m-1")
-    return pg_dsn
+def db(leads):
+    return leads(LEADS, sent=[("c-1", "1", "done@example.com", "m-1")])
 
 
 def statuses(dsn) -> dict:
