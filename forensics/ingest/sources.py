@@ -11,7 +11,7 @@ import tempfile
 import zlib
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from forensics.errors import ConfigError, InputError
@@ -67,15 +67,19 @@ def files_named(given: str, ignored: Callable[[Path], bool] | None = None, what:
     if path.is_file():
         return [given]
     if glob.has_magic(given):
-        files = [file for match in sorted(glob.glob(given, recursive=True), key=Path)
-                 for file in (_folder_files(Path(match), ignored) if os.path.isdir(match)
-                              else [match] if os.path.isfile(match) else [])]
-        if not files:
-            raise InputError(f"{given}: no file matches this pattern")
-        return files
+        return _glob_files(given, ignored)
     if path.exists():
         raise InputError(f"{given}: not a regular file")
     raise InputError(f"{given}: no such file or folder")
+
+
+def _glob_files(pattern: str, ignored: Callable[[Path], bool]) -> list[str]:
+    files = [file for match in sorted(glob.glob(pattern, recursive=True), key=Path)
+             for file in (_folder_files(Path(match), ignored) if os.path.isdir(match)
+                          else [match] if os.path.isfile(match) else [])]
+    if not files:
+        raise InputError(f"{pattern}: no file matches this pattern")
+    return files
 
 
 def _folder_files(folder: Path, ignored: Callable[[Path], bool]) -> list[str]:
@@ -98,9 +102,7 @@ def _spool_stdin() -> Source:
     handle = tempfile.NamedTemporaryFile(prefix="mailmortem-stdin-", suffix=".log", delete=False)
     with handle:
         shutil.copyfileobj(sys.stdin.buffer, handle)
-    with open(handle.name, "rb") as spooled:
-        gzipped = spooled.read(2) == b"\x1f\x8b"
-    return Source(handle.name, "<stdin>", gzipped)
+    return replace(source_of(handle.name), label="<stdin>")
 
 
 def head_bytes(source: Source, size: int = _SNIFF_BYTES) -> bytes:
