@@ -237,6 +237,7 @@ def test_parse_duration_refuses(text):
         claims.parse_duration(text)
 
 
+@pytest.mark.slow
 @given(st.text(max_size=20))
 @settings(max_examples=300)
 def test_parse_duration_never_crashes(text):
@@ -246,6 +247,7 @@ def test_parse_duration_never_crashes(text):
         pass
 
 
+@pytest.mark.slow
 @given(st.text(max_size=70))
 @settings(max_examples=300)
 def test_identifier_parsers_accept_only_plain_names(text):
@@ -258,6 +260,7 @@ def test_identifier_parsers_accept_only_plain_names(text):
         assert not set(str(value)) & set("\"';- \\\x00")
 
 
+@pytest.mark.slow
 @given(st.text(max_size=40))
 @settings(max_examples=200)
 def test_column_mapping_parser_never_crashes(text):
