@@ -41,9 +41,9 @@ def generate(path: Path, events: int) -> int:
 
 STEPS = {  # module -> functions timed by --profile (each named query block runs inside one of them)
     "forensics.providers.files": ["read_export"],
-    "forensics.providers.reader": ["_lines_table", "_fetch_dicts", "_provider_rows", "_check_recognised",
-                                   "collapse"],
-    "remediation.sentlog": ["summarize_export", "_copy_rows", "_run"],
+    "forensics.providers.reader": ["_lines_table", "_provider_rows", "_check_recognised", "collapse"],
+    "remediation.sentlog": ["summarize_export", "_copy_rows"],
+    "queries": ["run"],
 }
 
 
@@ -62,7 +62,7 @@ def profile_steps() -> dict:
                 return func(*args, **kwargs)
             finally:
                 key = name
-                if name in ("_run", "_fetch_dicts", "_copy_rows"):  # the query block is an argument
+                if name in ("run", "_copy_rows"):  # the query block is an argument
                     key = f"{name} {next(a for a in args if isinstance(a, str) and not a.startswith(('post', 'duck')))}"
                 if name == "_provider_rows":
                     key = f"{name} {args[1]}"
@@ -107,7 +107,7 @@ def run_once(dsn: str, path: Path) -> dict:
         read = read_events([str(path)])
         t2, c2 = time.perf_counter(), time.process_time()
         store = open_store(url)
-        backend = store.conn.execute(queries.get("sent_log_pg_backend_pid").for_psycopg()).fetchone()[0]
+        backend = queries.run(store.conn, "sent_log_pg_backend_pid").fetchone()[0]
         p2 = _cpu_seconds(backend)
         c2b = time.process_time()
         summary = sentlog.backfill_exports(store, read)

@@ -174,17 +174,8 @@ class AbReport:
 
 # --- analysis (DuckDB, over the case's `sends`) -------------------------------------------------
 
-def _run(con, name: str, params: dict | None = None):
-    return con.execute(queries.get(name).for_duckdb(), params or {})
-
-
-def _dicts(cursor) -> list[dict]:
-    columns = [d[0] for d in cursor.description]
-    return [dict(zip(columns, row)) for row in cursor.fetchall()]
-
-
 def _no_such_test(con, test_id: str) -> InputError:
-    seen = [row[0] for row in _run(con, "ab_test_ids").fetchall()]
+    seen = [row[0] for row in queries.run(con, "ab_test_ids").fetchall()]
     hint = f"tests in these logs: {', '.join(seen)}" if seen else "no send carries a test_id"
     return InputError(f"no sends with test_id {test_id!r} ({hint})")
 
@@ -204,16 +195,16 @@ def _arm_rows(counted: list[dict], srm: dict | None, weights: dict | None) -> li
 def analyse(con, test_id: str, weights: dict[str, float] | None = None) -> AbReport:
     """Contamination report for one test from the `sends` table of a DuckDB connection."""
     test_id = test_id.strip()
-    _run(con, "ab_sends_build", {"test_id": test_id})
-    _run(con, "ab_units_build")
-    overview = _dicts(_run(con, "ab_overview"))[0]
+    queries.run(con, "ab_sends_build", {"test_id": test_id})
+    queries.run(con, "ab_units_build")
+    overview = queries.one(con, "ab_overview")
     if overview["sends"] == 0:
         raise _no_such_test(con, test_id)
     if overview["units"] == 0:
         raise InputError(f"test {test_id!r} has {overview['sends']} sends but none names both a variant and a person")
-    counted = _dicts(_run(con, "ab_arm_counts"))
+    counted = queries.rows(con, "ab_arm_counts")
     srm = srm_test({row["variant"]: row["units_clean"] for row in counted}, weights)
     return AbReport(
         test_id=test_id, srm=srm, weights=weights, arms=_arm_rows(counted, srm, weights),
-        contaminated_units=_dicts(_run(con, "ab_contaminated")), **overview,
+        contaminated_units=queries.rows(con, "ab_contaminated"), **overview,
     )

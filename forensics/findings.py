@@ -10,7 +10,6 @@ from collections.abc import Iterable, Iterator
 
 import queries
 from forensics import classify
-from forensics.ingest.load import fetch
 from forensics.jsonfmt import iso_utc, to_json
 from forensics.kinds import kind_named
 
@@ -35,9 +34,8 @@ AFFECTED_BATCH_PEOPLE = 200_000  # people per affected_sends query: bounds DuckD
 
 def affected_json(con) -> Iterator[str]:
     """The "affected" entries as ready JSON texts (made by DuckDB; see affected_sends), streamed."""
-    sql = queries.get("affected_sends").for_duckdb()
-    for ids in _incident_batches(fetch(con, "incident_sizes")):
-        cursor = con.execute(sql, {"incident_ids": ids})
+    for ids in _incident_batches(queries.run(con, "incident_sizes").fetchall()):
+        cursor = queries.run(con, "affected_sends", {"incident_ids": ids})
         while rows := cursor.fetchmany(10_000):
             yield from (row[0] for row in rows)
 

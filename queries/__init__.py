@@ -1,99 +1,118 @@
-"""Every SQL statement of mailmortem, as named blocks in `queries/*.sql`.
+"""Every SQL statement of mailmortem, as named blocks in `queries/*.sql`, and the one runner for them.
 
 A block looks like::
 
     -- name: duplicate_people
     -- Recipients with two or more distinct real sends per (campaign, step).
-    SELECT ... WHERE campaign = :campaign
+    -- dialect: duckdb
+    SELECT ... FROM {ident:table} WHERE campaign = :campaign
 
-Parameters are written `:name`; `for_duckdb()` and `for_psycopg()` translate them
-in one place. `{ident}` placeholders are for identifiers only and are filled by
-the caller with properly quoted identifiers (see `remediation.identifiers`).
+Values are `:name` parameters; names and fixed pieces of SQL are typed placeholders
+(see `queries.render`). The dialect comes from the connection: a DuckDB connection or
+a psycopg connection or cursor. `run` executes a block, `rows` and `one` return dicts,
+`script` runs a block of several statements. This package imports nothing of mailmortem.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-from functools import lru_cache
-from importlib import resources
+from queries.blocks import PARAM, Query, QueryError, all_queries, code_parts, get
+from queries.render import Fragment, fragment, quote_ident, quote_literal, statements
 
-_NAME = re.compile(r"^--\s*name:\s*([A-Za-z_][\w]*)\s*$")
-# `:name` but not `::type` casts and not inside a word (e.g. a time like 10:30 in a literal).
-_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+__all__ = ["Fragment", "Query", "QueryError", "all_queries", "arrow", "arrow_reader", "copy", "dialect_of",
+           "fragment", "get", "one", "quote_ident", "quote_literal", "rows", "run", "script", "sql"]
 
 
-@dataclass(frozen=True)
-class Query:
-    name: str
-    description: str
-    sql: str
-    source: str
-
-    @property
-    def params(self) -> list[str]:
-        found: list[str] = []
-        _outside_literals(self.sql, lambda code: found.extend(_PARAM.findall(code)) or code)
-        return list(dict.fromkeys(found))
-
-    def for_duckdb(self) -> str:
-        return _outside_literals(self.sql, lambda code: _PARAM.sub(r"$\1", code))
-
-    def for_psycopg(self) -> str:
-        return _outside_literals(self.sql, lambda code: _PARAM.sub(r"%(\1)s", code.replace("%", "%%")),
-                                 literal=lambda text: text.replace("%", "%%"))
+def dialect_of(conn) -> str:
+    """"duckdb" for a DuckDB connection, "postgres" for a psycopg connection or cursor."""
+    module = type(conn).__module__ or ""
+    if module.startswith(("duckdb", "_duckdb")):
+        return "duckdb"
+    if module.startswith("psycopg"):
+        return "postgres"
+    raise QueryError(f"not a DuckDB or psycopg connection: {type(conn).__name__}")
 
 
-# Quoted strings, quoted identifiers and comments are never parameters.
-_LITERAL = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*")
+def sql(conn, name: str, **values) -> str:
+    """The block's text as it is sent on this connection (one statement)."""
+    return _single(get(name), dialect_of(conn), values)
 
 
-def _outside_literals(sql: str, code, literal=lambda text: text) -> str:
-    out, pos = [], 0
-    for match in _LITERAL.finditer(sql):
-        out.append(code(sql[pos:match.start()]))
-        out.append(literal(match.group(0)))
-        pos = match.end()
-    out.append(code(sql[pos:]))
-    return "".join(out)
+def run(conn, name: str, params: dict | None = None, **values):
+    """Execute a one-statement block; returns the cursor (DuckDB: the connection) to fetch from."""
+    query = get(name)
+    dialect = dialect_of(conn)
+    text, bound = _single(query, dialect, values), _bound(query, params)
+    if dialect == "postgres":
+        return conn.execute(text, bound)
+    return conn.execute(text, bound) if bound else conn.execute(text)
 
 
-def _parse(text: str, source: str) -> dict[str, Query]:
-    blocks: dict[str, Query] = {}
-    name, description, body = None, [], []
-
-    def flush():
-        if name:
-            sql = "\n".join(body).strip().rstrip(";").strip()
-            blocks[name] = Query(name, " ".join(description).strip(), sql, source)
-
-    for line in text.splitlines():
-        match = _NAME.match(line)
-        if match:
-            flush()
-            name, description, body = match.group(1), [], []
-        elif name and not body and line.startswith("--"):
-            description.append(line[2:].strip())
-        elif name:
-            body.append(line)
-    flush()
-    return blocks
+def rows(conn, name: str, params: dict | None = None, **values) -> list[dict]:
+    """Every row of a block's result, as dicts keyed by column name."""
+    cursor = run(conn, name, params, **values)
+    columns = [d[0] for d in cursor.description or ()]
+    return [dict(zip(columns, row)) for row in cursor.fetchall()]
 
 
-@lru_cache(maxsize=None)
-def all_queries() -> dict[str, Query]:
-    found: dict[str, Query] = {}
-    for entry in sorted(resources.files(__name__).iterdir(), key=lambda e: e.name):
-        if entry.name.endswith(".sql"):
-            for name, query in _parse(entry.read_text(encoding="utf-8"), entry.name).items():
-                if name in found:
-                    raise RuntimeError(f"query {name} defined in {found[name].source} and {entry.name}")
-                found[name] = query
-    return found
+def one(conn, name: str, params: dict | None = None, **values) -> dict | None:
+    """The first row of a block's result as a dict, or None."""
+    cursor = run(conn, name, params, **values)
+    row = cursor.fetchone()
+    return None if row is None else dict(zip([d[0] for d in cursor.description], row))
 
 
-def get(name: str) -> Query:
-    try:
-        return all_queries()[name]
-    except KeyError:
-        raise KeyError(f"no query named {name!r} in queries/*.sql") from None
+def script(conn, name: str, params: dict | None = None, **values) -> None:
+    """Run every statement of a block in order, each with the parameters it uses."""
+    query = get(name)
+    dialect = dialect_of(conn)
+    bound = _bound(query, params)
+    for template, text in zip(query.statements, statements(query, dialect, values)):
+        names = {name for code in code_parts(template) for name in PARAM.findall(code)}
+        used = {k: v for k, v in bound.items() if k in names}
+        if used or dialect == "postgres":
+            conn.execute(text, used)
+        else:
+            conn.execute(text)
+
+
+def arrow(con, name: str, params: dict | None = None, **values):
+    """A DuckDB block's result as a pyarrow Table."""
+    relation = _relation(con, name, params, values)
+    fetch = getattr(relation, "to_arrow_table", None) or relation.arrow  # DuckDB 2 / DuckDB 1.x
+    return fetch()
+
+
+def arrow_reader(con, name: str, batch_rows: int, params: dict | None = None, **values):
+    """A DuckDB block's result as a pyarrow RecordBatchReader of `batch_rows` rows a batch."""
+    relation = _relation(con, name, params, values)
+    read = getattr(relation, "to_arrow_reader", None) or relation.fetch_arrow_reader
+    return read(batch_rows)
+
+
+def copy(cursor, name: str, **values):
+    """psycopg's COPY context for a `COPY ... FROM STDIN` block."""
+    return cursor.copy(_single(get(name), dialect_of(cursor), values), {})
+
+
+def _relation(con, name: str, params: dict | None, values: dict):
+    query = get(name)
+    if dialect_of(con) != "duckdb":
+        raise QueryError(f"{name}: Arrow results are read from DuckDB only")
+    return con.sql(_single(query, "duckdb", values), params=_bound(query, params) or None)
+
+
+def _single(query: Query, dialect: str, values: dict) -> str:
+    texts = statements(query, dialect, values)
+    if len(texts) != 1:
+        raise QueryError(f"{query.name} holds {len(texts)} statements: run it with queries.script")
+    return texts[0]
+
+
+def _bound(query: Query, params: dict | None) -> dict:
+    """The parameters the block uses (others are left out); a missing one is refused."""
+    wanted = query.params
+    given = params or {}
+    missing = [name for name in wanted if name not in given]
+    if missing:
+        raise QueryError(f"{query.name}: no value for parameter {', '.join(':' + m for m in missing)}")
+    return {name: given[name] for name in wanted}

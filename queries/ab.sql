@@ -5,6 +5,7 @@
 
 -- name: ab_sends_build
 -- The real sends of one test with their unit and trimmed variant (DuckDB temp table ab_sends).
+-- dialect: duckdb
 CREATE OR REPLACE TEMP TABLE ab_sends AS
 WITH tagged AS (
     SELECT
@@ -22,6 +23,7 @@ FROM tagged
 
 -- name: ab_units_build
 -- One row per unit of the test: its distinct variants, first-seen variant, sends and time span.
+-- dialect: duckdb
 CREATE OR REPLACE TEMP TABLE ab_units AS
 SELECT
     unit,
@@ -38,6 +40,7 @@ GROUP BY unit
 
 -- name: ab_overview
 -- Totals for one test: sends, sends lacking a variant or a unit, units, contaminated units.
+-- dialect: duckdb
 SELECT
     (SELECT count(*) FROM ab_sends) AS sends,
     (SELECT count(*) FROM ab_sends WHERE variant IS NULL) AS sends_without_variant,
@@ -47,6 +50,7 @@ SELECT
 
 -- name: ab_arm_counts
 -- Per arm: units that received it (all), units that received only it (clean), units first assigned to it, sends.
+-- dialect: duckdb
 SELECT
     s.variant,
     count(DISTINCT s.unit) AS units_all,
@@ -61,6 +65,7 @@ ORDER BY s.variant
 
 -- name: ab_contaminated
 -- Units that received more than one variant of the test, earliest first.
+-- dialect: duckdb
 SELECT unit, variants, first_variant, sends, first_seen, last_seen, recipients
 FROM ab_units
 WHERE n_variants > 1
@@ -68,6 +73,7 @@ ORDER BY first_seen NULLS LAST, unit
 
 -- name: ab_test_ids
 -- Test ids present in the sends (for the error message when --test-id matches nothing).
+-- dialect: duckdb
 SELECT DISTINCT trim(test_id) AS test_id
 FROM sends
 WHERE nullif(trim(test_id), '') IS NOT NULL
@@ -76,6 +82,7 @@ LIMIT 10
 
 -- name: ab_plan_exclusions
 -- Planned ab_exclusions rows: every contaminated unit, with its variants.
+-- dialect: duckdb
 SELECT
     CAST(:test_id AS VARCHAR) AS test_id,
     unit,
@@ -88,6 +95,7 @@ ORDER BY unit
 
 -- name: ab_plan_assignments
 -- Planned ab_assignments rows: every unit of the test, sticky to its first-seen variant.
+-- dialect: duckdb
 SELECT
     CAST(:test_id AS VARCHAR) AS test_id,
     unit,
@@ -98,10 +106,12 @@ ORDER BY unit
 
 -- name: ab_pg_ddl_lock
 -- PostgreSQL: serialise concurrent first-time creation of the A/B tables (transaction-scoped).
+-- dialect: postgres
 SELECT pg_advisory_xact_lock(hashtextextended('mailmortem ab ddl', 0))
 
 -- name: ab_create_exclusions
 -- The exclusion list: units to leave out of a test's analysis (PostgreSQL and DuckDB).
+-- dialect: duckdb postgres
 CREATE TABLE IF NOT EXISTS ab_exclusions (
     test_id TEXT NOT NULL,
     unit TEXT NOT NULL,
@@ -114,6 +124,7 @@ CREATE TABLE IF NOT EXISTS ab_exclusions (
 
 -- name: ab_create_assignments
 -- Sticky arm per (test, unit); a row, once written, is never changed by mailmortem.
+-- dialect: duckdb postgres
 CREATE TABLE IF NOT EXISTS ab_assignments (
     test_id TEXT NOT NULL,
     unit TEXT NOT NULL,
@@ -125,26 +136,31 @@ CREATE TABLE IF NOT EXISTS ab_assignments (
 
 -- name: ab_pg_stage_exclusions
 -- PostgreSQL: a transaction-scoped staging table for the planned exclusions.
+-- dialect: postgres
 CREATE TEMP TABLE ab_stage_exclusions (
     test_id TEXT, unit TEXT, reason TEXT, variants TEXT, run_id TEXT
 ) ON COMMIT DROP
 
 -- name: ab_pg_stage_assignments
 -- PostgreSQL: a transaction-scoped staging table for the planned assignments.
+-- dialect: postgres
 CREATE TEMP TABLE ab_stage_assignments (
     test_id TEXT, unit TEXT, variant TEXT, source TEXT
 ) ON COMMIT DROP
 
 -- name: ab_pg_copy_exclusions
 -- PostgreSQL: bulk-load the planned exclusions (CSV with a header) into staging.
+-- dialect: postgres
 COPY ab_stage_exclusions (test_id, unit, reason, variants, run_id) FROM STDIN WITH (FORMAT csv, HEADER true)
 
 -- name: ab_pg_copy_assignments
 -- PostgreSQL: bulk-load the planned assignments (CSV with a header) into staging.
+-- dialect: postgres
 COPY ab_stage_assignments (test_id, unit, variant, source) FROM STDIN WITH (FORMAT csv, HEADER true)
 
 -- name: ab_assignment_conflicts
 -- Planned assignments whose unit already has a stored assignment, and how many of those differ.
+-- dialect: duckdb postgres
 SELECT
     count(*) AS existing,
     count(*) FILTER (WHERE a.variant <> s.variant) AS differing
@@ -153,6 +169,7 @@ JOIN ab_assignments AS a ON a.test_id = s.test_id AND a.unit = s.unit
 
 -- name: ab_insert_exclusions
 -- Write the staged exclusions; rows already there are left exactly as they are.
+-- dialect: duckdb postgres
 INSERT INTO ab_exclusions (test_id, unit, reason, variants, excluded_at, run_id)
 SELECT test_id, unit, reason, variants, current_timestamp, run_id
 FROM ab_stage_exclusions
@@ -160,6 +177,7 @@ ON CONFLICT (test_id, unit) DO NOTHING
 
 -- name: ab_insert_assignments
 -- Write the staged assignments; an existing assignment is never changed (sticky).
+-- dialect: duckdb postgres
 INSERT INTO ab_assignments (test_id, unit, variant, assigned_at, source)
 SELECT test_id, unit, variant, current_timestamp, source
 FROM ab_stage_assignments
@@ -167,12 +185,14 @@ ON CONFLICT (test_id, unit) DO NOTHING
 
 -- name: ab_assignments_present
 -- Whether the ab_assignments table exists in the current schema (PostgreSQL and DuckDB).
+-- dialect: duckdb postgres
 SELECT count(*) AS present
 FROM information_schema.tables
 WHERE table_name = 'ab_assignments' AND table_schema = current_schema()
 
 -- name: ab_lookup_assignment
 -- The stored arm of one unit in one test, if any.
+-- dialect: duckdb postgres
 SELECT variant, assigned_at, source
 FROM ab_assignments
 WHERE test_id = :test_id AND unit = :unit

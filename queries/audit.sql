@@ -3,10 +3,12 @@
 
 -- name: audit_ddl_lock
 -- Serialise concurrent first-time creation of the audit table (transaction-scoped).
+-- dialect: postgres
 SELECT pg_advisory_xact_lock(hashtextextended('mailmortem_audit ddl', 0))
 
 -- name: audit_create_table
 -- One row per row a remediation run changed: who, when, which row, old → new values.
+-- dialect: postgres
 CREATE TABLE IF NOT EXISTS mailmortem_audit (
     id          BIGSERIAL PRIMARY KEY,
     run_id      TEXT NOT NULL,
@@ -24,14 +26,17 @@ CREATE TABLE IF NOT EXISTS mailmortem_audit (
 
 -- name: audit_create_index
 -- Reports and undo look a run up by its id.
+-- dialect: postgres
 CREATE INDEX IF NOT EXISTS mailmortem_audit_run_id ON mailmortem_audit (run_id)
 
 -- name: audit_table_exists
 -- Is there an audit table in this database?
+-- dialect: postgres
 SELECT to_regclass('mailmortem_audit') IS NOT NULL AS present
 
 -- name: audit_run_rows
 -- Everything one run changed, in the order it changed it.
+-- dialect: postgres
 SELECT id, run_id, command, table_name, key_column, row_key, old_values, new_values,
        db_user, os_user, changed_at, undoes
 FROM mailmortem_audit
@@ -40,6 +45,7 @@ ORDER BY id
 
 -- name: audit_recent_runs
 -- The most recent runs, one line each, newest first.
+-- dialect: postgres
 SELECT run_id, command, table_name, count(*) AS rows_changed, min(changed_at) AS changed_at,
        min(db_user) AS db_user, min(os_user) AS os_user, min(undoes) AS undoes
 FROM mailmortem_audit
@@ -49,6 +55,7 @@ LIMIT :limit
 
 -- name: audit_run_groups
 -- A run's audit rows grouped by table, key column and the set of columns changed (one undo statement each).
+-- dialect: postgres
 SELECT table_name, key_column, cols, array_agg(id ORDER BY id) AS ids
 FROM (
     SELECT id, table_name, key_column, ARRAY(SELECT jsonb_object_keys(old_values) ORDER BY 1) AS cols
@@ -60,46 +67,48 @@ ORDER BY table_name, key_column, cols
 
 -- name: audit_undo_states
 -- For a group of a run's audit rows: does each row still hold the run's new values, the old ones, or something else?
+-- dialect: postgres
 SELECT e.id, e.row_key,
        CASE
-           WHEN t.{key_column} IS NULL THEN 'row gone'
+           WHEN t.{ident:key_column} IS NULL THEN 'row gone'
            WHEN NOT EXISTS (
                SELECT 1 FROM jsonb_object_keys(e.new_values) AS k(col)
                WHERE to_jsonb(t) -> k.col
-                     IS DISTINCT FROM to_jsonb(jsonb_populate_record(NULL::{table}, e.new_values)) -> k.col)
+                     IS DISTINCT FROM to_jsonb(jsonb_populate_record(NULL::{ident:table}, e.new_values)) -> k.col)
                THEN 'restorable'
            WHEN NOT EXISTS (
                SELECT 1 FROM jsonb_object_keys(e.old_values) AS k(col)
                WHERE to_jsonb(t) -> k.col
-                     IS DISTINCT FROM to_jsonb(jsonb_populate_record(NULL::{table}, e.old_values)) -> k.col)
+                     IS DISTINCT FROM to_jsonb(jsonb_populate_record(NULL::{ident:table}, e.old_values)) -> k.col)
                THEN 'already restored'
            ELSE 'changed since the run'
        END AS state
 FROM mailmortem_audit AS e
-LEFT JOIN {table} AS t ON t.{key_column}::text = e.row_key
+LEFT JOIN {ident:table} AS t ON t.{ident:key_column}::text = e.row_key
 WHERE e.id = ANY(:ids)
 ORDER BY e.id
 
 -- name: audit_undo_group
 -- Restore a group's rows that still hold the run's new values (skipping rows locked right now); audit each restore.
+-- dialect: postgres
 WITH entries AS (
     SELECT a.id, a.row_key, a.old_values, a.new_values
     FROM mailmortem_audit AS a
     WHERE a.id = ANY(:ids)
 ), target AS (
-    SELECT t.{key_column} AS row_id, e.row_key, e.old_values, e.new_values
-    FROM {table} AS t
-    JOIN entries AS e ON e.row_key = t.{key_column}::text
+    SELECT t.{ident:key_column} AS row_id, e.row_key, e.old_values, e.new_values
+    FROM {ident:table} AS t
+    JOIN entries AS e ON e.row_key = t.{ident:key_column}::text
     WHERE NOT EXISTS (
         SELECT 1 FROM jsonb_object_keys(e.new_values) AS k(col)
         WHERE to_jsonb(t) -> k.col
-              IS DISTINCT FROM to_jsonb(jsonb_populate_record(NULL::{table}, e.new_values)) -> k.col)
+              IS DISTINCT FROM to_jsonb(jsonb_populate_record(NULL::{ident:table}, e.new_values)) -> k.col)
     FOR UPDATE OF t SKIP LOCKED
 ), restored AS (
-    UPDATE {table} AS t
-    SET ({cols}) = (SELECT {r_cols} FROM jsonb_populate_record(NULL::{table}, target.old_values) AS r)
+    UPDATE {ident:table} AS t
+    SET ({idents:cols}) = (SELECT {idents:r_cols} FROM jsonb_populate_record(NULL::{ident:table}, target.old_values) AS r)
     FROM target
-    WHERE t.{key_column} = target.row_id
+    WHERE t.{ident:key_column} = target.row_id
     RETURNING target.row_key, target.old_values, target.new_values
 )
 INSERT INTO mailmortem_audit (run_id, command, table_name, key_column, row_key, old_values, new_values, os_user, undoes)

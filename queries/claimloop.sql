@@ -1,13 +1,15 @@
 -- The reference claim loop (remediation/claimloop.py) and the job-level lock
--- (remediation/joblock.py). {table}, the column placeholders, {claim_token} and
--- {sequence} are quoted identifiers; every value is a bound parameter.
+-- (remediation/joblock.py). The table, its columns and the sequence are {ident:...}
+-- placeholders; every value is a bound parameter.
 
 -- name: claimloop_ddl_lock
 -- Serialise concurrent first-time setup of the fencing column and sequence (transaction-scoped).
+-- dialect: postgres
 SELECT pg_advisory_xact_lock(hashtextextended('mailmortem claimloop ddl', 0))
 
 -- name: claimloop_token_column_exists
 -- Does the leads table already have the fencing-token column? (Checked first: ALTER takes an exclusive lock.)
+-- dialect: postgres
 SELECT EXISTS (
     SELECT 1 FROM pg_attribute
     WHERE attrelid = CAST(:table AS regclass) AND attname = :column AND attnum > 0 AND NOT attisdropped
@@ -15,80 +17,91 @@ SELECT EXISTS (
 
 -- name: claimloop_add_token_column
 -- The fencing token of the claim that holds a lead; only ever grows.
-ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {claim_token} BIGINT
+-- dialect: postgres
+ALTER TABLE {ident:table} ADD COLUMN IF NOT EXISTS {ident:claim_token} BIGINT
 
 -- name: claimloop_create_sequence
 -- Source of fencing tokens: one new, larger value per claimed batch.
-CREATE SEQUENCE IF NOT EXISTS {sequence}
+-- dialect: postgres
+CREATE SEQUENCE IF NOT EXISTS {ident:sequence}
 
 -- name: claimloop_sequence_exists
 -- Does the fencing-token sequence exist yet?
+-- dialect: postgres
 SELECT to_regclass(:sequence) IS NOT NULL AS present
 
 -- name: claimloop_claim_batch
 -- Atomically claim up to :batch_size queued leads (rows others are claiming are skipped) under one new fencing token.
+-- dialect: postgres
 WITH picked AS (
-    SELECT t.{lead_id} AS lead_key
-    FROM {table} AS t
-    WHERE t.{status} = :status_queued
+    SELECT t.{ident:lead_id} AS lead_key
+    FROM {ident:table} AS t
+    WHERE t.{ident:status} = :status_queued
        OR (CAST(:reclaim_expired AS boolean)
-           AND t.{status} = :status_in_progress
-           AND t.{claimed_at} < now() - make_interval(secs => :lease_s))
-    ORDER BY t.{lead_id}
+           AND t.{ident:status} = :status_in_progress
+           AND t.{ident:claimed_at} < now() - make_interval(secs => :lease_s))
+    ORDER BY t.{ident:lead_id}
     LIMIT :batch_size
     FOR UPDATE SKIP LOCKED
 ), token AS (
     SELECT nextval(CAST(:sequence AS regclass)) AS value
 )
-UPDATE {table} AS t
-SET {status} = :status_in_progress, {claimed_by} = :worker, {claimed_at} = now(), {claim_token} = token.value
+UPDATE {ident:table} AS t
+SET {ident:status} = :status_in_progress, {ident:claimed_by} = :worker, {ident:claimed_at} = now(), {ident:claim_token} = token.value
 FROM picked, token
-WHERE t.{lead_id} = picked.lead_key
-RETURNING t.{lead_id} AS lead_key, t.{lead_id}::text AS key_text, t.{email}::text AS email, t.{claim_token} AS token
+WHERE t.{ident:lead_id} = picked.lead_key
+RETURNING t.{ident:lead_id} AS lead_key, t.{ident:lead_id}::text AS key_text, t.{ident:email}::text AS email, t.{ident:claim_token} AS token
 
 -- name: claimloop_renew
 -- Heartbeat: extend the lease of the batch's unfinished leads still held by our token; never waits on a row being sent.
-UPDATE {table} AS t
-SET {claimed_at} = now()
-WHERE t.{lead_id} IN (
-    SELECT x.{lead_id}
-    FROM {table} AS x
-    WHERE x.{lead_id} = ANY(:keys) AND x.{claim_token} = :token AND x.{status} = :status_in_progress
+-- dialect: postgres
+UPDATE {ident:table} AS t
+SET {ident:claimed_at} = now()
+WHERE t.{ident:lead_id} IN (
+    SELECT x.{ident:lead_id}
+    FROM {ident:table} AS x
+    WHERE x.{ident:lead_id} = ANY(:keys) AND x.{ident:claim_token} = :token AND x.{ident:status} = :status_in_progress
     FOR UPDATE SKIP LOCKED
 )
-RETURNING t.{lead_id}::text AS key_text
+RETURNING t.{ident:lead_id}::text AS key_text
 
 -- name: claimloop_lock_lead
 -- Lock one lead for its send, only while our fencing token still holds it (a later claim fences us out).
-SELECT t.{lead_id}::text AS key_text
-FROM {table} AS t
-WHERE t.{lead_id} = :key AND t.{claim_token} = :token AND t.{status} = :status_in_progress
+-- dialect: postgres
+SELECT t.{ident:lead_id}::text AS key_text
+FROM {ident:table} AS t
+WHERE t.{ident:lead_id} = :key AND t.{ident:claim_token} = :token AND t.{ident:status} = :status_in_progress
 FOR UPDATE
 
 -- name: claimloop_mark_sent
 -- Mark one lead sent, guarded by our fencing token: a fenced-out worker changes nothing.
-UPDATE {table} AS t
-SET {status} = :status_sent
-WHERE t.{lead_id} = :key AND t.{claim_token} = :token AND t.{status} = :status_in_progress
-RETURNING t.{lead_id}::text AS key_text
+-- dialect: postgres
+UPDATE {ident:table} AS t
+SET {ident:status} = :status_sent
+WHERE t.{ident:lead_id} = :key AND t.{ident:claim_token} = :token AND t.{ident:status} = :status_in_progress
+RETURNING t.{ident:lead_id}::text AS key_text
 
 -- name: claimloop_release
 -- Give back the batch's leads we still hold but did not send (claim cleared), guarded by our token.
-UPDATE {table} AS t
-SET {status} = :status_queued, {claimed_by} = NULL, {claimed_at} = NULL
-WHERE t.{lead_id} = ANY(:keys) AND t.{claim_token} = :token AND t.{status} = :status_in_progress
-RETURNING t.{lead_id}::text AS key_text
+-- dialect: postgres
+UPDATE {ident:table} AS t
+SET {ident:status} = :status_queued, {ident:claimed_by} = NULL, {ident:claimed_at} = NULL
+WHERE t.{ident:lead_id} = ANY(:keys) AND t.{ident:claim_token} = :token AND t.{ident:status} = :status_in_progress
+RETURNING t.{ident:lead_id}::text AS key_text
 
 -- name: joblock_try_advisory
 -- Try the session-level advisory lock of a job name; true when this session now holds it.
+-- dialect: postgres
 SELECT pg_try_advisory_lock(hashtextextended(:name, 0)) AS acquired
 
 -- name: joblock_release_advisory
 -- Release the session-level advisory lock of a job name; true when this session held it.
+-- dialect: postgres
 SELECT pg_advisory_unlock(hashtextextended(:name, 0)) AS released
 
 -- name: joblock_held_advisory
 -- This session's backend pid and whether pg_locks shows it holding the advisory lock of a job name (key = classid:objid).
+-- dialect: postgres
 SELECT pg_backend_pid() AS pid, EXISTS (
     SELECT 1 FROM pg_locks
     WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted AND objsubid = 1

@@ -1,76 +1,82 @@
--- Queries of `requeue-stale` (remediation/claims.py). {table} and the column
--- placeholders are filled with quoted identifiers by remediation.identifiers;
+-- Queries of `requeue-stale` (remediation/claims.py). The table and its columns are
+-- {ident:...} placeholders (names checked by remediation.identifiers, quoted by the runner);
 -- status values, durations and keys are always bound parameters.
 
 -- name: requeue_sent_log_exists
 -- Is there a durable sent-log table (sent_log) in this database? NULL when not.
+-- dialect: postgres
 SELECT to_regclass('sent_log') IS NOT NULL AS present
 
 -- name: requeue_scan_stale
 -- In-progress claims older than the cutoff on the server's clock, with whether the lead is in the sent-log.
-SELECT t.{lead_id} AS lead_key,
-       t.{lead_id}::text AS key_text,
-       t.{email}::text AS email,
-       t.{claimed_by}::text AS claimed_by,
-       t.{claimed_at} AS claimed_at,
-       extract(epoch FROM t.{claimed_at})::text AS claimed_epoch,
-       extract(epoch FROM (now() - t.{claimed_at}))::double precision AS age_s,
+-- dialect: postgres
+SELECT t.{ident:lead_id} AS lead_key,
+       t.{ident:lead_id}::text AS key_text,
+       t.{ident:email}::text AS email,
+       t.{ident:claimed_by}::text AS claimed_by,
+       t.{ident:claimed_at} AS claimed_at,
+       extract(epoch FROM t.{ident:claimed_at})::text AS claimed_epoch,
+       extract(epoch FROM (now() - t.{ident:claimed_at}))::double precision AS age_s,
        EXISTS (
            SELECT 1 FROM sent_log AS s
-           WHERE s.recipient = lower(trim(t.{email}::text))
+           WHERE s.recipient = lower(trim(t.{ident:email}::text))
              AND (CAST(:campaign AS text) IS NULL OR s.campaign = :campaign)
              AND (CAST(:step AS text) IS NULL OR s.step = :step OR s.step = '')
        ) AS already_sent
-FROM {table} AS t
-WHERE t.{status} = :status_in_progress
-  AND t.{claimed_at} < now() - make_interval(secs => :older_than_s)
-ORDER BY t.{claimed_at}, t.{lead_id}
+FROM {ident:table} AS t
+WHERE t.{ident:status} = :status_in_progress
+  AND t.{ident:claimed_at} < now() - make_interval(secs => :older_than_s)
+ORDER BY t.{ident:claimed_at}, t.{ident:lead_id}
 
 -- name: requeue_count_no_claim_time
 -- In-progress rows with no claim time: never stale by age, so never re-queued; reported for a human to look at.
+-- dialect: postgres
 SELECT count(*) AS n
-FROM {table} AS t
-WHERE t.{status} = :status_in_progress AND t.{claimed_at} IS NULL
+FROM {ident:table} AS t
+WHERE t.{ident:status} = :status_in_progress AND t.{ident:claimed_at} IS NULL
 
 -- name: requeue_lock_timeout
 -- For this transaction only: never wait long on a lock held by live workers (everything else uses SKIP LOCKED).
+-- dialect: postgres
 SELECT set_config('lock_timeout', '5s', true)
 
 -- name: requeue_lock_planned
 -- Lock the planned rows that no live transaction holds; the rest are reported as skipped.
-SELECT t.{lead_id}::text AS key_text
-FROM {table} AS t
-WHERE t.{lead_id} = ANY(:keys)
+-- dialect: postgres
+SELECT t.{ident:lead_id}::text AS key_text
+FROM {ident:table} AS t
+WHERE t.{ident:lead_id} = ANY(:keys)
 FOR UPDATE SKIP LOCKED
 
 -- name: requeue_to_queued
 -- Put planned stale claims back to queued where the guard still holds (same claim, still old, not in the sent-log); one audit row per change.
+-- dialect: postgres
 WITH planned AS (
     SELECT * FROM unnest(CAST(:key_texts AS text[]), CAST(:claimed_bys AS text[]), CAST(:claimed_epochs AS numeric[]))
         AS p(key_text, claimed_by, claimed_epoch)
 ), prior AS (
-    SELECT t.{lead_id} AS lead_key, t.{status} AS status, t.{claimed_by} AS claimed_by, t.{claimed_at} AS claimed_at
-    FROM {table} AS t
-    JOIN planned AS p ON p.key_text = t.{lead_id}::text
-    WHERE t.{lead_id} = ANY(:keys)
-      AND t.{status} = :status_in_progress
-      AND t.{claimed_at} < now() - make_interval(secs => :older_than_s)
-      AND t.{claimed_by}::text IS NOT DISTINCT FROM p.claimed_by
-      AND extract(epoch FROM t.{claimed_at}) = p.claimed_epoch
+    SELECT t.{ident:lead_id} AS lead_key, t.{ident:status} AS status, t.{ident:claimed_by} AS claimed_by, t.{ident:claimed_at} AS claimed_at
+    FROM {ident:table} AS t
+    JOIN planned AS p ON p.key_text = t.{ident:lead_id}::text
+    WHERE t.{ident:lead_id} = ANY(:keys)
+      AND t.{ident:status} = :status_in_progress
+      AND t.{ident:claimed_at} < now() - make_interval(secs => :older_than_s)
+      AND t.{ident:claimed_by}::text IS NOT DISTINCT FROM p.claimed_by
+      AND extract(epoch FROM t.{ident:claimed_at}) = p.claimed_epoch
       AND NOT EXISTS (
           SELECT 1 FROM sent_log AS s
-          WHERE s.recipient = lower(trim(t.{email}::text))
+          WHERE s.recipient = lower(trim(t.{ident:email}::text))
             AND (CAST(:campaign AS text) IS NULL OR s.campaign = :campaign)
             AND (CAST(:step AS text) IS NULL OR s.step = :step OR s.step = ''))
     FOR UPDATE OF t SKIP LOCKED
 ), changed AS (
-    UPDATE {table} AS t
-    SET {status} = :new_status, {claimed_by} = NULL, {claimed_at} = NULL
+    UPDATE {ident:table} AS t
+    SET {ident:status} = :new_status, {ident:claimed_by} = NULL, {ident:claimed_at} = NULL
     FROM prior
-    WHERE t.{lead_id} = prior.lead_key
-    RETURNING t.{lead_id}::text AS key_text, prior.status AS old_status, prior.claimed_by AS old_claimed_by,
-              prior.claimed_at AS old_claimed_at, t.{status} AS new_status, t.{claimed_by} AS new_claimed_by,
-              t.{claimed_at} AS new_claimed_at
+    WHERE t.{ident:lead_id} = prior.lead_key
+    RETURNING t.{ident:lead_id}::text AS key_text, prior.status AS old_status, prior.claimed_by AS old_claimed_by,
+              prior.claimed_at AS old_claimed_at, t.{ident:status} AS new_status, t.{ident:claimed_by} AS new_claimed_by,
+              t.{ident:claimed_at} AS new_claimed_at
 )
 INSERT INTO mailmortem_audit (run_id, command, table_name, key_column, row_key, old_values, new_values, os_user)
 SELECT CAST(:run_id AS text), 'requeue-stale', CAST(:table_name AS text), CAST(:key_column AS text), c.key_text,
@@ -84,25 +90,26 @@ RETURNING row_key
 
 -- name: requeue_to_sent
 -- Mark planned stale claims sent (the sent-log proves the email went out) where the guard still holds; one audit row per change.
+-- dialect: postgres
 WITH planned AS (
     SELECT * FROM unnest(CAST(:key_texts AS text[]), CAST(:claimed_bys AS text[]), CAST(:claimed_epochs AS numeric[]))
         AS p(key_text, claimed_by, claimed_epoch)
 ), prior AS (
-    SELECT t.{lead_id} AS lead_key, t.{status} AS status
-    FROM {table} AS t
-    JOIN planned AS p ON p.key_text = t.{lead_id}::text
-    WHERE t.{lead_id} = ANY(:keys)
-      AND t.{status} = :status_in_progress
-      AND t.{claimed_at} < now() - make_interval(secs => :older_than_s)
-      AND t.{claimed_by}::text IS NOT DISTINCT FROM p.claimed_by
-      AND extract(epoch FROM t.{claimed_at}) = p.claimed_epoch
+    SELECT t.{ident:lead_id} AS lead_key, t.{ident:status} AS status
+    FROM {ident:table} AS t
+    JOIN planned AS p ON p.key_text = t.{ident:lead_id}::text
+    WHERE t.{ident:lead_id} = ANY(:keys)
+      AND t.{ident:status} = :status_in_progress
+      AND t.{ident:claimed_at} < now() - make_interval(secs => :older_than_s)
+      AND t.{ident:claimed_by}::text IS NOT DISTINCT FROM p.claimed_by
+      AND extract(epoch FROM t.{ident:claimed_at}) = p.claimed_epoch
     FOR UPDATE OF t SKIP LOCKED
 ), changed AS (
-    UPDATE {table} AS t
-    SET {status} = :new_status
+    UPDATE {ident:table} AS t
+    SET {ident:status} = :new_status
     FROM prior
-    WHERE t.{lead_id} = prior.lead_key
-    RETURNING t.{lead_id}::text AS key_text, prior.status AS old_status, t.{status} AS new_status
+    WHERE t.{ident:lead_id} = prior.lead_key
+    RETURNING t.{ident:lead_id}::text AS key_text, prior.status AS old_status, t.{ident:status} AS new_status
 )
 INSERT INTO mailmortem_audit (run_id, command, table_name, key_column, row_key, old_values, new_values, os_user)
 SELECT CAST(:run_id AS text), 'requeue-stale', CAST(:table_name AS text), CAST(:key_column AS text), c.key_text,
@@ -114,6 +121,7 @@ RETURNING row_key
 
 -- name: requeue_worst_batch
 -- Longest claim→release span per (worker, shard) in ingested log events (DuckDB), with the longest lease seen.
+-- dialect: duckdb
 WITH ordered AS (
     SELECT worker, shard, ts, event,
            lead(event) OVER (PARTITION BY worker, shard ORDER BY ts) AS next_event,

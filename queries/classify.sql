@@ -4,6 +4,7 @@
 
 -- name: classify_pairs
 -- Consecutive sends of each duplicated person, with what the logs show between them.
+-- dialect: duckdb
 CREATE OR REPLACE TABLE dup_pairs AS
 WITH repeated AS (
     -- people whose key hash occurs twice; the windows below then run over those sends only
@@ -44,6 +45,7 @@ FROM pairs p
 -- name: classify_leases
 -- For pairs on one shard by two workers: the claims covering each send, and whether the earlier
 -- claim's lease had run out (no renew in between) when the other worker claimed the shard.
+-- dialect: duckdb
 CREATE OR REPLACE TABLE dup_pair_claims AS
 WITH claims AS (
     SELECT worker, shard, ts, max(lease_s) AS lease_s FROM events
@@ -79,6 +81,7 @@ LEFT JOIN claims c1 ON c1.worker = o.holder AND c1.shard = o.shard1 AND c1.ts = 
 -- name: classify_groups
 -- Group-level shape: how much of the list each worker pair covered, whether one worker replayed a run,
 -- and whether duplicates are confined to a few shards.
+-- dialect: duckdb
 CREATE OR REPLACE TABLE dup_groups AS
 WITH first_pairs AS (SELECT * FROM dup_pairs WHERE seq = 1),
 same_worker AS (
@@ -98,6 +101,7 @@ SELECT *, replayed / greatest(sends_in_replay, 1) AS replay_density FROM density
 
 -- name: classify_coverage
 -- For each pair of workers that both sent one campaign step: how much of its people each reached.
+-- dialect: duckdb
 CREATE OR REPLACE TABLE dup_coverage AS
 WITH people AS (
     SELECT campaign, step, count(DISTINCT recipient) AS people, count(DISTINCT shard) AS shards
@@ -121,6 +125,7 @@ JOIN per_worker b ON b.campaign = g.campaign AND b.step = g.step AND b.worker = 
 -- name: classify_people
 -- One row per duplicated person: the kind (precedence: differing variants in a test → ab-contamination,
 -- the mechanism kept as cause), the confidence, and the key that groups it into an incident.
+-- dialect: duckdb
 CREATE OR REPLACE TABLE dup_people AS
 WITH mech AS (
     SELECT p.*, lc.lease_ran_out, lc.claim1_ts, lc.claim2_ts, lc.lease_s, lc.holder_sends_after_second_claim,
@@ -179,6 +184,7 @@ FROM mech m JOIN variants v USING (campaign, step, recipient)
 -- Duplicates that share a cause form one incident: same kind, campaign, step (and test), and the same
 -- workers (parallel-worker), shard (lease-expiry), worker (state-loss) or test (ab-contamination); the retries of
 -- one campaign step share their cause (no idempotency key), whichever worker sent them.
+-- dialect: duckdb
 CREATE OR REPLACE TABLE incidents AS
 WITH grouped AS (
     SELECT kind, campaign, step, CASE WHEN kind = 'ab-contamination' THEN test_id END AS test_id, group_key,
@@ -216,12 +222,14 @@ FROM grouped g JOIN spans sp
 
 -- name: incident_sizes
 -- Incidents in the order of the "affected" list, with their size (to batch affected_sends).
+-- dialect: duckdb
 SELECT id, people FROM incidents ORDER BY id
 
 -- name: affected_sends
 -- Every duplicated person of the incidents :incident_ids with their incident and the sends they received,
 -- oldest first, as one JSON object each (docs/diagnose-json.md, "affected"), built inside DuckDB so large cases
 -- stream out fast; asked for a batch of incidents at a time so the lists stay within the memory limit.
+-- dialect: duckdb
 SELECT to_json({
     'recipient': d.recipient, 'campaign': nullif(d.campaign, ''), 'step': nullif(d.step, ''),
     'kind': d.kind, 'cause': d.cause, 'incident': i.id,
@@ -238,6 +246,7 @@ ORDER BY i.id, d.campaign, d.step, d.recipient
 
 -- name: summary_counts
 -- Case-wide totals for the summary block.
+-- dialect: duckdb
 SELECT (SELECT count(*) FROM sends) AS sends,
        (SELECT count(DISTINCT recipient) FROM sends) AS people,
        (SELECT count(*) FROM dup_people) AS duplicated_people,
@@ -245,8 +254,10 @@ SELECT (SELECT count(*) FROM sends) AS sends,
 
 -- name: people_by_kind
 -- Duplicated people per kind.
+-- dialect: duckdb
 SELECT kind, count(*) AS people FROM dup_people GROUP BY kind
 
 -- name: incident_rows
 -- All incidents, largest first.
+-- dialect: duckdb
 SELECT * FROM incidents ORDER BY people DESC, id

@@ -4,6 +4,7 @@
 -- name: ingest_macros
 -- Helper macros: parse timestamps, durations, event names, message ids; unquote logfmt values; read lines.
 -- Timestamps without a zone are UTC, and so is every timestamp shown.
+-- dialect: duckdb
 SET TimeZone = 'UTC';
 -- An ISO text (it has a '-') skips the epoch regex: one cast per line on the common path.
 CREATE OR REPLACE TEMP MACRO mm_ts(t) AS CASE
@@ -45,6 +46,7 @@ CREATE OR REPLACE TEMP MACRO mm_lines(path, sep) AS TABLE SELECT line FROM mm_na
 -- name: create_files
 -- The files of the case (the staged table holding each one's lines, from row first_row on) and staged_0, an
 -- empty staged table that gives the events and skipped views their columns even when no file holds a line.
+-- dialect: duckdb
 CREATE OR REPLACE TABLE files (file_id INTEGER, source VARCHAR, header_line BIGINT, staged VARCHAR, first_row BIGINT);
 CREATE OR REPLACE TABLE staged_0 (
     ts TIMESTAMPTZ, event VARCHAR, worker VARCHAR, incarnation VARCHAR, campaign VARCHAR, step VARCHAR,
@@ -55,6 +57,7 @@ CREATE OR REPLACE TABLE staged_0 (
 
 -- name: sample_logfmt_keys
 -- The keys used on a sample of a file's first lines (so only those get a regex each; see stage_logfmt).
+-- dialect: duckdb
 SELECT DISTINCT unnest(regexp_extract_all(' ' || line, '\s([^\s="]+)=', 1)) AS key
 FROM (SELECT line FROM mm_lines(:path, :delim) LIMIT 20000)
 
@@ -63,16 +66,37 @@ FROM (SELECT line FROM mm_lines(:path, :delim) LIMIT 20000)
 -- RE2 run only where the key occurs; the literal prefix keeps it fast; values are unquoted once, later. On a
 -- line whose quoted value itself holds ` k=` (`shady`, e.g. error="retry lead=x"), the value comes from the
 -- line's pairs (`pair_keys`/`pair_values`, see stage_logfmt), where a quoted value is one pair whatever it
--- holds (NULL if the key occurs only inside one). {key} and {key_re} are filled by ingest.logfmt_field
--- (SQL-quoted, regex-escaped); the fallback order of several keys is a coalesce.
-CASE WHEN contains(l, ' {key}=') THEN
-    CASE WHEN shady THEN pair_values[list_position(pair_keys, '{key}')]
-         ELSE regexp_extract(l, ' {key_re}=("(?:[^"\\]|\\.)*"|[^\s"]*)', 1) END END
+-- holds (NULL if the key occurs only inside one). {lit:key} is the key, {lit:key_re} the key as a regex
+-- (ingest.logfmt_field): literals, so each regex is constant; several keys of a field are a first_value.
+-- dialect: duckdb
+CASE WHEN contains(l, ' ' || {lit:key} || '=') THEN
+    CASE WHEN shady THEN pair_values[list_position(pair_keys, {lit:key})]
+         ELSE regexp_extract(l, ' ' || {lit:key_re} || '=("(?:[^"\\]|\\.)*"|[^\s"]*)', 1) END END
+
+-- name: when_rare
+-- Template: a logfmt field's value from the keys tried only on lines flagged `rare` (where one regex found
+-- one of them).
+-- dialect: duckdb
+-- fragments: value=logfmt_value|first_value
+CASE WHEN rare THEN {frag:value} END
+
+-- name: first_value
+-- Template: the first non-NULL of a field's values, in the field map's order of its keys.
+-- dialect: duckdb
+-- fragments: values=logfmt_value|pick_value|first_value|when_rare
+coalesce({list:values})
+
+-- name: text_column
+-- Template: one canonical text column of a staged line (NULL when no key feeds it), named {ident:column}.
+-- dialect: duckdb
+-- fragments: value=logfmt_value|pick_value|first_value|when_rare|NULL
+{frag:value} AS {ident:column}
 
 -- name: typed_columns
 -- Template: the typed record columns of a staged line, from the text columns every parser produces, then
 -- why the line is not a record (problem) and its text, kept only where it is needed (a skip's text, or
 -- events.raw in a saved case: at 10M lines the text alone is several GB).
+-- dialect: duckdb
 typed AS (
     SELECT mm_ts(ts_text) AS ts,
            CASE WHEN nullif(trim(event_text), '') IS NOT NULL THEN mm_event(event_text)
@@ -97,11 +121,13 @@ FROM (SELECT * EXCLUDE (problem),
 
 -- name: stage_logfmt
 -- logfmt: key=value pairs (quoted values may hold spaces and \" escapes); an ISO timestamp may lead the line.
--- One parallel pass straight from the file into typed columns: the staged table ({staged}) keeps the file's
--- line order, so a line's number is its rowid + 1. {fields} is the list of canonical field expressions built from
--- logfmt_value: the sampled keys first, then (only on lines where :rare_keys matches, one regex) every other
--- alias of the vocabulary. {typed_columns} is that block.
-CREATE OR REPLACE TABLE {staged} AS
+-- One parallel pass straight from the file into typed columns: the staged table ({ident:staged}) keeps the
+-- file's line order, so a line's number is its rowid + 1. {list:fields} are the canonical text columns, each
+-- from logfmt_value: the sampled keys first, then (only on lines where :rare_keys matches, one regex) every
+-- other alias of the vocabulary. {block:typed_columns} is that block.
+-- dialect: duckdb
+-- fragments: fields=text_column
+CREATE OR REPLACE TABLE {ident:staged} AS
 WITH lines AS (
     SELECT line, ' ' || line AS l, regexp_matches(' ' || line, :rare_keys) AS rare,
            contains(line, '="') AND regexp_matches(line, '="(?:[^"\\]|\\.)*?\s[^\s="]+=') AS shady
@@ -113,7 +139,7 @@ WITH lines AS (
               CASE WHEN shady THEN regexp_extract_all(l, '\s([^\s="]+)=("(?:[^"\\]|\\.)*"|[^\s"]*)', 2) END AS pair_values
     FROM lines
 ), fields AS (
-    SELECT line, {fields},
+    SELECT line, {list:fields},
            nullif(regexp_extract(line, '^\s*([0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9:.]+(?:Z|[+-][0-9:]+)?)(?:\s|$)', 1), '') AS lead_ts
     FROM paired
 ), unquoted AS (
@@ -126,13 +152,15 @@ WITH lines AS (
            CASE WHEN line IS NULL OR trim(line) = '' THEN 'blank line'
                 WHEN NOT contains(line, '=') THEN 'no key=value pairs' END AS problem
     FROM fields
-), {typed_columns}
+), {block:typed_columns}
 
 -- name: stage_jsonl
 -- JSON Lines: one object per line; nested keys are read as dotted paths through JSONPaths (:paths), and
--- :rare_paths only on lines where :rare_keys matches; {picks} (from pick_value) reads each canonical field
--- from `vals` or `rare_vals`. {typed_columns} is that block.
-CREATE OR REPLACE TABLE {staged} AS
+-- :rare_paths only on lines where :rare_keys matches; {list:picks} (from pick_value) reads each canonical
+-- field from `vals` or `rare_vals`. {block:typed_columns} is that block.
+-- dialect: duckdb
+-- fragments: picks=text_column
+CREATE OR REPLACE TABLE {ident:staged} AS
 WITH lines AS (
     SELECT line FROM mm_lines(:path, :delim)
 ), objects AS (
@@ -146,28 +174,34 @@ WITH lines AS (
                       THEN json_extract_string(line, :rare_paths::VARCHAR[]) END AS rare_vals
     FROM objects
 ), unquoted AS (
-    SELECT line, {picks},
+    SELECT line, {list:picks},
            CASE WHEN line IS NULL OR trim(line) = '' THEN 'blank line'
                 WHEN jtype IS NULL THEN 'not valid JSON'
                 WHEN jtype <> 'OBJECT' THEN 'JSON but not an object' END AS problem
     FROM valued
-), {typed_columns}
+), {block:typed_columns}
 
 -- name: pick_value
--- Template: one of a line's values ({value}: a position in `vals` or `rare_vals`) when it is not blank (a field
--- fed by several keys is the coalesce of their picks, in the field map's order: see ingest._picks).
-CASE WHEN trim({value}) <> '' THEN {value} END
+-- Template: one of a line's values (`vals` or `rare_vals` at position {lit:at}) when it is not blank (a field
+-- fed by several keys is the first_value of their picks, in the field map's order: see ingest._picks).
+-- dialect: duckdb
+-- fragments: values=vals|rare_vals
+CASE WHEN trim({frag:values}[{lit:at}]) <> '' THEN {frag:values}[{lit:at}] END
 
 -- name: json_structure
 -- The union of the key structure of the JSON objects among a file's first lines (to discover dotted paths).
+-- dialect: duckdb
 SELECT json_group_structure(json(line)) AS structure
 FROM (SELECT line FROM mm_lines(:path, :delim) LIMIT 20000)
 WHERE json_valid(line) AND json_type(line) = 'OBJECT'
 
 -- name: stage_csv
 -- CSV: the line :header_line is the header (:keys); cells may be "quoted, with "" escapes"; empty = absent.
--- Lines up to the header are staged too (the events and skipped views leave them out). {typed_columns} is that block.
-CREATE OR REPLACE TABLE {staged} AS
+-- Lines up to the header are staged too (the events and skipped views leave them out). {block:typed_columns} is
+-- that block.
+-- dialect: duckdb
+-- fragments: picks=text_column
+CREATE OR REPLACE TABLE {ident:staged} AS
 WITH lines AS (
     SELECT line FROM mm_lines(:path, :delim)
 ), cells AS (
@@ -177,92 +211,107 @@ WITH lines AS (
                                                 THEN replace(c[2:-2], '""', '"') ELSE c END, '')) AS vals
     FROM lines
 ), unquoted AS (
-    SELECT line, {picks},
+    SELECT line, {list:picks},
            CASE WHEN line IS NULL OR trim(line) = '' THEN 'blank line'
                 WHEN len(vals) <> len(:keys::VARCHAR[]) THEN 'wrong number of CSV cells' END AS problem
     FROM cells
-), {typed_columns}
+), {block:typed_columns}
 
 -- name: mark_truncated_row
 -- A last line without a newline was cut off mid-write: never trust it as a record (:text is that line, :row
 -- its row in the staged table).
-UPDATE {staged} SET problem = 'truncated last line (no newline at end of file)', line = :text
+-- dialect: duckdb
+UPDATE {ident:staged} SET problem = 'truncated last line (no newline at end of file)', line = :text
 WHERE rowid = :row AND problem IS NULL
 
 -- name: register_file
 -- A staged file: its label, the line of its CSV header (0 when it has none; lines up to it are not data),
 -- and where its lines are (the staged table, from row :first_row on).
+-- dialect: duckdb
 INSERT INTO files VALUES (:file_id, :label, :header_line, :staged, :first_row)
 
 -- name: staged_rows
 -- How many rows (lines) a staged table holds.
-SELECT count(*) FROM {staged}
+-- dialect: duckdb
+SELECT count(*) FROM {ident:staged}
 
 -- name: file_line_counts
 -- Lines per file of a list of files, read as the staged tables read them.
+-- dialect: duckdb
 SELECT filename, count(*) FROM mm_named_lines(:paths, :delim) GROUP BY filename
 
 -- name: group_counts
 -- Per file of a staged table holding many files: lines, records, skipped lines and the first skipped ones.
+-- dialect: duckdb
 SELECT f.file_id, count(*) AS lines, count(*) FILTER (WHERE s.problem IS NULL) AS records,
        count(*) FILTER (WHERE s.problem IS NOT NULL) AS skipped,
        (list(s.rowid - f.first_row + 1 ORDER BY s.rowid) FILTER (WHERE s.problem IS NOT NULL))[1:10]
-FROM {staged} s ASOF JOIN (SELECT file_id, first_row FROM files WHERE staged = '{staged}') f
+FROM {ident:staged} s ASOF JOIN (SELECT file_id, first_row FROM files WHERE staged = :staged) f
   ON s.rowid >= f.first_row
 GROUP BY f.file_id
 
 -- name: staged_counts
 -- Physical lines, records and skipped lines of a staged file, and the first skipped line numbers.
+-- dialect: duckdb
 SELECT count(*) AS lines,
        count(*) FILTER (WHERE problem IS NULL AND rowid >= :header_line) AS records,
        count(*) FILTER (WHERE problem IS NOT NULL AND rowid >= :header_line) AS skipped,
        (list(rowid + 1 ORDER BY rowid) FILTER (WHERE problem IS NOT NULL AND rowid >= :header_line))[1:10]
-FROM {staged}
+FROM {ident:staged}
 
 -- name: drop_staged
 -- Forget a file's staged lines (before it is read again, e.g. after bad UTF-8).
-DROP TABLE IF EXISTS {staged}
+-- dialect: duckdb
+DROP TABLE IF EXISTS {ident:staged}
 
 -- name: create_views
 -- `events` (records) and `skipped` (lines that are not records, with why) over every staged file, numbered by
--- their place in the file: views, no copy of the data ({relation} is VIEW), or, for a case of many files,
--- tables ({relation} is TABLE: a union of hundreds of tables would be planned again in every query).
--- {events_part} and {skipped_part} are UNION ALL lists of those blocks, one per staged table.
-CREATE OR REPLACE {relation} events AS
+-- their place in the file: views, no copy of the data ({frag:relation} is VIEW), or, for a case of many files,
+-- tables (TABLE: a union of hundreds of tables would be planned again in every query). {union:events} and
+-- {union:skipped} hold those blocks, one per staged table.
+-- dialect: duckdb
+-- fragments: relation=VIEW|TABLE
+-- fragments: events=events_part|events_part_of_many
+-- fragments: skipped=skipped_part|skipped_part_of_many
+CREATE OR REPLACE {frag:relation} events AS
 SELECT f.source, u.line_no, u.ts, u.event, u.worker, u.incarnation, u.campaign, u.step, u.recipient, u.candidate,
        u.msg_id, u.shard, u.lease_s, u.test_id, u.variant, u.status, u.attempt, u.error, u.count,
        u.recipient_raw, u.raw
-FROM ({events_part}) u JOIN files f USING (file_id)
+FROM ({union:events}) u JOIN files f USING (file_id)
 WHERE u.line_no > f.header_line;
-CREATE OR REPLACE {relation} skipped AS
+CREATE OR REPLACE {frag:relation} skipped AS
 SELECT f.source, u.line_no, u.reason, u.text
-FROM ({skipped_part}) u JOIN files f USING (file_id)
+FROM ({union:skipped}) u JOIN files f USING (file_id)
 WHERE u.line_no > f.header_line
 
 -- name: events_part
--- Template: the records of one staged table ({file_id} is its number).
-SELECT {file_id} AS file_id, rowid + 1 AS line_no, ts, event, worker, incarnation, campaign, step, recipient,
+-- Template: the records of one staged table ({ident:staged}, the file numbered {lit:file_id}).
+-- dialect: duckdb
+SELECT {lit:file_id} AS file_id, rowid + 1 AS line_no, ts, event, worker, incarnation, campaign, step, recipient,
        candidate, msg_id, shard, lease_s, test_id, variant, status, attempt, error, count, recipient_raw, line AS raw
-FROM staged_{file_id} WHERE problem IS NULL
+FROM {ident:staged} WHERE problem IS NULL
 
 -- name: skipped_part
 -- Template: the lines of one staged table that are not records.
-SELECT {file_id} AS file_id, rowid + 1 AS line_no, problem AS reason, line AS text
-FROM staged_{file_id} WHERE problem IS NOT NULL
+-- dialect: duckdb
+SELECT {lit:file_id} AS file_id, rowid + 1 AS line_no, problem AS reason, line AS text
+FROM {ident:staged} WHERE problem IS NOT NULL
 
 -- name: events_part_of_many
--- Template: the records of a staged table holding many files ({staged}), each numbered within its file.
+-- Template: the records of a staged table holding many files ({ident:staged}), each numbered within its file.
+-- dialect: duckdb
 SELECT f.file_id, s.rowid - f.first_row + 1 AS line_no, s.ts, s.event, s.worker, s.incarnation, s.campaign,
        s.step, s.recipient, s.candidate, s.msg_id, s.shard, s.lease_s, s.test_id, s.variant, s.status, s.attempt,
        s.error, s.count, s.recipient_raw, s.line AS raw
-FROM {staged} s ASOF JOIN (SELECT file_id, first_row FROM files WHERE staged = '{staged}') f
+FROM {ident:staged} s ASOF JOIN (SELECT file_id, first_row FROM files WHERE staged = {lit:staged}) f
   ON s.rowid >= f.first_row
 WHERE s.problem IS NULL
 
 -- name: skipped_part_of_many
--- Template: the lines of a staged table holding many files ({staged}) that are not records.
+-- Template: the lines of a staged table holding many files ({ident:staged}) that are not records.
+-- dialect: duckdb
 SELECT f.file_id, s.rowid - f.first_row + 1 AS line_no, s.problem AS reason, s.line AS text
-FROM {staged} s ASOF JOIN (SELECT file_id, first_row FROM files WHERE staged = '{staged}') f
+FROM {ident:staged} s ASOF JOIN (SELECT file_id, first_row FROM files WHERE staged = {lit:staged}) f
   ON s.rowid >= f.first_row
 WHERE s.problem IS NOT NULL
 
@@ -271,6 +320,7 @@ WHERE s.problem IS NOT NULL
 -- (a line logged twice is one send; one provider id may cover several recipients of one API call).
 -- Only keys whose 64-bit hash occurs twice are compared exactly: no window or wide hash table over every
 -- send, which is what keeps a 10M-line case fast within the memory limit.
+-- dialect: duckdb
 CREATE OR REPLACE TABLE sends AS
 WITH ok AS NOT MATERIALIZED (  -- scanned three times rather than held: 10M sends do not fit
     SELECT source, line_no AS line, ts, worker, incarnation, coalesce(campaign, '') AS campaign,
@@ -290,4 +340,5 @@ SELECT * EXCLUDE (h) FROM first_of_repeated
 
 -- name: first_fatal_skip
 -- The first non-blank line that is not a record (what --strict stops on).
+-- dialect: duckdb
 SELECT source, line_no, reason FROM skipped WHERE reason <> 'blank line' ORDER BY source, line_no LIMIT 1

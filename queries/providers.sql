@@ -7,6 +7,7 @@
 -- Helper macros: metadata paths, address and message-id normalisation, tolerant timestamps.
 -- Each event is parsed ONCE per provider: every field comes from one json_extract_string(e, [paths])
 -- call; the paths list is built from constants and bound parameters only, so DuckDB plans it once.
+-- dialect: duckdb
 CREATE OR REPLACE TEMP MACRO mm_meta_paths(prefixes, keys, suffix) AS (
     flatten(list_transform(prefixes, lambda p: list_transform(keys,
         lambda k: p || '."' || replace(k, '"', '\"') || '"' || suffix)))
@@ -15,7 +16,8 @@ CREATE OR REPLACE TEMP MACRO mm_meta_paths(prefixes, keys, suffix) AS (
 CREATE OR REPLACE TEMP MACRO mm_meta_all(prefixes, suffix, ck, sk, kk) AS (
     mm_meta_paths(prefixes, ck, suffix) || mm_meta_paths(prefixes, sk, suffix) || mm_meta_paths(prefixes, kk, suffix)
 );
-CREATE OR REPLACE TEMP MACRO mm_first(l) AS (list_filter(l, lambda x: x <> '')[1]);  -- NULL <> '' is NULL: dropped too
+-- NULL <> '' is NULL: dropped too
+CREATE OR REPLACE TEMP MACRO mm_first(l) AS (list_filter(l, lambda x: x <> '')[1]);
 -- The first non-empty of n values from index lo; the list is filtered only when the first place is empty.
 CREATE OR REPLACE TEMP MACRO mm_first_in(v, lo, n) AS (
     CASE WHEN n > 0 THEN coalesce(nullif(v[lo], ''), mm_first(v[lo + 1 : lo + n - 1])) END
@@ -48,6 +50,7 @@ CREATE OR REPLACE TEMP MACRO mm_ts(x) AS (
 
 -- name: provider_malformed_docs
 -- Documents that are not JSON at all: reported with file:line, never fatal for JSON Lines.
+-- dialect: duckdb
 SELECT source_file, source_line, 'not valid JSON' AS reason
 FROM provider_docs
 WHERE provider <> 'postfix' AND trim(text) <> '' AND NOT json_valid(text)
@@ -57,6 +60,7 @@ ORDER BY source_file, source_line
 -- Valid documents → one JSON event each (view provider_events): batches, paging containers and envelopes unwrapped.
 -- Fast path: a document that starts with '{' from a provider without containers or envelopes
 -- (SendGrid, Resend, Brevo, generic) is the event itself, read in place without further parsing or copying.
+-- dialect: duckdb
 CREATE OR REPLACE TEMP TABLE provider_events_unwrapped AS
 WITH valid AS (
     SELECT provider, source_file, source_line, text::JSON AS j
@@ -92,14 +96,15 @@ SELECT provider, source_file, source_line, e FROM provider_events_unwrapped
 
 -- name: provider_rows_sendgrid
 -- SendGrid Event Webhook: processed = sent; delivered/bounce/deferred prove it; dropped = not sent.
+-- dialect: duckdb
 WITH picked AS (
     SELECT source_file, source_line,
         json_extract_string(e, ['$.event', '$.sg_message_id', '$."smtp-id"', '$.email', '$.timestamp']
-            || mm_meta_all(['$', '$.unique_args', '$.custom_args'], '', $campaign_keys, $step_keys, $candidate_keys)) AS v
+            || mm_meta_all(['$', '$.unique_args', '$.custom_args'], '', :campaign_keys, :step_keys, :candidate_keys)) AS v
     FROM provider_events WHERE provider = 'sendgrid'
 ), named AS (
     SELECT source_file, source_line, v[1] AS event, nullif(trim(v[2]), '') AS sg, v[3] AS smtp_id, v[4] AS email,
-        v[5] AS ts, mm_meta_at(v, 6, 3, $campaign_keys, $step_keys, $candidate_keys) AS m
+        v[5] AS ts, mm_meta_at(v, 6, 3, :campaign_keys, :step_keys, :candidate_keys) AS m
     FROM picked
 )
 SELECT 'sendgrid' AS provider, source_file, source_line,
@@ -119,15 +124,16 @@ FROM named
 
 -- name: provider_rows_mailgun
 -- Mailgun events (webhook event-data, Events API items, legacy form posts): accepted = sent.
+-- dialect: duckdb
 WITH picked AS (
     SELECT source_file, source_line,
         json_extract_string(e, ['$.event', '$.message.headers."message-id"', '$."Message-Id"', '$.recipient',
                                 '$.message.headers.to', '$.timestamp']
-            || mm_meta_all(['$."user-variables"', '$'], '', $campaign_keys, $step_keys, $candidate_keys)) AS v
+            || mm_meta_all(['$."user-variables"', '$'], '', :campaign_keys, :step_keys, :candidate_keys)) AS v
     FROM provider_events WHERE provider = 'mailgun'
 ), named AS (
     SELECT source_file, source_line, v[1] AS event, coalesce(v[2], v[3]) AS raw_id, v[4] AS rcpt, v[5] AS header_to,
-        v[6] AS ts, mm_meta_at(v, 7, 2, $campaign_keys, $step_keys, $candidate_keys) AS m
+        v[6] AS ts, mm_meta_at(v, 7, 2, :campaign_keys, :step_keys, :candidate_keys) AS m
     FROM picked
 )
 SELECT 'mailgun' AS provider, source_file, source_line,
@@ -145,14 +151,15 @@ FROM named
 
 -- name: provider_rows_ses
 -- Amazon SES events and notifications: Send = sent; Delivery/Bounce/DeliveryDelay prove it; Reject and Rendering Failure = not sent.
+-- dialect: duckdb
 WITH picked AS (
     SELECT source_file, source_line, e,
         json_extract_string(e, ['$.eventType', '$.notificationType', '$.Type', '$.mail.messageId', '$.mail.timestamp']
-            || mm_meta_all(['$.mail.tags'], '[0]', $campaign_keys, $step_keys, $candidate_keys)) AS v,
+            || mm_meta_all(['$.mail.tags'], '[0]', :campaign_keys, :step_keys, :candidate_keys)) AS v,
         json_type(e, '$.mail') = 'OBJECT' AS has_mail
     FROM provider_events WHERE provider = 'ses'
 ), typed AS (
-    SELECT *, coalesce(v[1], v[2], v[3]) AS kind, mm_meta_at(v, 6, 1, $campaign_keys, $step_keys, $candidate_keys) AS m
+    SELECT *, coalesce(v[1], v[2], v[3]) AS kind, mm_meta_at(v, 6, 1, :campaign_keys, :step_keys, :candidate_keys) AS m
     FROM picked
 ), exploded AS (
     SELECT *, unnest(coalesce(
@@ -181,15 +188,16 @@ FROM exploded
 
 -- name: provider_rows_postmark
 -- Postmark webhooks (Delivery/Bounce prove a send) and outbound search results (Status Sent/Queued/Processed).
+-- dialect: duckdb
 WITH picked AS (
     SELECT source_file, source_line, e,
         json_extract_string(e, ['$.RecordType', '$.Status', '$.Recipient', '$.Email', '$.MessageID', '$.MessageId',
                                 '$.messageid', '$.ReceivedAt', '$.DeliveredAt', '$.BouncedAt', '$.ChangedAt']
-            || mm_meta_all(['$.Metadata'], '', $campaign_keys, $step_keys, $candidate_keys)) AS v
+            || mm_meta_all(['$.Metadata'], '', :campaign_keys, :step_keys, :candidate_keys)) AS v
     FROM provider_events WHERE provider = 'postmark'
 ), typed AS (
     SELECT *, coalesce(v[1], v[2]) AS kind, v[1] IS NULL AS is_outbound,
-        mm_meta_at(v, 12, 1, $campaign_keys, $step_keys, $candidate_keys) AS m
+        mm_meta_at(v, 12, 1, :campaign_keys, :step_keys, :candidate_keys) AS m
     FROM picked
 ), exploded AS (
     SELECT *, unnest(CASE
@@ -214,14 +222,15 @@ FROM exploded
 
 -- name: provider_rows_resend
 -- Resend webhooks: email.sent = sent; delivered/delayed/bounced prove it, except a suppressed bounce.
+-- dialect: duckdb
 WITH picked AS (
     SELECT source_file, source_line, e,
         json_extract_string(e, ['$.type', '$.data.bounce.message', '$.data.email_id', '$.data.created_at',
                                 '$.created_at', '$.data.to']
-            || mm_meta_all(['$.data.tags'], '', $campaign_keys, $step_keys, $candidate_keys)) AS v
+            || mm_meta_all(['$.data.tags'], '', :campaign_keys, :step_keys, :candidate_keys)) AS v
     FROM provider_events WHERE provider = 'resend'
 ), exploded AS (
-    SELECT *, v[1] AS kind, mm_meta_at(v, 7, 1, $campaign_keys, $step_keys, $candidate_keys) AS m,
+    SELECT *, v[1] AS kind, mm_meta_at(v, 7, 1, :campaign_keys, :step_keys, :candidate_keys) AS m,
         unnest(coalesce(mm_some(json_extract_string(e, '$.data.to[*]')), [v[6]])) AS raw_recipient
     FROM picked
 )
@@ -242,18 +251,19 @@ FROM exploded
 -- name: provider_rows_brevo
 -- Brevo transactional webhooks: request = sent; delivered/bounces/deferred prove it; blocked/invalid/error = not sent.
 -- Metadata is looked up in the X-Mailin-custom JSON first, then at the top level.
+-- dialect: duckdb
 WITH picked AS (
     SELECT source_file, source_line,
         json_extract_string(e, ['$.event', '$."message-id"', '$.email', '$.ts_epoch', '$.ts_event', '$."X-Mailin-custom"']
-            || mm_meta_all(['$'], '', $campaign_keys, $step_keys, $candidate_keys)) AS v
+            || mm_meta_all(['$'], '', :campaign_keys, :step_keys, :candidate_keys)) AS v
     FROM provider_events WHERE provider = 'brevo'
 ), custom AS (
     SELECT *, CASE WHEN json_valid(v[6]) THEN
-        json_extract_string(v[6], mm_meta_all(['$'], '', $campaign_keys, $step_keys, $candidate_keys)) END AS xv
+        json_extract_string(v[6], mm_meta_all(['$'], '', :campaign_keys, :step_keys, :candidate_keys)) END AS xv
     FROM picked
 ), named AS (
-    SELECT *, mm_meta_at(xv, 1, 1, $campaign_keys, $step_keys, $candidate_keys) AS xm,
-        mm_meta_at(v, 7, 1, $campaign_keys, $step_keys, $candidate_keys) AS m
+    SELECT *, mm_meta_at(xv, 1, 1, :campaign_keys, :step_keys, :candidate_keys) AS xm,
+        mm_meta_at(v, 7, 1, :campaign_keys, :step_keys, :candidate_keys) AS m
     FROM custom
 )
 SELECT 'brevo' AS provider, source_file, source_line,
@@ -273,21 +283,22 @@ FROM named
 
 -- name: provider_rows_generic
 -- Generic JSON Lines with a --map: every event is a send unless a mapped event field says otherwise.
+-- dialect: duckdb
 WITH picked AS (
     SELECT source_file, source_line,
-        json_extract_string(e, mm_meta_paths(['$'], [$event_key, $msg_id_key, $recipient_key, $sent_at_key], '')
-            || mm_meta_all(['$'], '', $campaign_keys, $step_keys, $candidate_keys)) AS v
+        json_extract_string(e, mm_meta_paths(['$'], [:event_key, :msg_id_key, :recipient_key, :sent_at_key], '')
+            || mm_meta_all(['$'], '', :campaign_keys, :step_keys, :candidate_keys)) AS v
     FROM provider_events WHERE provider = 'generic'
 ), named AS (
     SELECT source_file, source_line, mm_first([v[1]]) AS event, mm_first([v[2]]) AS raw_id,
-        mm_first([v[3]]) AS rcpt, mm_first([v[4]]) AS ts, mm_meta_at(v, 5, 1, $campaign_keys, $step_keys, $candidate_keys) AS m
+        mm_first([v[3]]) AS rcpt, mm_first([v[4]]) AS ts, mm_meta_at(v, 5, 1, :campaign_keys, :step_keys, :candidate_keys) AS m
     FROM picked
 )
 SELECT 'generic' AS provider, source_file, source_line,
     coalesce(event, 'send') AS event_type,
-    CASE WHEN $event_key = '' THEN 'sent'
-         WHEN list_contains($sent_words, lower(event)) THEN 'sent'
-         WHEN list_contains($not_sent_words, lower(event)) THEN 'not_sent'
+    CASE WHEN :event_key = '' THEN 'sent'
+         WHEN list_contains(:sent_words, lower(event)) THEN 'sent'
+         WHEN list_contains(:not_sent_words, lower(event)) THEN 'not_sent'
          ELSE 'not_a_send_event' END AS verdict,
     mm_msgid(raw_id) AS msg_id,
     NULL AS alt_id,
@@ -301,6 +312,7 @@ FROM named
 -- Postfix maillog lines (provider_docs rows of provider 'postfix'): status=sent to a non-local relay = sent;
 -- hand-offs to a local content filter and "forwarded as" are not sends; bounced/deferred = not sent.
 -- queue id → message-id comes from the nearest earlier cleanup line of the same file (queue ids are reused).
+-- dialect: duckdb
 WITH lines AS (
     SELECT source_file, source_line, text,
         regexp_extract(text, 'postfix(?:-[A-Za-z0-9_.-]+)?/([A-Za-z0-9_/-]+)\[[0-9]+\]: ([0-9A-Za-z]{5,}): (.*)$',
@@ -322,8 +334,8 @@ WITH lines AS (
     SELECT *, CAST(sum(wrapped) OVER (PARTITION BY source_file ORDER BY source_line) AS BIGINT) AS year_offset
     FROM rollover
 ), dated AS (
-    SELECT *, coalesce(rfc_ts, timezone($tz, try(make_timestamp(
-            CAST($year AS BIGINT) + year_offset,
+    SELECT *, coalesce(rfc_ts, timezone(:tz, try(make_timestamp(
+            CAST(:year AS BIGINT) + year_offset,
             month, TRY_CAST(c.day AS BIGINT), TRY_CAST(c.h AS BIGINT), TRY_CAST(c.m AS BIGINT),
             TRY_CAST(c.s AS DOUBLE))))) AS ts
     FROM years
@@ -357,13 +369,14 @@ WHERE d.d.rcpt <> ''
 -- name: provider_rows_csv
 -- A CSV export already renamed to canonical columns (recipient, msg_id, sent_at, event, campaign, step,
 -- candidate) and registered as provider_csv; SendGrid's activity export keeps only the sg_message_id prefix.
-SELECT $provider AS provider, source_file, source_line,
+-- dialect: duckdb
+SELECT :provider AS provider, source_file, source_line,
     coalesce(event, 'send') AS event_type,
     CASE WHEN event IS NULL THEN 'sent'
-         WHEN list_contains($sent_words, lower(trim(event))) THEN 'sent'
-         WHEN list_contains($not_sent_words, lower(trim(event))) THEN 'not_sent'
+         WHEN list_contains(:sent_words, lower(trim(event))) THEN 'sent'
+         WHEN list_contains(:not_sent_words, lower(trim(event))) THEN 'not_sent'
          ELSE 'not_a_send_event' END AS verdict,
-    CASE WHEN $provider = 'sendgrid' AND NOT regexp_matches(trim(msg_id), '^(filter|recvd-)')
+    CASE WHEN :provider = 'sendgrid' AND NOT regexp_matches(trim(msg_id), '^(filter|recvd-)')
          THEN split_part(trim(msg_id), '.', 1) ELSE mm_msgid(msg_id) END AS msg_id,
     NULL AS alt_id,
     msg_id AS provider_msg_id,
@@ -378,6 +391,7 @@ FROM provider_csv
 -- The kept row is the first by (verdict rank, sent_at, file, line); missing metadata is filled from the
 -- group. Rows without a key or recipient stay as they are. One hash aggregation that carries only the row
 -- number of the kept row (joined back after), no window sorts. Input: provider_event_rows with a unique `rid`.
+-- dialect: duckdb
 WITH numbered AS (
     SELECT * FROM provider_event_rows
 ), alternates AS (
@@ -416,4 +430,5 @@ FROM chosen
 
 -- name: provider_session_utc
 -- Reader sessions compute and print times in UTC.
+-- dialect: duckdb
 SET TimeZone = 'UTC'

@@ -8,6 +8,7 @@
 -- goes to the incarnation the worker had started last by then) and where it came from (`src` s/e: `rid` = rowid
 -- in sends, or `rsource` and `rid` = file and line of the event), so details are fetched only for the few
 -- records drawn one by one.
+-- dialect: duckdb
 CREATE OR REPLACE TEMP MACRO mm_lane(w, i) AS coalesce(w, '(no worker)') || coalesce(' · ' || i, '');
 CREATE OR REPLACE TEMP TABLE report_marks AS
 WITH dup AS (
@@ -42,6 +43,7 @@ FROM (SELECT * FROM sends_drawn UNION ALL BY NAME SELECT * FROM lifecycle_drawn)
 -- name: report_lanes
 -- One row per lane (worker · incarnation) active between :t_from and :t_to (epoch ms): how much it did
 -- and when, in worker then start order.
+-- dialect: duckdb
 SELECT mm_lane(worker, inc) AS lane, worker, inc AS incarnation, count(*) AS marks,
        count(*) FILTER (WHERE what IN ('send', 'duplicate send')) AS sends,
        count(*) FILTER (WHERE what = 'duplicate send') AS duplicate_sends,
@@ -53,15 +55,18 @@ ORDER BY worker NULLS LAST, min(t), lane
 
 -- name: report_span
 -- The time span the timeline covers and how many records it holds.
+-- dialect: duckdb
 SELECT min(t) AS first_ms, max(t) AS last_ms, count(*) AS marks FROM report_marks
 
 -- name: report_range_count
 -- How many records fall between :t_from and :t_to (epoch ms).
+-- dialect: duckdb
 SELECT count(*) AS marks FROM report_marks WHERE t BETWEEN :t_from AND :t_to
 
 -- name: report_points
 -- Few records between :t_from and :t_to: each its own mark with its details (lanes outside :kept fold
 -- into :other), oldest first.
+-- dialect: duckdb
 WITH drawn AS (
     SELECT *, mm_lane(worker, inc) AS lane FROM report_marks
     WHERE t BETWEEN :t_from AND :t_to ORDER BY t, lane LIMIT :limit
@@ -81,6 +86,7 @@ ORDER BY m.t, lane
 -- name: report_bins
 -- Many records: counted per lane, kind of record and time bin of :bin_ms milliseconds from :t_from
 -- (lanes outside :kept fold into :other).
+-- dialect: duckdb
 WITH binned AS (
     SELECT worker, inc, what, (t - :t_from) // :bin_ms AS bin, count(*) AS n
     FROM report_marks
@@ -99,6 +105,7 @@ ORDER BY t, lane, what
 -- name: report_leases
 -- Claims with a lease overlapping :t_from..:t_to, as intervals from the claim to the moment the lease
 -- runs out (first :limit; lanes outside :kept fold into :other).
+-- dialect: duckdb
 WITH claims AS (
     SELECT mm_lane(worker, inc) AS lane, t, t + (lease_s * 1000)::BIGINT AS t2, shard, lease_s
     FROM report_marks
@@ -112,6 +119,7 @@ ORDER BY t, lane
 
 -- name: report_affected_first
 -- The first :limit duplicated people (by incident, campaign, step, recipient) with their sends.
+-- dialect: duckdb
 SELECT d.recipient, d.campaign, d.step, d.kind, i.id AS incident, count(*) AS sends,
        list(DISTINCT s.worker ORDER BY s.worker) FILTER (WHERE s.worker IS NOT NULL) AS workers,
        list(DISTINCT s.variant ORDER BY s.variant) FILTER (WHERE s.variant IS NOT NULL) AS variants,
@@ -126,10 +134,12 @@ LIMIT :limit
 
 -- name: report_affected_count
 -- How many duplicated people there are in all.
+-- dialect: duckdb
 SELECT count(*) AS people FROM dup_people
 
 -- name: report_tests_involved
 -- A/B tests that carry duplicated people, most affected first (at most :limit).
+-- dialect: duckdb
 SELECT test_id, count(*) AS people
 FROM dup_people
 WHERE test_id IS NOT NULL AND test_id <> ''

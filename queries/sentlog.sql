@@ -1,8 +1,9 @@
 -- The durable sent-log: who was really emailed, per campaign and step.
--- Every block runs unchanged on PostgreSQL and DuckDB.
+-- Each block says which of PostgreSQL and DuckDB it runs on (`-- dialect:`).
 
 -- name: sent_log_create_table
 -- The durable sent_log table; (msg_id, recipient) is unique so a re-run inserts nothing.
+-- dialect: duckdb postgres
 CREATE TABLE IF NOT EXISTS sent_log (
     campaign    TEXT NOT NULL DEFAULT '',
     step        TEXT NOT NULL DEFAULT '',
@@ -18,14 +19,17 @@ CREATE TABLE IF NOT EXISTS sent_log (
 
 -- name: sent_log_create_index
 -- The check-before-send lookup path: (campaign, step, recipient).
+-- dialect: duckdb postgres
 CREATE INDEX IF NOT EXISTS sent_log_campaign_step_recipient ON sent_log (campaign, step, recipient)
 
 -- name: sent_log_pg_ddl_lock
 -- PostgreSQL only: serialise concurrent CREATE TABLE IF NOT EXISTS (it can race on pg_type).
+-- dialect: postgres
 SELECT pg_advisory_xact_lock(724531601)
 
 -- name: sent_log_already_sent
 -- True if the recipient was sent this campaign (and step; a row of unknown step '' counts, to be safe).
+-- dialect: duckdb postgres
 SELECT EXISTS (
     SELECT 1 FROM sent_log
     WHERE campaign = :campaign
@@ -35,6 +39,7 @@ SELECT EXISTS (
 
 -- name: sent_log_record_send
 -- Insert one send if (msg_id, recipient) is not there yet; returns the row only when inserted.
+-- dialect: duckdb postgres
 INSERT INTO sent_log (campaign, step, recipient, candidate, msg_id, sent_at, provider, source_file)
 VALUES (:campaign, :step, :recipient, :candidate, :msg_id, :sent_at, :provider, :source_file)
 ON CONFLICT (msg_id, recipient) DO NOTHING
@@ -42,6 +47,7 @@ RETURNING msg_id
 
 -- name: sent_log_stage_create
 -- A session-private staging table for one backfill run (bulk-loaded, then merged).
+-- dialect: duckdb postgres
 CREATE TEMPORARY TABLE sent_log_stage (
     campaign    TEXT,
     step        TEXT,
@@ -55,55 +61,68 @@ CREATE TEMPORARY TABLE sent_log_stage (
 
 -- name: sent_log_stage_drop
 -- Drop the staging table of a previous run on this connection, if any.
+-- dialect: duckdb postgres
 DROP TABLE IF EXISTS sent_log_stage
 
 -- name: sent_log_stage_copy
 -- PostgreSQL COPY into the staging table (CSV written by Arrow: quoted strings, bare NULLs).
+-- dialect: postgres
 COPY sent_log_stage (campaign, step, recipient, candidate, msg_id, sent_at, provider, source_file) FROM STDIN (FORMAT csv)
 
 -- name: sent_log_copy
 -- PostgreSQL COPY straight into an EMPTY sent_log, under sent_log_lock_writers (rows deduplicated, campaign/step never NULL).
+-- dialect: postgres
 COPY sent_log (campaign, step, recipient, candidate, msg_id, sent_at, provider, source_file) FROM STDIN (FORMAT csv)
 
 -- name: sent_log_lock_writers
 -- PostgreSQL only: hold off other writers (record_send, other backfills) until this backfill commits; readers go on.
+-- dialect: postgres
 LOCK TABLE sent_log IN SHARE ROW EXCLUSIVE MODE
 
 -- name: sent_log_pg_missing
 -- PostgreSQL: true when sent_log does not exist yet (asked under sent_log_pg_ddl_lock, so no creator races it).
+-- dialect: postgres
 SELECT to_regclass('sent_log') IS NULL AS missing
 
 -- name: sent_log_pg_drop_unique
 -- PostgreSQL, only on a sent_log created in this very transaction (invisible to others): build the key after the load.
+-- dialect: postgres
 ALTER TABLE sent_log DROP CONSTRAINT sent_log_msg_id_recipient_key
 
 -- name: sent_log_pg_drop_index
 -- PostgreSQL, only on a sent_log created in this very transaction: build the lookup index after the load.
+-- dialect: postgres
 DROP INDEX sent_log_campaign_step_recipient
 
 -- name: sent_log_pg_add_unique
 -- PostgreSQL: the (msg_id, recipient) key exactly as sent_log_create_table names and defines it, built in one sort.
+-- dialect: postgres
 ALTER TABLE sent_log ADD CONSTRAINT sent_log_msg_id_recipient_key UNIQUE (msg_id, recipient)
 
 -- name: sent_log_pg_index_memory
 -- PostgreSQL: sort memory for building sent_log's indexes after a first bulk load (this transaction only).
+-- dialect: postgres
 SET LOCAL maintenance_work_mem = '256MB'
 
 -- name: sent_log_is_empty
 -- True when sent_log has no row at all (a first backfill can COPY straight into it).
+-- dialect: postgres
 SELECT NOT EXISTS (SELECT 1 FROM sent_log) AS empty
 
 -- name: sent_log_stage_analyze
 -- PostgreSQL: statistics for the staging table, so the merge picks a hash anti-join for big loads.
+-- dialect: postgres
 ANALYZE sent_log_stage
 
 -- name: sent_log_stage_from_arrow
--- DuckDB: fill the staging table from a registered Arrow table named {source}.
+-- DuckDB: fill the staging table from the registered Arrow table sent_log_arrow.
+-- dialect: duckdb
 INSERT INTO sent_log_stage
-SELECT campaign, step, recipient, candidate, msg_id, sent_at, provider, source_file FROM {source}
+SELECT campaign, step, recipient, candidate, msg_id, sent_at, provider, source_file FROM sent_log_arrow
 
 -- name: sent_log_merge_stage
 -- Move staged (already deduplicated) sends into sent_log; existing rows untouched.
+-- dialect: duckdb
 INSERT INTO sent_log (campaign, step, recipient, candidate, msg_id, sent_at, provider, source_file)
 SELECT coalesce(campaign, ''), coalesce(step, ''), recipient, candidate, msg_id, sent_at, provider, source_file
 FROM sent_log_stage
@@ -114,6 +133,7 @@ ON CONFLICT (msg_id, recipient) DO NOTHING
 -- name: sent_log_merge_stage_locked
 -- PostgreSQL, under sent_log_lock_writers: insert the staged sends sent_log lacks (an anti-join; no other
 -- writer can add a row meanwhile, so no per-row ON CONFLICT check is needed).
+-- dialect: postgres
 INSERT INTO sent_log (campaign, step, recipient, candidate, msg_id, sent_at, provider, source_file)
 SELECT coalesce(s.campaign, ''), coalesce(s.step, ''), s.recipient, s.candidate, s.msg_id, s.sent_at, s.provider,
        s.source_file
@@ -125,6 +145,7 @@ ORDER BY s.msg_id, s.recipient
 -- name: sent_log_dedupe_view
 -- DuckDB over sends registered as sent_log_sends_in: view sent_log_dedup, one row per (msg_id, recipient) -- the
 -- earliest send (then the first file) wins --, campaign/step '' when unknown (a COPY into sent_log needs them NOT NULL).
+-- dialect: duckdb
 CREATE OR REPLACE TEMP VIEW sent_log_dedup AS
 SELECT coalesce(r.campaign, '') AS campaign, coalesce(r.step, '') AS step, recipient, r.candidate, msg_id,
        r.sent_at, r.provider, r.source_file
@@ -141,6 +162,7 @@ FROM (
 -- name: sent_log_unique_view
 -- DuckDB: view sent_log_dedup over sends the caller guarantees unique per (msg_id, recipient) (one provider's
 -- collapsed rows): no aggregation, only campaign/step '' when unknown. A broken promise fails on the unique key.
+-- dialect: duckdb
 CREATE OR REPLACE TEMP VIEW sent_log_dedup AS
 SELECT coalesce(campaign, '') AS campaign, coalesce(step, '') AS step, recipient, candidate, msg_id,
        sent_at, provider, source_file
@@ -149,32 +171,34 @@ WHERE msg_id IS NOT NULL AND recipient IS NOT NULL
 
 -- name: sent_log_dedup_rows
 -- DuckDB: the rows of view sent_log_dedup.
+-- dialect: duckdb
 SELECT campaign, step, recipient, candidate, msg_id, sent_at, provider, source_file FROM sent_log_dedup
 
--- name: sent_log_csv_rows
--- DuckDB: the rows of view sent_log_dedup as text for PostgreSQL's COPY (UTC offsets kept).
-SELECT campaign, step, recipient, candidate, msg_id, CAST(sent_at AS VARCHAR) AS sent_at, provider, source_file
-FROM sent_log_dedup
-
 -- name: sent_log_csv_rows_by_lookup
--- DuckDB: as sent_log_csv_rows, in (campaign, step, recipient) order: building the lookup index over a heap in
--- that order lets PostgreSQL's sort take its presorted shortcut instead of comparing every pair of keys.
+-- DuckDB: the rows of view sent_log_dedup as text for PostgreSQL's COPY (UTC offsets kept), in (campaign, step,
+-- recipient) order: building the lookup index over a heap in that order lets PostgreSQL's sort take its
+-- presorted shortcut instead of comparing every pair of keys.
+-- dialect: duckdb
 SELECT campaign, step, recipient, candidate, msg_id, CAST(sent_at AS VARCHAR) AS sent_at, provider, source_file
 FROM sent_log_dedup
 ORDER BY campaign, step, recipient
 
 -- name: sent_log_csv_rows_by_key
--- DuckDB: as sent_log_csv_rows, in (msg_id, recipient) order so PostgreSQL appends to the unique index.
+-- DuckDB: the rows of view sent_log_dedup as text for PostgreSQL's COPY (UTC offsets kept), in (msg_id, recipient)
+-- order so PostgreSQL appends to the unique index.
+-- dialect: duckdb
 SELECT campaign, step, recipient, candidate, msg_id, CAST(sent_at AS VARCHAR) AS sent_at, provider, source_file
 FROM sent_log_dedup
 ORDER BY msg_id, recipient
 
 -- name: sent_log_count
 -- Number of rows in sent_log.
+-- dialect: duckdb postgres
 SELECT count(*) AS n FROM sent_log
 
 -- name: sent_log_lookup
 -- The sends recorded for a recipient in a campaign, newest first (for `sentlog check` output).
+-- dialect: duckdb postgres
 SELECT campaign, step, recipient, msg_id, sent_at, provider
 FROM sent_log
 WHERE campaign = :campaign
@@ -185,6 +209,7 @@ LIMIT 1
 
 -- name: sent_log_export_duplicates
 -- DuckDB over the reader's collapsed rows (provider_sends_view): people the export itself shows emailed more than once per campaign and step.
+-- dialect: duckdb
 WITH sent AS (
     SELECT coalesce(campaign, '') AS campaign, coalesce(step, '') AS step, recipient, msg_id, sent_at
     FROM provider_sends_view
@@ -202,6 +227,7 @@ ORDER BY sends DESC, campaign, step, recipient
 
 -- name: sent_log_export_skipped
 -- DuckDB over the reader's event rows (provider_events_view): events that are not sends, counted by provider and type.
+-- dialect: duckdb
 SELECT provider, event_type, verdict, count(*) AS events
 FROM provider_events_view
 WHERE verdict <> 'sent'
@@ -210,6 +236,7 @@ ORDER BY events DESC, provider, event_type
 
 -- name: sent_log_export_incomplete
 -- DuckDB over collapsed rows: sends that cannot be recorded because the export lacks a recipient or message id.
+-- dialect: duckdb
 SELECT source_file, source_line, provider, event_type,
        CASE WHEN recipient IS NULL THEN 'send event without a recipient' ELSE 'send event without a message id' END AS reason
 FROM provider_sends_view
@@ -218,4 +245,5 @@ ORDER BY source_file, source_line
 
 -- name: sent_log_pg_backend_pid
 -- PostgreSQL: this connection's server process id (the backfill benchmark reads its CPU time).
+-- dialect: postgres
 SELECT pg_backend_pid() AS pid

@@ -57,17 +57,11 @@ APPLY_STEPS = (
 )
 
 
-def _arrow(con, name: str, params: dict):
-    relation = con.sql(queries.get(name).for_duckdb(), params=params)
-    fetch = getattr(relation, "to_arrow_table", None) or relation.arrow  # DuckDB 2 / DuckDB 1.x
-    return fetch()
-
-
 def build_plan(con, report: AbReport, run_id: str) -> AbPlan:
     """Exclusion rows for the contaminated units, sticky first-seen assignments for every unit."""
-    exclusions = _arrow(con, "ab_plan_exclusions", {"test_id": report.test_id, "run_id": run_id})
+    exclusions = queries.arrow(con, "ab_plan_exclusions", {"test_id": report.test_id, "run_id": run_id})
     source = f"first-seen:{run_id}"
-    assignments = _arrow(con, "ab_plan_assignments", {"test_id": report.test_id, "source": source})
+    assignments = queries.arrow(con, "ab_plan_assignments", {"test_id": report.test_id, "source": source})
     return AbPlan(report.test_id, run_id, exclusions, assignments, list(APPLY_STEPS))
 
 
@@ -82,26 +76,27 @@ def _csv_bytes(table) -> bytes:
 
 
 def _pg_stage(cur, plan: AbPlan) -> None:
-    for kind, table in (("exclusions", plan.exclusions), ("assignments", plan.assignments)):
-        cur.execute(queries.get(f"ab_pg_stage_{kind}").sql)
-        with cur.copy(queries.get(f"ab_pg_copy_{kind}").sql) as copy:
+    for stage, copy_in, table in (("ab_pg_stage_exclusions", "ab_pg_copy_exclusions", plan.exclusions),
+                                  ("ab_pg_stage_assignments", "ab_pg_copy_assignments", plan.assignments)):
+        queries.run(cur, stage)
+        with queries.copy(cur, copy_in) as copy:
             copy.write(_csv_bytes(table))
 
 
 def _pg_apply(conn, plan: AbPlan) -> tuple[int, int, int, int]:
     with conn.transaction(), conn.cursor() as cur:
-        cur.execute(queries.get("ab_pg_ddl_lock").sql)
-        cur.execute(queries.get("ab_create_exclusions").sql)
-        cur.execute(queries.get("ab_create_assignments").sql)
+        queries.run(cur, "ab_pg_ddl_lock")
+        queries.run(cur, "ab_create_exclusions")
+        queries.run(cur, "ab_create_assignments")
         _pg_stage(cur, plan)
-        existing, differing = cur.execute(queries.get("ab_assignment_conflicts").sql).fetchone()
-        excluded = cur.execute(queries.get("ab_insert_exclusions").sql).rowcount
-        assigned = cur.execute(queries.get("ab_insert_assignments").sql).rowcount
+        existing, differing = queries.run(cur, "ab_assignment_conflicts").fetchone()
+        excluded = queries.run(cur, "ab_insert_exclusions").rowcount
+        assigned = queries.run(cur, "ab_insert_assignments").rowcount
     return excluded, assigned, existing, differing
 
 
 def _duck_count(con, name: str) -> int:
-    return int(con.execute(queries.get(name).for_duckdb()).fetchone()[0])
+    return int(queries.run(con, name).fetchone()[0])
 
 
 def _duck_apply(con, plan: AbPlan) -> tuple[int, int, int, int]:
@@ -109,9 +104,9 @@ def _duck_apply(con, plan: AbPlan) -> tuple[int, int, int, int]:
     con.register("ab_stage_assignments", plan.assignments)
     try:
         con.begin()
-        con.execute(queries.get("ab_create_exclusions").sql)
-        con.execute(queries.get("ab_create_assignments").sql)
-        existing, differing = con.execute(queries.get("ab_assignment_conflicts").sql).fetchone()
+        queries.run(con, "ab_create_exclusions")
+        queries.run(con, "ab_create_assignments")
+        existing, differing = queries.run(con, "ab_assignment_conflicts").fetchone()
         counts = _duck_count(con, "ab_insert_exclusions"), _duck_count(con, "ab_insert_assignments")
         con.commit()
     except BaseException:
@@ -139,12 +134,10 @@ def apply_plan(store, plan: AbPlan) -> AbApplied:
 
 def stored_assignment(store, test_id: str, unit: str) -> dict | None:
     """The sticky assignment stored for (test, unit), or None (also when the table does not exist)."""
-    lookup = queries.get("ab_lookup_assignment")
-    sql = lookup.for_psycopg() if store.kind == "postgres" else lookup.for_duckdb()
     try:
-        if not store.conn.execute(queries.get("ab_assignments_present").sql).fetchone()[0]:
+        if not queries.run(store.conn, "ab_assignments_present").fetchone()[0]:
             return None
-        row = store.conn.execute(sql, {"test_id": test_id, "unit": unit}).fetchone()
+        row = queries.run(store.conn, "ab_lookup_assignment", {"test_id": test_id, "unit": unit}).fetchone()
     except Exception as exc:
         if not _is_driver_error(exc):
             raise

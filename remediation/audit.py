@@ -19,7 +19,7 @@ from typing import Any
 import queries
 from forensics.errors import DatabaseError, MailmortemError
 from remediation.errors import RefusedError
-from remediation.identifiers import compose, identifier_list, parse_name, parse_table
+from remediation.identifiers import parse_name, parse_table
 
 AUDIT_COLUMNS = ("id", "run_id", "command", "table_name", "key_column", "row_key", "old_values",
                  "new_values", "db_user", "os_user", "changed_at", "undoes")
@@ -38,33 +38,28 @@ def os_user() -> str:
         return "unknown"
 
 
-def _fetch_dicts(cursor) -> list[dict]:
-    names = [d.name for d in cursor.description]
-    return [dict(zip(names, row)) for row in cursor.fetchall()]
-
-
 def ensure_table(conn) -> None:
     """Create the audit table if missing. Runs inside the caller's transaction."""
-    conn.execute(queries.get("audit_ddl_lock").for_psycopg())
-    conn.execute(queries.get("audit_create_table").for_psycopg())
-    conn.execute(queries.get("audit_create_index").for_psycopg())
+    queries.run(conn, "audit_ddl_lock")
+    queries.run(conn, "audit_create_table")
+    queries.run(conn, "audit_create_index")
 
 
 def table_exists(conn) -> bool:
-    return bool(conn.execute(queries.get("audit_table_exists").for_psycopg()).fetchone()[0])
+    return bool(queries.run(conn, "audit_table_exists").fetchone()[0])
 
 
 def run_rows(conn, run_id: str) -> list[dict]:
     """Every audit row of one run (empty if the run is unknown)."""
     if not table_exists(conn):
         return []
-    return _fetch_dicts(conn.execute(queries.get("audit_run_rows").for_psycopg(), {"run_id": run_id}))
+    return queries.rows(conn, "audit_run_rows", {"run_id": run_id})
 
 
 def recent_runs(conn, limit: int = 20) -> list[dict]:
     if not table_exists(conn):
         return []
-    return _fetch_dicts(conn.execute(queries.get("audit_recent_runs").for_psycopg(), {"limit": limit}))
+    return queries.rows(conn, "audit_recent_runs", {"limit": limit})
 
 
 @dataclass(frozen=True)
@@ -77,16 +72,16 @@ class UndoGroup:
     ids: tuple[int, ...]
 
     def idents(self) -> dict:
-        from psycopg import sql
-
+        """Values for the {ident:...} placeholders of the undo queries; a hostile name is refused."""
         table = parse_table(self.table_name)
-        return {"table": table.sql(), "key_column": sql.Identifier(parse_name(self.key_column, "key column")),
-                "cols": identifier_list(self.columns), "r_cols": identifier_list(self.columns, prefix="r")}
+        key = parse_name(self.key_column, "key column")
+        cols = [parse_name(name, "column name") for name in self.columns]
+        return {"table": table.ident(), "key_column": key, "cols": cols, "r_cols": [("r", c) for c in cols]}
 
 
 def undo_groups(conn, run_id: str) -> list[UndoGroup]:
     """The run's audit rows as undo groups; hostile stored names are refused, never executed."""
-    rows = conn.execute(queries.get("audit_run_groups").for_psycopg(), {"run_id": run_id}).fetchall()
+    rows = queries.run(conn, "audit_run_groups", {"run_id": run_id}).fetchall()
     groups = [UndoGroup(t, k, tuple(cols), tuple(ids)) for t, k, cols, ids in rows]
     for group in groups:
         group.idents()  # validates every name before anything runs
@@ -96,8 +91,8 @@ def undo_groups(conn, run_id: str) -> list[UndoGroup]:
 def row_states(conn, group: UndoGroup) -> list[dict]:
     """Per audit row: 'restorable', 'already restored', 'changed since the run' or 'row gone'."""
     idents = group.idents()
-    query = compose("audit_undo_states", table=idents["table"], key_column=idents["key_column"])
-    rows = conn.execute(query, {"ids": list(group.ids)}).fetchall()
+    rows = queries.run(conn, "audit_undo_states", {"ids": list(group.ids)}, table=idents["table"],
+                       key_column=idents["key_column"]).fetchall()
     return [{"table": group.table_name, "row_key": key, "state": state} for _id, key, state in rows]
 
 
@@ -153,7 +148,7 @@ def _undo_group(conn, group: UndoGroup, result: UndoResult) -> None:
     idents = group.idents()
     params = {"ids": list(group.ids), "undo_run_id": result.undo_run_id, "run_id": result.run_id,
               "table_name": group.table_name, "key_column_name": group.key_column, "os_user": os_user()}
-    restored = {row[0] for row in conn.execute(compose("audit_undo_group", **idents), params).fetchall()}
+    restored = {row[0] for row in queries.run(conn, "audit_undo_group", params, **idents).fetchall()}
     result.restored.extend({"table": group.table_name, "row_key": key, "state": "restored"}
                            for key in sorted(restored))
     for state in row_states(conn, group):

@@ -37,10 +37,11 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import queries
 from forensics.addresses import normalize_address
 from remediation import sentlog
 from remediation.claims import LeadsTable
-from remediation.identifiers import compose, parse_name
+from remediation.identifiers import parse_name
 
 
 def default_worker_name() -> str:
@@ -66,12 +67,11 @@ class LoopConfig:
         return self.heartbeat_s if self.heartbeat_s else self.lease_s / 3
 
     def idents(self) -> dict:
-        from psycopg import sql
-
+        """Values for the {ident:...} placeholders of queries/claimloop.sql; hostile names are refused."""
         schema = self.table.table.schema
         seq = parse_name(self.sequence, "sequence name")
-        return {**self.table.idents(), "claim_token": sql.Identifier(parse_name(self.token_column, "column name")),
-                "sequence": sql.Identifier(schema, seq) if schema else sql.Identifier(seq)}
+        return {**self.table.idents(), "claim_token": parse_name(self.token_column, "column name"),
+                "sequence": (schema, seq) if schema else seq}
 
     def params(self, **extra) -> dict:
         t = self.table
@@ -122,29 +122,24 @@ def ensure_claim_schema(conn, cfg: LoopConfig) -> None:
     an exclusive lock on a table live workers are using.
     """
     idents = cfg.idents()
-    params = {"table": idents["table"].as_string(conn), "column": cfg.token_column}
-    sequence = idents["sequence"].as_string(conn)
+    params = {"table": queries.quote_ident(idents["table"]), "column": cfg.token_column,
+              "sequence": queries.quote_ident(idents["sequence"])}
     with conn.transaction():
-        if conn.execute(compose("claimloop_token_column_exists"), params).fetchone()[0] and \
-                conn.execute(compose("claimloop_sequence_exists"), {"sequence": sequence}).fetchone()[0]:
+        if queries.run(conn, "claimloop_token_column_exists", params).fetchone()[0] and \
+                queries.run(conn, "claimloop_sequence_exists", params).fetchone()[0]:
             return
-        conn.execute(compose("claimloop_ddl_lock"))
-        conn.execute(compose("claimloop_add_token_column", **_pick(cfg, "table", "claim_token")))
-        conn.execute(compose("claimloop_create_sequence", sequence=idents["sequence"]))
-
-
-def _pick(cfg: LoopConfig, *names: str) -> dict:
-    idents = cfg.idents()
-    return {name: idents[name] for name in names}
+        queries.run(conn, "claimloop_ddl_lock")
+        queries.run(conn, "claimloop_add_token_column", **idents)
+        queries.run(conn, "claimloop_create_sequence", **idents)
 
 
 def claim_batch(conn, cfg: LoopConfig) -> Batch:
     """Claim up to batch_size leads under one new fencing token (its own transaction)."""
-    sequence = cfg.idents()["sequence"].as_string(conn)
+    sequence = queries.quote_ident(cfg.idents()["sequence"])
     params = cfg.params(reclaim_expired=cfg.reclaim_expired, lease_s=cfg.lease_s, batch_size=cfg.batch_size,
                         sequence=sequence, worker=cfg.worker)
     with conn.transaction():
-        rows = conn.execute(compose("claimloop_claim_batch", **cfg.idents()), params).fetchall()
+        rows = queries.run(conn, "claimloop_claim_batch", params, **cfg.idents()).fetchall()
     leads = tuple(Lead(key, text, email, token, cfg.campaign, cfg.step) for key, text, email, token in rows)
     return Batch(leads[0].token if leads else None, leads)
 
@@ -153,7 +148,7 @@ def renew(conn, cfg: LoopConfig, batch: Batch) -> int:
     """Extend the lease of the batch's unfinished leads; returns how many were renewed."""
     params = cfg.params(keys=batch.keys, token=batch.token)
     with conn.transaction():
-        return len(conn.execute(compose("claimloop_renew", **cfg.idents()), params).fetchall())
+        return len(queries.run(conn, "claimloop_renew", params, **cfg.idents()).fetchall())
 
 
 def release(conn, cfg: LoopConfig, batch: Batch) -> int:
@@ -161,8 +156,8 @@ def release(conn, cfg: LoopConfig, batch: Batch) -> int:
     if not batch.leads:
         return 0
     with conn.transaction():
-        rows = conn.execute(compose("claimloop_release", **cfg.idents()), cfg.params(keys=batch.keys,
-                                                                                      token=batch.token))
+        rows = queries.run(conn, "claimloop_release", cfg.params(keys=batch.keys, token=batch.token),
+                           **cfg.idents())
         return len(rows.fetchall())
 
 
@@ -170,7 +165,7 @@ def process_lead(conn, cfg: LoopConfig, lead: Lead, send: Callable[[Lead], str])
     """Check, send, record and mark one lead in ONE transaction: 'sent', 'already-sent' or 'fenced'."""
     idents, params = cfg.idents(), cfg.params(key=lead.key, token=lead.token)
     with conn.transaction():
-        if conn.execute(compose("claimloop_lock_lead", **idents), params).fetchone() is None:
+        if queries.run(conn, "claimloop_lock_lead", params, **idents).fetchone() is None:
             return "fenced"
         outcome = "already-sent"
         if not sentlog.already_sent(conn, cfg.campaign, cfg.step, lead.email):
@@ -178,7 +173,7 @@ def process_lead(conn, cfg: LoopConfig, lead: Lead, send: Callable[[Lead], str])
             sentlog.record_send(conn, cfg.campaign, cfg.step, lead.email, msg_id,
                                 candidate=lead.key_text, provider=cfg.provider)
             outcome = "sent"
-        conn.execute(compose("claimloop_mark_sent", **idents), params)
+        queries.run(conn, "claimloop_mark_sent", params, **idents)
     return outcome
 
 

@@ -27,7 +27,7 @@ from forensics.errors import ConfigError, DatabaseError, MailmortemError
 from remediation.errors import RefusedError
 from forensics.textsafe import terminal_safe
 from remediation import audit
-from remediation.identifiers import TableName, column, compose, parse_mapping, parse_table
+from remediation.identifiers import TableName, parse_mapping, parse_table
 
 LOGICAL_COLUMNS = ("lead_id", "email", "status", "claimed_by", "claimed_at")
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|sec|secs|m|min|mins|h|hr|hrs|d)?", re.IGNORECASE)
@@ -61,8 +61,8 @@ class LeadsTable:
         return dict(self.columns)[logical]
 
     def idents(self) -> dict:
-        """Quoted identifiers for the `{placeholders}` of queries/claims.sql and claimloop.sql."""
-        return {"table": self.table.sql(), **{name: column(actual) for name, actual in self.columns}}
+        """Values for the `{ident:...}` placeholders of queries/claims.sql and claimloop.sql."""
+        return {"table": self.table.ident(), **dict(self.columns)}
 
 
 def leads_table(table: str = "leads", cols: tuple[str, ...] = (), queued: str | None = None,
@@ -116,18 +116,18 @@ def scan_stale(conn, table: LeadsTable, older_than_s: float, campaign: str | Non
     params = {"status_in_progress": table.in_progress, "older_than_s": older_than_s,
               "campaign": campaign, "step": step}
     with _reading(conn, table):
-        if not conn.execute(queries.get("requeue_sent_log_exists").for_psycopg()).fetchone()[0]:
+        if not queries.run(conn, "requeue_sent_log_exists").fetchone()[0]:
             raise RefusedError("no sent_log table in this database: without it a stale lead that was already "
                                "emailed would be re-queued; run `mailmortem backfill-sentlog` first")
-        rows = conn.execute(compose("requeue_scan_stale", **table.idents()), params).fetchall()
+        rows = queries.run(conn, "requeue_scan_stale", params, **table.idents()).fetchall()
     return [StaleLead(*row) for row in rows]
 
 
 def count_without_claim_time(conn, table: LeadsTable) -> int:
     """In-progress rows with a NULL claim time: no age, so requeue-stale never touches them."""
     with _reading(conn, table):
-        query = compose("requeue_count_no_claim_time", **table.idents())
-        return int(conn.execute(query, {"status_in_progress": table.in_progress}).fetchone()[0])
+        params = {"status_in_progress": table.in_progress}
+        return int(queries.run(conn, "requeue_count_no_claim_time", params, **table.idents()).fetchone()[0])
 
 
 @contextmanager
@@ -235,7 +235,7 @@ def apply_plan(conn, plan: Plan) -> ApplyResult:
         with conn.transaction():
             audit.ensure_table(conn)
             for step in plan.steps:
-                keys = _column(conn.execute(compose(step.query, **idents), step.params))
+                keys = _column(queries.run(conn, step.query, step.params, **idents))
                 _collect(step, keys, result, locked)
     except psycopg.Error as exc:
         raise _db_error(f"requeue of {plan.table.table} rolled back, nothing changed", exc) from None
@@ -256,7 +256,7 @@ def plan_statements(conn, plan: Plan) -> list[dict]:
     """The plan's statements as the server will receive them (placeholders as %(name)s)."""
     idents = plan.table.idents()
     return [{"query": step.query, "description": queries.get(step.query).description, "rows": step.rows,
-             "sql": compose(step.query, **idents).as_string(conn)} for step in plan.steps]
+             "sql": queries.sql(conn, step.query, **idents)} for step in plan.steps]
 
 
 def _column(cursor) -> set:
@@ -284,11 +284,7 @@ def requeue_stale(conn, table: LeadsTable, older_than_s: float, apply: bool = Fa
 
 def worst_batch(con) -> dict | None:
     """Longest claim→release span in a DuckDB connection holding an `events` table."""
-    cursor = con.execute(queries.get("requeue_worst_batch").for_duckdb())
-    row = cursor.fetchone()
-    if row is None:
-        return None
-    return dict(zip([d[0] for d in cursor.description], row))
+    return queries.one(con, "requeue_worst_batch")
 
 
 def worst_batch_from_logs(paths: list[str]) -> dict | None:

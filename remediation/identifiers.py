@@ -1,7 +1,8 @@
 """Table and column names given on the command line, parsed and quoted safely.
 
-Names reach SQL only as `psycopg.sql.Identifier`s, and only after they match a
-plain pattern (letters, digits, `_`, `$`; at most 63 bytes, PostgreSQL's limit).
+Names reach SQL only through `{ident:...}` placeholders, which the query runner
+always quotes, and only after they match a plain pattern (letters, digits, `_`, `$`;
+at most 63 bytes, PostgreSQL's limit).
 Anything else — quotes, semicolons, spaces, dots in a column — is refused with a
 one-line ConfigError before any SQL is built, so a hostile name is never executed.
 """
@@ -38,11 +39,9 @@ class TableName:
     def __str__(self) -> str:
         return f"{self.schema}.{self.name}" if self.schema else self.name
 
-    def sql(self):
-        """The quoted identifier (`"schema"."table"`) for psycopg.sql composition."""
-        from psycopg import sql
-
-        return sql.Identifier(self.schema, self.name) if self.schema else sql.Identifier(self.name)
+    def ident(self) -> str | tuple[str, str]:
+        """The value for an `{ident:...}` placeholder (quoted by the runner as `"schema"."table"`)."""
+        return (self.schema, self.name) if self.schema else self.name
 
 
 def parse_table(text: object) -> TableName:
@@ -55,13 +54,6 @@ def parse_table(text: object) -> TableName:
     return TableName(None, parse_name(parts[0], "table name"))
 
 
-def column(name: str):
-    """A plain (already parsed) column name as a quoted psycopg identifier."""
-    from psycopg import sql
-
-    return sql.Identifier(parse_name(name, "column name"))
-
-
 def parse_mapping(text: object, known: tuple[str, ...]) -> tuple[str, str]:
     """`logical=actual` (e.g. `claimed_at=locked_at`) → (logical, actual), both checked."""
     if not isinstance(text, str) or text.count("=") != 1:
@@ -70,27 +62,3 @@ def parse_mapping(text: object, known: tuple[str, ...]) -> tuple[str, str]:
     if logical not in known:
         raise ConfigError(f"unknown column {_shown(logical)!r} in mapping: expected one of {', '.join(known)}")
     return logical, parse_name(actual, "column name")
-
-
-def compose(query_name: str, **idents):
-    """The named query for psycopg with its `{placeholders}` filled by quoted identifiers.
-
-    Values for placeholders must be psycopg.sql objects (Identifier, or a
-    Composed list of Identifiers); plain strings are refused so raw text can
-    never be spliced into SQL.
-    """
-    import queries
-    from psycopg import sql
-
-    for key, value in idents.items():
-        if not isinstance(value, sql.Composable) or isinstance(value, sql.SQL):
-            raise TypeError(f"placeholder {key} must be a quoted identifier, not {type(value).__name__}")
-    return sql.SQL(queries.get(query_name).for_psycopg()).format(**idents)
-
-
-def identifier_list(names, prefix: str | None = None):
-    """`a, b, c` (or `r.a, r.b`) from plain column names, each checked and quoted."""
-    from psycopg import sql
-
-    quoted = [sql.Identifier(prefix, parse_name(n, "column name")) if prefix else column(n) for n in names]
-    return sql.Composed(quoted).join(", ")

@@ -150,7 +150,7 @@ class AdvisoryJobLock(_Guard):
         return None
 
     def _run(self, name: str) -> tuple:
-        return self.conn.execute(queries.get(name).for_psycopg(), {"name": self.name}).fetchone()
+        return queries.run(self.conn, name, {"name": self.name}).fetchone()
 
     def _session_gone(self) -> bool:
         return bool(getattr(self.conn, "closed", False) or getattr(self.conn, "broken", False))

@@ -24,26 +24,10 @@ def _conn_kind(conn_or_store: Any) -> tuple[Any, str]:
     kind = getattr(conn_or_store, "kind", None)
     if kind in ("postgres", "duckdb") and hasattr(conn_or_store, "conn"):
         return conn_or_store.conn, kind
-    module = type(conn_or_store).__module__
-    if module.startswith("psycopg"):
-        return conn_or_store, "postgres"
-    if module.startswith("duckdb") or module.startswith("_duckdb"):
-        return conn_or_store, "duckdb"
-    raise TypeError(f"not a Store, psycopg or DuckDB connection: {type(conn_or_store).__name__}")
-
-
-def _run(conn: Any, kind: str, name: str, params: dict | None = None, **idents: str):
-    """Execute the named query; returns a cursor/relation with fetch methods."""
-    query = queries.get(name)
-    if kind == "postgres":
-        sql = query.for_psycopg()
-        if idents:
-            sql = sql.format(**idents)
-        return conn.execute(sql, params) if params is not None else conn.execute(sql)
-    sql = query.for_duckdb()
-    if idents:
-        sql = sql.format(**idents)
-    return conn.execute(sql, params) if params is not None else conn.execute(sql)
+    try:
+        return conn_or_store, queries.dialect_of(conn_or_store)
+    except queries.QueryError:
+        raise TypeError(f"not a Store, psycopg or DuckDB connection: {type(conn_or_store).__name__}") from None
 
 
 def ensure_schema(conn_or_store: Any) -> None:
@@ -51,9 +35,9 @@ def ensure_schema(conn_or_store: Any) -> None:
     conn, kind = _conn_kind(conn_or_store)
     owns = conn is not conn_or_store
     if kind == "postgres":
-        _run(conn, kind, "sent_log_pg_ddl_lock")
-    _run(conn, kind, "sent_log_create_table")
-    _run(conn, kind, "sent_log_create_index")
+        queries.run(conn, "sent_log_pg_ddl_lock")
+    queries.run(conn, "sent_log_create_table")
+    queries.run(conn, "sent_log_create_index")
     if owns and kind == "postgres":
         conn.commit()
 
@@ -69,31 +53,26 @@ def already_sent(conn_or_store: Any, campaign: Any, step: Any, recipient: str) -
     every step, because holding one email back is cheaper than sending it twice.
     Addresses are normalised exactly as `diagnose` does. Never commits.
     """
-    conn, kind = _conn_kind(conn_or_store)
+    conn, _kind = _conn_kind(conn_or_store)
     params = {"campaign": "" if campaign is None else str(campaign), "step": _step_param(step),
               "recipient": normalize_address(recipient) or ""}
-    row = _run(conn, kind, "sent_log_already_sent", params).fetchone()
+    row = queries.run(conn, "sent_log_already_sent", params).fetchone()
     return bool(row and row[0])
 
 
 def last_send(conn_or_store: Any, campaign: Any, step: Any, recipient: str) -> dict | None:
     """The most recent recorded send matching `already_sent`'s rule, as a dict (or None)."""
-    conn, kind = _conn_kind(conn_or_store)
+    conn, _kind = _conn_kind(conn_or_store)
     params = {"campaign": "" if campaign is None else str(campaign), "step": _step_param(step),
               "recipient": normalize_address(recipient) or ""}
-    cursor = _run(conn, kind, "sent_log_lookup", params)
-    row = cursor.fetchone()
-    if row is None:
-        return None
-    names = [d[0] for d in cursor.description]
-    return dict(zip(names, row))
+    return queries.one(conn, "sent_log_lookup", params)
 
 
 def record_send(conn_or_store: Any, campaign: Any, step: Any, recipient: str, msg_id: str,
                 sent_at: dt.datetime | None = None, candidate: Any = None, provider: str | None = None,
                 source_file: str | None = None) -> bool:
     """Insert one send unless (msg_id, recipient) is already there; True if inserted. Never commits."""
-    conn, kind = _conn_kind(conn_or_store)
+    conn, _kind = _conn_kind(conn_or_store)
     recipient_n, msg_id_n = normalize_address(recipient), normalize_msg_id(msg_id)
     if not recipient_n or not msg_id_n:
         raise InputError("record_send needs a recipient and a msg_id")
@@ -102,12 +81,12 @@ def record_send(conn_or_store: Any, campaign: Any, step: Any, recipient: str, ms
         "recipient": recipient_n, "candidate": None if candidate is None else str(candidate),
         "msg_id": msg_id_n, "sent_at": sent_at, "provider": provider, "source_file": source_file,
     }
-    return _run(conn, kind, "sent_log_record_send", params).fetchone() is not None
+    return queries.run(conn, "sent_log_record_send", params).fetchone() is not None
 
 
 def count_rows(conn_or_store: Any) -> int:
-    conn, kind = _conn_kind(conn_or_store)
-    return int(_run(conn, kind, "sent_log_count").fetchone()[0])
+    conn, _kind = _conn_kind(conn_or_store)
+    return int(queries.run(conn, "sent_log_count").fetchone()[0])
 
 
 # --------------------------------------------------------------------------- backfill
@@ -140,7 +119,7 @@ def _deduplicated(sends: Any):
     """One row per (msg_id, recipient), the earliest send first, as an Arrow table (for a DuckDB target)."""
     con = _dedup_connection(sends)
     try:
-        return con.sql(queries.get("sent_log_dedup_rows").for_duckdb()).to_arrow_table()
+        return queries.arrow(con, "sent_log_dedup_rows")
     finally:
         con.close()
 
@@ -153,7 +132,7 @@ def _dedup_connection(sends: Any, unique_keys: bool = False):
     con = _scratch_duckdb()
     try:
         con.register("sent_log_sends_in", _stage_table(sends))
-        con.execute(queries.get("sent_log_unique_view" if unique_keys else "sent_log_dedupe_view").for_duckdb())
+        queries.run(con, "sent_log_unique_view" if unique_keys else "sent_log_dedupe_view")
     except duckdb.Error as exc:
         con.close()
         raise DatabaseError(f"backfill failed preparing rows: {str(exc).strip().splitlines()[0]}") from None
@@ -164,7 +143,7 @@ def _scratch_duckdb():
     import duckdb
 
     con = duckdb.connect()
-    con.execute(queries.get("provider_session_utc").for_duckdb())
+    queries.run(con, "provider_session_utc")
     return con
 
 
@@ -192,14 +171,14 @@ def _backfill_postgres(conn: Any, sends, unique_keys: bool) -> tuple[int, int]:
 
     try:
         with conn.transaction():
-            _run(conn, "postgres", "sent_log_pg_ddl_lock")
-            created = _run(conn, "postgres", "sent_log_pg_missing").fetchone()[0]
+            queries.run(conn, "sent_log_pg_ddl_lock")
+            created = queries.run(conn, "sent_log_pg_missing").fetchone()[0]
             ensure_schema(conn)
-            _run(conn, "postgres", "sent_log_lock_writers")
+            queries.run(conn, "sent_log_lock_writers")
             if created:
                 copied = _load_new_table(conn, sends, unique_keys)
                 return copied, copied
-            if _run(conn, "postgres", "sent_log_is_empty").fetchone()[0]:
+            if queries.run(conn, "sent_log_is_empty").fetchone()[0]:
                 copied = _copy_rows(conn, "sent_log_copy", sends, unique_keys)
                 return copied, copied
             return _merge_via_stage(conn, sends, unique_keys)
@@ -210,26 +189,26 @@ def _backfill_postgres(conn: Any, sends, unique_keys: bool) -> tuple[int, int]:
 def _load_new_table(conn: Any, sends, unique_keys: bool) -> int:
     """sent_log was created by this transaction, so nobody else sees it: drop its indexes, COPY, rebuild them
     (one sort each instead of a B-tree insert per row). The schema ends up exactly as ensure_schema makes it."""
-    _run(conn, "postgres", "sent_log_pg_drop_unique")
-    _run(conn, "postgres", "sent_log_pg_drop_index")
-    copied = _copy_rows(conn, "sent_log_copy", sends, unique_keys, order="by_lookup")
-    _run(conn, "postgres", "sent_log_pg_index_memory")
-    _run(conn, "postgres", "sent_log_pg_add_unique")
-    _run(conn, "postgres", "sent_log_create_index")
+    queries.run(conn, "sent_log_pg_drop_unique")
+    queries.run(conn, "sent_log_pg_drop_index")
+    copied = _copy_rows(conn, "sent_log_copy", sends, unique_keys, rows="sent_log_csv_rows_by_lookup")
+    queries.run(conn, "sent_log_pg_index_memory")
+    queries.run(conn, "sent_log_pg_add_unique")
+    queries.run(conn, "sent_log_create_index")
     return copied
 
 
 def _merge_via_stage(conn: Any, sends, unique_keys: bool) -> tuple[int, int]:
-    _run(conn, "postgres", "sent_log_stage_drop")
-    _run(conn, "postgres", "sent_log_stage_create")
+    queries.run(conn, "sent_log_stage_drop")
+    queries.run(conn, "sent_log_stage_create")
     unique = _copy_rows(conn, "sent_log_stage_copy", sends, unique_keys)
-    _run(conn, "postgres", "sent_log_stage_analyze")
-    inserted = _run(conn, "postgres", "sent_log_merge_stage_locked").rowcount
-    _run(conn, "postgres", "sent_log_stage_drop")
+    queries.run(conn, "sent_log_stage_analyze")
+    inserted = queries.run(conn, "sent_log_merge_stage_locked").rowcount
+    queries.run(conn, "sent_log_stage_drop")
     return int(inserted), unique
 
 
-def _copy_rows(conn: Any, name: str, sends, unique_keys: bool, order: str = "by_key") -> int:
+def _copy_rows(conn: Any, name: str, sends, unique_keys: bool, rows: str = "sent_log_csv_rows_by_key") -> int:
     """COPY the deduplicated sends as CSV, streamed: DuckDB dedupes and renders the times, Arrow writes the
     CSV per batch (no per-row Python) while PostgreSQL parses the previous one.
 
@@ -242,10 +221,9 @@ def _copy_rows(conn: Any, name: str, sends, unique_keys: bool, order: str = "by_
     options = pacsv.WriteOptions(include_header=False, batch_size=65_536)
     con = _dedup_connection(sends, unique_keys)
     try:
-        rows = queries.get(f"sent_log_csv_rows_{order}").for_duckdb()
         with conn.cursor() as cursor:
-            with cursor.copy(queries.get(name).for_psycopg()) as copy:
-                for batch in con.sql(rows).to_arrow_reader(100_000):
+            with queries.copy(cursor, name) as copy:
+                for batch in queries.arrow_reader(con, rows, 100_000):
                     sink = pa.BufferOutputStream()
                     pacsv.write_csv(pa.Table.from_batches([batch]), sink, write_options=options)
                     copy.write(sink.getvalue())
@@ -261,12 +239,12 @@ def _backfill_duckdb(conn: Any, table) -> int:
         conn.begin()
         try:
             ensure_schema(conn)
-            _run(conn, "duckdb", "sent_log_stage_drop")
-            _run(conn, "duckdb", "sent_log_stage_create")
+            queries.run(conn, "sent_log_stage_drop")
+            queries.run(conn, "sent_log_stage_create")
             conn.register("sent_log_arrow", table)
-            _run(conn, "duckdb", "sent_log_stage_from_arrow", source="sent_log_arrow")
-            inserted = _run(conn, "duckdb", "sent_log_merge_stage").fetchone()[0]
-            _run(conn, "duckdb", "sent_log_stage_drop")
+            queries.run(conn, "sent_log_stage_from_arrow")
+            inserted = queries.run(conn, "sent_log_merge_stage").fetchone()[0]
+            queries.run(conn, "sent_log_stage_drop")
             conn.commit()
         except BaseException:
             conn.rollback()
@@ -294,9 +272,9 @@ def summarize_export(read) -> dict:
         summary = {
             "files": len(read.files),
             "rows_read": read.events.num_rows,
-            "skipped_by_event_type": _dicts(con, "sent_log_export_skipped"),
-            "malformed": read.malformed + _dicts(con, "sent_log_export_incomplete"),
-            "duplicates_in_export": _dicts(con, "sent_log_export_duplicates"),
+            "skipped_by_event_type": queries.rows(con, "sent_log_export_skipped"),
+            "malformed": read.malformed + queries.rows(con, "sent_log_export_incomplete"),
+            "duplicates_in_export": queries.rows(con, "sent_log_export_duplicates"),
         }
     finally:
         con.close()
@@ -305,12 +283,6 @@ def summarize_export(read) -> dict:
     summary["sends"] = sends.select(list(STAGE_COLUMNS)).filter(usable)
     summary["sends_found"] = summary["sends"].num_rows
     return summary
-
-
-def _dicts(con, name: str) -> list[dict]:
-    cursor = con.execute(queries.get(name).for_duckdb())
-    cols = [d[0] for d in cursor.description]
-    return [dict(zip(cols, row)) for row in cursor.fetchall()]
 
 
 def _one_provider(sends) -> bool:

@@ -9,7 +9,6 @@ order), so a line's number is its rowid + 1 (less the rows of the files before i
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
@@ -44,28 +43,13 @@ class InputSummary:
     encoding: str = "utf-8"
 
 
-def run_script(con, name: str, params: dict | None = None, **parts: str):
-    """Run a named query block (possibly several statements) on DuckDB; `parts` fill its {placeholders}."""
-    sql = _filled(name, **parts).for_duckdb()
-    if params:
-        return con.execute(sql, params)
-    for statement in filter(str.strip, sql.split(";\n")):
-        con.execute(statement)
-    return con
-
-
-def fetch(con, name: str, params: dict | None = None, **parts: str) -> list[tuple]:
-    """All rows of a named single-statement query."""
-    return con.execute(_filled(name, **parts).for_duckdb(), params or {}).fetchall()
-
-
 def load(con, sources: list[Source], syntax: str | None = None, field_map: FieldMap | None = None,
          strict: bool = False, progress: Progress | None = None, keep_raw: bool = False) -> list[InputSummary]:
     """Read every source into events/skipped/sends; `keep_raw` keeps each record's line in events.raw."""
     if syntax is not None and syntax not in SYNTAXES:
         raise ConfigError(f"unknown --syntax {syntax!r} (choose from {', '.join(SYNTAXES)})")
-    run_script(con, "ingest_macros")
-    run_script(con, "create_files")
+    queries.script(con, "ingest_macros")
+    queries.script(con, "create_files")
     field_map = field_map or FieldMap()
     files = [_detected(index + 1, source, syntax) for index, source in enumerate(sources)]
     summaries: dict[int, InputSummary] = {}
@@ -79,7 +63,7 @@ def load(con, sources: list[Source], syntax: str | None = None, field_map: Field
                 progress(index, len(files), file.source.label)
             summaries[file.file_id] = _load_file(con, file, field_map, keep_raw)
     _create_views(con, files, summaries)
-    run_script(con, "build_sends")
+    queries.run(con, "build_sends")
     if strict:
         _refuse_skips(con)
     return [summaries[file.file_id] for file in files]
@@ -123,9 +107,9 @@ def _load_file(con, file: _File, field_map: FieldMap, keep_raw: bool) -> InputSu
     finally:
         if plain:
             os.unlink(plain.path)
-    run_script(con, "register_file", {"file_id": file_id, "label": source.label, "header_line": header_line,
-                                      "staged": staged, "first_row": 0})
-    counts = fetch(con, "staged_counts", {"header_line": header_line}, staged=staged)[0]
+    queries.run(con, "register_file", {"file_id": file_id, "label": source.label, "header_line": header_line,
+                                       "staged": staged, "first_row": 0})
+    counts = queries.run(con, "staged_counts", {"header_line": header_line}, staged=staged).fetchone()
     summary = _summary(source.label, syntax, counts)
     if repaired:
         summary.encoding = "utf-8 (repaired: invalid bytes or overlong lines)"
@@ -146,26 +130,27 @@ def _load_group(con, members: list[_File], field_map: FieldMap, keep_raw: bool) 
         # a Source whose path is a list: DuckDB's reader takes either
         _PARSERS[syntax](con, Source(paths, f"{len(paths)} files", False), group,
                          b"".join(f.head for f in members), field_map, keep_raw)
-        counts = dict(fetch(con, "file_line_counts", {"paths": paths, "delim": LINE_DELIM}))
+        counts = dict(queries.run(con, "file_line_counts", {"paths": paths, "delim": LINE_DELIM}).fetchall())
         lines = [counts.get(path) for path in paths]
-        if None in lines or sum(lines) != fetch(con, "staged_rows", staged=group)[0][0]:
+        if None in lines or sum(lines) != _staged_rows(con, group):
             raise InputError("line counts disagree")  # never seen; read file by file instead
         cut_off = [sources.unfinished_line(plain or f.source) for plain, f in zip(plains, members)]
     except Exception:  # noqa: BLE001 - the file-by-file path reports (and repairs) what went wrong
-        run_script(con, "drop_staged", staged=group)
+        queries.run(con, "drop_staged", staged=group)
         return {}
     finally:
         for plain in filter(None, plains):
             os.unlink(plain.path)
     first_row = 0
     for file, count, cut in zip(members, lines, cut_off):
-        run_script(con, "register_file", {"file_id": file.file_id, "label": file.source.label, "header_line": 0,
-                                          "staged": group, "first_row": first_row})
+        queries.run(con, "register_file", {"file_id": file.file_id, "label": file.source.label, "header_line": 0,
+                                           "staged": group, "first_row": first_row})
         if cut is not None:
             _mark_truncated(con, group, first_row + count - 1, cut)
         first_row += count
         file.group = group
-    counts_by_file = {row[0]: row[1:] for row in fetch(con, "group_counts", staged=group)}
+    counts_by_file = {row[0]: row[1:] for row in queries.run(con, "group_counts", {"staged": group},
+                                                                staged=group).fetchall()}
     return {m.file_id: _summary(m.source.label, syntax, counts_by_file[m.file_id]) for m in members}
 
 
@@ -175,7 +160,11 @@ def _summary(label: str, syntax: str, counts: tuple) -> InputSummary:
 
 
 def _mark_truncated(con, staged: str, row: int, text: str) -> None:
-    run_script(con, "mark_truncated_row", {"row": row, "text": text}, staged=staged)
+    queries.run(con, "mark_truncated_row", {"row": row, "text": text}, staged=staged)
+
+
+def _staged_rows(con, staged: str) -> int:
+    return queries.run(con, "staged_rows", staged=staged).fetchone()[0]
 
 
 def _decompressed(con, source: Source) -> Source | None:
@@ -199,14 +188,14 @@ def _stage(con, source: Source, staged: str, syntax: str, head: bytes, field_map
             header_line = _PARSERS[syntax](con, readable, staged, head, field_map, keep_raw)
             break
         except Exception as exc:  # duckdb raises many classes; dirty files get one sanitized retry
-            run_script(con, "drop_staged", staged=staged)
+            queries.run(con, "drop_staged", staged=staged)
             if attempt == "as is" and _is_dirty_file_error(exc):
                 readable = sources.sanitized_copy(source, _spill_folder(con))
                 continue
             raise InputError(f"{source.label}: cannot read ({_first_line(exc)})") from None
     cut = sources.unfinished_line(readable)  # what was parsed: the file, or its plain or repaired copy
     if cut is not None:
-        _mark_truncated(con, staged, fetch(con, "staged_rows", staged=staged)[0][0] - 1, cut)
+        _mark_truncated(con, staged, _staged_rows(con, staged) - 1, cut)
     if readable is not source:
         os.unlink(readable.path)  # the repaired copy, like a plain copy, is not kept once staged
     return header_line, readable is not source
@@ -217,16 +206,20 @@ def _create_views(con, files: list[_File], summaries: dict[int, InputSummary]) -
     instead when there are more than MANY_FILES files, whose staged tables are then dropped."""
     alone = [0] + [f.file_id for f in files if f.group is None and summaries[f.file_id].lines]
     groups = list(dict.fromkeys(f.group for f in files if f.group))
-
-    def parts(name: str) -> str:
-        return "\nUNION ALL\n".join([_filled(name, file_id=str(int(i))).sql for i in alone]
-                                     + [_filled(f"{name}_of_many", staged=group).sql for group in groups])
     many = len(files) > MANY_FILES
-    run_script(con, "create_views", relation="TABLE" if many else "VIEW",
-               events_part=parts("events_part"), skipped_part=parts("skipped_part"))
+    queries.script(con, "create_views", relation="TABLE" if many else "VIEW", **view_parts(alone, groups))
     if many:
-        for staged in [f"staged_{int(i)}" for i in alone[1:]] + groups:
-            run_script(con, "drop_staged", staged=staged)
+        for staged in [f"staged_{i}" for i in alone[1:]] + groups:
+            queries.run(con, "drop_staged", staged=staged)
+
+
+def view_parts(alone: list[int], groups: list[str]) -> dict[str, list[queries.Fragment]]:
+    """The events and skipped parts of every staged table: one per file read alone, one per group."""
+    def parts(single: str, of_many: str) -> list[queries.Fragment]:
+        return ([queries.fragment(single, file_id=i, staged=f"staged_{i}") for i in alone]
+                + [queries.fragment(of_many, staged=group) for group in groups])
+    return {"events": parts("events_part", "events_part_of_many"),
+            "skipped": parts("skipped_part", "skipped_part_of_many")}
 
 
 def _is_dirty_file_error(exc: Exception) -> bool:
@@ -239,41 +232,32 @@ def _first_line(exc: Exception) -> str:
     return text[0] if text else type(exc).__name__
 
 
-def _filled(name: str, **parts: str) -> queries.Query:
-    """A template block with its {placeholders} filled by generated SQL fragments, in one pass (a key
-    name that looks like a placeholder is never expanded)."""
-    query = queries.get(name)
-    sql = _PLACEHOLDER.sub(lambda m: parts.get(m.group(1), m.group(0)), query.sql)
-    return dataclasses.replace(query, sql=sql)
+def _first_of(values: list[queries.Fragment]) -> queries.Fragment | None:
+    """The first non-NULL of a field's values (None when no key feeds the field)."""
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else queries.fragment("first_value", values=values)
 
 
-_PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
+def _text_column(value: queries.Fragment | None, column: str) -> queries.Fragment:
+    return queries.fragment("text_column", value=value or "NULL", column=column)
 
 
-def _sql_literal_body(text: str) -> str:
-    return text.replace("'", "''")
+def logfmt_field(keys: list[str]) -> queries.Fragment | None:
+    """One canonical field of a logfmt line: the first of its keys present on the line."""
+    return _first_of([queries.fragment("logfmt_value", key=key, key_re=re.escape(key))
+                      for key in keys if _LOGFMT_KEY.fullmatch(key)])
 
 
-def logfmt_field(keys: list[str]) -> str:
-    """The SQL expression for one canonical field: the first of its keys present on the line."""
-    template = queries.get("logfmt_value").sql
-    parts = [template.replace("{key}", _sql_literal_body(key)).replace("{key_re}", _sql_literal_body(re.escape(key)))
-             for key in keys if _LOGFMT_KEY.fullmatch(key)]
-    if not parts:
-        return "NULL"
-    return parts[0] if len(parts) == 1 else "coalesce(" + ", ".join(parts) + ")"
-
-
-def logfmt_field_with_fallback(common: list[str], rare: list[str]) -> str:
+def logfmt_field_with_fallback(common: list[str], rare: list[str]) -> queries.Fragment | None:
     """Keys seen in the sample always get a regex; the other aliases only on lines flagged `rare`."""
     primary, fallback = logfmt_field(common), logfmt_field(rare)
-    if fallback == "NULL":
+    if fallback is None:
         return primary
-    guarded = f"CASE WHEN rare THEN {fallback} END"
-    return guarded if primary == "NULL" else f"coalesce({primary}, {guarded})"
+    guarded = queries.fragment("when_rare", value=fallback)
+    return guarded if primary is None else queries.fragment("first_value", values=[primary, guarded])
 
 
-_TYPED = queries.get("typed_columns").sql
 _LOGFMT_KEY = re.compile(r'[^\s="]+')
 _HEAD_KEY = re.compile(r'(?:^|\s)([^\s="]+)=')
 
@@ -282,19 +266,24 @@ def _parse_logfmt(con, source: Source, staged: str, head: bytes, field_map: Fiel
     # Keys seen in a sample of the file (and its head) get a regex each; every other alias of the
     # vocabulary, and --field names, are tried only on lines where one regex says one of them occurs.
     sampled = {m.group(1) for line in first_lines(head, 200) for m in _HEAD_KEY.finditer(line)}
-    sampled |= {row[0] for row in fetch(con, "sample_logfmt_keys", _lines_of(source))}
-    everything = sorted(set(ALL_ALIASES) | sampled | set(field_map.overrides.values()))
-    resolved = field_map.resolve(everything)
+    sampled |= {row[0] for row in queries.run(con, "sample_logfmt_keys", _lines_of(source)).fetchall()}
+    fields, rare_keys = logfmt_fields(sampled, field_map)
+    pattern = r"\s(?:" + "|".join(re.escape(k) for k in rare_keys) + ")=" if rare_keys else "$^"
+    queries.run(con, "stage_logfmt", {**_lines_of(source), "rare_keys": pattern, "keep_raw": keep_raw},
+                staged=staged, fields=fields)
+    return 0
+
+
+def logfmt_fields(sampled: set[str], field_map: FieldMap) -> tuple[list[queries.Fragment], list[str]]:
+    """The text columns of a logfmt line (sampled keys first) and the keys looked for only on `rare` lines."""
+    resolved = field_map.resolve(sorted(set(ALL_ALIASES) | sampled | set(field_map.overrides.values())))
     fields, rare_keys = [], []
     for canon, column in _TEXT_COLUMNS:
         common = [k for k in resolved[canon] if k in sampled]
         rare = [k for k in resolved[canon] if k not in sampled and _LOGFMT_KEY.fullmatch(k)]
         rare_keys.extend(rare)
-        fields.append(f"{logfmt_field_with_fallback(common, rare)} AS {column}")
-    pattern = r"\s(?:" + "|".join(re.escape(k) for k in rare_keys) + ")=" if rare_keys else "$^"
-    query = _filled("stage_logfmt", staged=staged, fields=",\n".join(fields), typed_columns=_TYPED)
-    con.execute(query.for_duckdb(), {**_lines_of(source), "rare_keys": pattern, "keep_raw": keep_raw})
-    return 0
+        fields.append(_text_column(logfmt_field_with_fallback(common, rare), column))
+    return fields, rare_keys
 
 
 _TEXT_COLUMNS = tuple((canon, {"ts": "ts_text", "event": "event_text", "recipient": "recipient_text",
@@ -302,36 +291,32 @@ _TEXT_COLUMNS = tuple((canon, {"ts": "ts_text", "event": "event_text", "recipien
                                "count": "count_text"}.get(canon, canon)) for canon in CANONICAL)
 
 
-def _picks(keys: list[str], field_map: FieldMap, rare: list[str] = ()) -> str:
+def _picks(keys: list[str], field_map: FieldMap, rare: list[str] = ()) -> list[queries.Fragment]:
     """Each canonical field as the first non-blank value among its keys: a key of `keys` at its position
     in `vals`, a key of `rare` at its position in `rare_vals`."""
     resolved = field_map.resolve([*keys, *rare])
-    template = queries.get("pick_value").sql
 
-    def value(key: str) -> str:
-        return f"vals[{keys.index(key) + 1}]" if key in keys else f"rare_vals[{rare.index(key) + 1}]"
+    def value(key: str) -> queries.Fragment:
+        if key in keys:
+            return queries.fragment("pick_value", values="vals", at=keys.index(key) + 1)
+        return queries.fragment("pick_value", values="rare_vals", at=rare.index(key) + 1)
 
-    columns = []
-    for canon, column in _TEXT_COLUMNS:
-        picks = [template.replace("{value}", value(key)) for key in resolved[canon]]
-        expr = "NULL" if not picks else picks[0] if len(picks) == 1 else "coalesce(" + ", ".join(picks) + ")"
-        columns.append(f"{expr} AS {column}")
-    return ", ".join(columns)
+    return [_text_column(_first_of([value(key) for key in resolved[canon]]), column)
+            for canon, column in _TEXT_COLUMNS]
 
 
 def _parse_jsonl(con, source: Source, staged: str, head: bytes, field_map: FieldMap, keep_raw: bool) -> int:
     # Paths seen among the first lines are read on every line; every other top-level alias of the
     # vocabulary (a key that first appears late in the file) only where one regex finds it.
-    structure = fetch(con, "json_structure", _lines_of(source))[0][0]
+    structure = queries.run(con, "json_structure", _lines_of(source)).fetchone()[0]
     seen = _json_paths(json.loads(structure) if structure else {})
     keys = [k for k in seen if field_map.canonical_of(k)]
     rare = [k for k in dict.fromkeys([*ALL_ALIASES, *field_map.overrides.values()])
             if k not in seen and '"' not in k and field_map.canonical_of(k)]
     pattern = '"(?:' + "|".join(re.escape(k) for k in rare) + r')"\s*:' if rare else "$^"
-    query = _filled("stage_jsonl", staged=staged, picks=_picks(keys, field_map, rare), typed_columns=_TYPED)
-    con.execute(query.for_duckdb(), {**_lines_of(source), "paths": _json_path_texts(keys),
-                                     "rare_paths": _json_path_texts(rare), "rare_keys": pattern,
-                                     "keep_raw": keep_raw})
+    params = {**_lines_of(source), "paths": _json_path_texts(keys), "rare_paths": _json_path_texts(rare),
+              "rare_keys": pattern, "keep_raw": keep_raw}
+    queries.run(con, "stage_jsonl", params, staged=staged, picks=_picks(keys, field_map, rare))
     return 0
 
 
@@ -356,8 +341,8 @@ def _parse_csv(con, source: Source, staged: str, head: bytes, field_map: FieldMa
     if found is None:
         raise InputError(f"{source.label}: CSV file without a header row")
     header_line, keys = found
-    con.execute(_filled("stage_csv", staged=staged, picks=_picks(keys, field_map), typed_columns=_TYPED).for_duckdb(),
-                {**_lines_of(source), "keys": keys, "keep_raw": keep_raw})
+    queries.run(con, "stage_csv", {**_lines_of(source), "keys": keys, "keep_raw": keep_raw},
+                staged=staged, picks=_picks(keys, field_map))
     return header_line
 
 
@@ -369,7 +354,6 @@ _PARSERS = {"logfmt": _parse_logfmt, "jsonl": _parse_jsonl, "csv": _parse_csv}
 
 
 def _refuse_skips(con) -> None:
-    rows = fetch(con, "first_fatal_skip")
-    if rows:
-        row = rows[0]
-        raise ParseError(row[0], row[1], f"not a record ({row[2]}); --strict makes this fatal")
+    row = queries.one(con, "first_fatal_skip")
+    if row:
+        raise ParseError(row["source"], row["line_no"], f"not a record ({row['reason']}); --strict makes this fatal")

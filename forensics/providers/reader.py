@@ -12,7 +12,10 @@ from forensics.providers import detect, files, generic
 COLUMNS = ("provider", "source_file", "source_line", "event_type", "verdict", "msg_id", "provider_msg_id",
            "recipient", "sent_at", "campaign", "step", "candidate")
 EVENT_COLUMNS = COLUMNS + ("alt_id",)  # alt_id: smtp-id / queue id used to collapse id-less events
-JSON_PROVIDERS = ("sendgrid", "mailgun", "ses", "postmark", "resend", "brevo", "generic")
+# The query that turns each JSON provider's unwrapped events into rows (queries/providers.sql).
+ROWS_QUERY = {"sendgrid": "provider_rows_sendgrid", "mailgun": "provider_rows_mailgun", "ses": "provider_rows_ses",
+              "postmark": "provider_rows_postmark", "resend": "provider_rows_resend", "brevo": "provider_rows_brevo",
+              "generic": "provider_rows_generic"}
 
 
 @dataclass(frozen=True)
@@ -145,8 +148,8 @@ def _connect(tz: str | None):
     import duckdb
 
     con = duckdb.connect()
-    con.execute(queries.get("provider_session_utc").for_duckdb())
-    con.execute(queries.get("provider_macros").for_duckdb())
+    queries.run(con, "provider_session_utc")
+    queries.script(con, "provider_macros")
     return con
 
 
@@ -161,10 +164,10 @@ def _run_queries(con, batch: _Batch, mapping: dict, keys: Keys, year: int | None
     parts, malformed = [], []
     if batch.docs:
         con.register("provider_docs", pa.concat_tables(batch.docs))
-        malformed += _fetch_dicts(con, "provider_malformed_docs", {})
+        malformed += queries.rows(con, "provider_malformed_docs")
         present = {p for p in batch.files.values()}
-        con.execute(queries.get("provider_events_unwrap").for_duckdb())
-        for name in JSON_PROVIDERS:
+        queries.script(con, "provider_events_unwrap")
+        for name in ROWS_QUERY:
             if name in present:
                 parts.append(_provider_rows(con, name, mapping, keys))
         if "postfix" in present:
@@ -179,26 +182,19 @@ def _provider_rows(con, name: str, mapping: dict, keys: Keys):
     if name == "generic":
         params.update({f"{f}_key": mapping.get(f, "") for f in ("recipient", "msg_id", "sent_at", "event")})
         params.update(sent_words=generic.SENT_WORDS, not_sent_words=generic.NOT_SENT_WORDS)
-    sql = queries.get(f"provider_rows_{name}").for_duckdb()
-    return con.sql(sql, params=_used(sql, params)).to_arrow_table()
+    return queries.arrow(con, ROWS_QUERY[name], params)
 
 
 def _postfix_rows(con, year: int | None, tz: str | None):
-    sql = queries.get("provider_rows_postfix").for_duckdb()
-    return con.sql(sql, params={"year": year or dt.date.today().year, "tz": _valid_tz(tz)}).to_arrow_table()
+    return queries.arrow(con, "provider_rows_postfix", {"year": year or dt.date.today().year, "tz": _valid_tz(tz)})
 
 
 def _csv_rows(con, provider: str, frame):
     con.register("provider_csv", frame.to_arrow())
-    sql = queries.get("provider_rows_csv").for_duckdb()
     params = {"provider": provider, "sent_words": generic.SENT_WORDS, "not_sent_words": generic.NOT_SENT_WORDS}
-    result = con.sql(sql, params=params).to_arrow_table()
+    result = queries.arrow(con, "provider_rows_csv", params)
     con.unregister("provider_csv")
     return result
-
-
-def _used(sql: str, params: dict) -> dict:
-    return {k: v for k, v in params.items() if f"${k}" in sql}
 
 
 def _valid_tz(tz: str | None) -> str:
@@ -210,12 +206,6 @@ def _valid_tz(tz: str | None) -> str:
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
         raise ConfigError(f"--tz {tz!r}: unknown time zone (use an IANA name like Europe/Berlin)") from None
     return tz
-
-
-def _fetch_dicts(con, name: str, params: dict) -> list[dict]:
-    cursor = con.execute(queries.get(name).for_duckdb(), params)
-    cols = [d[0] for d in cursor.description]
-    return [dict(zip(cols, row)) for row in cursor.fetchall()]
 
 
 def _schema(columns=EVENT_COLUMNS):
@@ -266,11 +256,11 @@ def collapse(events):
 
     con = duckdb.connect()
     try:
-        con.execute(queries.get("provider_session_utc").for_duckdb())
+        queries.run(con, "provider_session_utc")
         # the query keeps a row number per group and joins the row back: numbered here, without a copy
         rid = pa.array(np.arange(events.num_rows, dtype=np.int64))
         con.register("provider_event_rows", events.append_column("rid", rid))
-        return con.sql(queries.get("provider_collapse").for_duckdb()).to_arrow_table().cast(_schema(COLUMNS))
+        return queries.arrow(con, "provider_collapse").cast(_schema(COLUMNS))
     finally:
         con.close()
 

@@ -50,12 +50,6 @@ class Report:
         return (min(firsts) if firsts else None, max(lasts) if lasts else None)
 
 
-def _rows(con, name: str, params: dict | None = None) -> list[dict]:
-    cursor = con.execute(queries.get(name).for_duckdb(), params or {})
-    columns = [d[0] for d in cursor.description]
-    return [dict(zip(columns, row)) for row in cursor.fetchall()]
-
-
 def logs_argument(paths) -> str:
     return " ".join(shlex.quote(str(p)) for p in paths) or "<logs>"
 
@@ -118,7 +112,7 @@ def _ab_tests(con) -> tuple[list[dict], list[str]]:
     from forensics.ab import analyse
 
     tests, notes = [], []
-    for row in _rows(con, "report_tests_involved", {"limit": TESTS_SHOWN}):
+    for row in queries.rows(con, "report_tests_involved", {"limit": TESTS_SHOWN}):
         try:
             result = analyse(con, row["test_id"]).to_dict()
         except MailmortemError as exc:
@@ -167,8 +161,8 @@ def build_report(case, paths, exports=(), title: str | None = None, now: dt.date
         generated_at=iso_utc(now or dt.datetime.now(dt.timezone.utc)),
         logs_arg=logs_arg, inputs=document["inputs"], summary=document["summary"], incidents=incidents,
         timeline=timeline_data(con, incidents), ab_tests=ab_tests,
-        affected=_rows(con, "report_affected_first", {"limit": AFFECTED_SHOWN}),
-        affected_total=_rows(con, "report_affected_count")[0]["people"],
+        affected=queries.rows(con, "report_affected_first", {"limit": AFFECTED_SHOWN}),
+        affected_total=queries.one(con, "report_affected_count")["people"],
         reconciliation=reconciliation, notes=notes + ab_notes,
     )
 

@@ -70,12 +70,6 @@ class Timeline:
         return sum(len(p.marks) + len(p.leases) for p in self.panels)
 
 
-def _rows(con, name: str, params: dict | None = None) -> list[dict]:
-    cursor = con.execute(queries.get(name).for_duckdb(), params or {})
-    columns = [d[0] for d in cursor.description]
-    return [dict(zip(columns, row)) for row in cursor.fetchall()]
-
-
 def _kept_lanes(lanes: list[dict], budget: int) -> tuple[list[dict], int]:
     """The busiest lanes (duplicates first), in worker/start order: as many as leave room for ~20 bins
     of every kind of record per lane, between 8 and MAX_LANES."""
@@ -109,17 +103,17 @@ def _fill_panel(con, panel: Panel, budget: int) -> Panel:
     lease_cap = min(LEASE_CAP, budget // 10)
     budget -= lease_cap
     window = {"t_from": panel.t_from, "t_to": panel.t_to}
-    lanes, panel.folded_lanes = _kept_lanes(_rows(con, "report_lanes", window), budget)
+    lanes, panel.folded_lanes = _kept_lanes(queries.rows(con, "report_lanes", window), budget)
     other = f"({panel.folded_lanes} other lanes)"
     params = {**window, "kept": [r["lane"] for r in lanes], "other": other}
-    panel.records = _rows(con, "report_range_count", window)[0]["marks"]
+    panel.records = queries.one(con, "report_range_count", window)["marks"]
     if panel.records <= min(budget, POINT_CAP):
-        panel.marks = _rows(con, "report_points", {**params, "limit": POINT_CAP})
+        panel.marks = queries.rows(con, "report_points", {**params, "limit": POINT_CAP})
     else:
         pairs = sum(r["categories"] for r in lanes) + (len(CATEGORIES) if panel.folded_lanes else 0)
         panel.mode, panel.bin_ms = "bins", bin_width_ms(panel.span_ms, pairs, budget)
-        panel.marks = _rows(con, "report_bins", {**params, "bin_ms": panel.bin_ms})
-    panel.leases = _rows(con, "report_leases", {**params, "limit": lease_cap + 1})
+        panel.marks = queries.rows(con, "report_bins", {**params, "bin_ms": panel.bin_ms})
+    panel.leases = queries.rows(con, "report_leases", {**params, "limit": lease_cap + 1})
     panel.leases_capped = len(panel.leases) > lease_cap
     del panel.leases[lease_cap:]
     names = [r["lane"] for r in lanes] + ([other] if panel.folded_lanes else [])
@@ -182,8 +176,8 @@ def _zoom(window: dict, overview: Panel) -> Panel | None:
 
 def timeline_data(con, incidents: list[dict]) -> Timeline:
     """The overview of the whole case plus a close-up per short incident, within MARK_CAP marks."""
-    con.execute(queries.get("report_marks_build").for_duckdb())
-    span = _rows(con, "report_span")[0]
+    queries.script(con, "report_marks_build")
+    span = queries.one(con, "report_span")
     if not span["marks"]:
         return Timeline()
     windows = _windows(incidents)

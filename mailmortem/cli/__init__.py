@@ -15,6 +15,7 @@ import click
 
 from forensics import __version__
 from forensics.errors import MailmortemError
+from queries import QueryError
 
 # name -> "module:function"; each module lives in mailmortem/cli/.
 COMMANDS = {
@@ -53,6 +54,8 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except MailmortemError as exc:
             _abort(str(exc), exc.exit_code)
+        except QueryError as exc:  # a named query missing, malformed or given wrong values
+            _abort(str(exc), 1)
         except KeyboardInterrupt:
             _abort("interrupted", 130)
         except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):

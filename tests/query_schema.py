@@ -1,0 +1,118 @@
+"""The schema every named query block is bound against in the meta-test (tests/test_meta.py).
+
+DuckDB: one connection holding what the DuckDB blocks read, built by the project's own code and DDL
+blocks over a sample case and provider fixtures (the Arrow tables the code registers are registered
+under the same names). PostgreSQL: the project's DDL blocks over a leads table like a user's.
+Placeholders are filled as the code fills them (the fragment builders of forensics.ingest.load).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import queries
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE_CASE = REPO / "sample_logs" / "ab-contamination"
+FIXTURES = REPO / "tests" / "fixtures" / "providers"
+TEST_ID = "subj-2026-11"
+
+# Blocks that create what the others read, run before any block is bound.
+DUCKDB_SCHEMA = ("provider_macros", "provider_events_unwrap", "sent_log_create_table", "sent_log_create_index",
+                 "sent_log_stage_create", "sent_log_dedupe_view", "ab_create_exclusions", "ab_create_assignments")
+POSTGRES_SCHEMA = ("audit_create_table", "audit_create_index", "sent_log_create_table", "sent_log_create_index",
+                   "sent_log_stage_create", "ab_create_exclusions", "ab_create_assignments", "ab_pg_stage_exclusions",
+                   "ab_pg_stage_assignments", "claimloop_add_token_column", "claimloop_create_sequence")
+# The user's table that requeue-stale and the claim loop work on (not the project's to create).
+LEADS = "CREATE TABLE leads (lead_id INT PRIMARY KEY, email TEXT, status TEXT, claimed_by TEXT, claimed_at TIMESTAMPTZ)"
+
+IDENTS = {"staged": "staged_1", "provider_table": "provider_sends", "table": "leads", "lead_id": "lead_id",
+          "email": "email", "status": "status", "claimed_by": "claimed_by", "claimed_at": "claimed_at",
+          "claim_token": "claim_token", "sequence": "mailmortem_fencing_seq", "key_column": "lead_id",
+          "cols": ["status", "claimed_by"], "r_cols": [("r", "status"), ("r", "claimed_by")]}
+
+
+def duckdb_schema():
+    """The DuckDB connection every DuckDB block is bound against."""
+    from forensics import ab, classify, reconcile
+    from forensics.ingest.case import load_case
+    from remediation import ab as ab_plan
+
+    con = load_case([str(SAMPLE_CASE)]).con
+    classify.classify(con)
+    report = ab.analyse(con, TEST_ID)
+    queries.script(con, "report_marks_build")
+    reconcile.load_provider_sends(con, [str(FIXTURES / "sendgrid-events.jsonl")])
+    plan = ab_plan.build_plan(con, report, "run-1")
+    for name, table in {**_provider_inputs(), "ab_stage_exclusions": plan.exclusions,
+                        "ab_stage_assignments": plan.assignments}.items():
+        con.register(name, table)
+    for name in DUCKDB_SCHEMA:
+        queries.script(con, name)
+    return con
+
+
+def _provider_inputs() -> dict:
+    """The Arrow tables the provider reader and the sent-log register, as the code makes them."""
+    import pyarrow as pa
+
+    from forensics.providers import files, generic, read_events, reader
+    from remediation import sentlog
+
+    read = read_events([str(FIXTURES / "sendgrid-events.jsonl")])
+    export = files.read_export(str(FIXTURES / "sendgrid-activity.csv"))
+    csv = generic.csv_frame(export.path, export.text, {}, reader.Keys(), "sendgrid").to_arrow()
+    sends = sentlog._stage_table(read.sends())
+    rid = pa.array(range(read.events.num_rows), pa.int64())
+    return {"provider_docs": reader._lines_table("sendgrid", export.path, export.text), "provider_csv": csv,
+            "provider_event_rows": read.events.append_column("rid", rid), "provider_events_view": read.events,
+            "provider_sends_view": read.collapsed(), "provider_sends_arrow": read.sends(),
+            "sent_log_sends_in": sends, "sent_log_arrow": sends}
+
+
+def postgres_schema(conn) -> None:
+    """The project's PostgreSQL tables (and a user's leads table), inside the caller's transaction."""
+    conn.execute(LEADS)
+    for name in POSTGRES_SCHEMA:
+        queries.script(conn, name, **IDENTS)
+
+
+def values(name: str) -> dict:
+    """Placeholder values for a block, as the code would give them."""
+    from forensics.ingest import load
+    from forensics.ingest.fields import FieldMap
+
+    query = queries.get(name)
+    wanted = query.placeholders
+    found = {key: IDENTS[key] for key in wanted if key in IDENTS}
+    if "file_id" in wanted:
+        found["file_id"] = 1
+    if name == "stage_logfmt":
+        found["fields"] = load.logfmt_fields({"ts", "event", "worker", "recipient", "to"}, FieldMap())[0]
+    if name == "stage_jsonl":
+        found["picks"] = load._picks(["ts", "timestamp", "event", "recipient"], FieldMap(), ["worker"])
+    if name == "stage_csv":
+        found["picks"] = load._picks(["ts", "timestamp", "event", "recipient"], FieldMap())
+    if name == "create_views":
+        found.update(relation="VIEW", **load.view_parts([1], ["staged_2"]))
+    return found
+
+
+def params(name: str) -> dict:
+    """Parameter values for EXPLAIN on DuckDB: NULL, but files for the line readers and JSON paths."""
+    from forensics.ingest.load import LINE_DELIM
+
+    path = str(next(SAMPLE_CASE.glob("*.jsonl")))
+    given = {"path": path, "paths": [path], "delim": LINE_DELIM, "keys": ["ts"]}
+    return {key: given.get(key, "$.x" if key.endswith("_key") else None) for key in queries.get(name).params}
+
+
+def templates() -> set[str]:
+    """Blocks that are only pieces of others (fragment choices, included blocks): bound inside those."""
+    found = set()
+    for query in queries.all_queries().values():
+        found.update(c for choices in query.fragments.values() for c in choices if c in queries.all_queries())
+    for source in {q.source for q in queries.all_queries().values()}:
+        text = (REPO / "queries" / source).read_text(encoding="utf-8")
+        found.update(name for name in queries.all_queries() if "{block:" + name + "}" in text)
+    return found
