@@ -183,7 +183,7 @@ WITH lines AS (
 
 -- name: pick_value
 -- Template: one of a line's values (`vals` or `rare_vals` at position {lit:at}) when it is not blank (a field
--- fed by several keys is the first_value of their picks, in the field map's order: see ingest._picks).
+-- fed by several keys is the first_value of their picks, in the field map's order: see ingest.pick_columns).
 -- dialect: duckdb
 -- fragments: values=vals|rare_vals
 CASE WHEN trim({frag:values}[{lit:at}]) <> '' THEN {frag:values}[{lit:at}] END

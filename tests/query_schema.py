@@ -90,9 +90,9 @@ def values(name: str) -> dict:
     if name == "stage_logfmt":
         found["fields"] = load.logfmt_fields({"ts", "event", "worker", "recipient", "to"}, FieldMap())[0]
     if name == "stage_jsonl":
-        found["picks"] = load._picks(["ts", "timestamp", "event", "recipient"], FieldMap(), ["worker"])
+        found["picks"] = load.pick_columns(["ts", "timestamp", "event", "recipient"], FieldMap(), ["worker"])
     if name == "stage_csv":
-        found["picks"] = load._picks(["ts", "timestamp", "event", "recipient"], FieldMap())
+        found["picks"] = load.pick_columns(["ts", "timestamp", "event", "recipient"], FieldMap())
     if name == "create_views":
         found.update(relation="VIEW", **load.view_parts([1], ["staged_2"]))
     return found

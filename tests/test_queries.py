@@ -44,7 +44,8 @@ def test_an_unknown_name_is_refused_with_a_query_error(call):
 
 
 def test_a_name_defined_twice_in_one_file_is_refused():
-    text = "-- name: twice\n-- A.\n-- dialect: duckdb\nSELECT 1\n\n-- name: twice\n-- B.\n-- dialect: duckdb\nSELECT 2\n"
+    block = "-- name: twice\n-- {}.\n-- dialect: duckdb\nSELECT 1\n\n"
+    text = block.format("A") + block.format("B")
     with pytest.raises(QueryError, match="twice defined twice in a.sql"):
         blocks.load([("a.sql", text)])
 
@@ -55,7 +56,8 @@ def test_a_name_defined_in_two_files_is_refused():
         blocks.load([("a.sql", text), ("b.sql", text)])
 
 
-@pytest.mark.parametrize("header,problem", [("", "no `-- dialect:` line"), ("-- dialect: sqlite\n", "unknown dialect sqlite")])
+@pytest.mark.parametrize("header,problem", [("", "no `-- dialect:` line"),
+                                            ("-- dialect: sqlite\n", "unknown dialect sqlite")])
 def test_a_block_must_declare_known_dialects(header, problem):
     with pytest.raises(QueryError, match=problem):
         blocks.load([("a.sql", f"-- name: b\n-- B.\n{header}SELECT 1\n")])

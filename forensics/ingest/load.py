@@ -291,7 +291,7 @@ _TEXT_COLUMNS = tuple((canon, {"ts": "ts_text", "event": "event_text", "recipien
                                "count": "count_text"}.get(canon, canon)) for canon in CANONICAL)
 
 
-def _picks(keys: list[str], field_map: FieldMap, rare: list[str] = ()) -> list[queries.Fragment]:
+def pick_columns(keys: list[str], field_map: FieldMap, rare: list[str] = ()) -> list[queries.Fragment]:
     """Each canonical field as the first non-blank value among its keys: a key of `keys` at its position
     in `vals`, a key of `rare` at its position in `rare_vals`."""
     resolved = field_map.resolve([*keys, *rare])
@@ -316,7 +316,7 @@ def _parse_jsonl(con, source: Source, staged: str, head: bytes, field_map: Field
     pattern = '"(?:' + "|".join(re.escape(k) for k in rare) + r')"\s*:' if rare else "$^"
     params = {**_lines_of(source), "paths": _json_path_texts(keys), "rare_paths": _json_path_texts(rare),
               "rare_keys": pattern, "keep_raw": keep_raw}
-    queries.run(con, "stage_jsonl", params, staged=staged, picks=_picks(keys, field_map, rare))
+    queries.run(con, "stage_jsonl", params, staged=staged, picks=pick_columns(keys, field_map, rare))
     return 0
 
 
@@ -342,7 +342,7 @@ def _parse_csv(con, source: Source, staged: str, head: bytes, field_map: FieldMa
         raise InputError(f"{source.label}: CSV file without a header row")
     header_line, keys = found
     queries.run(con, "stage_csv", {**_lines_of(source), "keys": keys, "keep_raw": keep_raw},
-                staged=staged, picks=_picks(keys, field_map))
+                staged=staged, picks=pick_columns(keys, field_map))
     return header_line
 
 
