@@ -42,10 +42,10 @@ def test_the_field_table_is_the_alias_table():
 def test_the_event_table_is_what_ingest_maps():
     import duckdb
 
-    from forensics.ingest.load import run_script
+    import queries
 
     con = duckdb.connect()
-    run_script(con, "ingest_macros")
+    queries.script(con, "ingest_macros")
     rows = _table_rows(_page("log-vocabulary.md"), "## Events")
     assert [_names(row[0])[0] for row in rows] == ["send", "claim", "renew", "release", "expire", "start", "error"]
     for row in rows:
@@ -57,10 +57,10 @@ def test_the_event_table_is_what_ingest_maps():
 def test_the_success_statuses_are_what_ingest_accepts():
     import duckdb
 
-    from forensics.ingest.load import run_script
+    import queries
 
     con = duckdb.connect()
-    run_script(con, "ingest_macros")
+    queries.script(con, "ingest_macros")
     line = next(line for line in _page("log-vocabulary.md").splitlines() if "its status is absent or one of" in line)
     for status in _names(line):
         assert con.execute("SELECT mm_ok_status(?)", [status.upper()]).fetchone()[0], status
