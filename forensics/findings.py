@@ -12,6 +12,7 @@ import queries
 from forensics import classify
 from forensics.jsonfmt import iso_utc, to_json
 from forensics.kinds import kind_named
+from forensics.textsafe import json_safe
 
 
 def incident_document(i: dict) -> dict:
@@ -74,6 +75,6 @@ def write_document(document: dict, affected: Iterable[str], out) -> None:
     out.write(head[:-2] + ',\n  "affected": [')
     separator = "\n    "
     for text in affected:
-        out.write(separator + text)
+        out.write(separator + json_safe(text))
         separator = ",\n    "
     out.write("]\n}\n" if separator == "\n    " else "\n  ]\n}\n")

@@ -7,6 +7,8 @@ import datetime as dt
 import json
 from typing import Any
 
+from forensics.textsafe import json_safe
+
 
 def iso_utc(value: dt.datetime) -> str:
     """ISO-8601 UTC with a Z and millisecond precision, as in the JSON contract."""
@@ -26,4 +28,5 @@ def _default(value: Any) -> Any:
 
 
 def to_json(document: Any, indent: int | None = 2) -> str:
-    return json.dumps(document, default=_default, indent=indent, ensure_ascii=False)
+    """JSON text with non-ASCII letters as they are and every control, bidi or format character escaped."""
+    return json_safe(json.dumps(document, default=_default, indent=indent, ensure_ascii=False))

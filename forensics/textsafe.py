@@ -7,6 +7,7 @@ become formulas.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 # Bidirectional overrides and isolates can visually reorder a line (Trojan Source).
@@ -36,11 +37,44 @@ def terminal_safe(value: object) -> str:
     return "".join(_escape_char(ch) if _needs_escape(ch) else ch for ch in text)
 
 
-_FORMULA_LEAD = ("=", "+", "-", "@", "\t", "\r")
+# Control, format (bidi included), surrogate and line/paragraph-separator code points (Unicode categories
+# Cc, Cf, Cs, Zl, Zp), as ranges so no output pays for a scan of the Unicode table; a test keeps it complete.
+UNSAFE_RANGES = (
+    (0x0, 0x1F), (0x7F, 0x9F), (0xAD, 0xAD), (0x600, 0x605), (0x61C, 0x61C), (0x6DD, 0x6DD), (0x70F, 0x70F),
+    (0x890, 0x891), (0x8E2, 0x8E2), (0x180E, 0x180E), (0x200B, 0x200F), (0x2028, 0x202E), (0x2060, 0x2064),
+    (0x2066, 0x206F), (0xD800, 0xDFFF), (0xFEFF, 0xFEFF), (0xFFF9, 0xFFFB), (0x110BD, 0x110BD),
+    (0x110CD, 0x110CD), (0x13430, 0x1343F), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0001, 0xE0001),
+    (0xE0020, 0xE007F),
+)
+# JSON encoders already escape U+0000-U+001F inside strings, and a raw newline or tab outside them is layout.
+_JSON_UNSAFE = re.compile("[" + "".join(f"\\U{max(a, 0x7F):08x}-\\U{b:08x}" for a, b in UNSAFE_RANGES[1:]) + "]")
+
+
+def _json_escape(match: re.Match) -> str:
+    code = ord(match.group(0))
+    if code > 0xFFFF:  # JSON spells a code point beyond the BMP as a surrogate pair
+        code -= 0x10000
+        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+    return f"\\u{code:04x}"
+
+
+def json_safe(text: str) -> str:
+    """Escape, in serialised JSON, every control/format/bidi character a JSON encoder leaves raw.
+
+    The escapes are JSON's own (ESC is \\u001b), so a parser reads back the same string while a
+    terminal, pager or editor showing the raw JSON sees no escape sequence and no reordering."""
+    return _JSON_UNSAFE.sub(_json_escape, text)
+
+
+# What a spreadsheet runs as a formula, in ASCII and in the fullwidth forms some spreadsheets fold to ASCII.
+_FORMULA_LEAD = ("=", "+", "-", "@", "\uff1d", "\uff0b", "\uff0d", "\uff20")
 
 
 def spreadsheet_safe(value: object) -> object:
-    """Neutralise a CSV cell a spreadsheet would run as a formula (OWASP advice)."""
-    if isinstance(value, str) and value.startswith(_FORMULA_LEAD):
+    """Neutralise a CSV cell a spreadsheet would run as a formula (OWASP advice), also when blanks or control
+    characters come before the formula sign (a leading newline, tab or CR is skipped by spreadsheets)."""
+    if isinstance(value, str) and value.lstrip(" \t\r\n\x0b\x0c\u00a0\u3000").startswith(_FORMULA_LEAD):
+        return "'" + value
+    if isinstance(value, str) and value[:1] in ("\t", "\r"):
         return "'" + value
     return value

@@ -6,6 +6,16 @@ import os
 import sys
 
 
+NO_TTY_WIDTH = 100_000
+
+
+def _is_terminal(file) -> bool:
+    try:
+        return file.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
 def make_console(stderr: bool = False):
     from rich.console import Console
 
@@ -16,8 +26,11 @@ def make_console(stderr: bool = False):
             os.dup2(devnull, self.file.fileno())
             raise SystemExit(0)
 
+    file = sys.stderr if stderr else sys.stdout
     return QuietConsole(
-        file=sys.stderr if stderr else sys.stdout,
+        file=file,
+        # Not a terminal (a pipe, a file): no width to fit, so a table row stays one line however long.
+        width=None if _is_terminal(file) else NO_TTY_WIDTH,
         markup=False,
         emoji=False,
         highlight=False,

@@ -31,6 +31,8 @@ def _csv_cell(value: Any) -> Any:
         value = to_json(value, indent=None)
     elif isinstance(value, dt.datetime):
         value = iso_utc(value)
+    if isinstance(value, str):
+        value = terminal_safe(value)  # `affected --format csv` shown on a terminal must not drive it
     return spreadsheet_safe(value)
 
 
@@ -56,6 +58,8 @@ def _table_cell(value: Any) -> str:
 
 
 def write_table(rows: Sequence[dict], columns: Sequence[str], title: str | None = None, console=None) -> None:
+    """A rich table whose cells never wrap: an address or a timestamp split over two lines is misread."""
+    from rich.measure import Measurement
     from rich.table import Table
 
     from mailmortem.console import make_console
@@ -63,10 +67,12 @@ def write_table(rows: Sequence[dict], columns: Sequence[str], title: str | None 
     console = console or make_console()
     table = Table(title=terminal_safe(title) if title else None, show_lines=False)
     for column in columns:
-        table.add_column(column, overflow="fold")
+        table.add_column(column, no_wrap=True, overflow="ignore")
     for row in rows:
         table.add_row(*(_table_cell(row.get(c)) for c in columns))
-    console.print(table)
+    # Wider than the terminal: let the terminal fold the line rather than rich cutting cells.
+    natural = Measurement.get(console, console.options, table).maximum
+    console.print(table, width=max(console.width, natural))
 
 
 def write_rows(rows: Sequence[dict], fmt: str, columns: Sequence[str] | None = None, title: str | None = None) -> None:

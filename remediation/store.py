@@ -15,30 +15,75 @@ from typing import Any
 from forensics.errors import DatabaseError
 
 DEFAULT_DUCKDB = "mailmortem.duckdb"
-_URL_PASSWORD = re.compile(r"(?P<head>postgres(?:ql)?://[^:/@\s]*:)(?P<pw>[^@\s]*)(?P<tail>@)")
-_KW_PASSWORD = re.compile(r"(?P<head>\bpassword\s*=\s*)(?P<pw>'(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+REDACTED = "<dsn redacted>"
+# postgresql://, postgres://, any case, and SQLAlchemy's postgresql+driver:// (common in DATABASE_URL).
+_URL_SCHEME = re.compile(r"^\s*postgres(?:ql)?(?:\+\w+)?://", re.IGNORECASE)
+_KEYWORDS = re.compile(r"(?:^|\s)(?:host|hostaddr|dbname|user|password|port|service)\s*=", re.IGNORECASE)
+# Free text (driver messages, anything echoed): a URL's userinfo password and any password=... value.
+_TEXT_URL_PASSWORD = re.compile(r"(?P<head>\b[a-z][\w+.-]*://[^\s:/@]*:)(?P<pw>[^\s@]*)(?P<tail>@)", re.IGNORECASE)
+_KW_PASSWORD = re.compile(r"(?P<head>\bpassword\s*=\s*)(?P<pw>'(?:[^'\\]|\\.)*'|[^\s&]+)", re.IGNORECASE)
+
+
+def is_postgres(db: str) -> bool:
+    return bool(_URL_SCHEME.match(db) or _KEYWORDS.search(db))
+
+
+def libpq_dsn(db: str) -> str:
+    """The DSN as libpq reads it: the URL scheme lower-cased and a SQLAlchemy driver suffix dropped."""
+    match = _URL_SCHEME.match(db)
+    return "postgresql://" + db[match.end():] if match else db
+
+
+def _parsed(dsn: str) -> dict | None:
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        parsed = conninfo_to_dict(libpq_dsn(dsn))
+    except Exception:  # libpq's parse errors quote the DSN, password included: never surface them
+        return None
+    # A raw '@' in a URL password makes libpq read the rest of the password as part of the host name.
+    return None if "@" in str(parsed.get("host", "")) else parsed
+
+
+def _mask_url(dsn: str) -> str:
+    scheme_end = _URL_SCHEME.match(dsn).end()
+    rest = dsn[scheme_end:]
+    at = rest.rfind("@")  # a raw '@' in a password: everything before the last one is userinfo
+    if at >= 0 and ":" in rest[:at]:
+        rest = rest[:rest.index(":")] + ":***" + rest[at:]
+    return dsn[:scheme_end] + re.sub(r"(?i)([?&]password=)[^&]*", r"\1***", rest)
+
+
+def safe_label(db: str) -> str:
+    """What may be printed of a --db value: a DuckDB path as given, a DSN with its password as ***, and
+    `<dsn redacted>` for a DSN that cannot be parsed or whose password the masking cannot prove gone."""
+    if not is_postgres(db):
+        # A mistyped URL (postgresql:/u:pw@h) is taken for a DuckDB path: never echo what may hold a password.
+        return REDACTED if "@" in db or "password" in db.lower() else db
+    parsed = _parsed(db)
+    if parsed is None:
+        return REDACTED
+    label = _mask_url(db.strip()) if _URL_SCHEME.match(db) else _KW_PASSWORD.sub(lambda m: m["head"] + "***", db.strip())
+    again = _parsed(label)
+    if again is None or again.get("password", "***") != "***" or (parsed.get("password") and "password" not in again):
+        return REDACTED
+    return label
 
 
 def redact(text: str) -> str:
-    """Replace any password in a DSN (URL or keyword form) by ***."""
-    text = _URL_PASSWORD.sub(lambda m: m["head"] + "***" + m["tail"], text)
+    """Replace any password in DSNs inside free text (URL or keyword form) by ***."""
+    text = _TEXT_URL_PASSWORD.sub(lambda m: m["head"] + "***" + m["tail"], text)
     return _KW_PASSWORD.sub(lambda m: m["head"] + "***", text)
-
-
-def _passwords(dsn: str) -> list[str]:
-    found = [m["pw"] for m in _URL_PASSWORD.finditer(dsn)] + [m["pw"].strip("'") for m in _KW_PASSWORD.finditer(dsn)]
-    return [p for p in found if p]
 
 
 def scrub(message: str, dsn: str) -> str:
     """Redact a driver's error message, including any password it echoed verbatim."""
-    for password in _passwords(dsn):
+    password = (_parsed(dsn) or {}).get("password") or ""
+    if len(password) >= 4:
         message = message.replace(password, "***")
+    elif password:
+        message = re.sub(rf"(?<![\w]){re.escape(password)}(?![\w])", "***", message)
     return redact(message).strip().splitlines()[0] if message.strip() else "unknown error"
-
-
-def is_postgres(db: str) -> bool:
-    return db.startswith(("postgres://", "postgresql://")) or bool(re.search(r"\b(host|dbname|user)=", db))
 
 
 def resolve_db(db: str | None) -> str:
@@ -66,11 +111,16 @@ def open_store(db: str | None, read_only: bool = False) -> Store:
 def _open_postgres(dsn: str) -> Store:
     import psycopg
 
+    label = safe_label(dsn)
+    if _parsed(dsn) is None:
+        raise DatabaseError(f"cannot read the database address {label}: pass --db postgresql://user:password@host/db "
+                            "(percent-encode @, / and spaces in the password) or "
+                            "\"host=… user=… password='…' dbname=…\"")
     try:
-        conn = psycopg.connect(dsn, connect_timeout=10, application_name="mailmortem")
+        conn = psycopg.connect(libpq_dsn(dsn), connect_timeout=10, application_name="mailmortem")
     except (psycopg.Error, ValueError) as exc:
-        raise DatabaseError(f"cannot connect to {redact(dsn)}: {scrub(str(exc), dsn)}") from None
-    return Store("postgres", conn, redact(dsn))
+        raise DatabaseError(f"cannot connect to {label}: {scrub(str(exc), dsn)}") from None
+    return Store("postgres", conn, label)
 
 
 def _open_duckdb(path: str, read_only: bool) -> Store:
@@ -79,5 +129,5 @@ def _open_duckdb(path: str, read_only: bool) -> Store:
     try:
         conn = duckdb.connect(path, read_only=read_only)
     except duckdb.Error as exc:
-        raise DatabaseError(f"cannot open DuckDB file {path}: {str(exc).splitlines()[0]}") from None
-    return Store("duckdb", conn, path)
+        raise DatabaseError(f"cannot open DuckDB file {safe_label(path)}: {redact(str(exc).splitlines()[0])}") from None
+    return Store("duckdb", conn, safe_label(path))

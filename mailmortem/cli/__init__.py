@@ -74,8 +74,10 @@ class LazyGroup(click.Group):
 
 def _abort(message: str, code: int) -> None:
     from forensics.textsafe import terminal_safe
+    from remediation.store import redact
 
-    click.echo(f"Error: {terminal_safe(message)}", err=True)
+    # Last line of defence: whatever raised, a DSN password in the message is masked.
+    click.echo(f"Error: {terminal_safe(redact(message))}", err=True)
     sys.exit(code)
 
 

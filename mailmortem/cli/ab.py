@@ -106,9 +106,9 @@ def _pairs(arms, values) -> str:
 
 def _plan_then_apply(plan, db, apply):
     from remediation import ab
-    from remediation.store import open_store, redact, resolve_db
+    from remediation.store import open_store, resolve_db, safe_label
 
-    _say(_plan_text(plan, redact(resolve_db(db))), err=True)
+    _say(_plan_text(plan, safe_label(resolve_db(db))), err=True)
     if not apply:
         _say(["Dry run: nothing was written. Re-run with --apply to carry out exactly this plan."], err=True)
         return None

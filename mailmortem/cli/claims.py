@@ -30,11 +30,11 @@ def _say(line: str) -> None:
 
 
 def _open_postgres(db):
-    from remediation.store import is_postgres, open_store, resolve_db
+    from remediation.store import is_postgres, open_store, resolve_db, safe_label
 
     target = resolve_db(db)
     if not is_postgres(target):  # checked before opening: opening would create the DuckDB file
-        raise ConfigError(f"{target} is a DuckDB file: requeue-stale and audit need PostgreSQL "
+        raise ConfigError(f"{safe_label(target)} is a DuckDB file: requeue-stale and audit need PostgreSQL "
                           "(pass --db postgresql://… or set DATABASE_URL)")
     return open_store(target)
 

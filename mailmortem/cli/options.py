@@ -7,10 +7,18 @@ import click
 from mailmortem.output import FORMATS
 
 
+def format_help(choices) -> str:
+    """The --format help names exactly the formats the command accepts."""
+    scripts = [c for c in choices if c != "table"]
+    listed = ", ".join(scripts[:-1]) + (" or " if len(scripts) > 1 else "") + scripts[-1] if scripts else ""
+    parts = (["table for people"] if "table" in choices else []) + ([f"{listed} for scripts"] if listed else [])
+    return "; ".join(parts) + " (data on stdout, messages on stderr)."
+
+
 def format_option(choices=FORMATS, default="table"):
     return click.option(
         "--format", "fmt", type=click.Choice(choices), default=default, show_default=True,
-        help="table for people; json, jsonl or csv for scripts (data on stdout, messages on stderr).",
+        help=format_help(choices),
     )
 
 
