@@ -22,8 +22,8 @@ RAW = ("\x1b", "\x07", "\x9b", "\u202e")
 def hostile_log(tmp_path):
     """Two workers sent the same person the same step; one worker's name is a terminal attack."""
     lines = []
-    for n, worker in enumerate((HOSTILE_WORKER, "＝HYPERLINK(\"http://x\")")):
-        lines.append(f'2026-11-28T09:1{n}:00.000Z evt=sent worker={json.dumps(worker)} campaign=c-1 step=1 '
+    for n, worker in enumerate((HOSTILE_WORKER, "＝HYPERLINK(1)")):
+        lines.append(f'2026-11-28T09:1{n}:00.000Z evt=sent worker="{worker}" campaign=c-1 step=1 '
                      f'recipient=jane@acme.com msg_id=m{n}')
     path = tmp_path / "mail-send.log"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
