@@ -100,13 +100,14 @@ def affected(paths, syntax, fields, config, strict, memory_limit, fmt, kind, inc
       mailmortem affected logs/ --kind parallel-worker --format csv > apology-exclusions.csv
       mailmortem affected logs/*.log.gz --incident INC-2 --format jsonl
     """
+    from forensics import affected as chosen
     from forensics.findings import build_document
     from mailmortem.output import write_rows
 
     case = open_case(paths, syntax, fields, config, strict, memory_limit)
-    rows = [r for r in build_document(case)["affected"]
-            if (not kind or r["kind"] == kind) and (not incident or r["incident"] == incident)
-            and (not campaign or r["campaign"] == campaign)]
+    document = build_document(case)
+    chosen.check_filters(case.con, document["incidents"], kind, incident, campaign)
+    rows = chosen.select(document["affected"], kind, incident, campaign)
     if fmt in ("csv", "table"):
         rows = [_flat(r) for r in rows]
     write_rows(rows, fmt, columns=AFFECTED_COLUMNS if fmt in ("csv", "table") else None,

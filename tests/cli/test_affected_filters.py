@@ -1,0 +1,28 @@
+"""`affected` never answers an empty apology list for a filter that names nothing in the logs."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+
+CASE = "sample_logs/parallel-worker"
+
+
+@pytest.mark.parametrize("args,named", [
+    (("--incident", "INC-9"), "INC-1, INC-2"),
+    (("--kind", "retry"), "kinds found: parallel-worker"),
+    (("--campaign", "spring-launch"), "cto-outreach"),
+])
+def test_unmatched_filter_is_an_error_naming_what_exists(cli, args, named):
+    result = cli("affected", CASE, *args, "--format", "csv")
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr.startswith("Error: ") and named in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_matching_filters_still_list_people(cli):
+    rows = list(csv.DictReader(io.StringIO(cli("affected", CASE, "--incident", "INC-1", "--format", "csv").stdout)))
+    assert rows and {r["incident"] for r in rows} == {"INC-1"}
+    by_campaign = cli("affected", CASE, "--campaign", "cto-outreach", "--format", "csv")
+    assert by_campaign.exit_code == 0 and "cto-outreach" in by_campaign.stdout
