@@ -9,7 +9,7 @@ import json
 from collections.abc import Iterable, Iterator
 
 import queries
-from forensics import classify
+from forensics import classify, evidence
 from forensics.jsonfmt import iso_utc, to_json
 from forensics.kinds import kind_named
 from forensics.textsafe import json_safe
@@ -57,8 +57,11 @@ def build_document(case, include_affected: bool = True) -> dict:
     """The diagnose document; `affected` is parsed from affected_json (use that directly to stream)."""
     con = case.con
     classify.classify(con)
+    lost = evidence.lost_evidence(con)
     document = {
         "version": 1,
+        "complete": evidence.is_complete(lost),
+        "lost_evidence": lost,
         "inputs": [{"path": i.path, "syntax": i.syntax, "lines": i.lines, "records": i.records,
                     "skipped": i.skipped, "first_skipped_lines": i.first_skipped_lines} for i in case.inputs],
         "summary": classify.summary(con),

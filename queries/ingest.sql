@@ -342,3 +342,12 @@ SELECT * EXCLUDE (h) FROM first_of_repeated
 -- The first non-blank line that is not a record (what --strict stops on).
 -- dialect: duckdb
 SELECT source, line_no, reason FROM skipped WHERE reason <> 'blank line' ORDER BY source, line_no LIMIT 1
+
+-- name: lost_evidence_lines
+-- Skipped lines that look like a mail-send record (:pattern matches a send key, an address or a send event),
+-- per file: how many, and where the first of them are.
+SELECT source, count(*) AS lines, list(line_no ORDER BY line_no)[1:5] AS first_lines
+FROM skipped
+WHERE text IS NOT NULL AND regexp_matches(text, :pattern)
+GROUP BY source
+ORDER BY source

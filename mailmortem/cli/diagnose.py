@@ -45,7 +45,8 @@ def open_case(paths, syntax, fields, config, strict, memory_limit, save=None):
 @click.option("--save", type=click.Path(dir_okay=False), help="Keep the loaded case in this DuckDB file (query it with `mailmortem sql`).")
 @click.option("--provider-export", "exports", multiple=True, type=click.Path(),
               help="Provider send history to reconcile with the log (repeatable; see backfill-sentlog).")
-@click.option("--fail-on-duplicates", is_flag=True, help="Exit 3 when any duplicate was found (for scripts and CI).")
+@click.option("--fail-on-duplicates", is_flag=True,
+              help="Exit 3 when any duplicate was found, 4 when evidence was lost (4 wins: for scripts and CI).")
 def diagnose(paths, syntax, fields, config, strict, memory_limit, fmt, save, exports, fail_on_duplicates):
     """Name the cause of every duplicate send in LOGS and list who was hit.
 
@@ -71,6 +72,8 @@ def diagnose(paths, syntax, fields, config, strict, memory_limit, fmt, save, exp
         from mailmortem.cli.diagnose_view import show_diagnosis
 
         show_diagnosis(document, saved_to=save)
+    if fail_on_duplicates and not document["complete"]:
+        sys.exit(4)  # evidence was lost: "no duplicates" cannot be trusted, and neither can a count
     if fail_on_duplicates and document["summary"]["duplicated_people"]:
         sys.exit(3)
 

@@ -81,6 +81,8 @@ def show_diagnosis(document: dict, saved_to: str | None = None) -> None:
     from mailmortem.console import make_console
 
     console = make_console()
+    if not document["complete"]:
+        console.print(_lost_headline(document["lost_evidence"]), soft_wrap=True)
     console.print(_inputs_table(document["inputs"]))
     skipped = sum(i["skipped"] for i in document["inputs"])
     if skipped:
@@ -90,7 +92,8 @@ def show_diagnosis(document: dict, saved_to: str | None = None) -> None:
         console.print(line)
     console.print()
     if not document["incidents"]:
-        console.print("No duplicates: every person got each step at most once.")
+        console.print("No duplicates: every person got each step at most once." if document["complete"] else
+                      "No duplicates among the records read, but evidence was lost (see the first line).")
     incidents = document["incidents"]
     for incident in incidents[:FULL_INCIDENTS]:
         console.print(_incident_block(incident), soft_wrap=True)
@@ -110,3 +113,15 @@ def _reconciliation_lines(rec: dict) -> str:
     parts = [f"{safe(name.replace('_', ' '))}: {finding['count']:,}" for name, finding in rec.items()
              if isinstance(finding, dict) and "count" in finding]
     return "Reconciliation with the provider export: " + "; ".join(parts)
+
+
+def _lost_headline(lost: dict) -> str:
+    parts = []
+    if lost["files_not_read"]:
+        parts.append(f"{len(lost['files_not_read']):,} file(s) not read ("
+                     + _short_list([f["path"] for f in lost["files_not_read"]], 3) + ")")
+    if lost["lines"]:
+        where = ", ".join(f"{f['path']}:{','.join(str(n) for n in f['first_lines'][:3])}"
+                          for f in lost["by_file"][:3])
+        parts.append(f"{lost['lines']:,} skipped line(s) look like mail-send records ({safe(where)})")
+    return "INCOMPLETE: " + "; ".join(parts) + ". Duplicates among them cannot be seen."

@@ -1,0 +1,37 @@
+"""What a run could not read: the evidence it lost, so that no answer is an all-clear it has not earned.
+
+A skipped line loses evidence when it could be a send record: it holds a mail-send key (an event,
+recipient or message-id alias, as `key=` or `"key":`), an email address, or a send event as a CSV cell.
+Noise (blank lines, health checks, stack traces, other services) is counted and located by ingest but
+loses nothing.
+"""
+
+from __future__ import annotations
+
+import re
+
+from forensics.ingest.fields import ALIASES
+from forensics.ingest.load import fetch
+
+SEND_EVENTS = ("send", "sent", "email_sent", "send_ok", "delivered_to_provider")
+_ADDRESS = r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"
+
+
+def evidence_pattern(extra_keys: tuple[str, ...] = ()) -> str:
+    """One regular expression (RE2 and Python alike) for a line that may be a lost send record."""
+    keys = sorted({*ALIASES["event"], *ALIASES["recipient"], *ALIASES["msg_id"], *extra_keys}, key=len, reverse=True)
+    key = "(?:" + "|".join(re.escape(k) for k in keys) + ")"
+    events = "(?:" + "|".join(SEND_EVENTS) + ")"
+    return (f"(?i)(?:(?:^|[\\s,{{\"']){key}[\"']?\\s*[=:])|{_ADDRESS}"
+            f"|(?:(?:^|,)\\s*\"?{events}\"?\\s*(?:,|$))")
+
+
+def lost_evidence(con, unread: list[dict] | None = None, extra_keys: tuple[str, ...] = ()) -> dict:
+    """{"files_not_read": [...], "lines": N, "by_file": [{path, lines, first_lines}]} for the document."""
+    by_file = [{"path": source, "lines": lines, "first_lines": list(first)}
+               for source, lines, first in fetch(con, "lost_evidence_lines", {"pattern": evidence_pattern(extra_keys)})]
+    return {"files_not_read": list(unread or []), "lines": sum(f["lines"] for f in by_file), "by_file": by_file}
+
+
+def is_complete(lost: dict) -> bool:
+    return not lost["files_not_read"] and not lost["lines"]
