@@ -218,11 +218,13 @@ WITH lines AS (
 ), {block:typed_columns}
 
 -- name: mark_truncated_row
--- A last line without a newline was cut off mid-write: never trust it as a record (:text is that line, :row
--- its row in the staged table).
+-- A last line without a newline may have been cut off mid-write. A complete record is kept (many writers
+-- never end the file with a newline); a line that did not parse, or a send that lacks its recipient or
+-- message id, is marked truncated (:text is that line, :row its row in the staged table).
 -- dialect: duckdb
 UPDATE {ident:staged} SET problem = 'truncated last line (no newline at end of file)', line = :text
-WHERE rowid = :row AND problem IS NULL
+WHERE rowid = :row AND ((problem IS NOT NULL AND problem <> 'blank line')
+                        OR (problem IS NULL AND event = 'send' AND (recipient IS NULL OR msg_id IS NULL)))
 
 -- name: register_file
 -- A staged file: its label, the line of its CSV header (0 when it has none; lines up to it are not data),

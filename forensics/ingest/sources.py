@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import glob
 import gzip
 import os
@@ -105,10 +106,15 @@ def _spool_stdin() -> Source:
     return replace(source_of(handle.name), label="<stdin>")
 
 
+def _without_bom(head: bytes) -> bytes:
+    # Excel's "CSV UTF-8" starts with a byte-order mark; DuckDB's reader drops it, so the sniffed head must too.
+    return head[len(codecs.BOM_UTF8):] if head.startswith(codecs.BOM_UTF8) else head
+
+
 def head_bytes(source: Source, size: int = _SNIFF_BYTES) -> bytes:
     """The first bytes of the (decompressed) content, for sniffing."""
     with _refusing_unreadable(source), _open(source) as handle:
-        return handle.read(size)
+        return _without_bom(handle.read(size))
 
 
 def read_all(source: Source) -> bytes:
@@ -176,9 +182,9 @@ def unfinished_line(source: Source, limit: int = 65536) -> str | None:
             tail = handle.read()
     except OSError:
         return None
-    if not tail or tail.endswith(b"\n"):
+    if not tail or tail.endswith((b"\n", b"\r")):  # a lone CR ends a line too (old Mac files)
         return None
-    return tail.rsplit(b"\n", 1)[-1].decode("utf-8", "replace")
+    return tail.replace(b"\r", b"\n").rsplit(b"\n", 1)[-1].decode("utf-8", "replace")
 
 
 def sanitized_copy(source: Source, folder: str | None) -> Source:

@@ -1,0 +1,58 @@
+"""Files as people save them: a byte-order mark, no newline at the end, CR or CRLF line ends — every complete
+record is read; only a last line that is not a whole record counts as truncated."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from forensics.findings import build_document
+from forensics.ingest.case import load_case
+
+SENDS = [("2026-11-28T09:10:00Z", "w1", "m1"), ("2026-11-28T09:11:00Z", "w2", "m2")]
+
+
+def _lines(syntax: str) -> list[str]:
+    if syntax == "logfmt":
+        return [f"ts={ts} evt=sent worker={w} campaign=c step=1 recipient=a@x.co msg_id={m}" for ts, w, m in SENDS]
+    if syntax == "jsonl":
+        return [json.dumps({"ts": ts, "event": "sent", "worker": w, "campaign": "c", "step": "1",
+                            "recipient": "a@x.co", "msg_id": m}) for ts, w, m in SENDS]
+    return ["ts,event,worker,campaign,step,recipient,msg_id"] + [f"{ts},sent,{w},c,1,a@x.co,{m}" for ts, w, m in SENDS]
+
+
+EXT = {"logfmt": "log", "jsonl": "jsonl", "csv": "csv"}
+VARIANTS = {
+    "bom": lambda lines: "\ufeff" + "\n".join(lines) + "\n",
+    "no-final-newline": lambda lines: "\n".join(lines),
+    "bom-and-no-final-newline": lambda lines: "\ufeff" + "\r\n".join(lines),
+    "crlf": lambda lines: "\r\n".join(lines) + "\r\n",
+    "lone-cr": lambda lines: "\r".join(lines) + "\r",
+    "lone-cr-no-final": lambda lines: "\r".join(lines),
+}
+
+
+@pytest.mark.parametrize("gz", [False, True])
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("syntax", sorted(EXT))
+def test_every_complete_record_is_read(tmp_path, syntax, variant, gz):
+    data = VARIANTS[variant](_lines(syntax)).encode("utf-8")
+    path = tmp_path / f"mail-send.{EXT[syntax]}{'.gz' if gz else ''}"
+    path.write_bytes(gzip.compress(data) if gz else data)
+    document = build_document(load_case([str(path)]))
+    assert document["summary"]["duplicated_people"] == 1, document["inputs"]
+    assert document["inputs"][0]["skipped"] == 0 and document["complete"] is True
+
+
+@pytest.mark.parametrize("syntax,cut", [("logfmt", 'ts=2026-11-28T09:12:00Z evt=sent worker=w3 campaign=c step=1 rec'),
+                                        ("jsonl", '{"ts": "2026-11-28T09:12:00Z", "event": "sent", "recip'),
+                                        ("csv", "2026-11-28T09:12:00Z,sent,w3,c")])
+def test_a_last_line_cut_mid_record_is_truncated_and_lost(tmp_path, syntax, cut):
+    path = tmp_path / f"mail-send.{EXT[syntax]}"
+    path.write_text("\n".join(_lines(syntax) + [cut]), encoding="utf-8")
+    case = load_case([str(path)])
+    reasons = [r[0] for r in case.con.execute("SELECT reason FROM skipped").fetchall()]
+    assert reasons == ["truncated last line (no newline at end of file)"]
+    assert build_document(case)["complete"] is False
