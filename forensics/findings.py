@@ -11,11 +11,11 @@ from collections.abc import Iterable, Iterator
 import queries
 from forensics import classify, evidence
 from forensics.jsonfmt import iso_utc, to_json
-from forensics.kinds import kind_named
+from forensics.kinds import affected_command, kind_named
 from forensics.textsafe import json_safe
 
 
-def incident_document(i: dict) -> dict:
+def incident_document(i: dict, logs=(), exports=()) -> dict:
     kind = i["kind"]
     entry = kind_named(kind)
     return {
@@ -25,8 +25,9 @@ def incident_document(i: dict) -> dict:
         "people": i["people"], "extra_sends": int(i["extra_sends"]), "confidence": float(i["confidence"]),
         "cause": i["main_cause"] if kind == "ab-contamination" else None,
         "evidence": entry.evidence(i),
-        "remediation": [entry.fix, entry.command_for(i),
-                        f"mailmortem affected <logs> --incident {i['id']} --format csv > apology-exclusions.csv"],
+        "per_worker": [dict(w) for w in i["per_worker"]],
+        "per_shard": [{"shard": s["shard"], "duplicated_people": s["duplicated_people"]} for s in i["per_shard"]],
+        "remediation": [entry.fix, entry.command_for(i, logs, exports), affected_command(i, logs, exports)],
     }
 
 
@@ -53,7 +54,7 @@ def _incident_batches(sizes: list[tuple[str, int]]) -> Iterator[list[str]]:
         yield batch
 
 
-def build_document(case, include_affected: bool = True) -> dict:
+def build_document(case, include_affected: bool = True, logs=(), exports=()) -> dict:
     """The diagnose document; `affected` is parsed from affected_json (use that directly to stream)."""
     con = case.con
     classify.classify(con)
@@ -65,7 +66,8 @@ def build_document(case, include_affected: bool = True) -> dict:
         "inputs": [{"path": i.path, "syntax": i.syntax, "lines": i.lines, "records": i.records,
                     "skipped": i.skipped, "first_skipped_lines": i.first_skipped_lines} for i in case.inputs],
         "summary": classify.summary(con),
-        "incidents": [incident_document(i) for i in classify.incidents(con)],
+        "incidents": [incident_document(i, [str(p) for p in logs], [str(e) for e in exports])
+                      for i in classify.incidents(con)],
     }
     if include_affected:
         document["affected"] = [json.loads(text) for text in affected_json(con)]

@@ -9,6 +9,8 @@ simulator, benchmarks) derives from `KINDS`.
 from __future__ import annotations
 
 import datetime as dt
+import re
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -19,12 +21,39 @@ from forensics.jsonfmt import iso_utc
 class Kind:
     name: str
     fix: str            # what stops it happening again
-    next_command: str   # {campaign} and {test_id} filled per incident; <logs>, <export> by the report
+    next_command: str   # its {fields} are filled per incident by `command_for`, every value shell-quoted
     sentence: str       # the report's account: {who}, {what}, {shards}, {test}
     evidence: Callable[[dict], list[str]]   # an incident row (incident_rows) → evidence lines
 
-    def command_for(self, incident: dict) -> str:
-        return self.next_command.format(campaign=incident["campaign"], test_id=incident["test_id"])
+    def command_for(self, incident: dict, logs: list[str] = (), exports: list[str] = ()) -> str:
+        """The next command, complete: the case's own paths and values, each quoted so that a value from the
+        logs (a campaign `$(...)`, say) stays an argument when the line is pasted into a shell."""
+        return self.next_command.format(**command_values(incident, logs, exports))
+
+
+# An address is put in a command only when it is plainly one: log text is hostile, and a report shows commands
+# verbatim in code blocks that no escaping reaches.
+_PLAIN_ADDRESS = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+")
+
+
+def command_values(incident: dict, logs: list[str] = (), exports: list[str] = ()) -> dict[str, str]:
+    q = shlex.quote
+    address = incident.get("first_recipient") or ""
+    return {
+        "campaign": q(incident["campaign"] or ""), "step": q(incident["step"] or ""),
+        "test_id": q(incident["test_id"] or ""),
+        "address": address if _PLAIN_ADDRESS.fullmatch(address) else '"$RECIPIENT"',
+        "id": q(incident["id"]),
+        # Not known to this run: a variable the responder sets, like $DATABASE_URL.
+        "logs": " ".join(q(p) for p in logs) or '"$LOGS"',
+        "logs_options": " ".join(f"--logs {q(p)}" for p in logs) or '--logs "$LOGS"',
+        "exports": " ".join(f"--provider-export {q(e)}" for e in exports) or '--provider-export "$PROVIDER_EXPORT"',
+    }
+
+
+def affected_command(incident: dict, logs: list[str] = (), exports: list[str] = ()) -> str:
+    return "mailmortem affected {logs} --incident {id} --format csv > apology-exclusions.csv".format(
+        **command_values(incident, logs, exports))
 
 
 def _pct(part, whole) -> str:
@@ -46,11 +75,15 @@ def _minutes(first: dt.datetime, last: dt.datetime) -> str:
     return _duration((last - first).total_seconds()) if first and last else "?"
 
 
+def _reach(i: dict) -> str:
+    people = i["campaign_people"]
+    return ", ".join(f"{w['worker']} {w['reached']} ({_pct(w['reached'], people)})" for w in i["per_worker"])
+
+
 def _evidence_parallel(i: dict) -> list[str]:
     workers = i["workers"]
-    lines = [f"{len(workers)} workers ({', '.join(workers)}) each sent campaign {i['campaign']} step {i['step']}: "
-             f"{_pct(i['reached_a'], i['campaign_people'])} and {_pct(i['reached_b'], i['campaign_people'])} of its "
-             f"{i['campaign_people']} people, within the same {_minutes(i['first_send'], i['last_send'])}",
+    lines = [f"{len(workers)} workers each sent campaign {i['campaign']} step {i['step']}, of its "
+             f"{i['campaign_people']} people: {_reach(i)}, within the same {_minutes(i['first_send'], i['last_send'])}",
              f"{i['people']} people got the same email from two different workers "
              f"(median {_duration(i['median_gap_s'])} apart)"]
     if not i["pair_claims"]:
@@ -73,24 +106,32 @@ def _evidence_retry(i: dict) -> list[str]:
     return lines
 
 
+def _shards(i: dict) -> str:
+    shards = [f"{s['shard']} ({s['duplicated_people']} people)" for s in i["per_shard"]]
+    return ", ".join(shards[:6]) + (f" and {len(shards) - 6} more" if len(shards) > 6 else "")
+
+
 def _evidence_lease(i: dict) -> list[str]:
+    confined = (f"duplicates confined to {len(i['per_shard'])} of {i['campaign_shards']} shards of the campaign: "
+                f"{_shards(i)}")
     if not i["with_expired_lease"]:
-        return [f"duplicates confined to shard {i['group_key']} ({i['dup_shards']} of {i['campaign_shards']} shards "
-                "of the campaign)",
-                "no claim records: the lease expiry is inferred from timing alone (evidence thin)"]
-    gap = (i["second_claim_ts"] - i["first_claim_ts"]).total_seconds()
-    lines = [f"shard {i['group_key']} claimed at {iso_utc(i['first_claim_ts'])} with a {_duration(i['lease_s'])} "
-             f"lease, claimed again by another worker at {iso_utc(i['second_claim_ts'])} "
-             f"({_duration(gap)} later, no renew in between)",
-             f"duplicates confined to shard {i['group_key']}: {i['people']} people sent by both holders"]
+        return [confined, "no claim records: the lease expiry is inferred from timing alone (evidence thin)"]
+    lines = []
+    for s in [s for s in i["per_shard"] if s["first_claim_ts"] and s["second_claim_ts"]][:3]:
+        gap = (s["second_claim_ts"] - s["first_claim_ts"]).total_seconds()
+        lines.append(f"shard {s['shard']} claimed at {iso_utc(s['first_claim_ts'])} with a "
+                     f"{_duration(i['lease_s'])} lease, claimed again by another worker at "
+                     f"{iso_utc(s['second_claim_ts'])} ({_duration(gap)} later, no renew in between)")
+    lines.append(f"{confined}; {i['people']} people sent by both holders")
     if i["holder_sends_after_second_claim"]:
-        lines.append(f"the first holder kept sending {i['holder_sends_after_second_claim']} messages on that shard "
+        lines.append(f"a first holder kept sending {i['holder_sends_after_second_claim']} messages on its shard "
                      "after the second claim")
     return lines
 
 
 def _evidence_state_loss(i: dict) -> list[str]:
-    lines = [f"worker {i['group_key']} sent the same {i['people']} people twice, "
+    twice = ", ".join(f"{w['worker']} {w['duplicated_people']}" for w in i["per_worker"])
+    lines = [f"the same people sent twice by the same worker ({i['people']} in all: {twice}), "
              f"median {_duration(i['median_gap_s'])} apart"]
     if i["with_start_record"] or i["with_new_incarnation"]:
         restart = f"a restart between the two sends ({i['with_start_record']} with a start record"
@@ -125,26 +166,27 @@ TABLE = (
     Kind("retry",
          fix="send with an idempotency key per (campaign, step, recipient) and check the sent-log before every "
              "send, so a lost acknowledgement cannot cause a second email",
-         next_command="mailmortem sentlog check --db \"$DATABASE_URL\" --campaign {campaign} --recipient <address>",
+         next_command="mailmortem sentlog check --db \"$DATABASE_URL\" --campaign {campaign} --step {step} "
+                      "--recipient {address}",
          sentence="{who} sent {what} again after a send it took for failed (lost acknowledgement or error)",
          evidence=_evidence_retry),
     Kind("lease-expiry",
          fix="make the lease longer than the worst batch (≥ 1.5×) and renew it with a heartbeat while "
              "sending; check the sent-log per recipient (keyed by candidate, not shard) before each send",
-         next_command="mailmortem requeue-stale --db \"$DATABASE_URL\" --older-than 45m --logs <logs>",
+         next_command="mailmortem requeue-stale --db \"$DATABASE_URL\" --older-than 45m {logs_options}",
          sentence="the lease on {shards} of {what} ran out while its holder was still sending, so "
                   "another worker claimed it and sent to the same people ({who})",
          evidence=_evidence_lease),
     Kind("state-loss",
          fix="keep sent-state in a durable sent-log table (not in the container) and check it before each "
              "send; backfill it from the provider's export",
-         next_command="mailmortem backfill-sentlog --provider-export <export> --db \"$DATABASE_URL\"",
+         next_command="mailmortem backfill-sentlog {exports} --db \"$DATABASE_URL\"",
          sentence="{who} lost its record of who had been emailed (a restart) and replayed {what}",
          evidence=_evidence_state_loss),
     Kind("ab-contamination",
          fix="assign the variant once per (test, candidate) and store it (sticky assignment); exclude "
              "the contaminated candidates from the analysis",
-         next_command="mailmortem ab-contamination --test-id {test_id} <logs> --format csv > ab-exclusions.csv",
+         next_command="mailmortem ab-contamination --test-id {test_id} {logs} --format csv > ab-exclusions.csv",
          sentence="in A/B test {test}, people of {what} received more than one variant ({who})",
          evidence=_evidence_ab),
 )

@@ -124,7 +124,7 @@ JOIN per_worker b ON b.campaign = g.campaign AND b.step = g.step AND b.worker = 
 
 -- name: classify_people
 -- One row per duplicated person: the kind (precedence: differing variants in a test → ab-contamination,
--- the mechanism kept as cause), the confidence, and the key that groups it into an incident.
+-- the mechanism kept as cause) and the confidence.
 -- dialect: duckdb
 CREATE OR REPLACE TABLE dup_people AS
 WITH mech AS (
@@ -169,11 +169,6 @@ SELECT m.campaign, m.step, m.recipient, m.test_id, v.n_sends, v.n_sends - 1 AS e
        CASE WHEN v.n_variants >= 2 THEN 'ab-contamination' ELSE m.mechanism END AS kind,
        CASE WHEN v.n_variants >= 2 THEN m.mechanism END AS cause,
        CASE WHEN v.n_variants >= 2 THEN 0.97 ELSE m.mechanism_confidence END AS confidence,
-       CASE WHEN v.n_variants >= 2 THEN coalesce(m.test_id, '')
-            WHEN m.mechanism = 'parallel-worker' THEN array_to_string(v.workers, ',')
-            WHEN m.mechanism = 'lease-expiry' THEN coalesce(m.shard1, '')
-            WHEN m.mechanism = 'retry' THEN ''
-            ELSE coalesce(m.worker1, '') END AS group_key,
        v.variants, v.workers, m.worker1, m.worker2, m.gap_s, m.start_between, m.incarnation_changed,
        m.error_between, m.inc1, m.inc2, m.shard1, m.lease_ran_out, m.claim1_ts, m.claim2_ts, m.lease_s,
        m.holder_sends_after_second_claim, m.replay_density, m.replayed,
@@ -181,13 +176,15 @@ SELECT m.campaign, m.step, m.recipient, m.test_id, v.n_sends, v.n_sends - 1 AS e
 FROM mech m JOIN variants v USING (campaign, step, recipient)
 
 -- name: build_incidents
--- Duplicates that share a cause form one incident: same kind, campaign, step (and test), and the same
--- workers (parallel-worker), shard (lease-expiry), worker (state-loss) or test (ab-contamination); the retries of
--- one campaign step share their cause (no idempotency key), whichever worker sent them.
+-- One incident per kind, campaign and step (and test, for ab-contamination): the people it hit, its evidence
+-- counts, and figures per worker (people of the campaign step each reached, duplicated people each sent to)
+-- and per shard (duplicated people whose first send was in it, and that shard's first and second claim).
 -- dialect: duckdb
 CREATE OR REPLACE TABLE incidents AS
-WITH grouped AS (
-    SELECT kind, campaign, step, CASE WHEN kind = 'ab-contamination' THEN test_id END AS test_id, group_key,
+WITH keyed AS (
+    SELECT *, CASE WHEN kind = 'ab-contamination' THEN test_id END AS incident_test FROM dup_people
+), grouped AS (
+    SELECT kind, campaign, step, incident_test AS test_id,
            count(*) AS people, sum(extra_sends) AS extra_sends, round(avg(confidence), 2) AS confidence,
            count(*) FILTER (WHERE start_between) AS with_start_record,
            count(*) FILTER (WHERE incarnation_changed) AS with_new_incarnation,
@@ -198,27 +195,53 @@ WITH grouped AS (
            min(claim1_ts) AS first_claim_ts, max(claim2_ts) AS second_claim_ts, max(lease_s) AS lease_s,
            max(holder_sends_after_second_claim) AS holder_sends_after_second_claim,
            max(replay_density) AS replay_density, max(replayed) AS replayed,
-           max(reached_a) AS reached_a, max(reached_b) AS reached_b, max(campaign_people) AS campaign_people,
-           max(pair_claims) AS pair_claims, max(dup_shards) AS dup_shards, max(campaign_shards) AS campaign_shards,
+           max(campaign_people) AS campaign_people, min(recipient) AS first_recipient,
+           max(pair_claims) AS pair_claims, max(campaign_shards) AS campaign_shards,
            list(DISTINCT cause) FILTER (WHERE cause IS NOT NULL) AS causes,
            mode(cause) AS main_cause,
            flatten(list(variants)) AS all_variants,
            any_value(inc1) AS inc_before, any_value(inc2) AS inc_after
-    FROM dup_people GROUP BY ALL
+    FROM keyed GROUP BY kind, campaign, step, incident_test
+), incident_sends AS (
+    SELECT d.kind, d.campaign, d.step, d.incident_test AS test_id, d.recipient, s.ts, s.worker, s.shard
+    FROM keyed d JOIN sends s USING (campaign, step, recipient)
 ), spans AS (
-    SELECT d.kind, d.campaign, d.step, d.group_key, CASE WHEN d.kind = 'ab-contamination' THEN d.test_id END AS test_id,
-           min(s.ts) AS first_send, max(s.ts) AS last_send,
-           list(DISTINCT s.worker ORDER BY s.worker) FILTER (WHERE s.worker IS NOT NULL) AS workers,
-           list(DISTINCT s.shard ORDER BY s.shard) FILTER (WHERE s.shard IS NOT NULL) AS shards
-    FROM dup_people d JOIN sends s USING (campaign, step, recipient)
+    SELECT kind, campaign, step, test_id, min(ts) AS first_send, max(ts) AS last_send,
+           list(DISTINCT worker ORDER BY worker) FILTER (WHERE worker IS NOT NULL) AS workers,
+           list(DISTINCT shard ORDER BY shard) FILTER (WHERE shard IS NOT NULL) AS shards
+    FROM incident_sends GROUP BY ALL
+), reach AS (
+    SELECT campaign, step, worker, count(DISTINCT recipient) AS reached
+    FROM sends WHERE worker IS NOT NULL AND (campaign, step) IN (SELECT (campaign, step) FROM grouped)
+    GROUP BY ALL
+), by_worker AS (
+    SELECT i.kind, i.campaign, i.step, i.test_id,
+           list({'worker': i.worker, 'reached': r.reached, 'duplicated_people': i.duplicated_people}
+                ORDER BY r.reached DESC, i.worker) AS per_worker
+    FROM (SELECT kind, campaign, step, test_id, worker, count(DISTINCT recipient) AS duplicated_people
+          FROM incident_sends WHERE worker IS NOT NULL GROUP BY ALL) i
+    JOIN reach r USING (campaign, step, worker)
+    GROUP BY ALL
+), by_shard AS (
+    SELECT kind, campaign, step, incident_test AS test_id,
+           list({'shard': shard1, 'duplicated_people': people, 'first_claim_ts': first_claim_ts,
+                 'second_claim_ts': second_claim_ts} ORDER BY people DESC, shard1) AS per_shard
+    FROM (SELECT kind, campaign, step, incident_test, shard1, count(*) AS people,
+                 min(claim1_ts) AS first_claim_ts, max(claim2_ts) AS second_claim_ts
+          FROM keyed WHERE shard1 IS NOT NULL GROUP BY ALL)
     GROUP BY ALL
 )
-SELECT 'INC-' || row_number() OVER (ORDER BY g.people DESC, g.kind, g.campaign, g.step, g.group_key) AS id,
+SELECT 'INC-' || row_number() OVER (ORDER BY g.people DESC, g.kind, g.campaign, g.step, g.test_id) AS id,
        g.*, sp.first_send, sp.last_send, coalesce(sp.workers, []) AS workers, coalesce(sp.shards, []) AS shards,
+       coalesce(w.per_worker, []) AS per_worker, coalesce(sh.per_shard, []) AS per_shard,
        list_sort(list_distinct(g.all_variants)) AS variants
-FROM grouped g JOIN spans sp
-  ON sp.kind = g.kind AND sp.campaign = g.campaign AND sp.step = g.step AND sp.group_key = g.group_key
- AND sp.test_id IS NOT DISTINCT FROM g.test_id
+FROM grouped g
+JOIN spans sp USING (kind, campaign, step)
+LEFT JOIN by_worker w USING (kind, campaign, step)
+LEFT JOIN by_shard sh USING (kind, campaign, step)
+WHERE sp.test_id IS NOT DISTINCT FROM g.test_id
+  AND (w.test_id IS NULL OR w.test_id IS NOT DISTINCT FROM g.test_id)
+  AND (sh.test_id IS NULL OR sh.test_id IS NOT DISTINCT FROM g.test_id)
 
 -- name: incident_sizes
 -- Incidents in the order of the "affected" list, with their size (to batch affected_sends).
@@ -237,7 +260,7 @@ SELECT to_json({
                    'incarnation': s.incarnation, 'msg_id': s.msg_id, 'variant': s.variant, 'shard': s.shard}
                   ORDER BY s.ts, s.msg_id)})::VARCHAR AS affected
 FROM dup_people d
-JOIN incidents i ON i.kind = d.kind AND i.campaign = d.campaign AND i.step = d.step AND i.group_key = d.group_key
+JOIN incidents i ON i.kind = d.kind AND i.campaign = d.campaign AND i.step = d.step
      AND i.test_id IS NOT DISTINCT FROM CASE WHEN d.kind = 'ab-contamination' THEN d.test_id END
      AND list_contains(:incident_ids::VARCHAR[], i.id)
 JOIN sends s ON s.campaign = d.campaign AND s.step = d.step AND s.recipient = d.recipient

@@ -125,7 +125,7 @@ SELECT d.recipient, d.campaign, d.step, d.kind, i.id AS incident, count(*) AS se
        list(DISTINCT s.variant ORDER BY s.variant) FILTER (WHERE s.variant IS NOT NULL) AS variants,
        min(s.ts) AS first_send, max(s.ts) AS last_send
 FROM dup_people d
-JOIN incidents i ON i.kind = d.kind AND i.campaign = d.campaign AND i.step = d.step AND i.group_key = d.group_key
+JOIN incidents i ON i.kind = d.kind AND i.campaign = d.campaign AND i.step = d.step
      AND i.test_id IS NOT DISTINCT FROM CASE WHEN d.kind = 'ab-contamination' THEN d.test_id END
 JOIN sends s ON s.campaign = d.campaign AND s.step = d.step AND s.recipient = d.recipient
 GROUP BY ALL

@@ -100,11 +100,8 @@ def incident_sentence(incident: dict) -> str:
             f"confidence {round(100 * incident['confidence'])}%.")
 
 
-def _with_steps(incident: dict, logs_arg: str, exports_arg: str | None) -> dict:
+def _with_steps(incident: dict) -> dict:
     fix, *commands = incident["remediation"]
-    commands = [c.replace("<logs>", logs_arg) for c in commands]
-    if exports_arg:
-        commands = [c.replace("<export>", exports_arg) for c in commands]
     return {**incident, "sentence": incident_sentence(incident), "fix": fix, "commands": commands}
 
 
@@ -150,10 +147,9 @@ def build_report(case, paths, exports=(), title: str | None = None, now: dt.date
     from forensics.findings import build_document
     from forensics.report.timeline import timeline_data
 
-    document = build_document(case, include_affected=False)
+    document = build_document(case, include_affected=False, logs=paths, exports=exports)
     con, logs_arg = case.con, logs_argument(paths)
-    exports_arg = " --provider-export ".join(shlex.quote(str(p)) for p in exports) or None
-    incidents = [_with_steps(i, logs_arg, exports_arg) for i in document["incidents"]]
+    incidents = [_with_steps(i) for i in document["incidents"]]
     reconciliation, notes = _reconciliation(con, exports)
     ab_tests, ab_notes = _ab_tests(con)
     return Report(

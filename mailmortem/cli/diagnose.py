@@ -63,7 +63,7 @@ def diagnose(paths, syntax, fields, config, strict, memory_limit, fmt, save, exp
     from forensics.findings import affected_json, build_document, write_document
 
     case = open_case(paths, syntax, fields, config, strict, memory_limit, save)
-    document = build_document(case, include_affected=False)
+    document = build_document(case, include_affected=False, logs=paths, exports=exports)
     if exports:
         document["reconciliation"] = _reconcile(case, exports)
     if fmt == "json":
