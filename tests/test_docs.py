@@ -74,7 +74,9 @@ def test_every_kind_is_described_with_the_next_command_diagnose_names():
     page = _page("incident-kinds.md")
     assert tuple(_names(row[0])[0] for row in _table_rows(page, "## The kinds")) == KINDS
     commands = {_names(row[0])[0]: _names(row[1])[0] for row in _table_rows(page, "## Evidence") if _names(row[0])}
-    assert commands == {kind: kind_named(kind).next_command.format(campaign="CAMPAIGN", test_id="TEST") for kind in KINDS}
+    shown = {"campaign": "CAMPAIGN", "step": "STEP", "test_id": "TEST", "address": "ADDRESS", "logs": "LOGS",
+             "logs_options": "--logs LOGS", "exports": "--provider-export EXPORT"}
+    assert commands == {kind: kind_named(kind).next_command.format(**shown) for kind in KINDS}
 
 
 @pytest.fixture(scope="module")
