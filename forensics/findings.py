@@ -58,7 +58,7 @@ def build_document(case, include_affected: bool = True, logs=(), exports=()) -> 
     """The diagnose document; `affected` is parsed from affected_json (use that directly to stream)."""
     con = case.con
     classify.classify(con)
-    lost = evidence.lost_evidence(con)
+    lost = evidence.lost_evidence(con, unread=case.unread)
     document = {
         "version": 1,
         "complete": evidence.is_complete(lost),

@@ -9,7 +9,7 @@ import shutil
 import tempfile
 import time
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from forensics.ingest import load as ingest, sources
@@ -27,6 +27,7 @@ GZIP_RATIO = 8  # a log compresses about this much: what a .gz input weighs once
 class Case:
     con: object  # duckdb.DuckDBPyConnection with views events, skipped and table sends
     inputs: list[ingest.InputSummary]
+    unread: list[dict] = field(default_factory=list)  # files and folders left out under --skip-unreadable
 
     @property
     def records(self) -> int:
@@ -103,18 +104,26 @@ def _checked_size(value: str) -> str:
 
 def load_case(paths, syntax: str | None = None, field_map: FieldMap | dict | None = None,
               strict: bool = False, database: str | None = None, memory_limit: str | None = None,
-              progress: ingest.Progress | None = None) -> Case:
-    """Read logs (files, folders, globs, .gz, `-`) into DuckDB and build events and sends."""
+              progress: ingest.Progress | None = None, skip_unreadable: bool = False) -> Case:
+    """Read logs (files, folders, globs, .gz, `-`) into DuckDB and build events and sends. A file or folder
+    that cannot be read is an error, or with `skip_unreadable` left out and listed in `Case.unread`."""
     if isinstance(field_map, dict):
         field_map = FieldMap(field_map)
-    resolved = sources.resolve(list(paths))
+    unreadable = sources.Unreadable(skip=skip_unreadable)
+    resolved = sources.resolve(list(paths), unreadable)
+    if not resolved:
+        raise InputError(f"nothing could be read: {_listed(unreadable.found)}")
     con = connect(database, memory_limit, sum(_input_bytes(s) for s in resolved))
     inputs = ingest.load(con, resolved, syntax=syntax, field_map=field_map, strict=strict, progress=progress,
                          keep_raw=database is not None)
-    case = Case(con, inputs)
+    case = Case(con, inputs, unreadable.found)
     if case.records == 0:
         raise InputError(_nothing_read(inputs))
     return case
+
+
+def _listed(unread: list[dict]) -> str:
+    return "; ".join(f"{u['path']} ({u['reason']})" for u in unread[:3]) + (" …" if len(unread) > 3 else "")
 
 
 def _input_bytes(source: sources.Source) -> int:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import codecs
+import contextlib
 import glob
 import gzip
 import os
@@ -12,7 +14,7 @@ import tempfile
 import zlib
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from forensics.errors import ConfigError, InputError
@@ -35,56 +37,98 @@ class Source:
     gzipped: bool
 
 
-def resolve(paths: list[str] | tuple[str, ...]) -> list[Source]:
-    """Expand folders and globs; read stdin into a temp file; refuse unreadable inputs."""
+@dataclass
+class Unreadable:
+    """What to do with a file or folder that cannot be read: refuse (the default), or with
+    --skip-unreadable go on and list it, so the run can say it did not see everything."""
+    skip: bool = False
+    found: list[dict] = field(default_factory=list)  # {"path": ..., "reason": ...}
+
+    def meet(self, path: str, reason: str) -> None:
+        if not self.skip:
+            raise InputError(f"{path}: {reason} (fix its permissions, or pass --skip-unreadable to read the rest "
+                             "and list it as not read)")
+        self.found.append({"path": path, "reason": reason})
+
+
+def resolve(paths: list[str] | tuple[str, ...], unreadable: Unreadable | None = None) -> list[Source]:
+    """Expand folders and globs; read stdin into a temp file; refuse unreadable inputs (or, with
+    `unreadable.skip`, leave them out and list them in `unreadable.found`)."""
+    unreadable = unreadable or Unreadable()
     if not paths:
         raise ConfigError("no input given: pass log files, folders, globs, or - for standard input")
     sources: list[Source] = []
     for given in paths:
-        sources.extend(_expand(given))
+        sources.extend(_expand(given, unreadable))
     seen: set[str] = set()
     unique = [s for s in sources if not (s.path in seen or seen.add(s.path))]
-    for source in unique:
+    return [s for s in unique if _readable(s, unreadable)]
+
+
+def _readable(source: Source, unreadable: Unreadable) -> bool:
+    try:
         check_readable(source)
-    return unique
+        return True
+    except InputError as exc:
+        if not unreadable.skip:
+            raise
+        unreadable.found.append({"path": source.label, "reason": str(exc).removeprefix(f"{source.label}: ")})
+        return False
 
 
-def _expand(given: str) -> list[Source]:
+def _expand(given: str, unreadable: Unreadable) -> list[Source]:
     if given == "-":
         return [_spool_stdin()]
-    return [source_of(str(Path(path))) for path in files_named(given)]
+    found = []
+    for path in files_named(given, unreadable=unreadable):
+        try:
+            found.append(source_of(str(Path(path))))
+        except InputError as exc:  # cannot even be opened: permission denied
+            unreadable.meet(path, str(exc).removeprefix(f"{path}: "))
+    return found
 
 
-def files_named(given: str, ignored: Callable[[Path], bool] | None = None, what: str = "log files") -> list[str]:
+def files_named(given: str, ignored: Callable[[Path], bool] | None = None, what: str = "log files",
+                unreadable: Unreadable | None = None) -> list[str]:
     """The files one argument names: itself, a folder's files (recursively, less the `ignored` ones), or a
     glob's matching files and folders (expanded as the shell would). Refuses an argument naming no file."""
     ignored = ignored or _not_a_log
+    unreadable = unreadable or Unreadable()
     path = Path(given)
     if path.is_dir():
-        files = _folder_files(path, ignored)
+        files = _folder_files(path, ignored, unreadable)
         if not files:
             raise InputError(f"{given}: folder has no {what}")
         return files
     if path.is_file():
         return [given]
     if glob.has_magic(given):
-        return _glob_files(given, ignored)
+        return _glob_files(given, ignored, unreadable)
     if path.exists():
         raise InputError(f"{given}: not a regular file")
     raise InputError(f"{given}: no such file or folder")
 
 
-def _glob_files(pattern: str, ignored: Callable[[Path], bool]) -> list[str]:
+def _glob_files(pattern: str, ignored: Callable[[Path], bool], unreadable: Unreadable) -> list[str]:
     files = [file for match in sorted(glob.glob(pattern, recursive=True), key=Path)
-             for file in (_folder_files(Path(match), ignored) if os.path.isdir(match)
+             for file in (_folder_files(Path(match), ignored, unreadable) if os.path.isdir(match)
                           else [match] if os.path.isfile(match) else [])]
     if not files:
         raise InputError(f"{pattern}: no file matches this pattern")
     return files
 
 
-def _folder_files(folder: Path, ignored: Callable[[Path], bool]) -> list[str]:
-    return [str(p) for p in sorted(folder.rglob("*")) if p.is_file() and not ignored(p)]
+def _folder_files(folder: Path, ignored: Callable[[Path], bool], unreadable: Unreadable) -> list[str]:
+    """Every file below `folder`; a subfolder that cannot be listed is met, never passed over (Path.rglob
+    would swallow the error and a diagnosis would miss its logs without a word)."""
+    found: list[Path] = []
+    for root, _dirs, names in os.walk(folder, onerror=lambda err: unreadable.meet(err.filename, _why(err))):
+        found.extend(Path(root, name) for name in names)
+    return [str(p) for p in sorted(found) if p.is_file() and not ignored(p)]
+
+
+def _why(err: OSError) -> str:
+    return "permission denied" if isinstance(err, PermissionError) else (err.strerror or str(err)).lower()
 
 
 def _not_a_log(path: Path) -> bool:
@@ -101,9 +145,16 @@ def source_of(path: str) -> Source:
 def _spool_stdin() -> Source:
     # DuckDB reads files, and we need two passes (sniff + load): spool stdin once.
     handle = tempfile.NamedTemporaryFile(prefix="mailmortem-stdin-", suffix=".log", delete=False)
+    # A copy of someone's mail log must not outlive the run: removed at exit, after an error or Ctrl-C too.
+    atexit.register(_remove, handle.name)
     with handle:
         shutil.copyfileobj(sys.stdin.buffer, handle)
     return replace(source_of(handle.name), label="<stdin>")
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 def _without_bom(head: bytes) -> bytes:

@@ -51,7 +51,7 @@ weights_option = click.option(
 @format_option()
 @db_option("Where --apply writes ab_exclusions and ab_assignments.")
 @apply_option()
-def ab_contamination(paths, syntax, fields, config, strict, memory_limit, test_id, weights, fmt, db, apply):
+def ab_contamination(paths, syntax, fields, config, strict, memory_limit, skip_unreadable, test_id, weights, fmt, db, apply):
     """Find people who received more than one variant of an A/B test, and exclude them.
 
     The unit is the candidate (its id, else its normalised address). Reports per-arm
@@ -73,7 +73,7 @@ def ab_contamination(paths, syntax, fields, config, strict, memory_limit, test_i
     from forensics.ab import analyse
     from remediation import ab
 
-    case = open_case(paths, syntax, fields, config, strict, memory_limit)
+    case = open_case(paths, syntax, fields, config, strict, memory_limit, skip_unreadable)
     report = analyse(case.con, test_id, weights)
     _warn_about(report)
     plan = applied = None

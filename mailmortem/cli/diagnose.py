@@ -21,13 +21,15 @@ def case_options(func):
         click.option("--config", "config", type=click.Path(dir_okay=False), help="TOML file with a [fields] table of the same mappings."),
         click.option("--strict", is_flag=True, help="Stop at the first line that is not a record."),
         click.option("--memory-limit", default=None, metavar="SIZE", help="DuckDB memory limit; spills to disk beyond it (default 1GB)."),
+        click.option("--skip-unreadable", is_flag=True,
+                     help="Read what can be read and list the files and folders that cannot (default: refuse)."),
     ]
     for decorator in reversed(decorators):
         func = decorator(func)
     return func
 
 
-def open_case(paths, syntax, fields, config, strict, memory_limit, save=None):
+def open_case(paths, syntax, fields, config, strict, memory_limit, skip_unreadable=False, save=None):
     from forensics.ingest.case import load_case
     from mailmortem.cli.progress import delayed_status
     from forensics.ingest.fields import load_config, parse_overrides
@@ -36,7 +38,7 @@ def open_case(paths, syntax, fields, config, strict, memory_limit, save=None):
     overrides.update(parse_overrides(fields))
     with delayed_status("reading logs") as progress:
         return load_case(paths, syntax=syntax, field_map=overrides, strict=strict, database=save,
-                         memory_limit=memory_limit, progress=progress)
+                         memory_limit=memory_limit, progress=progress, skip_unreadable=skip_unreadable)
 
 
 @click.command()
@@ -47,7 +49,7 @@ def open_case(paths, syntax, fields, config, strict, memory_limit, save=None):
               help="Provider send history to reconcile with the log (repeatable; see backfill-sentlog).")
 @click.option("--fail-on-duplicates", is_flag=True,
               help="Exit 3 when any duplicate was found, 4 when evidence was lost (4 wins: for scripts and CI).")
-def diagnose(paths, syntax, fields, config, strict, memory_limit, fmt, save, exports, fail_on_duplicates):
+def diagnose(paths, syntax, fields, config, strict, memory_limit, skip_unreadable, fmt, save, exports, fail_on_duplicates):
     """Name the cause of every duplicate send in LOGS and list who was hit.
 
     LOGS are files, folders, globs, .gz files, or - for standard input; many
@@ -62,7 +64,7 @@ def diagnose(paths, syntax, fields, config, strict, memory_limit, fmt, save, exp
     """
     from forensics.findings import affected_json, build_document, write_document
 
-    case = open_case(paths, syntax, fields, config, strict, memory_limit, save)
+    case = open_case(paths, syntax, fields, config, strict, memory_limit, skip_unreadable, save)
     document = build_document(case, include_affected=False, logs=paths, exports=exports)
     if exports:
         document["reconciliation"] = _reconcile(case, exports)
@@ -76,6 +78,18 @@ def diagnose(paths, syntax, fields, config, strict, memory_limit, fmt, save, exp
         sys.exit(4)  # evidence was lost: "no duplicates" cannot be trusted, and neither can a count
     if fail_on_duplicates and document["summary"]["duplicated_people"]:
         sys.exit(3)
+
+
+def warn_if_incomplete(document: dict) -> None:
+    """Lost evidence is said before any list a person might act on (the list may be missing people)."""
+    from mailmortem.console import warn
+
+    lost = document["lost_evidence"]
+    if lost["files_not_read"]:
+        warn(f"{len(lost['files_not_read'])} file(s) or folder(s) were not read: "
+             + "; ".join(f"{u['path']} ({u['reason']})" for u in lost["files_not_read"][:5]))
+    if lost["lines"]:
+        warn(f"{lost['lines']} skipped line(s) look like mail-send records: the list may miss people")
 
 
 def _reconcile(case, exports) -> dict:
@@ -95,7 +109,7 @@ AFFECTED_COLUMNS = ("recipient", "campaign", "step", "kind", "cause", "incident"
 @click.option("--kind", type=click.Choice(KINDS), help="Only people hit by this kind of incident.")
 @click.option("--incident", metavar="ID", help="Only people of this incident (e.g. INC-1).")
 @click.option("--campaign", metavar="ID", help="Only this campaign.")
-def affected(paths, syntax, fields, config, strict, memory_limit, fmt, kind, incident, campaign):
+def affected(paths, syntax, fields, config, strict, memory_limit, skip_unreadable, fmt, kind, incident, campaign):
     """List every person who got a duplicate, one row each (csv makes an exclusion list).
 
     \b
@@ -107,8 +121,9 @@ def affected(paths, syntax, fields, config, strict, memory_limit, fmt, kind, inc
     from forensics.findings import build_document
     from mailmortem.output import write_rows
 
-    case = open_case(paths, syntax, fields, config, strict, memory_limit)
+    case = open_case(paths, syntax, fields, config, strict, memory_limit, skip_unreadable)
     document = build_document(case)
+    warn_if_incomplete(document)
     chosen.check_filters(case.con, document["incidents"], kind, incident, campaign)
     rows = chosen.select(document["affected"], kind, incident, campaign)
     if fmt in ("csv", "table"):

@@ -118,7 +118,7 @@ def _reconciliation_lines(rec: dict) -> str:
 def _lost_headline(lost: dict) -> str:
     parts = []
     if lost["files_not_read"]:
-        parts.append(f"{len(lost['files_not_read']):,} file(s) not read ("
+        parts.append(f"{len(lost['files_not_read']):,} file(s) or folder(s) not read ("
                      + _short_list([f["path"] for f in lost["files_not_read"]], 3) + ")")
     if lost["lines"]:
         where = ", ".join(f"{f['path']}:{','.join(str(n) for n in f['first_lines'][:3])}"
