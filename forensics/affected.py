@@ -7,8 +7,8 @@ campaign the logs never sent to is an error naming what there is.
 
 from __future__ import annotations
 
+import queries
 from forensics.errors import InputError
-from forensics.ingest.load import fetch
 
 SHOWN = 8  # values named in an error, at most
 
@@ -26,7 +26,7 @@ def check_filters(con, incidents: list[dict], kind: str | None, incident: str | 
         kinds = list(dict.fromkeys(i["kind"] for i in incidents))
         raise InputError(f"no {kind} incident in these logs (kinds found: {_named(kinds)}); pass one of them to --kind")
     if campaign is not None:
-        sent = [row[0] for row in fetch(con, "campaign_send_counts")]
+        sent = [row["campaign"] for row in queries.rows(con, "campaign_send_counts")]
         if campaign not in sent:
             raise InputError(f"no send to campaign {campaign!r} in these logs (campaigns: {_named(sent)}); "
                              "pass one of them to --campaign")

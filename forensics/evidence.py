@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
+import queries
 from forensics.ingest.fields import ALIASES
-from forensics.ingest.load import fetch
 
 SEND_EVENTS = ("send", "sent", "email_sent", "send_ok", "delivered_to_provider")
 _ADDRESS = r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"
@@ -28,8 +28,8 @@ def evidence_pattern(extra_keys: tuple[str, ...] = ()) -> str:
 
 def lost_evidence(con, unread: list[dict] | None = None, extra_keys: tuple[str, ...] = ()) -> dict:
     """{"files_not_read": [...], "lines": N, "by_file": [{path, lines, first_lines}]} for the document."""
-    by_file = [{"path": source, "lines": lines, "first_lines": list(first)}
-               for source, lines, first in fetch(con, "lost_evidence_lines", {"pattern": evidence_pattern(extra_keys)})]
+    by_file = [{"path": row["source"], "lines": row["lines"], "first_lines": list(row["first_lines"])}
+               for row in queries.rows(con, "lost_evidence_lines", {"pattern": evidence_pattern(extra_keys)})]
     return {"files_not_read": list(unread or []), "lines": sum(f["lines"] for f in by_file), "by_file": by_file}
 
 

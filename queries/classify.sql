@@ -287,4 +287,5 @@ SELECT * FROM incidents ORDER BY people DESC, id
 
 -- name: campaign_send_counts
 -- Every campaign in the case's real sends with its send count, busiest first (names what a filter can match).
+-- dialect: duckdb
 SELECT coalesce(campaign, '') AS campaign, count(*) AS sends FROM sends GROUP BY 1 ORDER BY 2 DESC, 1

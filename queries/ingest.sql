@@ -348,6 +348,7 @@ SELECT source, line_no, reason FROM skipped WHERE reason <> 'blank line' ORDER B
 -- name: lost_evidence_lines
 -- Skipped lines that look like a mail-send record (:pattern matches a send key, an address or a send event),
 -- per file: how many, and where the first of them are.
+-- dialect: duckdb
 SELECT source, count(*) AS lines, list(line_no ORDER BY line_no)[1:5] AS first_lines
 FROM skipped
 WHERE text IS NOT NULL AND regexp_matches(text, :pattern)

@@ -123,8 +123,8 @@ def affected(paths, syntax, fields, config, strict, memory_limit, skip_unreadabl
 
     case = open_case(paths, syntax, fields, config, strict, memory_limit, skip_unreadable)
     document = build_document(case)
-    warn_if_incomplete(document)
     chosen.check_filters(case.con, document["incidents"], kind, incident, campaign)
+    warn_if_incomplete(document)
     rows = chosen.select(document["affected"], kind, incident, campaign)
     if fmt in ("csv", "table"):
         rows = [_flat(r) for r in rows]

@@ -11,7 +11,7 @@ CASE = "sample_logs/parallel-worker"
 
 
 @pytest.mark.parametrize("args,named", [
-    (("--incident", "INC-9"), "INC-1, INC-2"),
+    (("--incident", "INC-9"), "incidents: INC-1)"),
     (("--kind", "retry"), "kinds found: parallel-worker"),
     (("--campaign", "spring-launch"), "cto-outreach"),
 ])
