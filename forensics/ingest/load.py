@@ -90,8 +90,8 @@ def _detected(file_id: int, source: Source, forced: str | None) -> _File:
 
 
 def _groups(files: list[_File]) -> list[list[_File]]:
-    """More than MANY_FILES logfmt (or JSON Lines) files are read in one statement: one statement per file
-    costs ~50 ms of planning each (hundreds of regexes), whatever the file's size."""
+    """More than MANY_FILES logfmt (or JSON Lines) files are read in one statement: a statement per file is
+    planned again each time (hundreds of regexes), whatever the file's size."""
     groups = [[f for f in files if f.syntax == syntax and f.head] for syntax in ("logfmt", "jsonl")]
     return [members for members in groups if len(members) > MANY_FILES]
 
