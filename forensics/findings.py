@@ -68,6 +68,8 @@ def build_document(case, include_affected: bool = True, logs=(), exports=()) -> 
         "summary": classify.summary(con),
         "incidents": [incident_document(i, [str(p) for p in logs], [str(e) for e in exports])
                       for i in classify.incidents(con)],
+        # Not one of the five kinds: one person (by candidate id) reached at two addresses in one step.
+        "candidates_at_two_addresses": queries.rows(con, "candidates_at_two_addresses"),
     }
     if include_affected:
         document["affected"] = [json.loads(text) for text in affected_json(con)]

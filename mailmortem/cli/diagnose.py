@@ -76,7 +76,7 @@ def diagnose(paths, syntax, fields, config, strict, memory_limit, skip_unreadabl
         show_diagnosis(document, saved_to=save)
     if fail_on_duplicates and not document["complete"]:
         sys.exit(4)  # evidence was lost: "no duplicates" cannot be trusted, and neither can a count
-    if fail_on_duplicates and document["summary"]["duplicated_people"]:
+    if fail_on_duplicates and (document["summary"]["duplicated_people"] or document["candidates_at_two_addresses"]):
         sys.exit(3)
 
 
