@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from mailmortem.cli.options import format_option
+from mailmortem.cli.options import export_options, format_option
 from forensics.ingest.sources import SYNTAXES
 from forensics.kinds import KINDS
 
@@ -45,8 +45,7 @@ def open_case(paths, syntax, fields, config, strict, memory_limit, skip_unreadab
 @case_options
 @format_option(choices=("table", "json"))
 @click.option("--save", type=click.Path(dir_okay=False), help="Keep the loaded case in this DuckDB file (query it with `mailmortem sql`).")
-@click.option("--provider-export", "exports", multiple=True, type=click.Path(),
-              help="Provider send history to reconcile with the log (repeatable; see backfill-sentlog).")
+@export_options(what="Provider send history to reconcile with the log")
 @click.option("--fail-on-duplicates", is_flag=True,
               help="Exit 3 when any duplicate was found, 4 when evidence was lost (4 wins: for scripts and CI).")
 def diagnose(paths, syntax, fields, config, strict, memory_limit, skip_unreadable, fmt, save, exports, fail_on_duplicates):
@@ -95,7 +94,7 @@ def warn_if_incomplete(document: dict) -> None:
 def _reconcile(case, exports) -> dict:
     from forensics.reconcile import load_provider_sends, reconcile
 
-    load_provider_sends(case.con, list(exports))
+    load_provider_sends(case.con, exports)
     return reconcile(case.con)
 
 
