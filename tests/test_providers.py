@@ -373,6 +373,24 @@ def test_each_provider_is_chosen_on_its_markers_and_a_second_claim_is_refused(tm
         assert f"could be {provider} or {other}; pass --provider {provider} or --provider {other}" in _refusal(mixed)
 
 
+_PLAIN_COLUMNS = ["email", "Email", "message_id", "Message ID", "timestamp", "status", "event", "to", "date",
+                  "subject", "campaign", "step", "id", "processed", "to_email"]
+
+
+@pytest.mark.slow
+@_settings
+@given(columns=st.lists(st.sampled_from(_PLAIN_COLUMNS), min_size=1, max_size=6, unique_by=str.lower),
+       cells=st.lists(st.text(alphabet="ab.@1-", max_size=6), min_size=6, max_size=6))
+def test_csv_headers_without_provider_columns_are_refused_not_guessed(tmp_path, columns, cells):
+    """Names every export uses (one Activity-feed name alone included) make no CSV SendGrid's."""
+    import csv
+
+    path = tmp_path / "export.csv"
+    with path.open("w", newline="") as out:
+        csv.writer(out).writerows([columns, cells[:len(columns)]])
+    assert "unknown CSV layout, no provider's marker columns" in _refusal(path)
+
+
 def test_every_sample_provider_is_still_told_apart():
     sample = {"sendgrid-events.jsonl": "sendgrid", "mailgun-events-page.json": "mailgun", "ses-firehose.jsonl": "ses",
               "sns-envelope-send.json": "ses", "postmark-outbound.json": "postmark", "resend-sent.json": "resend",
