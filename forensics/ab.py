@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 
 import queries
+from forensics.addresses import normalize_address
 from forensics.errors import ConfigError, InputError
 
 SRM_ALPHA = 0.001  # flag a sample-ratio mismatch below this p-value
@@ -75,11 +76,11 @@ def resolve_weights(arms: list[str] | None, weights: dict[str, float] | None) ->
 
 
 def normalize_unit(candidate: str) -> str:
-    """The unit of assignment: a candidate id trimmed; an address also lower-cased (as in the logs)."""
+    """The unit of assignment: a candidate id trimmed; an address in its normal form (as in the logs)."""
     unit = candidate.strip()
     if not unit:
         raise ConfigError("--candidate is empty")
-    return unit.lower() if "@" in unit else unit
+    return (normalize_address(unit) or unit) if "@" in unit else unit
 
 
 def hash_fraction(salt: str, test_id: str, unit: str) -> float:

@@ -101,7 +101,7 @@ typed AS (
     SELECT mm_ts(ts_text) AS ts,
            CASE WHEN nullif(trim(event_text), '') IS NOT NULL THEN mm_event(event_text)
                 WHEN msg_id_text IS NOT NULL AND status IS NOT NULL AND mm_ok_status(status) THEN 'send' END AS event,
-           worker, incarnation, campaign, step, lower(trim(recipient_text)) AS recipient, candidate,
+           worker, incarnation, campaign, step, mm_address(recipient_text) AS recipient, candidate,
            mm_msg_id(msg_id_text) AS msg_id, shard, mm_seconds(lease_text) AS lease_s, test_id, variant, status,
            TRY_CAST(attempt_text AS INTEGER) AS attempt, error, TRY_CAST(count_text AS BIGINT) AS count,
            recipient_text AS recipient_raw, line, problem, nullif(trim(event_text), '') IS NULL AS no_event

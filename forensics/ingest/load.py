@@ -49,6 +49,7 @@ def load(con, sources: list[Source], syntax: str | None = None, field_map: Field
     if syntax is not None and syntax not in SYNTAXES:
         raise ConfigError(f"unknown --syntax {syntax!r} (choose from {', '.join(SYNTAXES)})")
     queries.script(con, "ingest_macros")
+    queries.script(con, "address_duckdb_macro")
     queries.script(con, "create_files")
     field_map = field_map or FieldMap()
     files = [_detected(index + 1, source, syntax) for index, source in enumerate(sources)]
