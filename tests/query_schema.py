@@ -31,7 +31,7 @@ LEADS = "CREATE TABLE leads (lead_id INT PRIMARY KEY, email TEXT, status TEXT, c
 IDENTS = {"staged": "staged_1", "provider_table": "provider_sends", "table": "leads", "lead_id": "lead_id",
           "email": "email", "status": "status", "claimed_by": "claimed_by", "claimed_at": "claimed_at",
           "claim_token": "claim_token", "sequence": "mailmortem_fencing_seq", "key_column": "lead_id",
-          "cols": ["status", "claimed_by"], "r_cols": [("r", "status"), ("r", "claimed_by")]}
+          "cols": ["status", "claimed_by"], "r_cols": [("r", "status"), ("r", "claimed_by")], "candidate": "NULL"}
 
 
 def duckdb_schema():
