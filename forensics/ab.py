@@ -196,6 +196,7 @@ def _arm_rows(counted: list[dict], srm: dict | None, weights: dict | None) -> li
 def analyse(con, test_id: str, weights: dict[str, float] | None = None) -> AbReport:
     """Contamination report for one test from the `sends` table of a DuckDB connection."""
     test_id = test_id.strip()
+    queries.script(con, "address_duckdb_macro")  # the unit of an address is its normal form
     queries.run(con, "ab_sends_build", {"test_id": test_id})
     queries.run(con, "ab_units_build")
     overview = queries.one(con, "ab_overview")
