@@ -3,13 +3,11 @@
     from remediation import claimloop
 
     def send(lead):                       # your provider call; return its message id
-        return provider.send(to=lead.email, idempotency_key=lead.idempotency_key, ...)
+        return provider.send(to=lead.email, idempotency_key=lead.idempotency_key)
 
-    cfg = claimloop.LoopConfig(campaign="c-42", step="1", lease_s=120)
-    stats = claimloop.run(dsn, cfg, send)  # returns when no claimable lead is left
+    stats = claimloop.run(dsn, claimloop.LoopConfig(campaign="c-42", step="1"), send)
 
-`run` creates what it needs (sent_log, the send reservations, the fencing column and
-sequence) and refuses an empty campaign or step. Each round:
+`run` creates what it needs and refuses an empty campaign or step. Each round:
 
 1. **claim** a batch atomically (`FOR UPDATE SKIP LOCKED`), stamping worker, claim
    time (the lease starts on the server's clock) and a **fencing token** from a
@@ -26,8 +24,7 @@ sequence) and refuses an empty campaign or step. Each round:
 5. **release** whatever is left back to queued.
 
 A worker that dies between reserving and recording leaves an unconfirmed reservation:
-its person counts as sent (nobody else emails them) until a provider backfill or a
-person settles it. See docs/safety.md.
+its person counts as sent until a backfill or a person settles it (docs/safety.md).
 """
 
 from __future__ import annotations
@@ -142,17 +139,19 @@ class RunStats:
 
 
 def ensure_claim_schema(conn, cfg: LoopConfig) -> None:
-    """Add the fencing-token column and sequence if missing (the leads table must exist), and this
-    session's address function.
+    """Create sent_log and the send reservations, add the fencing-token column and sequence if missing
+    (the leads table must exist), and this session's address function.
 
-    Cheap when they exist: the catalog is read first, because ALTER TABLE would take
-    an exclusive lock on a table live workers are using.
+    Cheap when they exist: the catalog is read first, because CREATE and ALTER TABLE
+    would take locks on tables live workers are using.
     """
     idents = cfg.idents()
     params = {"table": queries.quote_ident(idents["table"]), "column": cfg.token_column,
               "sequence": queries.quote_ident(idents["sequence"])}
     with conn.transaction():
         install_pg(conn)
+        if not queries.run(conn, "claimloop_store_ready").fetchone()[0]:
+            sentlog.ensure_schema(conn)
         if queries.run(conn, "claimloop_token_column_exists", params).fetchone()[0] and \
                 queries.run(conn, "claimloop_sequence_exists", params).fetchone()[0]:
             return
@@ -169,8 +168,6 @@ def prepare(conn, cfg: LoopConfig) -> None:
         if not queries.run(conn, "claimloop_leads_table_exists", {"table": table}).fetchone()[0]:
             raise RefusedError(f"no table {cfg.table.table} in this database: LoopConfig.table names your leads "
                                "table (remediation.claims.leads_table(...) maps its columns)")
-        if not queries.run(conn, "claimloop_store_ready").fetchone()[0]:
-            sentlog.ensure_schema(conn)
     ensure_claim_schema(conn, cfg)
 
 
