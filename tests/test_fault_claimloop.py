@@ -230,7 +230,8 @@ def _finish(dsn: str, campaign: str, provider, table: str = "leads", candidate_c
     from remediation import claimloop, claims
 
     cfg = claimloop.LoopConfig(campaign=campaign, step="1", worker="after", batch_size=50, lease_s=30.0,
-                               table=claims.leads_table(table), candidate_column=candidate_column, provider="stub")
+                               table=claims.leads_table(table), candidate_column=candidate_column,
+                               provider=type(provider).__name__)
     _work_until_done(dsn, cfg, provider)
 
 
