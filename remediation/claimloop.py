@@ -43,6 +43,7 @@ from remediation import reservations, sentlog
 from remediation.claims import LeadsTable
 from remediation.errors import RefusedError
 from remediation.identifiers import parse_name
+from remediation.joblock import JobLockLost
 
 RECORD_ATTEMPTS = 6  # re-connections tried to record a send whose session died during the provider call
 
@@ -270,7 +271,23 @@ def process_lead(conn, cfg: LoopConfig, lead: Lead, send: Callable[[Lead], str])
     outcome = reserve_lead(conn, cfg, lead)
     if outcome != "reserved":
         return outcome
-    return record_sent(conn, cfg, lead, send(lead))
+    return record_sent(conn, cfg, lead, send_reserved(conn, cfg, lead, send))
+
+
+def send_reserved(conn, cfg: LoopConfig, lead: Lead, send: Callable[[Lead], str]) -> str:
+    """Call send() for a reserved lead. JobLockLost from it comes from lock.check() before the provider call
+    (docs/remediation.md): nothing went out, so the reservation is given back before the error goes on."""
+    import psycopg
+
+    try:
+        return send(lead)
+    except JobLockLost:
+        try:
+            with conn.transaction():
+                reservations.withdraw(conn, cfg.campaign, cfg.step, lead.address, lead.candidate, lead.token)
+        except psycopg.Error:  # a dead session leaves it unconfirmed: listed, and nobody is emailed twice
+            pass
+        raise
 
 
 class Session:
@@ -313,7 +330,7 @@ def process_batch(session: Session, cfg: LoopConfig, batch: Batch, send: Callabl
     for lead in batch.leads:
         outcome = reserve_lead(session.conn, cfg, lead)
         if outcome == "reserved":
-            outcome = session.record(lead, send(lead))
+            outcome = session.record(lead, send_reserved(session.conn, cfg, lead, send))
         _count(stats, outcome)
         if outcome == "fenced-after-send":
             stats.stopped = (f"fenced after send: lead {lead.key_text} was re-claimed while its email went out "

@@ -74,11 +74,24 @@ def reserve(conn: Any, campaign: str, step: str, address: str, candidate: str | 
         params = {**row, "key_kind": key_kind, "key_value": key_value}
         if queries.run(conn, "reservation_insert_key", params).fetchone() is None:
             holder = queries.one(conn, "reservation_holder", params)
-            for taken_kind, value in taken:
-                queries.run(conn, "reservation_withdraw_key", {**row, "key_kind": taken_kind, "key_value": value})
+            _withdraw_keys(conn, row, taken)
             return Reserved(False, rid, holder)
         taken.append((key_kind, key_value))
     return Reserved(True, rid)
+
+
+def withdraw(conn: Any, campaign: str, step: str, address: str, candidate: str | None, token: int | None) -> None:
+    """Give back every key of our reservation whose send never started (its sender knows nothing went out).
+    Never commits."""
+    conn, _kind = connection_kind(conn)
+    row = {"campaign": campaign, "step": step, "reservation": reservation_id(campaign, step, address, candidate),
+           "token": token}
+    _withdraw_keys(conn, row, keys_of(address, candidate))
+
+
+def _withdraw_keys(conn: Any, row: dict, keys: list[tuple[str, str]]) -> None:
+    for key_kind, key_value in keys:
+        queries.run(conn, "reservation_withdraw_key", {**row, "key_kind": key_kind, "key_value": key_value})
 
 
 def confirm(conn: Any, campaign: str, step: str, reservation: str, token: int | None, msg_id: str) -> bool:

@@ -329,3 +329,21 @@ def test_the_docs_example_runs_as_written_on_a_database_with_only_the_leads_tabl
     namespace = {"dsn": leads(QUEUED, sent_log=False), "provider": Provider()}
     exec(compile(example, "docs/remediation.md", "exec"), namespace)
     assert namespace["stats"].sent == 120 and len(delivered) == 120
+
+
+def test_a_send_that_finds_the_job_lock_lost_gives_its_reservation_back(dsn, conn):
+    from remediation import reservations
+    from remediation.joblock import JobLockLost
+
+    send = Recorder()
+
+    def checking(lead):
+        if lead.key == 3:
+            raise JobLockLost("the job lock was lost")  # lock.check() before the provider call
+        return send(lead)
+
+    with pytest.raises(JobLockLost):
+        claimloop.run(dsn, cfg(), checking)
+    assert send.sent == [1, 2] and count(conn, "queued") == 118
+    assert reservations.unconfirmed(conn) == [] and not sentlog.already_sent(conn, "c-1", "1", "lead3@example.com")
+    assert claimloop.run(dsn, cfg(), send).sent == 118 and sorted(send.sent) == list(range(1, 121))
