@@ -64,6 +64,18 @@ FROM {ident:table} AS t
 WHERE t.{ident:lead_id} = ANY(:keys)
 FOR UPDATE SKIP LOCKED
 
+-- name: requeue_guard
+-- Template: the planned stale claims (CTE planned) whose guard still holds: same claim (claimer and exact claim
+-- time), still in progress and older than the cutoff. requeue_to_queued and requeue_to_sent lock these rows.
+-- dialect: postgres
+FROM {ident:table} AS t
+    JOIN planned AS p ON p.key_text = t.{ident:lead_id}::text
+    WHERE t.{ident:lead_id} = ANY(:keys)
+      AND t.{ident:status} = :status_in_progress
+      AND t.{ident:claimed_at} < now() - make_interval(secs => :older_than_s)
+      AND t.{ident:claimed_by}::text IS NOT DISTINCT FROM p.claimed_by
+      AND extract(epoch FROM t.{ident:claimed_at}) = p.claimed_epoch
+
 -- name: requeue_to_queued
 -- Put planned stale claims back to queued where the guard still holds (same claim, still old, not in the sent-log); one audit row per change.
 -- dialect: postgres
@@ -72,13 +84,7 @@ WITH planned AS (
         AS p(key_text, claimed_by, claimed_epoch)
 ), prior AS (
     SELECT t.{ident:lead_id} AS lead_key, t.{ident:status} AS status, t.{ident:claimed_by} AS claimed_by, t.{ident:claimed_at} AS claimed_at
-    FROM {ident:table} AS t
-    JOIN planned AS p ON p.key_text = t.{ident:lead_id}::text
-    WHERE t.{ident:lead_id} = ANY(:keys)
-      AND t.{ident:status} = :status_in_progress
-      AND t.{ident:claimed_at} < now() - make_interval(secs => :older_than_s)
-      AND t.{ident:claimed_by}::text IS NOT DISTINCT FROM p.claimed_by
-      AND extract(epoch FROM t.{ident:claimed_at}) = p.claimed_epoch
+    {block:requeue_guard}
       AND NOT EXISTS (
           SELECT 1 FROM sent_log AS s
           WHERE s.recipient = pg_temp.mm_address(t.{ident:email}::text)
@@ -112,13 +118,7 @@ WITH planned AS (
         AS p(key_text, claimed_by, claimed_epoch)
 ), prior AS (
     SELECT t.{ident:lead_id} AS lead_key, t.{ident:status} AS status
-    FROM {ident:table} AS t
-    JOIN planned AS p ON p.key_text = t.{ident:lead_id}::text
-    WHERE t.{ident:lead_id} = ANY(:keys)
-      AND t.{ident:status} = :status_in_progress
-      AND t.{ident:claimed_at} < now() - make_interval(secs => :older_than_s)
-      AND t.{ident:claimed_by}::text IS NOT DISTINCT FROM p.claimed_by
-      AND extract(epoch FROM t.{ident:claimed_at}) = p.claimed_epoch
+    {block:requeue_guard}
     FOR UPDATE OF t SKIP LOCKED
 ), changed AS (
     UPDATE {ident:table} AS t

@@ -30,23 +30,13 @@ CREATE TABLE IF NOT EXISTS send_reservation (
 CREATE INDEX IF NOT EXISTS send_reservation_key ON send_reservation (key_kind, key_value)
 
 -- name: reservation_create_released
--- Every released reservation, kept: who released it, when and why.
+-- Every released reservation, kept: its rows as they were (send_reservation's columns), then when, by whom
+-- and why it was released.
 -- dialect: duckdb postgres
-CREATE TABLE IF NOT EXISTS send_reservation_released (
-    campaign    TEXT NOT NULL,
-    step        TEXT NOT NULL,
-    key_kind    TEXT NOT NULL,
-    key_value   TEXT NOT NULL,
-    reservation TEXT NOT NULL,
-    recipient   TEXT NOT NULL,
-    candidate   TEXT,
-    worker      TEXT,
-    token       BIGINT,
-    reserved_at TIMESTAMPTZ NOT NULL,
-    released_at TIMESTAMPTZ NOT NULL DEFAULT now(),
-    released_by TEXT NOT NULL,
-    reason      TEXT NOT NULL
-)
+CREATE TABLE IF NOT EXISTS send_reservation_released AS
+SELECT *, now() AS released_at, CAST(NULL AS TEXT) AS released_by, CAST(NULL AS TEXT) AS reason
+FROM send_reservation
+WHERE false
 
 -- name: reservation_table_exists_pg
 -- PostgreSQL: does send_reservation exist (on the search path)?
@@ -138,9 +128,9 @@ ORDER BY r.reserved_at
 -- Copy an unconfirmed reservation's keys to send_reservation_released, with who released it and why.
 -- dialect: duckdb postgres
 INSERT INTO send_reservation_released (campaign, step, key_kind, key_value, reservation, recipient, candidate, worker,
-                                       token, reserved_at, released_by, reason)
+                                       token, reserved_at, released_at, released_by, reason)
 SELECT campaign, step, key_kind, key_value, reservation, recipient, candidate, worker, token, reserved_at,
-       :released_by, :reason
+       now(), :released_by, :reason
 FROM send_reservation
 WHERE campaign = :campaign AND step = :step AND reservation = :reservation AND msg_id IS NULL
 
@@ -182,16 +172,3 @@ WHERE r.key_kind = 'address' AND r.msg_id IS NULL AND r.reserved_at <= :covered_
         AND (s.sent_at IS NULL OR s.sent_at >= r.reserved_at - CAST(:margin AS INTERVAL))
   )
 ORDER BY r.campaign, r.step, r.recipient
-
--- name: reservation_count_unconfirmed
--- How many unconfirmed reservations there are (campaign and step NULL = all), as requeue-stale reports them.
--- dialect: duckdb postgres
-SELECT count(*) AS n
-FROM send_reservation AS r
-WHERE r.key_kind = 'address' AND r.msg_id IS NULL
-  AND (CAST(:campaign AS TEXT) IS NULL OR r.campaign = :campaign)
-  AND (CAST(:step AS TEXT) IS NULL OR r.step = :step)
-  AND NOT EXISTS (
-      SELECT 1 FROM sent_log AS s
-      WHERE s.campaign = r.campaign AND (s.step = r.step OR s.step = '') AND s.recipient = r.recipient
-  )

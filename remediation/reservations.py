@@ -122,9 +122,7 @@ def unconfirmed(conn_or_store: Any, campaign: str | None = None, step: str | Non
 
 
 def count_unconfirmed(conn: Any, campaign: str | None = None, step: str | None = None) -> int:
-    if not table_exists(conn):
-        return 0
-    return int(queries.one(conn, "reservation_count_unconfirmed", {"campaign": campaign, "step": step})["n"])
+    return len(unconfirmed(conn, campaign, step))
 
 
 # --------------------------------------------------------------------------- releasing
