@@ -59,14 +59,19 @@ def test_run_sends_every_lead_once_and_records_it(dsn, conn):
     assert claimloop.run(dsn, cfg(), send).batches == 0 and len(send.sent) == 120
 
 
-def test_two_concurrent_loops_never_send_one_lead_twice(dsn, conn):
-    send = Recorder()
-    workers = [threading.Thread(target=claimloop.run, args=(dsn, cfg(worker=f"w{i}", batch_size=7), send))
-               for i in range(3)]
+def run_concurrently(dsn, send, loops: int, batch_size: int, timeout: float) -> None:
+    """`loops` claim loops at once (threads w0, w1, …) until each is done."""
+    workers = [threading.Thread(target=claimloop.run, args=(dsn, cfg(worker=f"w{i}", batch_size=batch_size), send))
+               for i in range(loops)]
     for w in workers:
         w.start()
     for w in workers:
-        w.join(timeout=60)
+        w.join(timeout=timeout)
+
+
+def test_two_concurrent_loops_never_send_one_lead_twice(dsn, conn):
+    send = Recorder()
+    run_concurrently(dsn, send, loops=3, batch_size=7, timeout=60)
     assert sorted(send.sent) == list(range(1, 121)) and count(conn, "sent") == 120
 
 
@@ -183,6 +188,21 @@ class Deliveries:
         return counts
 
 
+class Pausing:
+    """A send() that, once it has delivered to lead 1 (the email is out), waits until resumed."""
+
+    def __init__(self, send):
+        self.send = send
+        self.paused, self.resume = threading.Event(), threading.Event()
+
+    def __call__(self, lead):
+        msg_id = self.send(lead)
+        if lead.key == 1:
+            self.paused.set()
+            self.resume.wait(30)
+        return msg_id
+
+
 def _duplicate_people(conn, people: int, block: int) -> None:
     """Each person twice (a list imported twice, the second copy in another case and padding), the copy one
     block later, so two workers claiming neighbouring batches reach both copies at the same moment."""
@@ -203,12 +223,7 @@ def _duplicate_people(conn, people: int, block: int) -> None:
 def test_one_person_in_two_lead_rows_is_emailed_once_by_two_workers(dsn, conn):
     _duplicate_people(conn, 200, block=10)
     send = Deliveries(delay_s=0.003)
-    workers = [threading.Thread(target=claimloop.run, args=(dsn, cfg(worker=f"w{i}", batch_size=10), send))
-               for i in range(2)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join(timeout=120)
+    run_concurrently(dsn, send, loops=2, batch_size=10, timeout=120)
     claimloop.run(dsn, cfg(worker="after"), send)  # copies held while their twin's send was in flight
     twice = {p: n for p, n in send.per_person().items() if n > 1}
     assert not twice, f"{len(twice)} of 200 people emailed twice"
@@ -219,25 +234,17 @@ def test_one_person_in_two_lead_rows_is_emailed_once_by_two_workers(dsn, conn):
 def test_worker_paused_in_the_provider_call_with_its_session_ended_emails_nobody_twice(dsn, conn):
     """A worker stalls inside send() (the email is out) past its lease; its sessions are terminated; requeue-stale
     runs; another worker runs; the stalled one resumes. One delivery per person, and the first send recorded."""
-    resume, paused = threading.Event(), threading.Event()
     send = Deliveries()
-
-    def stalling(lead):
-        msg_id = send(lead)
-        if lead.key == 1:
-            paused.set()
-            resume.wait(30)
-        return msg_id
-
+    stalling = Pausing(send)
     slow = threading.Thread(target=claimloop.run, args=(dsn, cfg(worker="stalled", batch_size=3, lease_s=1.0,
                                                                   heartbeat_s=0.2), stalling, 1))
     slow.start()
-    assert paused.wait(30)
+    assert stalling.paused.wait(30)
     conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'mailmortem-%'")
     time.sleep(1.6)  # past the lease: nobody renews it any more
     claims.requeue_stale(conn, claims.LeadsTable(), 1.0, apply=True)
     claimloop.run(dsn, cfg(worker="other"), send)
-    resume.set()
+    stalling.resume.set()
     slow.join(30)
     assert send.per_person().get("lead1@example.com") == 1, "the stalled worker's person was emailed again"
     assert max(send.per_person().values()) == 1 and len(send.per_person()) == 120
@@ -246,22 +253,14 @@ def test_worker_paused_in_the_provider_call_with_its_session_ended_emails_nobody
 
 
 def test_a_lost_token_after_the_send_blocks_only_the_lead_update_and_stops_the_worker(dsn, conn):
-    sending, resume = threading.Event(), threading.Event()
     send = Deliveries()
-
-    def slow(lead):
-        msg_id = send(lead)
-        if lead.key == 1:
-            sending.set()
-            resume.wait(30)
-        return msg_id
-
+    slow = Pausing(send)
     result = {}
     worker = threading.Thread(target=lambda: result.update(stats=claimloop.run(dsn, cfg(batch_size=3), slow)))
     worker.start()
-    assert sending.wait(30)
+    assert slow.paused.wait(30)
     conn.execute("UPDATE leads SET claim_token = claim_token + 1000 WHERE lead_id = 1")  # as a later claim would
-    resume.set()
+    slow.resume.set()
     worker.join(30)
     stats = result["stats"]
     assert (stats.fenced_after_send, stats.sent) == (1, 0) and "fenced after send" in stats.stopped

@@ -35,6 +35,7 @@ import random
 import signal
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
@@ -165,41 +166,102 @@ def _setup(leads) -> str:
     return dsn
 
 
-def _holder(conn, procs: dict, stalled: set, table: str = "leads") -> str | None:
-    """A live, running worker that holds claimed leads right now (so the fault lands mid-batch)."""
-    holders = [r[0] for r in conn.execute(f"SELECT DISTINCT claimed_by FROM {table} WHERE status = 'in-progress'")]
-    victims = [name for name in holders if name in procs and procs[name].is_alive() and name not in stalled]
-    return random.choice(victims) if victims else None
+class Workers:
+    """The worker processes of a fault test, named PREFIX0, PREFIX1, …: SIGKILLed and replaced, SIGSTOPped
+    past their lease and resumed, always one that holds claimed leads right now (the fault lands mid-batch)."""
+
+    def __init__(self, target, dsn: str, prefix: str, count: int, table: str, end_sessions: bool = False):
+        self.ctx = multiprocessing.get_context("spawn")
+        self.target, self.dsn, self.prefix, self.table = target, dsn, prefix, table
+        self.end_sessions = end_sessions  # a stall also terminates the worker's database sessions
+        self.procs: dict = {}
+        self.stalled: set = set()
+        for _ in range(count):
+            self._spawn()
+
+    def _spawn(self) -> None:
+        name = f"{self.prefix}{len(self.procs)}"
+        self.procs[name] = self.ctx.Process(target=self.target, args=(self.dsn, name), daemon=True)
+        self.procs[name].start()
+
+    def _holder(self, conn) -> str | None:
+        query = f"SELECT DISTINCT claimed_by FROM {self.table} WHERE status = 'in-progress'"
+        holders = [r[0] for r in conn.execute(query)]
+        victims = [name for name in holders
+                   if name in self.procs and self.procs[name].is_alive() and name not in self.stalled]
+        return random.choice(victims) if victims else None
+
+    def kill(self, conn) -> str | None:
+        """SIGKILL a worker that holds claimed leads right now, and start a replacement."""
+        victim = self._holder(conn)
+        if victim:
+            os.kill(self.procs[victim].pid, signal.SIGKILL)
+            self.procs[victim].join(5)
+            self._spawn()
+        return victim
+
+    def stall(self, conn) -> str | None:
+        """SIGSTOP a worker holding leads for longer than its lease; SIGCONT it later."""
+        victim = self._holder(conn)
+        if victim:
+            self.stalled.add(victim)
+            os.kill(self.procs[victim].pid, signal.SIGSTOP)
+            if self.end_sessions:
+                conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                             "WHERE application_name IN (%s, %s)",
+                             (f"mailmortem-claimloop {victim}", f"mailmortem-heartbeat {victim}"))
+            threading.Timer(STALL_S, self._resume, (victim,)).start()
+        return victim
+
+    def _resume(self, name: str) -> None:
+        if self.procs[name].is_alive():
+            os.kill(self.procs[name].pid, signal.SIGCONT)
+        self.stalled.discard(name)
+
+    def wait(self, started: float) -> None:
+        for proc in list(self.procs.values()):
+            proc.join(max(1.0, DEADLINE_S - (time.monotonic() - started)))
+
+    def kill_all(self) -> None:
+        for proc in self.procs.values():
+            if proc.is_alive():
+                proc.kill()
 
 
-def _stall(conn, procs: dict, stalled: set) -> str | None:
-    """SIGSTOP a worker holding leads for longer than its lease; SIGCONT it later."""
-    victim = _holder(conn, procs, stalled)
-    if victim:
-        stalled.add(victim)
-        os.kill(procs[victim].pid, signal.SIGSTOP)
-        threading.Timer(STALL_S, _resume, (procs[victim], victim, stalled)).start()
-    return victim
+@dataclass(frozen=True)
+class Faults:
+    kills: int
+    stalls: int
+    kills_per_stall: int  # a stall comes after this many kills
+    progress: str  # a count query: no fault lands before it reaches warm_up
+    warm_up: float
+    pause: tuple[float, float]  # seconds between two faults, drawn at random
 
 
-def _resume(proc, name: str, stalled: set) -> None:
-    if proc.is_alive():
-        os.kill(proc.pid, signal.SIGCONT)
-    stalled.discard(name)
-
-
-def _kill_mid_batch(conn, procs: dict, ctx, dsn: str, serial: list, stalled: set) -> str | None:
-    """SIGKILL a worker that holds claimed leads right now, and start a replacement."""
-    victim = _holder(conn, procs, stalled)
-    if not victim:
-        return None
-    os.kill(procs[victim].pid, signal.SIGKILL)
-    procs[victim].join(5)
-    serial[0] += 1
-    name = f"w{serial[0]}"
-    procs[name] = ctx.Process(target=_worker, args=(dsn, name), daemon=True)
-    procs[name].start()
-    return victim
+def _with_faults(workers: Workers, requeuer: Requeuer, faults: Faults) -> tuple[list, list, float]:
+    """Run the workers with requeue-stale beside them, land the faults (within half the deadline), then wait
+    for the workers. Returns (killed, stalled, seconds)."""
+    requeuer.start()
+    started, killed, stalled = time.monotonic(), [], []
+    try:
+        with psycopg.connect(workers.dsn, autocommit=True) as conn:
+            while (len(killed) < faults.kills or len(stalled) < faults.stalls) and \
+                    time.monotonic() - started < DEADLINE_S / 2:
+                time.sleep(random.uniform(*faults.pause))
+                if _count(conn, faults.progress) < faults.warm_up:
+                    continue  # let the workers get going first
+                if len(stalled) < faults.stalls and len(stalled) * faults.kills_per_stall <= len(killed):
+                    victim = workers.stall(conn)
+                    stalled += [victim] if victim else []
+                else:
+                    victim = workers.kill(conn)
+                    killed += [victim] if victim else []
+        workers.wait(started)
+    finally:
+        requeuer.stop.set()
+        requeuer.join(10)
+        workers.kill_all()
+    return killed, stalled, time.monotonic() - started
 
 
 FAULT_EXPORT = """SELECT l.email, m.msg_id, m.accepted_at, 'fault', '1', NULL
@@ -241,35 +303,9 @@ def _count(conn, query: str) -> int:
 
 def test_sigkilled_workers_and_concurrent_requeue_send_each_lead_exactly_once(leads, tmp_path):
     dsn = _setup(leads)
-    ctx = multiprocessing.get_context("spawn")
-    procs = {f"w{i}": ctx.Process(target=_worker, args=(dsn, f"w{i}"), daemon=True) for i in range(WORKERS)}
-    serial = [WORKERS - 1]
-    for proc in procs.values():
-        proc.start()
     requeuer = Requeuer(dsn)
-    requeuer.start()
-    started, killed, stalls, stalled = time.monotonic(), [], [], set()
-    try:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            while (len(killed) < KILLS or len(stalls) < STALLS) and time.monotonic() - started < DEADLINE_S / 2:
-                time.sleep(random.uniform(0.4, 0.8))
-                if _count(conn, "SELECT count(*) FROM leads WHERE status = 'sent'") < N_LEADS * 0.05:
-                    continue  # let the workers get going first
-                if len(stalls) < STALLS and len(stalls) * 3 <= len(killed):
-                    victim = _stall(conn, procs, stalled)
-                    stalls += [victim] if victim else []
-                else:
-                    victim = _kill_mid_batch(conn, procs, ctx, dsn, serial, stalled)
-                    killed += [victim] if victim else []
-        for proc in list(procs.values()):
-            proc.join(max(1.0, DEADLINE_S - (time.monotonic() - started)))
-    finally:
-        requeuer.stop.set()
-        requeuer.join(10)
-        for proc in procs.values():
-            if proc.is_alive():
-                proc.kill()
-    elapsed = time.monotonic() - started
+    faults = Faults(KILLS, STALLS, 3, "SELECT count(*) FROM leads WHERE status = 'sent'", N_LEADS * 0.05, (0.4, 0.8))
+    killed, stalls, elapsed = _with_faults(Workers(_worker, dsn, "w", WORKERS, "leads"), requeuer, faults)
     assert requeuer.error is None, requeuer.error
     settled = _backfill_from_provider(dsn, FAULT_EXPORT, tmp_path / "provider.csv")
     with psycopg.connect(dsn) as conn:
@@ -374,18 +410,6 @@ def _people_rows(rng: random.Random) -> list[tuple[int, str, int]]:
     return [(i, email, person) for i, (email, person) in enumerate(rows, 1)]
 
 
-def _stall_with_sessions_ended(conn, procs: dict, stalled: set) -> str | None:
-    """SIGSTOP a worker holding leads, terminate its database sessions, SIGCONT it after its lease."""
-    victim = _holder(conn, procs, stalled, "people_leads")
-    if victim:
-        stalled.add(victim)
-        os.kill(procs[victim].pid, signal.SIGSTOP)
-        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name IN (%s, %s)",
-                     (f"mailmortem-claimloop {victim}", f"mailmortem-heartbeat {victim}"))
-        threading.Timer(STALL_S, _resume, (procs[victim], victim, stalled)).start()
-    return victim
-
-
 def _per_person(conn) -> dict[int, int]:
     return dict(conn.execute("SELECT person_id, count(*) FROM stub_deliveries GROUP BY person_id").fetchall())
 
@@ -407,36 +431,10 @@ def test_chaos_duplicate_people_kills_and_stalls_through_a_provider_that_does_no
                             _people_rows(rng))
         lead_rows = _count(conn, "SELECT count(*) FROM people_leads")
         claimloop.ensure_claim_schema(conn, _chaos_config("setup"))
-    ctx = multiprocessing.get_context("spawn")
-    procs = {f"c{i}": ctx.Process(target=_chaos_worker, args=(dsn, f"c{i}"), daemon=True)
-             for i in range(CHAOS_WORKERS)}
-    serial = [CHAOS_WORKERS - 1]
-    for proc in procs.values():
-        proc.start()
     requeuer = Requeuer(dsn, "people_leads", "chaos")
-    requeuer.start()
-    started, killed, stalls, stalled = time.monotonic(), [], [], set()
-    try:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            while (len(killed) < CHAOS_KILLS or len(stalls) < CHAOS_STALLS) and \
-                    time.monotonic() - started < DEADLINE_S / 2:
-                time.sleep(random.uniform(0.3, 0.7))
-                if _count(conn, "SELECT count(*) FROM stub_deliveries") < PEOPLE * 0.05:
-                    continue
-                if len(stalls) < CHAOS_STALLS and len(stalls) * 2 <= len(killed):
-                    victim = _stall_with_sessions_ended(conn, procs, stalled)
-                    stalls += [victim] if victim else []
-                else:
-                    victim = _kill_chaos_worker(conn, procs, ctx, dsn, serial, stalled)
-                    killed += [victim] if victim else []
-        for proc in list(procs.values()):
-            proc.join(max(1.0, DEADLINE_S - (time.monotonic() - started)))
-    finally:
-        requeuer.stop.set()
-        requeuer.join(10)
-        for proc in procs.values():
-            if proc.is_alive():
-                proc.kill()
+    workers = Workers(_chaos_worker, dsn, "c", CHAOS_WORKERS, "people_leads", end_sessions=True)
+    faults = Faults(CHAOS_KILLS, CHAOS_STALLS, 2, "SELECT count(*) FROM stub_deliveries", PEOPLE * 0.05, (0.3, 0.7))
+    killed, stalls, _ = _with_faults(workers, requeuer, faults)
     assert requeuer.error is None, requeuer.error
     assert len(killed) == CHAOS_KILLS and len(stalls) == CHAOS_STALLS, "the workers finished before every fault"
 
@@ -483,16 +481,3 @@ def test_chaos_duplicate_people_kills_and_stalls_through_a_provider_that_does_no
     assert max(final.values()) == 1 and len(final) == PEOPLE, "after the backfill everyone got exactly one email"
     assert by_status == {"sent": lead_rows} and not left and sent_log == PEOPLE
 
-
-def _kill_chaos_worker(conn, procs: dict, ctx, dsn: str, serial: list, stalled: set) -> str | None:
-    """SIGKILL a chaos worker that holds claimed leads right now, and start a replacement."""
-    victim = _holder(conn, procs, stalled, "people_leads")
-    if not victim:
-        return None
-    os.kill(procs[victim].pid, signal.SIGKILL)
-    procs[victim].join(5)
-    serial[0] += 1
-    name = f"c{serial[0]}"
-    procs[name] = ctx.Process(target=_chaos_worker, args=(dsn, name), daemon=True)
-    procs[name].start()
-    return victim
