@@ -48,8 +48,8 @@ def ensure_tables(conn: Any) -> None:
 
 
 def table_exists(conn: Any) -> bool:
-    name = "reservation_table_exists_pg" if queries.dialect_of(conn) == "postgres" else "reservation_table_exists_duckdb"
-    return bool(queries.one(conn, name)["present"])
+    suffix = "pg" if queries.dialect_of(conn) == "postgres" else "duckdb"
+    return bool(queries.one(conn, f"reservation_table_exists_{suffix}")["present"])
 
 
 # --------------------------------------------------------------------------- the sender's side

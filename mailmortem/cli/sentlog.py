@@ -127,7 +127,8 @@ def check(db, campaign, step, recipient):
     who = terminal_safe(normalize_address(recipient) or recipient)
     scope = terminal_safe(campaign + (f" step {step}" if step else ""))
     if hit and hit.get("unconfirmed"):
-        click.echo(f"already sent (unconfirmed): {who} was reserved for {scope} by {terminal_safe(hit['worker'] or '?')}"
+        worker = terminal_safe(hit["worker"] or "?")
+        click.echo(f"already sent (unconfirmed): {who} was reserved for {scope} by {worker}"
                    f" at {hit['reserved_at'].isoformat()} and no send is recorded; it counts as sent")
         sys.exit(3)
     if hit:
@@ -203,10 +204,9 @@ def release(db, campaign, step, recipient, candidate, reason, apply):
     try:
         plan = reservations.release_plan(store, campaign, step, recipient, candidate)
         for row in plan.reservations:
-            click.echo(terminal_safe(f"reservation of {row['recipient']}"
-                                     + (f" (candidate {row['candidate']})" if row["candidate"] else "")
-                                     + f" for {campaign} step {step} by {row['worker'] or '?'} at {row['reserved_at']}"),
-                       err=True)
+            candidate_note = f" (candidate {row['candidate']})" if row["candidate"] else ""
+            click.echo(terminal_safe(f"reservation of {row['recipient']}{candidate_note} for {campaign} step {step} "
+                                     f"by {row['worker'] or '?'} at {row['reserved_at']}"), err=True)
         if not apply:
             click.echo("Dry run: nothing changed. Re-run with --apply to release it.", err=True)
             return
