@@ -354,3 +354,8 @@ FROM skipped
 WHERE text IS NOT NULL AND regexp_matches(text, :pattern)
 GROUP BY source
 ORDER BY source
+
+-- name: spill_folder
+-- DuckDB's temp folder (a private one per case, removed at exit), where our own copies of inputs go too.
+-- dialect: duckdb
+SELECT current_setting('temp_directory') AS folder

@@ -176,7 +176,7 @@ def _decompressed(con, source: Source) -> Source | None:
 
 def _spill_folder(con) -> str | None:
     """DuckDB's temp folder (case.connect makes a private one, removed at exit) for our own copies."""
-    return con.execute("SELECT current_setting('temp_directory')").fetchone()[0] or None
+    return queries.one(con, "spill_folder")["folder"] or None
 
 
 def _stage(con, source: Source, staged: str, syntax: str, head: bytes, field_map: FieldMap,
