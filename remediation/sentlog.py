@@ -82,6 +82,54 @@ def last_send(conn_or_store: Any, campaign: Any, step: Any, recipient: str) -> d
     return None if held is None else {**held, "sent_at": None, "provider": None, "unconfirmed": True}
 
 
+def table_present(conn_or_store: Any) -> bool:
+    """Does sent_log exist? Asked by reads, which never create it."""
+    conn, _kind = _conn_kind(conn_or_store)
+    return bool(queries.one(conn, "sent_log_present")["present"])
+
+
+def checked_address(recipient: str) -> str:
+    """The normal form of an address a person typed, or InputError: an empty or @-less value is no address
+    and must not be answered "not sent"."""
+    address = normalize_address(recipient) or ""
+    local, at, domain = address.rpartition("@")
+    if not at or not local or not domain:
+        raise InputError(f"{recipient!r} is not an email address: pass --recipient user@domain")
+    return address
+
+
+def check(conn_or_store: Any, campaign: Any, step: Any, recipient: str | None = None,
+          candidate: str | None = None) -> dict | None:
+    """What `sentlog check` answers: `last_send` for the recipient and, for a candidate, for every address
+    the sent-log or the reservations hold for them (and sent_log rows carrying the candidate id).
+
+    A missing sent_log is an error, never "not sent": this read creates nothing."""
+    addresses = [checked_address(recipient)] if recipient is not None else []
+    candidate = (candidate or "").strip() or None
+    if recipient is None and candidate is None:
+        raise InputError("pass --recipient or --candidate")
+    if not table_present(conn_or_store):
+        raise InputError("no sent_log table in this database: nothing says who was emailed; "
+                         "run `mailmortem backfill-sentlog --provider-export … --db …` first")
+    if candidate:
+        addresses += [a for a in candidate_addresses(conn_or_store, candidate) if a not in addresses]
+    hits = [hit for hit in (last_send(conn_or_store, campaign, step, a) for a in addresses) if hit]
+    recorded_hits = [hit for hit in hits if not hit.get("unconfirmed")]
+    if recorded_hits:
+        return max(recorded_hits, key=lambda hit: (hit["sent_at"] is not None, hit["sent_at"] or dt.datetime.min))
+    return hits[0] if hits else None
+
+
+def candidate_addresses(conn_or_store: Any, candidate: str) -> list[str]:
+    """Every address recorded (sent_log.candidate) or reserved for the candidate, sorted."""
+    conn, _kind = _conn_kind(conn_or_store)
+    found = {row["recipient"] for row in queries.rows(conn, "sent_log_candidate_addresses", {"candidate": candidate})}
+    if reservations.table_exists(conn):
+        found |= {row["recipient"] for row in
+                  queries.rows(conn, "reservation_candidate_addresses", {"candidate": candidate})}
+    return sorted(found)
+
+
 def record_send(conn_or_store: Any, campaign: Any, step: Any, recipient: str, msg_id: str,
                 sent_at: dt.datetime | None = None, candidate: Any = None, provider: str | None = None,
                 source_file: str | None = None) -> bool:

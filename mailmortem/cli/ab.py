@@ -200,14 +200,16 @@ def _headline(report) -> str:
 @click.option("--salt", default="", show_default=True, help="Extra hash input; a new salt reshuffles everyone.")
 @format_option()
 @click.option("--db", "db", envvar="DATABASE_URL", show_envvar=True, metavar="URL|PATH",
-              help="Consult ab_assignments here first: a stored assignment always wins (read-only).")
+              help="Consult ab_assignments here first: a stored assignment always wins (read-only; "
+                   "default ./mailmortem.duckdb when it exists).")
 def ab_assign(test_id, candidate, arms, weights, salt, fmt, db):
     """Give the deterministic arm of a candidate: the same answer every time, on every machine.
 
     The arm comes from sha256(salt|test|candidate) mapped to [0, 1) and cut by the
     cumulative weights of the arms in sorted order, so it needs no state and never
-    flips. With --db, an assignment stored in ab_assignments (e.g. backfilled by
-    ab-contamination --apply) wins.
+    flips. An assignment stored in ab_assignments (e.g. backfilled by
+    ab-contamination --apply) wins: in --db, or without it in ./mailmortem.duckdb
+    when that file exists (the store ab-contamination --apply writes by default).
 
     \b
     Examples:
@@ -230,7 +232,10 @@ def ab_assign(test_id, candidate, arms, weights, salt, fmt, db):
 def _assignment(test_id: str, unit: str, weights: dict, salt: str, db: str | None) -> dict:
     from forensics.ab import arm_for_fraction, hash_fraction
 
-    stored = _stored(test_id, unit, db) if db else None
+    from remediation.store import existing_target
+
+    # --db (or DATABASE_URL) must be there; without it the default ./mailmortem.duckdb is read when it exists
+    stored = _stored(test_id, unit, db) if db or existing_target(None) else None
     if stored:
         return {"test_id": test_id, "unit": unit, "variant": stored["variant"], "source": "stored",
                 "assigned_at": stored["assigned_at"], "stored_source": stored["source"]}
