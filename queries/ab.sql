@@ -196,3 +196,13 @@ WHERE table_name = 'ab_assignments' AND table_schema = current_schema()
 SELECT variant, assigned_at, source
 FROM ab_assignments
 WHERE test_id = :test_id AND unit = :unit
+
+-- name: ab_stored_exclusion_units
+-- The units a test already excludes (a plan leaves them out: they are not a change).
+-- dialect: duckdb postgres
+SELECT unit FROM ab_exclusions WHERE test_id = :test_id
+
+-- name: ab_stored_assignments
+-- The arms a test already stores per unit (a plan leaves them out; sticky, never changed).
+-- dialect: duckdb postgres
+SELECT unit, variant FROM ab_assignments WHERE test_id = :test_id

@@ -79,7 +79,7 @@ def ab_contamination(paths, syntax, fields, config, strict, memory_limit, skip_u
     plan = applied = None
     if db or apply:
         plan = ab.build_plan(case.con, report, ab.new_run_id())
-        applied = _plan_then_apply(plan, db, apply)
+        plan, applied = _plan_then_apply(plan, db, apply)
     _render_report(report, fmt, plan, applied)
 
 
@@ -108,17 +108,32 @@ def _plan_then_apply(plan, db, apply):
     from remediation import ab
     from remediation.store import open_store, resolve_db, safe_label
 
+    plan = _against_store(plan, db)
     _say(_plan_text(plan, safe_label(resolve_db(db))), err=True)
     if not apply:
         _say(["Dry run: nothing was written. Re-run with --apply to carry out exactly this plan."], err=True)
-        return None
+        return plan, None
     store = open_store(db)
     try:
         applied = ab.apply_plan(store, plan)
     finally:
         store.close()
     _say([_applied_text(applied)], err=True)
-    return applied
+    return plan, applied
+
+
+def _against_store(plan, db):
+    """The plan without the rows the store already holds (a store that does not exist yet holds none)."""
+    from remediation import ab
+    from remediation.store import existing_target, open_store
+
+    if existing_target(db) is None:
+        return plan
+    store = open_store(db, read_only=True)
+    try:
+        return ab.pending(store, plan)
+    finally:
+        store.close()
 
 
 def _say(lines: list[str], err: bool = False) -> None:
@@ -132,7 +147,7 @@ def _plan_text(plan, target: str) -> list[str]:
     return [f"Plan {plan.run_id} for {target} (one transaction; rows already there are kept as they are):",
             f"  ab_exclusions   + {plan.exclusions.num_rows} contaminated people of test {plan.test_id}",
             f"  ab_assignments  + {plan.assignments.num_rows} sticky assignments from each person's "
-            "first-seen variant"]
+            "first-seen variant" + (f"; {plan.kept} already stored, kept" if plan.kept else "")]
 
 
 def _applied_text(applied) -> str:

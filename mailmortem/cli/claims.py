@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from mailmortem.cli.options import apply_option, db_option, format_option
+from mailmortem.cli.options import apply_option, db_hint, db_option, format_option
 from forensics.errors import ConfigError
 
 PLAN_COLUMNS = ["lead_id", "email", "claimed_by", "claimed_at", "age_s", "in_sent_log", "new_status"]
@@ -41,7 +41,7 @@ def _open_postgres(db):
 
 
 @click.command("requeue-stale")
-@db_option("The database the workers use (PostgreSQL).")
+@db_option("The database the workers use.", duckdb=False)
 @click.option("--older-than", required=True, callback=_duration, metavar="DURATION",
               help="Stale = in progress with a claim older than this on the server's clock (45m, 2h, 900s).")
 @click.option("--table", default="leads", show_default=True, help="The leads table, as table or schema.table.")
@@ -163,7 +163,8 @@ def _report_result(result) -> None:
          f"{counts['skipped_locked']} skipped (locked by a live transaction), "
          f"{counts['left_changed']} left alone (claim renewed or finished since the plan).")
     if counts["to_sent"] or counts["to_queued"]:
-        _say(f"Audit: mailmortem audit --run {result.run_id}   (add --undo to revert)")
+        db = click.get_current_context().params.get("db")
+        _say(f"Audit: mailmortem audit --run {result.run_id}{db_hint(db)}   (add --undo to revert)")
 
 
 def _outcomes(result) -> dict:
