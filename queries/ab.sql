@@ -168,20 +168,22 @@ FROM ab_stage_assignments AS s
 JOIN ab_assignments AS a ON a.test_id = s.test_id AND a.unit = s.unit
 
 -- name: ab_insert_exclusions
--- Write the staged exclusions; rows already there are left exactly as they are.
+-- Write the staged exclusions; rows already there are left exactly as they are. Returns the units inserted.
 -- dialect: duckdb postgres
 INSERT INTO ab_exclusions (test_id, unit, reason, variants, excluded_at, run_id)
 SELECT test_id, unit, reason, variants, current_timestamp, run_id
 FROM ab_stage_exclusions
 ON CONFLICT (test_id, unit) DO NOTHING
+RETURNING unit
 
 -- name: ab_insert_assignments
--- Write the staged assignments; an existing assignment is never changed (sticky).
+-- Write the staged assignments; an existing assignment is never changed (sticky). Returns the units inserted.
 -- dialect: duckdb postgres
 INSERT INTO ab_assignments (test_id, unit, variant, assigned_at, source)
 SELECT test_id, unit, variant, current_timestamp, source
 FROM ab_stage_assignments
 ON CONFLICT (test_id, unit) DO NOTHING
+RETURNING unit
 
 -- name: ab_assignments_present
 -- Whether the ab_assignments table exists in the current schema (PostgreSQL and DuckDB).

@@ -259,3 +259,8 @@ WHERE table_name = 'sent_log' AND table_schema = current_schema()
 -- Every address the sent-log has recorded for a candidate (any campaign): a person may have several.
 -- dialect: duckdb postgres
 SELECT DISTINCT recipient FROM sent_log WHERE candidate = :candidate ORDER BY recipient
+
+-- name: sent_log_inserted_now
+-- DuckDB: the (msg_id, recipient) keys this transaction inserted (stamped with its now()), for the audit row.
+-- dialect: duckdb
+SELECT msg_id, recipient FROM sent_log WHERE ingested_at = now() ORDER BY msg_id, recipient

@@ -17,6 +17,7 @@ from typing import Any
 import queries
 from forensics.ab import AbReport
 from forensics.errors import DatabaseError
+from remediation import audit
 from remediation.audit import new_run_id  # noqa: F401  (one run-id format for every remediation)
 
 
@@ -112,13 +113,18 @@ def _pg_apply(conn, plan: AbPlan) -> tuple[int, int, int, int]:
         queries.run(cur, "ab_create_assignments")
         _pg_stage(cur, plan)
         existing, differing = queries.run(cur, "ab_assignment_conflicts").fetchone()
-        excluded = queries.run(cur, "ab_insert_exclusions").rowcount
-        assigned = queries.run(cur, "ab_insert_assignments").rowcount
+        excluded, assigned = _insert_and_audit(cur, plan)
     return excluded, assigned, existing, differing
 
 
-def _duck_count(con, name: str) -> int:
-    return int(queries.run(con, name).fetchone()[0])
+def _insert_and_audit(conn, plan: AbPlan) -> tuple[int, int]:
+    """Insert the staged rows and, in the same transaction, one audit row per table listing the units inserted."""
+    counts = []
+    for insert, table in (("ab_insert_exclusions", "ab_exclusions"), ("ab_insert_assignments", "ab_assignments")):
+        units = sorted(row[0] for row in queries.run(conn, insert).fetchall())
+        audit.record_inserted(conn, plan.run_id, "ab-contamination", table, "test_id", plan.test_id, units)
+        counts.append(len(units))
+    return counts[0], counts[1]
 
 
 def _duck_apply(con, plan: AbPlan) -> tuple[int, int, int, int]:
@@ -129,7 +135,7 @@ def _duck_apply(con, plan: AbPlan) -> tuple[int, int, int, int]:
         queries.run(con, "ab_create_exclusions")
         queries.run(con, "ab_create_assignments")
         existing, differing = queries.run(con, "ab_assignment_conflicts").fetchone()
-        counts = _duck_count(con, "ab_insert_exclusions"), _duck_count(con, "ab_insert_assignments")
+        counts = _insert_and_audit(con, plan)
         con.commit()
     except BaseException:
         con.rollback()

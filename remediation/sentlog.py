@@ -14,7 +14,7 @@ from typing import Any
 import queries
 from forensics.addresses import normalize_address, normalize_msg_id
 from forensics.errors import DatabaseError, InputError
-from remediation import reservations
+from remediation import audit, reservations
 from remediation.store import connection_kind
 
 TABLE = "sent_log"
@@ -223,7 +223,8 @@ def backfill(store: Any, sends: Any, unique_keys: bool = False,
     loads nothing. DuckDB targets always dedupe.
     """
     conn, kind = _conn_kind(store)
-    settle = _reservation_settler(sends, clock_margin_s)
+    run_id = audit.new_run_id()
+    settle = _reservation_settler(sends, clock_margin_s, run_id)
     if kind == "postgres":
         (inserted, unique), settled = _backfill_postgres(conn, sends, unique_keys, settle)
     else:
@@ -231,15 +232,21 @@ def backfill(store: Any, sends: Any, unique_keys: bool = False,
         inserted, settled = _backfill_duckdb(conn, table, settle)
         unique = table.num_rows
     return LoadResult(staged=len(sends), inserted=inserted, already_present=unique - inserted,
-                      extra={"reservations": settled})
+                      extra={"reservations": settled, "run_id": run_id})
 
 
-def _reservation_settler(sends: Any, clock_margin_s: float):
-    """What the backfill runs last, in its transaction: reservations the new rows confirm or prove unsent."""
+def _reservation_settler(sends: Any, clock_margin_s: float, run_id: str):
+    """What the backfill runs last, in its transaction: its audit row (the keys it inserted), then the
+    reservations the new rows confirm or prove unsent."""
     import pyarrow.compute as pc
 
     newest = pc.max(_stage_table(sends).column("sent_at")).as_py()
-    return lambda conn: reservations.reconcile_after_backfill(conn, newest, clock_margin_s)
+
+    def settle(conn):
+        audit.record_backfill(conn, run_id)
+        return reservations.reconcile_after_backfill(conn, newest, clock_margin_s)
+
+    return settle
 
 
 def _backfill_postgres(conn: Any, sends, unique_keys: bool, settle) -> tuple[tuple[int, int], dict]:
@@ -393,5 +400,5 @@ def backfill_exports(store, read, dry_run: bool = False, clock_margin_s: float =
     # collapsed rows of ONE provider are already one per (msg_id, recipient): the collapse was the dedupe
     result = backfill(store, sends, unique_keys=_one_provider(sends), clock_margin_s=clock_margin_s)
     summary.update(inserted=result.inserted, already_present=result.already_present, dry_run=False,
-                   reservations=result.extra["reservations"])
+                   reservations=result.extra["reservations"], run_id=result.extra["run_id"])
     return summary

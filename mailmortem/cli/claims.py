@@ -206,7 +206,7 @@ def _age(seconds: float) -> str:
 
 
 @click.command("audit")
-@db_option("The database the remediation ran against (PostgreSQL).")
+@db_option("The database the remediation ran against (read; never created).")
 @click.option("--run", "run_id", metavar="RUN_ID", help="The run to show (default: list recent runs).")
 @click.option("--undo", is_flag=True, help="Restore the run's rows that nobody has touched since (dry run).")
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 10_000), help="Runs listed.")
@@ -219,7 +219,9 @@ def audit(db, run_id, undo, limit, fmt, apply):
     old → new values, database and OS user, when. --undo restores the old values of
     the rows that still hold the run's new values and reports the ones it leaves
     (changed since, already restored, gone); add --apply to do it, in one
-    transaction, itself audited.
+    transaction, itself audited. Runs of requeue-stale (PostgreSQL), ab-contamination
+    --apply and backfill-sentlog (PostgreSQL or DuckDB) are listed; undoing a backfill
+    or an A/B apply is refused (it would make people "not sent" or change their arm).
 
     \b
     Examples:
@@ -232,7 +234,9 @@ def audit(db, run_id, undo, limit, fmt, apply):
         raise click.UsageError("--undo and --apply need --run RUN_ID")
     if apply and not undo:
         raise click.UsageError("--apply only goes with --undo")
-    store = _open_postgres(db)
+    from remediation.store import open_store
+
+    store = open_store(db, read_only=True)  # a read (undo needs PostgreSQL and says so)
     try:
         if undo:
             _undo(store.conn, run_id, apply, fmt)

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from mailmortem.cli.options import apply_option, db_option, export_options, format_option
+from mailmortem.cli.options import apply_option, db_hint, db_option, export_options, format_option
 
 
 def _say_target(db: str | None) -> None:
@@ -51,6 +51,8 @@ def backfill_sentlog(exports, db, fmt, dry_run):
             summary["target"] = store.label
         finally:
             store.close()
+        click.echo(f"Audit: mailmortem audit --run {summary['run_id']}{db_hint(db)}   (the keys it inserted; "
+                   "not undoable)", err=True)
     _render_summary(summary, fmt)
 
 
