@@ -144,7 +144,8 @@ CREATE TABLE IF NOT EXISTS mailmortem_audit (
 -- name: audit_duckdb_table_exists
 -- DuckDB: is there an audit table in the current schema?
 -- dialect: duckdb
-SELECT count(*) > 0 AS present FROM duckdb_tables() WHERE table_name = 'mailmortem_audit' AND schema_name = current_schema()
+SELECT count(*) > 0 AS present FROM duckdb_tables()
+WHERE table_name = 'mailmortem_audit' AND schema_name = current_schema()
 
 -- name: audit_record_pg
 -- One audit row of a run that inserted rows (a backfill, an A/B apply): the keys it inserted, as JSON.

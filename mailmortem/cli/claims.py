@@ -35,7 +35,7 @@ def _open_postgres(db):
 
     target = resolve_db(db)
     if not is_postgres(target):  # checked before opening: opening would create the DuckDB file
-        raise ConfigError(f"{safe_label(target)} is a DuckDB file: requeue-stale and audit need PostgreSQL "
+        raise ConfigError(f"{safe_label(target)} is a DuckDB file: requeue-stale and audit --undo need PostgreSQL "
                           "(pass --db postgresql://… or set DATABASE_URL)")
     return open_store(target)
 

@@ -107,7 +107,8 @@ def sentlog():
 @click.option("--campaign", required=True, help="Campaign id as recorded in sent_log.")
 @click.option("--step", help="Sequence step; omitted = any step of the campaign.")
 @click.option("--recipient", help="Address; normalised the same way as diagnose does.")
-@click.option("--candidate", help="Candidate id: answers for every address the sent-log or a reservation holds for them.")
+@click.option("--candidate",
+              help="Candidate id: answers for every address the sent-log or a reservation holds for them.")
 def check(db, campaign, step, recipient, candidate):
     """Exit 3 if RECIPIENT (or CANDIDATE) was already sent CAMPAIGN (and STEP), 0 if not; prints one line.
 
