@@ -168,20 +168,22 @@ FROM ab_stage_assignments AS s
 JOIN ab_assignments AS a ON a.test_id = s.test_id AND a.unit = s.unit
 
 -- name: ab_insert_exclusions
--- Write the staged exclusions; rows already there are left exactly as they are.
+-- Write the staged exclusions; rows already there are left exactly as they are. Returns the units inserted.
 -- dialect: duckdb postgres
 INSERT INTO ab_exclusions (test_id, unit, reason, variants, excluded_at, run_id)
 SELECT test_id, unit, reason, variants, current_timestamp, run_id
 FROM ab_stage_exclusions
 ON CONFLICT (test_id, unit) DO NOTHING
+RETURNING unit
 
 -- name: ab_insert_assignments
--- Write the staged assignments; an existing assignment is never changed (sticky).
+-- Write the staged assignments; an existing assignment is never changed (sticky). Returns the units inserted.
 -- dialect: duckdb postgres
 INSERT INTO ab_assignments (test_id, unit, variant, assigned_at, source)
 SELECT test_id, unit, variant, current_timestamp, source
 FROM ab_stage_assignments
 ON CONFLICT (test_id, unit) DO NOTHING
+RETURNING unit
 
 -- name: ab_assignments_present
 -- Whether the ab_assignments table exists in the current schema (PostgreSQL and DuckDB).
@@ -196,3 +198,13 @@ WHERE table_name = 'ab_assignments' AND table_schema = current_schema()
 SELECT variant, assigned_at, source
 FROM ab_assignments
 WHERE test_id = :test_id AND unit = :unit
+
+-- name: ab_stored_exclusion_units
+-- The units a test already excludes (a plan leaves them out: they are not a change).
+-- dialect: duckdb postgres
+SELECT unit FROM ab_exclusions WHERE test_id = :test_id
+
+-- name: ab_stored_assignments
+-- The arms a test already stores per unit (a plan leaves them out; sticky, never changed).
+-- dialect: duckdb postgres
+SELECT unit, variant FROM ab_assignments WHERE test_id = :test_id

@@ -36,7 +36,7 @@ SELECT to_regclass('mailmortem_audit') IS NOT NULL AS present
 
 -- name: audit_run_rows
 -- Everything one run changed, in the order it changed it.
--- dialect: postgres
+-- dialect: duckdb postgres
 SELECT id, run_id, command, table_name, key_column, row_key, old_values, new_values,
        db_user, os_user, changed_at, undoes
 FROM mailmortem_audit
@@ -45,7 +45,7 @@ ORDER BY id
 
 -- name: audit_recent_runs
 -- The most recent runs, one line each, newest first.
--- dialect: postgres
+-- dialect: duckdb postgres
 SELECT run_id, command, table_name, count(*) AS rows_changed, min(changed_at) AS changed_at,
        min(db_user) AS db_user, min(os_user) AS os_user, min(undoes) AS undoes
 FROM mailmortem_audit
@@ -117,3 +117,57 @@ SELECT CAST(:undo_run_id AS text), 'audit --undo', CAST(:table_name AS text), CA
        CAST(:os_user AS text), CAST(:run_id AS text)
 FROM restored AS r
 RETURNING row_key
+
+-- name: audit_duckdb_create_sequence
+-- DuckDB: the audit rows' id sequence (PostgreSQL's BIGSERIAL).
+-- dialect: duckdb
+CREATE SEQUENCE IF NOT EXISTS mailmortem_audit_id
+
+-- name: audit_duckdb_create_table
+-- DuckDB: the same audit table, old and new values as JSON text (a DuckDB file holds the A/B tables and sent_log).
+-- dialect: duckdb
+CREATE TABLE IF NOT EXISTS mailmortem_audit (
+    id          BIGINT PRIMARY KEY DEFAULT nextval('mailmortem_audit_id'),
+    run_id      TEXT NOT NULL,
+    command     TEXT NOT NULL,
+    table_name  TEXT NOT NULL,
+    key_column  TEXT NOT NULL,
+    row_key     TEXT NOT NULL,
+    old_values  TEXT NOT NULL,
+    new_values  TEXT NOT NULL,
+    db_user     TEXT NOT NULL DEFAULT 'duckdb',
+    os_user     TEXT,
+    changed_at  TIMESTAMPTZ NOT NULL DEFAULT now(),
+    undoes      TEXT
+)
+
+-- name: audit_duckdb_table_exists
+-- DuckDB: is there an audit table in the current schema?
+-- dialect: duckdb
+SELECT count(*) > 0 AS present FROM duckdb_tables()
+WHERE table_name = 'mailmortem_audit' AND schema_name = current_schema()
+
+-- name: audit_record_pg
+-- One audit row of a run that inserted rows (a backfill, an A/B apply): the keys it inserted, as JSON.
+-- dialect: postgres
+INSERT INTO mailmortem_audit (run_id, command, table_name, key_column, row_key, old_values, new_values, os_user)
+VALUES (:run_id, :command, :table_name, :key_column, :row_key, CAST(:old_values AS JSONB), CAST(:new_values AS JSONB),
+        :os_user)
+
+-- name: audit_record_duckdb
+-- DuckDB: one audit row of a run that inserted rows, the keys it inserted as JSON text.
+-- dialect: duckdb
+INSERT INTO mailmortem_audit (run_id, command, table_name, key_column, row_key, old_values, new_values, os_user)
+VALUES (:run_id, :command, :table_name, :key_column, :row_key, :old_values, :new_values, :os_user)
+
+-- name: audit_record_backfill_pg
+-- PostgreSQL: a backfill's one audit row, listing the (msg_id, recipient) keys it inserted: the sent_log rows
+-- stamped with this transaction's now() (the backfill holds other writers off, so no one else's rows are).
+-- dialect: postgres
+INSERT INTO mailmortem_audit (run_id, command, table_name, key_column, row_key, old_values, new_values, os_user)
+SELECT :run_id, 'backfill-sentlog', 'sent_log', 'msg_id,recipient', count(*) || ' rows', '{}'::jsonb,
+       jsonb_build_object('inserted', coalesce(jsonb_agg(jsonb_build_array(msg_id, recipient)
+                                                         ORDER BY msg_id, recipient), '[]'::jsonb)),
+       :os_user
+FROM sent_log
+WHERE ingested_at = now()

@@ -172,3 +172,10 @@ WHERE r.key_kind = 'address' AND r.msg_id IS NULL AND r.reserved_at <= :covered_
         AND (s.sent_at IS NULL OR s.sent_at >= r.reserved_at - CAST(:margin AS INTERVAL))
   )
 ORDER BY r.campaign, r.step, r.recipient
+
+-- name: reservation_candidate_addresses
+-- Every address reserved for a candidate (any campaign), from its candidate key or its rows' candidate column.
+-- dialect: duckdb postgres
+SELECT DISTINCT recipient FROM send_reservation
+WHERE (key_kind = 'candidate' AND key_value = :candidate) OR candidate = :candidate
+ORDER BY recipient

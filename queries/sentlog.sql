@@ -247,3 +247,20 @@ ORDER BY source_file, source_line
 -- PostgreSQL: this connection's server process id (the backfill benchmark reads its CPU time).
 -- dialect: postgres
 SELECT pg_backend_pid() AS pid
+
+-- name: sent_log_present
+-- Whether sent_log exists in the current schema (a read asks first instead of creating it).
+-- dialect: duckdb postgres
+SELECT count(*) AS present
+FROM information_schema.tables
+WHERE table_name = 'sent_log' AND table_schema = current_schema()
+
+-- name: sent_log_candidate_addresses
+-- Every address the sent-log has recorded for a candidate (any campaign): a person may have several.
+-- dialect: duckdb postgres
+SELECT DISTINCT recipient FROM sent_log WHERE candidate = :candidate ORDER BY recipient
+
+-- name: sent_log_inserted_now
+-- DuckDB: the (msg_id, recipient) keys this transaction inserted (stamped with its now()), for the audit row.
+-- dialect: duckdb
+SELECT msg_id, recipient FROM sent_log WHERE ingested_at = now() ORDER BY msg_id, recipient

@@ -17,6 +17,7 @@ from typing import Any
 import queries
 from forensics.ab import AbReport
 from forensics.errors import DatabaseError
+from remediation import audit
 from remediation.audit import new_run_id  # noqa: F401  (one run-id format for every remediation)
 
 
@@ -27,12 +28,14 @@ class AbPlan:
     exclusions: Any  # pyarrow.Table: test_id, unit, reason, variants, run_id
     assignments: Any  # pyarrow.Table: test_id, unit, variant, source
     steps: list[str] = field(default_factory=list)  # query names, in the order apply runs them
+    kept: int = 0  # people the store already assigns (left out of the plan: a stored arm never changes)
+    kept_differing: int = 0  # of those, stored in another arm than their first-seen variant
 
     def summary(self) -> dict:
         return {
             "run_id": self.run_id, "test_id": self.test_id,
             "exclusions": self.exclusions.num_rows, "assignments": self.assignments.num_rows,
-            "steps": list(self.steps),
+            "assignments_kept": self.kept, "steps": list(self.steps),
         }
 
 
@@ -65,6 +68,26 @@ def build_plan(con, report: AbReport, run_id: str) -> AbPlan:
     return AbPlan(report.test_id, run_id, exclusions, assignments, list(APPLY_STEPS))
 
 
+def pending(store, plan: AbPlan) -> AbPlan:
+    """The plan minus what the store already holds, so a second apply plans (and prints) 0 changes."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not queries.run(store.conn, "ab_assignments_present").fetchone()[0]:
+        return plan
+    params = {"test_id": plan.test_id}
+    excluded = pa.array([r["unit"] for r in queries.rows(store.conn, "ab_stored_exclusion_units", params)],
+                        pa.string())
+    stored = {r["unit"]: r["variant"] for r in queries.rows(store.conn, "ab_stored_assignments", params)}
+    planned = zip(plan.assignments.column("unit").to_pylist(), plan.assignments.column("variant").to_pylist())
+    differing = sum(1 for unit, variant in planned if unit in stored and stored[unit] != variant)
+    units = plan.assignments.column("unit")
+    new_assignments = plan.assignments.filter(pc.invert(pc.is_in(units, pa.array(list(stored), pa.string()))))
+    new_exclusions = plan.exclusions.filter(pc.invert(pc.is_in(plan.exclusions.column("unit"), excluded)))
+    return AbPlan(plan.test_id, plan.run_id, new_exclusions, new_assignments, list(plan.steps),
+                  plan.assignments.num_rows - new_assignments.num_rows, differing)
+
+
 # --- apply (PostgreSQL or DuckDB store, one transaction) ----------------------------------------
 
 def _csv_bytes(table) -> bytes:
@@ -90,13 +113,18 @@ def _pg_apply(conn, plan: AbPlan) -> tuple[int, int, int, int]:
         queries.run(cur, "ab_create_assignments")
         _pg_stage(cur, plan)
         existing, differing = queries.run(cur, "ab_assignment_conflicts").fetchone()
-        excluded = queries.run(cur, "ab_insert_exclusions").rowcount
-        assigned = queries.run(cur, "ab_insert_assignments").rowcount
+        excluded, assigned = _insert_and_audit(cur, plan)
     return excluded, assigned, existing, differing
 
 
-def _duck_count(con, name: str) -> int:
-    return int(queries.run(con, name).fetchone()[0])
+def _insert_and_audit(conn, plan: AbPlan) -> tuple[int, int]:
+    """Insert the staged rows and, in the same transaction, one audit row per table listing the units inserted."""
+    counts = []
+    for insert, table in (("ab_insert_exclusions", "ab_exclusions"), ("ab_insert_assignments", "ab_assignments")):
+        units = sorted(row[0] for row in queries.run(conn, insert).fetchall())
+        audit.record_inserted(conn, plan.run_id, "ab-contamination", table, "test_id", plan.test_id, units)
+        counts.append(len(units))
+    return counts[0], counts[1]
 
 
 def _duck_apply(con, plan: AbPlan) -> tuple[int, int, int, int]:
@@ -107,7 +135,7 @@ def _duck_apply(con, plan: AbPlan) -> tuple[int, int, int, int]:
         queries.run(con, "ab_create_exclusions")
         queries.run(con, "ab_create_assignments")
         existing, differing = queries.run(con, "ab_assignment_conflicts").fetchone()
-        counts = _duck_count(con, "ab_insert_exclusions"), _duck_count(con, "ab_insert_assignments")
+        counts = _insert_and_audit(con, plan)
         con.commit()
     except BaseException:
         con.rollback()
@@ -129,7 +157,9 @@ def apply_plan(store, plan: AbPlan) -> AbApplied:
         if isinstance(exc, DatabaseError) or not _is_driver_error(exc):
             raise
         raise DatabaseError(f"{store.label}: could not write the A/B plan: {_first_line(exc)}") from None
-    return AbApplied(plan.run_id, store.label, *counts)
+    excluded, assigned, existing, differing = counts
+    return AbApplied(plan.run_id, store.label, excluded, assigned, existing + plan.kept,
+                     differing + plan.kept_differing)
 
 
 def stored_assignment(store, test_id: str, unit: str) -> dict | None:

@@ -38,22 +38,65 @@ def os_user() -> str:
         return "unknown"
 
 
+# Runs that only insert rows: undoing them would delete what they recorded.
+NOT_UNDOABLE = {
+    "backfill-sentlog": "it would make the people it recorded \"not sent\", and they would be emailed again",
+    "ab-contamination": "it would drop sticky assignments and exclusions people were already given",
+}
+
+
+def _duckdb(conn) -> bool:
+    return queries.dialect_of(conn) == "duckdb"
+
+
 def ensure_table(conn) -> None:
-    """Create the audit table if missing. Runs inside the caller's transaction."""
+    """Create the audit table if missing (PostgreSQL or DuckDB). Runs inside the caller's transaction."""
+    if _duckdb(conn):
+        queries.run(conn, "audit_duckdb_create_sequence")
+        queries.run(conn, "audit_duckdb_create_table")
+        return
     queries.run(conn, "audit_ddl_lock")
     queries.run(conn, "audit_create_table")
     queries.run(conn, "audit_create_index")
 
 
 def table_exists(conn) -> bool:
-    return bool(queries.run(conn, "audit_table_exists").fetchone()[0])
+    return bool(queries.run(conn, "audit_duckdb_table_exists" if _duckdb(conn) else "audit_table_exists").fetchone()[0])
+
+
+def record_inserted(conn, run_id: str, command: str, table_name: str, key_column: str, row_key: str,
+                    keys: list) -> None:
+    """One audit row for a run that inserted rows: `new_values` lists the inserted keys. Creates the audit table
+    if missing; runs inside the caller's transaction, so the run and its audit commit together."""
+    import json
+
+    ensure_table(conn)
+    params = {"run_id": run_id, "command": command, "table_name": table_name, "key_column": key_column,
+              "row_key": row_key, "old_values": "{}", "new_values": json.dumps({"inserted": keys}),
+              "os_user": os_user()}
+    queries.run(conn, "audit_record_duckdb" if _duckdb(conn) else "audit_record_pg", params)
+
+
+def record_backfill(conn, run_id: str) -> None:
+    """The backfill's one audit row: the (msg_id, recipient) keys this transaction inserted into sent_log."""
+    if not _duckdb(conn):
+        ensure_table(conn)
+        queries.run(conn, "audit_record_backfill_pg", {"run_id": run_id, "os_user": os_user()})
+        return
+    keys = [[msg_id, recipient] for msg_id, recipient in queries.run(conn, "sent_log_inserted_now").fetchall()]
+    record_inserted(conn, run_id, "backfill-sentlog", "sent_log", "msg_id,recipient", f"{len(keys)} rows", keys)
 
 
 def run_rows(conn, run_id: str) -> list[dict]:
     """Every audit row of one run (empty if the run is unknown)."""
+    import json
+
     if not table_exists(conn):
         return []
-    return queries.rows(conn, "audit_run_rows", {"run_id": run_id})
+    rows = queries.rows(conn, "audit_run_rows", {"run_id": run_id})
+    if _duckdb(conn):  # JSON kept as text there
+        rows = [dict(r, old_values=json.loads(r["old_values"]), new_values=json.loads(r["new_values"])) for r in rows]
+    return rows
 
 
 def recent_runs(conn, limit: int = 20) -> list[dict]:
@@ -124,8 +167,19 @@ def _require_run(conn, run_id: str) -> list[UndoGroup]:
     return groups
 
 
+def _refuse_insert_only(conn, run_id: str) -> None:
+    rows = run_rows(conn, run_id)
+    command = rows[0]["command"] if rows else None
+    if command in NOT_UNDOABLE:
+        raise RefusedError(f"run {run_id} ({command}): undo is refused, {NOT_UNDOABLE[command]}")
+    if _duckdb(conn):
+        raise RefusedError("undo needs PostgreSQL: DuckDB files only hold runs that are not undone")
+
+
 def undo(conn, run_id: str, apply: bool = False) -> UndoResult:
-    """Dry-run (default): say what undo would restore. Apply: restore in ONE transaction."""
+    """Dry-run (default): say what undo would restore. Apply: restore in ONE transaction.
+    A run that only inserted rows (a backfill, an A/B apply) is refused."""
+    _refuse_insert_only(conn, run_id)
     if not apply:
         groups = _require_run(conn, run_id)
         preview = [state for group in groups for state in row_states(conn, group)]

@@ -14,7 +14,7 @@ from typing import Any
 import queries
 from forensics.addresses import normalize_address, normalize_msg_id
 from forensics.errors import DatabaseError, InputError
-from remediation import reservations
+from remediation import audit, reservations
 from remediation.store import connection_kind
 
 TABLE = "sent_log"
@@ -80,6 +80,54 @@ def last_send(conn_or_store: Any, campaign: Any, step: Any, recipient: str) -> d
         return found
     held = reservations.for_address(conn, params["campaign"], params["step"], recipient)
     return None if held is None else {**held, "sent_at": None, "provider": None, "unconfirmed": True}
+
+
+def table_present(conn_or_store: Any) -> bool:
+    """Does sent_log exist? Asked by reads, which never create it."""
+    conn, _kind = _conn_kind(conn_or_store)
+    return bool(queries.one(conn, "sent_log_present")["present"])
+
+
+def checked_address(recipient: str) -> str:
+    """The normal form of an address a person typed, or InputError: an empty or @-less value is no address
+    and must not be answered "not sent"."""
+    address = normalize_address(recipient) or ""
+    local, at, domain = address.rpartition("@")
+    if not at or not local or not domain:
+        raise InputError(f"{recipient!r} is not an email address: pass --recipient user@domain")
+    return address
+
+
+def check(conn_or_store: Any, campaign: Any, step: Any, recipient: str | None = None,
+          candidate: str | None = None) -> dict | None:
+    """What `sentlog check` answers: `last_send` for the recipient and, for a candidate, for every address
+    the sent-log or the reservations hold for them (and sent_log rows carrying the candidate id).
+
+    A missing sent_log is an error, never "not sent": this read creates nothing."""
+    addresses = [checked_address(recipient)] if recipient is not None else []
+    candidate = (candidate or "").strip() or None
+    if recipient is None and candidate is None:
+        raise InputError("pass --recipient or --candidate")
+    if not table_present(conn_or_store):
+        raise InputError("no sent_log table in this database: nothing says who was emailed; "
+                         "run `mailmortem backfill-sentlog --provider-export … --db …` first")
+    if candidate:
+        addresses += [a for a in candidate_addresses(conn_or_store, candidate) if a not in addresses]
+    hits = [hit for hit in (last_send(conn_or_store, campaign, step, a) for a in addresses) if hit]
+    recorded_hits = [hit for hit in hits if not hit.get("unconfirmed")]
+    if recorded_hits:
+        return max(recorded_hits, key=lambda hit: (hit["sent_at"] is not None, hit["sent_at"] or dt.datetime.min))
+    return hits[0] if hits else None
+
+
+def candidate_addresses(conn_or_store: Any, candidate: str) -> list[str]:
+    """Every address recorded (sent_log.candidate) or reserved for the candidate, sorted."""
+    conn, _kind = _conn_kind(conn_or_store)
+    found = {row["recipient"] for row in queries.rows(conn, "sent_log_candidate_addresses", {"candidate": candidate})}
+    if reservations.table_exists(conn):
+        found |= {row["recipient"] for row in
+                  queries.rows(conn, "reservation_candidate_addresses", {"candidate": candidate})}
+    return sorted(found)
 
 
 def record_send(conn_or_store: Any, campaign: Any, step: Any, recipient: str, msg_id: str,
@@ -175,7 +223,8 @@ def backfill(store: Any, sends: Any, unique_keys: bool = False,
     loads nothing. DuckDB targets always dedupe.
     """
     conn, kind = _conn_kind(store)
-    settle = _reservation_settler(sends, clock_margin_s)
+    run_id = audit.new_run_id()
+    settle = _reservation_settler(sends, clock_margin_s, run_id)
     if kind == "postgres":
         (inserted, unique), settled = _backfill_postgres(conn, sends, unique_keys, settle)
     else:
@@ -183,15 +232,21 @@ def backfill(store: Any, sends: Any, unique_keys: bool = False,
         inserted, settled = _backfill_duckdb(conn, table, settle)
         unique = table.num_rows
     return LoadResult(staged=len(sends), inserted=inserted, already_present=unique - inserted,
-                      extra={"reservations": settled})
+                      extra={"reservations": settled, "run_id": run_id})
 
 
-def _reservation_settler(sends: Any, clock_margin_s: float):
-    """What the backfill runs last, in its transaction: reservations the new rows confirm or prove unsent."""
+def _reservation_settler(sends: Any, clock_margin_s: float, run_id: str):
+    """What the backfill runs last, in its transaction: its audit row (the keys it inserted), then the
+    reservations the new rows confirm or prove unsent."""
     import pyarrow.compute as pc
 
     newest = pc.max(_stage_table(sends).column("sent_at")).as_py()
-    return lambda conn: reservations.reconcile_after_backfill(conn, newest, clock_margin_s)
+
+    def settle(conn):
+        audit.record_backfill(conn, run_id)
+        return reservations.reconcile_after_backfill(conn, newest, clock_margin_s)
+
+    return settle
 
 
 def _backfill_postgres(conn: Any, sends, unique_keys: bool, settle) -> tuple[tuple[int, int], dict]:
@@ -345,5 +400,5 @@ def backfill_exports(store, read, dry_run: bool = False, clock_margin_s: float =
     # collapsed rows of ONE provider are already one per (msg_id, recipient): the collapse was the dedupe
     result = backfill(store, sends, unique_keys=_one_provider(sends), clock_margin_s=clock_margin_s)
     summary.update(inserted=result.inserted, already_present=result.already_present, dry_run=False,
-                   reservations=result.extra["reservations"])
+                   reservations=result.extra["reservations"], run_id=result.extra["run_id"])
     return summary

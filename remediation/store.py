@@ -103,10 +103,38 @@ class Store:
 
 
 def open_store(db: str | None, read_only: bool = False) -> Store:
+    """Open the store for writing (a DuckDB file is created if missing), or `read_only` for a read:
+    then a DuckDB file must already exist and is opened read-only, so a read never creates anything."""
+    if read_only:
+        return open_existing(db)
     target = resolve_db(db)
     if is_postgres(target):
         return _open_postgres(target)
-    return _open_duckdb(target, read_only)
+    return _open_duckdb(target, False)
+
+
+WHICH_STORE = "pass --db postgresql://… (or set DATABASE_URL) or --db PATH of an existing DuckDB file"
+
+
+def existing_target(db: str | None) -> str | None:
+    """The store a read would use, or None when there is none: a read never guesses an empty one."""
+    target = resolve_db(db)
+    if is_postgres(target) or os.path.isfile(target):
+        return target
+    return None
+
+
+def open_existing(db: str | None) -> Store:
+    """Open the store for a read: PostgreSQL, or a DuckDB file that exists (opened read-only)."""
+    target = existing_target(db)
+    if target is None:
+        given = db or os.environ.get("DATABASE_URL")
+        where = f"no DuckDB file at {safe_label(given)}" if given else \
+            f"no --db or DATABASE_URL given and no ./{DEFAULT_DUCKDB} here"
+        raise DatabaseError(f"{where}: {WHICH_STORE}")
+    if is_postgres(target):
+        return _open_postgres(target)
+    return _open_duckdb(target, True)
 
 
 def connection_kind(conn_or_store: Any) -> tuple[Any, str]:

@@ -20,7 +20,8 @@ TEST_ID = "subj-2026-11"
 # Blocks that create what the others read, run before any block is bound.
 DUCKDB_SCHEMA = ("provider_macros", "provider_events_unwrap", "sent_log_create_table", "sent_log_create_index",
                  "sent_log_stage_create", "sent_log_dedupe_view", "ab_create_exclusions", "ab_create_assignments",
-                 "reservation_create_table", "reservation_create_released")
+                 "reservation_create_table", "reservation_create_released", "audit_duckdb_create_sequence",
+                 "audit_duckdb_create_table")
 POSTGRES_SCHEMA = ("address_pg_function", "audit_create_table", "audit_create_index", "sent_log_create_table",
                    "sent_log_create_index", "sent_log_stage_create", "ab_create_exclusions", "ab_create_assignments",
                    "ab_pg_stage_exclusions", "ab_pg_stage_assignments", "claimloop_add_token_column",

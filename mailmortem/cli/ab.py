@@ -79,7 +79,7 @@ def ab_contamination(paths, syntax, fields, config, strict, memory_limit, skip_u
     plan = applied = None
     if db or apply:
         plan = ab.build_plan(case.con, report, ab.new_run_id())
-        applied = _plan_then_apply(plan, db, apply)
+        plan, applied = _plan_then_apply(plan, db, apply)
     _render_report(report, fmt, plan, applied)
 
 
@@ -108,17 +108,32 @@ def _plan_then_apply(plan, db, apply):
     from remediation import ab
     from remediation.store import open_store, resolve_db, safe_label
 
+    plan = _against_store(plan, db)
     _say(_plan_text(plan, safe_label(resolve_db(db))), err=True)
     if not apply:
         _say(["Dry run: nothing was written. Re-run with --apply to carry out exactly this plan."], err=True)
-        return None
+        return plan, None
     store = open_store(db)
     try:
         applied = ab.apply_plan(store, plan)
     finally:
         store.close()
     _say([_applied_text(applied)], err=True)
-    return applied
+    return plan, applied
+
+
+def _against_store(plan, db):
+    """The plan without the rows the store already holds (a store that does not exist yet holds none)."""
+    from remediation import ab
+    from remediation.store import existing_target, open_store
+
+    if existing_target(db) is None:
+        return plan
+    store = open_store(db, read_only=True)
+    try:
+        return ab.pending(store, plan)
+    finally:
+        store.close()
 
 
 def _say(lines: list[str], err: bool = False) -> None:
@@ -132,7 +147,7 @@ def _plan_text(plan, target: str) -> list[str]:
     return [f"Plan {plan.run_id} for {target} (one transaction; rows already there are kept as they are):",
             f"  ab_exclusions   + {plan.exclusions.num_rows} contaminated people of test {plan.test_id}",
             f"  ab_assignments  + {plan.assignments.num_rows} sticky assignments from each person's "
-            "first-seen variant"]
+            "first-seen variant" + (f"; {plan.kept} already stored, kept" if plan.kept else "")]
 
 
 def _applied_text(applied) -> str:
@@ -200,14 +215,16 @@ def _headline(report) -> str:
 @click.option("--salt", default="", show_default=True, help="Extra hash input; a new salt reshuffles everyone.")
 @format_option()
 @click.option("--db", "db", envvar="DATABASE_URL", show_envvar=True, metavar="URL|PATH",
-              help="Consult ab_assignments here first: a stored assignment always wins (read-only).")
+              help="Consult ab_assignments here first: a stored assignment always wins (read-only; "
+                   "default ./mailmortem.duckdb when it exists).")
 def ab_assign(test_id, candidate, arms, weights, salt, fmt, db):
     """Give the deterministic arm of a candidate: the same answer every time, on every machine.
 
     The arm comes from sha256(salt|test|candidate) mapped to [0, 1) and cut by the
     cumulative weights of the arms in sorted order, so it needs no state and never
-    flips. With --db, an assignment stored in ab_assignments (e.g. backfilled by
-    ab-contamination --apply) wins.
+    flips. An assignment stored in ab_assignments (e.g. backfilled by
+    ab-contamination --apply) wins: in --db, or without it in ./mailmortem.duckdb
+    when that file exists (the store ab-contamination --apply writes by default).
 
     \b
     Examples:
@@ -230,7 +247,10 @@ def ab_assign(test_id, candidate, arms, weights, salt, fmt, db):
 def _assignment(test_id: str, unit: str, weights: dict, salt: str, db: str | None) -> dict:
     from forensics.ab import arm_for_fraction, hash_fraction
 
-    stored = _stored(test_id, unit, db) if db else None
+    from remediation.store import existing_target
+
+    # --db (or DATABASE_URL) must be there; without it the default ./mailmortem.duckdb is read when it exists
+    stored = _stored(test_id, unit, db) if db or existing_target(None) else None
     if stored:
         return {"test_id": test_id, "unit": unit, "variant": stored["variant"], "source": "stored",
                 "assigned_at": stored["assigned_at"], "stored_source": stored["source"]}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from mailmortem.cli.options import apply_option, db_option, format_option
+from mailmortem.cli.options import apply_option, db_hint, db_option, format_option
 from forensics.errors import ConfigError
 
 PLAN_COLUMNS = ["lead_id", "email", "claimed_by", "claimed_at", "age_s", "in_sent_log", "new_status"]
@@ -35,13 +35,13 @@ def _open_postgres(db):
 
     target = resolve_db(db)
     if not is_postgres(target):  # checked before opening: opening would create the DuckDB file
-        raise ConfigError(f"{safe_label(target)} is a DuckDB file: requeue-stale and audit need PostgreSQL "
+        raise ConfigError(f"{safe_label(target)} is a DuckDB file: requeue-stale and audit --undo need PostgreSQL "
                           "(pass --db postgresql://… or set DATABASE_URL)")
     return open_store(target)
 
 
 @click.command("requeue-stale")
-@db_option("The database the workers use (PostgreSQL).")
+@db_option("The database the workers use.", duckdb=False)
 @click.option("--older-than", required=True, callback=_duration, metavar="DURATION",
               help="Stale = in progress with a claim older than this on the server's clock (45m, 2h, 900s).")
 @click.option("--table", default="leads", show_default=True, help="The leads table, as table or schema.table.")
@@ -163,7 +163,8 @@ def _report_result(result) -> None:
          f"{counts['skipped_locked']} skipped (locked by a live transaction), "
          f"{counts['left_changed']} left alone (claim renewed or finished since the plan).")
     if counts["to_sent"] or counts["to_queued"]:
-        _say(f"Audit: mailmortem audit --run {result.run_id}   (add --undo to revert)")
+        db = click.get_current_context().params.get("db")
+        _say(f"Audit: mailmortem audit --run {result.run_id}{db_hint(db)}   (add --undo to revert)")
 
 
 def _outcomes(result) -> dict:
@@ -205,7 +206,7 @@ def _age(seconds: float) -> str:
 
 
 @click.command("audit")
-@db_option("The database the remediation ran against (PostgreSQL).")
+@db_option("The database the remediation ran against (read; never created).")
 @click.option("--run", "run_id", metavar="RUN_ID", help="The run to show (default: list recent runs).")
 @click.option("--undo", is_flag=True, help="Restore the run's rows that nobody has touched since (dry run).")
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 10_000), help="Runs listed.")
@@ -218,7 +219,9 @@ def audit(db, run_id, undo, limit, fmt, apply):
     old → new values, database and OS user, when. --undo restores the old values of
     the rows that still hold the run's new values and reports the ones it leaves
     (changed since, already restored, gone); add --apply to do it, in one
-    transaction, itself audited.
+    transaction, itself audited. Runs of requeue-stale (PostgreSQL), ab-contamination
+    --apply and backfill-sentlog (PostgreSQL or DuckDB) are listed; undoing a backfill
+    or an A/B apply is refused (it would make people "not sent" or change their arm).
 
     \b
     Examples:
@@ -231,7 +234,9 @@ def audit(db, run_id, undo, limit, fmt, apply):
         raise click.UsageError("--undo and --apply need --run RUN_ID")
     if apply and not undo:
         raise click.UsageError("--apply only goes with --undo")
-    store = _open_postgres(db)
+    from remediation.store import open_store
+
+    store = open_store(db, read_only=True)  # a read (undo needs PostgreSQL and says so)
     try:
         if undo:
             _undo(store.conn, run_id, apply, fmt)

@@ -24,11 +24,23 @@ def format_option(choices=FORMATS, default="table"):
     )
 
 
-def db_option(help_extra: str = ""):
-    return click.option(
-        "--db", "db", envvar="DATABASE_URL", show_envvar=True, metavar="URL|PATH",
-        help="postgresql://… URL or a DuckDB file (default ./mailmortem.duckdb). " + help_extra,
-    )
+def db_option(help_extra: str = "", duckdb: bool = True):
+    """--db; `duckdb=False` for a command that needs PostgreSQL (its help names no DuckDB default)."""
+    what = "postgresql://… URL or a DuckDB file (default ./mailmortem.duckdb). " if duckdb else "postgresql://… URL. "
+    return click.option("--db", "db", envvar="DATABASE_URL", show_envvar=True, metavar="URL|PATH" if duckdb else "URL",
+                        help=what + help_extra)
+
+
+def db_hint(db: str | None) -> str:
+    """` --db …` to repeat in a suggested command when --db was typed (DATABASE_URL carries over by itself)."""
+    import shlex
+
+    from remediation.store import safe_label
+
+    ctx = click.get_current_context(silent=True)
+    if not db or ctx is None or ctx.get_parameter_source("db") != click.core.ParameterSource.COMMANDLINE:
+        return ""
+    return " --db " + shlex.quote(safe_label(db))
 
 
 def apply_option():

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from mailmortem.cli.options import apply_option, db_option, export_options, format_option
+from mailmortem.cli.options import apply_option, db_hint, db_option, export_options, format_option
 
 
 def _say_target(db: str | None) -> None:
@@ -51,6 +51,8 @@ def backfill_sentlog(exports, db, fmt, dry_run):
             summary["target"] = store.label
         finally:
             store.close()
+        click.echo(f"Audit: mailmortem audit --run {summary['run_id']}{db_hint(db)}   (the keys it inserted; "
+                   "not undoable)", err=True)
     _render_summary(summary, fmt)
 
 
@@ -104,27 +106,35 @@ def sentlog():
 @db_option()
 @click.option("--campaign", required=True, help="Campaign id as recorded in sent_log.")
 @click.option("--step", help="Sequence step; omitted = any step of the campaign.")
-@click.option("--recipient", required=True, help="Address; normalised the same way as diagnose does.")
-def check(db, campaign, step, recipient):
-    """Exit 3 if RECIPIENT was already sent CAMPAIGN (and STEP), 0 if not; prints one line.
+@click.option("--recipient", help="Address; normalised the same way as diagnose does.")
+@click.option("--candidate",
+              help="Candidate id: answers for every address the sent-log or a reservation holds for them.")
+def check(db, campaign, step, recipient, candidate):
+    """Exit 3 if RECIPIENT (or CANDIDATE) was already sent CAMPAIGN (and STEP), 0 if not; prints one line.
+
+    A read: it never creates a store or a table. No store, no sent_log table or an
+    invalid address is exit 1, never "not sent".
 
     \b
     Examples:
       mailmortem sentlog check --db "$DATABASE_URL" --campaign c-42 --recipient Jane@Acme.com
       mailmortem sentlog check --db mailmortem.duckdb --campaign c-42 --step 1 --recipient jane@acme.com
+      mailmortem sentlog check --db "$DATABASE_URL" --campaign c-42 --step 1 --candidate cand-8812
     """
-    from forensics.addresses import normalize_address
     from forensics.textsafe import terminal_safe
     from remediation import sentlog as store_sentlog
     from remediation.store import open_store
 
-    store = open_store(db)
+    if recipient is None and not (candidate or "").strip():
+        raise click.UsageError("pass --recipient or --candidate")
+    if recipient is not None:
+        store_sentlog.checked_address(recipient)  # refused before any store is opened
+    store = open_store(db, read_only=True)
     try:
-        store_sentlog.ensure_schema(store)
-        hit = store_sentlog.last_send(store, campaign, step, recipient)
+        hit = store_sentlog.check(store, campaign, step, recipient, candidate)
     finally:
         store.close()
-    who = terminal_safe(normalize_address(recipient) or recipient)
+    who = terminal_safe(_who(recipient, candidate, hit))
     scope = terminal_safe(campaign + (f" step {step}" if step else ""))
     if hit and hit.get("unconfirmed"):
         worker = terminal_safe(hit["worker"] or "?")
@@ -136,6 +146,15 @@ def check(db, campaign, step, recipient):
         click.echo(f"already sent: {who} got {scope} (msg {terminal_safe(hit['msg_id'])}, {when})")
         sys.exit(3)
     click.echo(f"not sent: {who} has no record for {scope}")
+
+
+def _who(recipient: str | None, candidate: str | None, hit: dict | None) -> str:
+    """The person as the answer names them: the address, or the candidate (with the address that matched)."""
+    from forensics.addresses import normalize_address
+
+    if recipient is not None and (not candidate or not hit or hit["recipient"] == normalize_address(recipient)):
+        return normalize_address(recipient) or recipient
+    return f"candidate {candidate.strip()}" + (f" ({hit['recipient']})" if hit else "")
 
 
 UNCONFIRMED_COLUMNS = ["campaign", "step", "recipient", "candidate", "worker", "reserved_at"]
