@@ -17,7 +17,7 @@ SELECT t.{ident:claimed_at} AS claimed_at FROM {ident:table} AS t LIMIT 0
 -- dialect: postgres
 SELECT now() AT TIME ZONE CAST(:claimed_at_zone AS text) AS local_now
 
--- name: requeue_sent_log_scopes
+-- name: requeue_sent_log_pairs
 -- Every (campaign, step) the sent-log holds, read by skipping along its (campaign, step, recipient) index.
 -- dialect: postgres
 WITH RECURSIVE pairs AS (

@@ -114,33 +114,31 @@ def _require_postgres(conn) -> None:
                           "pass --db postgresql://… (DuckDB files are not supported)")
 
 
-def scan_stale(conn, table: LeadsTable, older_than_s: float, campaign: str | None = None,
-               step: str | None = None, *, claimed_at_zone: str | None = None,
-               scope: Scope | None = None) -> list[StaleLead]:
-    """Read the stale claims, checked against the sent-log rows of `scope` (default: the filters',
-    see scan_scope); read-only, rolled back."""
+def scan(conn, table: LeadsTable, older_than_s: float, campaign: str | None = None, step: str | None = None,
+         *, claimed_at_zone: str | None = None, no_sends_yet: bool = False) -> tuple[list[StaleLead], Scope]:
+    """Read the stale claims and the sent-log scope they were checked against (read-only, rolled back)."""
     with _reading(conn, table):
         if not queries.run(conn, "requeue_sent_log_exists").fetchone()[0]:
             raise RefusedError("no sent_log table in this database: without it a stale lead that was already "
                                "emailed would be re-queued; run `mailmortem backfill-sentlog` first")
         _check_claim_time(conn, table, claimed_at_zone)
-        scope = scope or resolve_scope(_sent_log_pairs(conn), campaign, step)
+        scope = resolve_scope(_sent_log_pairs(conn), campaign, step, no_sends_yet)
         install_pg(conn)
         params = {"status_in_progress": table.in_progress, "older_than_s": older_than_s,
                   "claimed_at_zone": claimed_at_zone, **scope.params()}
         stale = [StaleLead(*row) for row in queries.run(conn, "requeue_scan_stale", params, **table.idents())]
         reserved = _reserved(conn, table, stale, campaign, step)
-    return [replace(lead, reserved=True) if lead.key_text in reserved else lead for lead in stale]
+    return [replace(lead, reserved=True) if lead.key_text in reserved else lead for lead in stale], scope
 
 
-def scan_scope(conn, campaign: str | None = None, step: str | None = None, no_sends_yet: bool = False) -> Scope:
-    """The sent-log rows that the campaign and step filters select (resolve_scope); read-only, rolled back."""
-    with _reading(conn, LeadsTable(TableName(None, "sent_log"))):
-        return resolve_scope(_sent_log_pairs(conn), campaign, step, no_sends_yet)
+def scan_stale(conn, table: LeadsTable, older_than_s: float, campaign: str | None = None,
+               step: str | None = None, **options) -> list[StaleLead]:
+    """The stale claims of `scan` alone, for a plan built by hand (its apply reads the sent-log scope again)."""
+    return scan(conn, table, older_than_s, campaign, step, **options)[0]
 
 
 def _sent_log_pairs(conn) -> list[tuple[str, str]]:
-    return [tuple(row) for row in queries.run(conn, "requeue_sent_log_scopes").fetchall()]
+    return [tuple(row) for row in queries.run(conn, "requeue_sent_log_pairs").fetchall()]
 
 
 def _check_claim_time(conn, table: LeadsTable, zone: str | None) -> None:
@@ -266,7 +264,8 @@ class Plan:
     without_claim_time: int = 0  # in-progress rows with no claimed_at: reported, never touched
     held: tuple[StaleLead, ...] = ()  # stale, but the person holds an unconfirmed reservation: never touched
     unconfirmed: int = 0  # unconfirmed reservations in the scope (`mailmortem sentlog unconfirmed` lists them)
-    scope: Scope | None = None  # the sent-log rows that count as proof of a send (None: every row, read at apply)
+    scope: Scope | None = None  # the sent-log rows that count as proof of a send (None: read at apply)
+    filters: tuple[str | None, str | None] = (None, None)  # --campaign and --step, for a scope read at apply
 
     @property
     def counts(self) -> dict[str, int]:
@@ -308,7 +307,8 @@ def requeue_plan(table: LeadsTable, stale: list[StaleLead], older_than_s: float,
         **(scope.params() if scope else {}),
     }
     if not stale:
-        return Plan(run_id, table, older_than_s, (), (), without_claim_time, held, unconfirmed, scope)
+        return Plan(run_id, table, older_than_s, (), (), without_claim_time, held, unconfirmed, scope,
+                    (campaign, step))
     steps = [Step("requeue_lock_timeout", {}),
              Step("requeue_lock_planned", {"keys": [lead.key for lead in stale]}, len(stale))]
     for query, new_status, chosen in (("requeue_to_sent", table.sent, [s for s in stale if s.already_sent]),
@@ -317,7 +317,7 @@ def requeue_plan(table: LeadsTable, stale: list[StaleLead], older_than_s: float,
             steps.append(Step(query, {**common, **_guard_params(chosen), "new_status": new_status},
                               len(chosen), changes_rows=True))
     return Plan(run_id, table, older_than_s, tuple(stale), tuple(steps), without_claim_time, held, unconfirmed,
-                scope)
+                scope, (campaign, step))
 
 
 def _guard_params(leads: list[StaleLead]) -> dict:
@@ -358,9 +358,9 @@ def apply_plan(conn, plan: Plan, on_commit=None) -> ApplyResult:
         with conn.transaction():
             audit.ensure_table(conn)
             install_pg(conn)
-            unscoped = {} if plan.scope else resolve_scope(_sent_log_pairs(conn), None, None).params()
+            scope = {} if plan.scope else _scope_now(conn, plan)
             for step in plan.steps:
-                keys = _column(queries.run(conn, step.query, {**unscoped, **step.params}, **idents))
+                keys = _column(queries.run(conn, step.query, {**scope, **step.params}, **idents))
                 _collect(step, keys, result, locked)
     except psycopg.Error as exc:
         raise _db_error(f"requeue of {plan.table.table} rolled back, nothing changed", exc) from None
@@ -368,6 +368,11 @@ def apply_plan(conn, plan: Plan, on_commit=None) -> ApplyResult:
         on_commit(result)
     _sort_out_unchanged(plan, result, locked)
     return result
+
+
+def _scope_now(conn, plan: Plan) -> dict:
+    """A plan built without a scope: its filters' sent-log rows as they are now (they passed the scan)."""
+    return resolve_scope(_sent_log_pairs(conn), *plan.filters, no_sends_yet=True).params()
 
 
 def _sort_out_unchanged(plan: Plan, result: ApplyResult, locked: set) -> None:
@@ -405,13 +410,8 @@ def requeue_stale(conn, table: LeadsTable, older_than_s: float, apply: bool = Fa
     is the zone a claim time without zone is written in; `no_sends_yet` lets a campaign/step filter
     that matches no sent-log row through (see resolve_scope); `on_commit` goes to apply_plan.
     """
-    with _reading(conn, table):
-        if queries.run(conn, "requeue_sent_log_exists").fetchone()[0]:
-            _check_claim_time(conn, table, claimed_at_zone)
-            scope = resolve_scope(_sent_log_pairs(conn), campaign, step, no_sends_yet)
-        else:
-            scope = Scope()  # scan_stale refuses
-    stale = scan_stale(conn, table, older_than_s, campaign, step, claimed_at_zone=claimed_at_zone, scope=scope)
+    stale, scope = scan(conn, table, older_than_s, campaign, step, claimed_at_zone=claimed_at_zone,
+                        no_sends_yet=no_sends_yet)
     plan = requeue_plan(table, stale, older_than_s, audit.new_run_id(), campaign, step, audit.os_user(),
                         without_claim_time=count_without_claim_time(conn, table),
                         unconfirmed=count_unconfirmed(conn, campaign, step), scope=scope,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 
 import psycopg
 import pytest
@@ -393,22 +394,48 @@ def test_run_id_is_reported_on_commit_before_any_bookkeeping(db, monkeypatch):
     assert result.counts == {"to_sent": 1, "to_queued": 2, "skipped_locked": 0, "left_changed": 0}
 
 
-def test_bookkeeping_is_linear():
+class _Rows:
+    def __init__(self, rows):
+        self.rows = rows
+
+    def fetchall(self):
+        return self.rows
+
+
+class _Connection:
+    """Just enough of a psycopg connection for apply_plan, whose statements are answered by _answer."""
+
+    __module__ = "psycopg.fake"
+
+    def rollback(self):
+        pass
+
+    def transaction(self):
+        from contextlib import nullcontext
+
+        return nullcontext()
+
+
+def test_bookkeeping_after_commit_is_linear(monkeypatch):
     def lead(key):
         return claims.StaleLead(key, str(key), f"p{key}@x.co", "w", None, "1", 7200.0, False)
 
-    n = 200_000
-    plan = claims.Plan("r", claims.LeadsTable(), 60.0, tuple(lead(k) for k in range(n)), ())
-    result = claims.ApplyResult("r", to_queued=[str(k) for k in range(0, n, 2)])
-    import time
-
+    n = 20_000
+    plan = claims.requeue_plan(claims.LeadsTable(), [lead(k) for k in range(n)], 60.0, "r")
+    answers = {"requeue_lock_planned": [(str(k),) for k in range(n - 1)],  # the last one held by a live worker
+               "requeue_to_queued": [(str(k),) for k in range(0, n, 2)]}  # the odd ones' claims were renewed
+    monkeypatch.setattr(claims.queries, "run", lambda conn, name, *a, **k: _Rows(answers.get(name, [])))
+    monkeypatch.setattr(claims.audit, "ensure_table", lambda conn: None)
+    monkeypatch.setattr(claims, "install_pg", lambda conn: None)
     started = time.perf_counter()
-    claims._sort_out_unchanged(plan, result, {str(k) for k in range(n - 1)})
-    assert time.perf_counter() - started < 2.0
+    result = claims.apply_plan(_Connection(), plan)
+    assert time.perf_counter() - started < 1.0
     assert result.skipped_locked == [str(n - 1)] and len(result.left_changed) == n // 2 - 1
 
 
-def test_requeue_sent_log_lookup_uses_the_index_on_an_unanalysed_sent_log(leads):
+@pytest.mark.parametrize("campaign,step,scope", [(None, None, [("c-1", ""), ("c-1", "1"), ("c-2", "1")]),
+                                                 ("c-1", "1", [("c-1", "1"), ("c-1", "")])])
+def test_requeue_sent_log_lookup_uses_the_index_on_an_unanalysed_sent_log(leads, campaign, step, scope):
     import queries
     from forensics.addresses import install_pg
 
@@ -417,12 +444,16 @@ def test_requeue_sent_log_lookup_uses_the_index_on_an_unanalysed_sent_log(leads)
     with psycopg.connect(dsn) as conn:
         conn.execute("INSERT INTO sent_log (campaign, step, recipient, msg_id) "
                      "SELECT 'c-1', '1', 'p' || g || '@x.co', 'm' || g FROM generate_series(1, 20000, 2) AS g")
+        conn.execute("INSERT INTO sent_log (campaign, step, recipient, msg_id) VALUES ('c-1', '', 'p2@x.co', 'u'), "
+                     "('c-2', '1', 'p4@x.co', 'v')")
         conn.commit()
         install_pg(conn)
         keys = list(range(1, 20001))
         params = {"keys": keys, "key_texts": [str(k) for k in keys], "claimed_bys": ["w"] * len(keys),
                   "claimed_epochs": ["0"] * len(keys), "status_in_progress": "in-progress", "older_than_s": 60.0,
-                  "claimed_at_zone": None, "scope_campaigns": ["c-1"], "scope_steps": ["1"], "new_status": "queued",
+                  "claimed_at_zone": None, "new_status": "queued",
+                  "scope_campaigns": [c for c, _ in scope], "scope_steps": [s for _, s in scope],
+                  "campaign": campaign, "step": step,
                   "run_id": "r", "table_name": "leads", "key_column": "lead_id", "col_status": "status",
                   "col_claimed_by": "claimed_by", "col_claimed_at": "claimed_at", "os_user": "t"}
         audit.ensure_table(conn)
