@@ -42,6 +42,14 @@ def normalize_address(value: str | None) -> str | None:
     return text.translate(_ASCII_LOWER) or None
 
 
+def normalize_label(value: str | None) -> str:
+    """A campaign or step name compared across sources: WHITESPACE trimmed, ASCII A-Z lower-cased.
+
+    SQL twin: requeue_label_campaign / requeue_label_step in queries/claims.sql.
+    """
+    return (value or "").strip(WHITESPACE).translate(_ASCII_LOWER)
+
+
 def normalize_msg_id(value: str | None) -> str | None:
     """Trim whitespace and one pair of surrounding angle brackets."""
     if value is None:

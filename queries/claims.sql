@@ -7,6 +7,58 @@
 -- dialect: postgres
 SELECT to_regclass('sent_log') IS NOT NULL AS present
 
+-- name: requeue_claimed_at_type
+-- The claim-time column's type, read from an empty result (its type OID: 1114 timestamp, 1184 timestamptz).
+-- dialect: postgres
+SELECT t.{ident:claimed_at} AS claimed_at FROM {ident:table} AS t LIMIT 0
+
+-- name: requeue_check_zone
+-- Is :claimed_at_zone a time zone this server knows? (An unknown one raises.)
+-- dialect: postgres
+SELECT now() AT TIME ZONE CAST(:claimed_at_zone AS text) AS local_now
+
+-- name: requeue_sent_log_pairs
+-- Every (campaign, step) the sent-log holds, read by skipping along its (campaign, step, recipient) index.
+-- dialect: postgres
+WITH RECURSIVE pairs AS (
+    (SELECT campaign, step FROM sent_log ORDER BY campaign, step LIMIT 1)
+    UNION ALL
+    SELECT n.campaign, n.step
+    FROM pairs AS p
+        CROSS JOIN LATERAL (SELECT s.campaign, s.step FROM sent_log AS s
+                            WHERE (s.campaign, s.step) > (p.campaign, p.step)
+                            ORDER BY s.campaign, s.step LIMIT 1) AS n
+)
+SELECT campaign, step FROM pairs
+
+-- name: requeue_claimed_instant
+-- Template: the claim time as an instant. A timestamptz column as it is; a timestamp column (no zone) read in
+-- :claimed_at_zone, never in the session's TimeZone (claims.py refuses such a column without a zone).
+-- dialect: postgres
+(CASE WHEN CAST(:claimed_at_zone AS text) IS NULL THEN CAST(t.{ident:claimed_at} AS timestamptz)
+      ELSE CAST(t.{ident:claimed_at} AS timestamp) AT TIME ZONE CAST(:claimed_at_zone AS text) END)
+
+-- name: requeue_in_sent_log
+-- Template: is the lead t's person in the sent-log under one of the (campaign, step) pairs in scope? One probe
+-- of sent_log's (campaign, step, recipient) index per pair.
+-- dialect: postgres
+EXISTS (
+    SELECT 1
+    FROM unnest(CAST(:scope_campaigns AS text[]), CAST(:scope_steps AS text[])) AS k(campaign, step)
+        JOIN sent_log AS s ON s.campaign = k.campaign AND s.step = k.step
+    WHERE s.recipient = pg_temp.mm_address(t.{ident:email}::text))
+
+-- name: requeue_label_campaign
+-- Template: a reservation's campaign in normal form (forensics.addresses.normalize_label: :label_ws trimmed,
+-- A-Z lower-cased), to compare with the normalised --campaign.
+-- dialect: postgres
+translate(btrim(r.campaign, CAST(:label_ws AS text)), 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')
+
+-- name: requeue_label_step
+-- Template: a reservation's step in normal form, as requeue_label_campaign.
+-- dialect: postgres
+translate(btrim(r.step, CAST(:label_ws AS text)), 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')
+
 -- name: requeue_scan_stale
 -- In-progress claims older than the cutoff on the server's clock, with whether the lead is in the sent-log.
 -- dialect: postgres
@@ -16,16 +68,11 @@ SELECT t.{ident:lead_id} AS lead_key,
        t.{ident:claimed_by}::text AS claimed_by,
        t.{ident:claimed_at} AS claimed_at,
        extract(epoch FROM t.{ident:claimed_at})::text AS claimed_epoch,
-       extract(epoch FROM (now() - t.{ident:claimed_at}))::double precision AS age_s,
-       EXISTS (
-           SELECT 1 FROM sent_log AS s
-           WHERE s.recipient = pg_temp.mm_address(t.{ident:email}::text)
-             AND (CAST(:campaign AS text) IS NULL OR s.campaign = :campaign)
-             AND (CAST(:step AS text) IS NULL OR s.step = :step OR s.step = '')
-       ) AS already_sent
+       extract(epoch FROM (now() - {block:requeue_claimed_instant}))::double precision AS age_s,
+       {block:requeue_in_sent_log} AS already_sent
 FROM {ident:table} AS t
 WHERE t.{ident:status} = :status_in_progress
-  AND t.{ident:claimed_at} < now() - make_interval(secs => :older_than_s)
+  AND {block:requeue_claimed_instant} < now() - make_interval(secs => :older_than_s)
 ORDER BY t.{ident:claimed_at}, t.{ident:lead_id}
 
 -- name: requeue_reserved_unconfirmed
@@ -38,8 +85,8 @@ WHERE t.{ident:lead_id} = ANY(:keys)
   AND EXISTS (
       SELECT 1 FROM send_reservation AS r
       WHERE r.key_kind = 'address' AND r.key_value = pg_temp.mm_address(t.{ident:email}::text) AND r.msg_id IS NULL
-        AND (CAST(:campaign AS text) IS NULL OR r.campaign = :campaign)
-        AND (CAST(:step AS text) IS NULL OR r.step = :step)
+        AND (CAST(:campaign_key AS text) IS NULL OR {block:requeue_label_campaign} = :campaign_key)
+        AND (CAST(:step_key AS text) IS NULL OR {block:requeue_label_step} = :step_key)
         AND NOT EXISTS (
             SELECT 1 FROM sent_log AS s
             WHERE s.campaign = r.campaign AND (s.step = r.step OR s.step = '') AND s.recipient = r.recipient))
@@ -72,7 +119,7 @@ FROM {ident:table} AS t
     JOIN planned AS p ON p.key_text = t.{ident:lead_id}::text
     WHERE t.{ident:lead_id} = ANY(:keys)
       AND t.{ident:status} = :status_in_progress
-      AND t.{ident:claimed_at} < now() - make_interval(secs => :older_than_s)
+      AND {block:requeue_claimed_instant} < now() - make_interval(secs => :older_than_s)
       AND t.{ident:claimed_by}::text IS NOT DISTINCT FROM p.claimed_by
       AND extract(epoch FROM t.{ident:claimed_at}) = p.claimed_epoch
 
@@ -85,11 +132,7 @@ WITH planned AS (
 ), prior AS (
     SELECT t.{ident:lead_id} AS lead_key, t.{ident:status} AS status, t.{ident:claimed_by} AS claimed_by, t.{ident:claimed_at} AS claimed_at
     {block:requeue_guard}
-      AND NOT EXISTS (
-          SELECT 1 FROM sent_log AS s
-          WHERE s.recipient = pg_temp.mm_address(t.{ident:email}::text)
-            AND (CAST(:campaign AS text) IS NULL OR s.campaign = :campaign)
-            AND (CAST(:step AS text) IS NULL OR s.step = :step OR s.step = ''))
+      AND NOT {block:requeue_in_sent_log}
     FOR UPDATE OF t SKIP LOCKED
 ), changed AS (
     UPDATE {ident:table} AS t

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import queries
-from forensics.addresses import install_pg
+from forensics.addresses import WHITESPACE, install_pg, normalize_label
 from forensics.errors import ConfigError, DatabaseError, MailmortemError
 from remediation.errors import RefusedError
 from forensics.textsafe import terminal_safe
@@ -35,6 +35,8 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|sec|secs|m|min|mins|h|hr|hrs|d)
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "sec": 1, "secs": 1, "m": 60, "min": 60, "mins": 60,
                  "h": 3600, "hr": 3600, "hrs": 3600, "d": 86400, None: 1}
 LEASE_MARGIN = 1.5
+TIMESTAMP_OID = 1114  # PostgreSQL's `timestamp without time zone`
+SHOWN_VALUES = 20  # existing campaigns/steps named in a refusal
 
 
 def parse_duration(text: object) -> float:
@@ -112,26 +114,104 @@ def _require_postgres(conn) -> None:
                           "pass --db postgresql://… (DuckDB files are not supported)")
 
 
-def scan_stale(conn, table: LeadsTable, older_than_s: float, campaign: str | None = None,
-               step: str | None = None) -> list[StaleLead]:
-    """Read the stale claims (read-only; the transaction is rolled back)."""
-    params = {"status_in_progress": table.in_progress, "older_than_s": older_than_s,
-              "campaign": campaign, "step": step}
+def scan(conn, table: LeadsTable, older_than_s: float, campaign: str | None = None, step: str | None = None,
+         *, claimed_at_zone: str | None = None, no_sends_yet: bool = False) -> tuple[list[StaleLead], Scope]:
+    """Read the stale claims and the sent-log scope they were checked against (read-only, rolled back)."""
     with _reading(conn, table):
         if not queries.run(conn, "requeue_sent_log_exists").fetchone()[0]:
             raise RefusedError("no sent_log table in this database: without it a stale lead that was already "
                                "emailed would be re-queued; run `mailmortem backfill-sentlog` first")
+        _check_claim_time(conn, table, claimed_at_zone)
+        scope = resolve_scope(_sent_log_pairs(conn), campaign, step, no_sends_yet)
         install_pg(conn)
+        params = {"status_in_progress": table.in_progress, "older_than_s": older_than_s,
+                  "claimed_at_zone": claimed_at_zone, **scope.params()}
         stale = [StaleLead(*row) for row in queries.run(conn, "requeue_scan_stale", params, **table.idents())]
         reserved = _reserved(conn, table, stale, campaign, step)
-    return [replace(lead, reserved=True) if lead.key_text in reserved else lead for lead in stale]
+    return [replace(lead, reserved=True) if lead.key_text in reserved else lead for lead in stale], scope
+
+
+def scan_stale(conn, table: LeadsTable, older_than_s: float, campaign: str | None = None,
+               step: str | None = None, **options) -> list[StaleLead]:
+    """The stale claims of `scan` alone, for a plan built by hand (its apply reads the sent-log scope again)."""
+    return scan(conn, table, older_than_s, campaign, step, **options)[0]
+
+
+def _sent_log_pairs(conn) -> list[tuple[str, str]]:
+    return [tuple(row) for row in queries.run(conn, "requeue_sent_log_pairs").fetchall()]
+
+
+def _check_claim_time(conn, table: LeadsTable, zone: str | None) -> None:
+    """A claim time without a zone is read in --claimed-at-zone, never in the session's TimeZone."""
+    import psycopg
+
+    column = f"{table.table}.{table.col('claimed_at')}"
+    no_zone = queries.run(conn, "requeue_claimed_at_type", **table.idents()).description[0].type_code == TIMESTAMP_OID
+    if no_zone and zone is None:
+        raise RefusedError(f"{column} is a timestamp without time zone: its age would be read in this session's "
+                           "TimeZone, so a worker in another zone can make fresh claims look hours old and have "
+                           "them re-queued; pass --claimed-at-zone ZONE, the zone the workers write it in "
+                           "(e.g. UTC)")
+    if zone is not None and not no_zone:
+        raise ConfigError(f"--claimed-at-zone is only for a timestamp without time zone; {column} is not one "
+                          "(it already holds instants): drop --claimed-at-zone")
+    if zone is not None:
+        try:
+            queries.run(conn, "requeue_check_zone", {"claimed_at_zone": zone})
+        except psycopg.Error:
+            raise ConfigError(f"--claimed-at-zone {terminal_safe(zone[:60])!r} is not a time zone this server "
+                              "knows (e.g. UTC, Europe/Berlin)") from None
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The sent-log rows that prove a send: (campaign, step) pairs spelled as the sent-log spells them."""
+
+    campaigns: tuple[str, ...] = ()
+    steps: tuple[str, ...] = ()
+    no_sends_yet: str | None = None  # the filter that matched no sent-log row, allowed by --no-sends-yet
+
+    def params(self) -> dict:
+        return {"scope_campaigns": list(self.campaigns), "scope_steps": list(self.steps)}
+
+
+def resolve_scope(pairs: list[tuple[str, str]], campaign: str | None, step: str | None,
+                  no_sends_yet: bool = False) -> Scope:
+    """Pure: the sent-log's (campaign, step) pairs the filters select, compared normalised (normalize_label).
+
+    A filter that selects nothing is refused, naming the values that exist, unless `no_sends_yet`
+    (a new campaign: nobody is in the sent-log for it). Rows of unknown step ('') count for any step.
+    """
+    in_campaign = [p for p in pairs if campaign is None or normalize_label(p[0]) == normalize_label(campaign)]
+    if campaign is not None and not in_campaign:
+        return _matched_nothing(f"--campaign {campaign!r}", "campaigns", {c for c, _ in pairs}, no_sends_yet)
+    chosen = [p for p in in_campaign if step is None or normalize_label(p[1]) == normalize_label(step)]
+    if step is not None and not chosen:
+        where = f" of campaign {campaign!r}" if campaign is not None else ""
+        return _matched_nothing(f"--step {step!r}", f"steps{where}", {s for _, s in in_campaign}, no_sends_yet)
+    if step is not None:
+        chosen += [p for p in in_campaign if p[1] == "" and p not in chosen]
+    return Scope(tuple(c for c, _ in chosen), tuple(s for _, s in chosen))
+
+
+def _matched_nothing(flag: str, kind: str, existing: set, no_sends_yet: bool) -> Scope:
+    if no_sends_yet:
+        return Scope(no_sends_yet=flag)
+    shown = ", ".join(repr(v) for v in sorted(existing)[:SHOWN_VALUES]) or "none (the sent-log is empty)"
+    more = f" (and {len(existing) - SHOWN_VALUES} more)" if len(existing) > SHOWN_VALUES else ""
+    raise RefusedError(terminal_safe(
+        f"{flag} matches no sent-log row (compared trimmed and case-folded), so no stale lead could be found "
+        f"sent and every one would be re-queued; the sent-log's {kind}: {shown}{more}. Nothing changed. "
+        "Pass one of those, or --no-sends-yet if this campaign has sent nothing yet"))
 
 
 def _reserved(conn, table: LeadsTable, stale: list[StaleLead], campaign: str | None, step: str | None) -> set:
     """Key texts of the stale leads whose person holds an unconfirmed send reservation."""
     if not stale or not reservations.table_exists(conn):
         return set()
-    params = {"keys": [lead.key for lead in stale], "campaign": campaign, "step": step}
+    params = {"keys": [lead.key for lead in stale], "label_ws": WHITESPACE,
+              "campaign_key": None if campaign is None else normalize_label(campaign),
+              "step_key": None if step is None else normalize_label(step)}
     return _column(queries.run(conn, "requeue_reserved_unconfirmed", params, **table.idents()))
 
 
@@ -184,6 +264,8 @@ class Plan:
     without_claim_time: int = 0  # in-progress rows with no claimed_at: reported, never touched
     held: tuple[StaleLead, ...] = ()  # stale, but the person holds an unconfirmed reservation: never touched
     unconfirmed: int = 0  # unconfirmed reservations in the scope (`mailmortem sentlog unconfirmed` lists them)
+    scope: Scope | None = None  # the sent-log rows that count as proof of a send (None: read at apply)
+    filters: tuple[str | None, str | None] = (None, None)  # --campaign and --step, for a scope read at apply
 
     @property
     def counts(self) -> dict[str, int]:
@@ -208,7 +290,8 @@ class Plan:
 
 def requeue_plan(table: LeadsTable, stale: list[StaleLead], older_than_s: float, run_id: str,
                  campaign: str | None = None, step: str | None = None, os_user: str = "unknown",
-                 without_claim_time: int = 0, unconfirmed: int = 0) -> Plan:
+                 without_claim_time: int = 0, unconfirmed: int = 0, scope: Scope | None = None,
+                 claimed_at_zone: str | None = None) -> Plan:
     """Pure: the ordered statements that mark sent-log'd leads sent, then re-queue the rest.
 
     A lead whose person holds an unconfirmed reservation counts as sent, but nothing proves it
@@ -220,10 +303,12 @@ def requeue_plan(table: LeadsTable, stale: list[StaleLead], older_than_s: float,
         "run_id": run_id, "table_name": str(table.table), "key_column": table.col("lead_id"),
         "col_status": table.col("status"), "col_claimed_by": table.col("claimed_by"),
         "col_claimed_at": table.col("claimed_at"), "status_in_progress": table.in_progress,
-        "older_than_s": older_than_s, "campaign": campaign, "step": step, "os_user": os_user,
+        "older_than_s": older_than_s, "claimed_at_zone": claimed_at_zone, "os_user": os_user,
+        **(scope.params() if scope else {}),
     }
     if not stale:
-        return Plan(run_id, table, older_than_s, (), (), without_claim_time, held, unconfirmed)
+        return Plan(run_id, table, older_than_s, (), (), without_claim_time, held, unconfirmed, scope,
+                    (campaign, step))
     steps = [Step("requeue_lock_timeout", {}),
              Step("requeue_lock_planned", {"keys": [lead.key for lead in stale]}, len(stale))]
     for query, new_status, chosen in (("requeue_to_sent", table.sent, [s for s in stale if s.already_sent]),
@@ -231,7 +316,8 @@ def requeue_plan(table: LeadsTable, stale: list[StaleLead], older_than_s: float,
         if chosen:
             steps.append(Step(query, {**common, **_guard_params(chosen), "new_status": new_status},
                               len(chosen), changes_rows=True))
-    return Plan(run_id, table, older_than_s, tuple(stale), tuple(steps), without_claim_time, held, unconfirmed)
+    return Plan(run_id, table, older_than_s, tuple(stale), tuple(steps), without_claim_time, held, unconfirmed,
+                scope, (campaign, step))
 
 
 def _guard_params(leads: list[StaleLead]) -> dict:
@@ -254,8 +340,12 @@ class ApplyResult:
                 "skipped_locked": len(self.skipped_locked), "left_changed": len(self.left_changed)}
 
 
-def apply_plan(conn, plan: Plan) -> ApplyResult:
-    """Run exactly the plan's statements, in order, in ONE transaction (all or nothing)."""
+def apply_plan(conn, plan: Plan, on_commit=None) -> ApplyResult:
+    """Run exactly the plan's statements, in order, in ONE transaction (all or nothing).
+
+    `on_commit(result)` is called as soon as the transaction has committed, with the rows changed
+    known and before the per-lead bookkeeping, so a caller can say the run id at once.
+    """
     import psycopg
 
     _require_postgres(conn)
@@ -268,15 +358,28 @@ def apply_plan(conn, plan: Plan) -> ApplyResult:
         with conn.transaction():
             audit.ensure_table(conn)
             install_pg(conn)
+            scope = {} if plan.scope else _scope_now(conn, plan)
             for step in plan.steps:
-                keys = _column(queries.run(conn, step.query, step.params, **idents))
+                keys = _column(queries.run(conn, step.query, {**scope, **step.params}, **idents))
                 _collect(step, keys, result, locked)
     except psycopg.Error as exc:
         raise _db_error(f"requeue of {plan.table.table} rolled back, nothing changed", exc) from None
-    done = set(result.to_sent) | set(result.to_queued)
-    result.skipped_locked = [lead.key_text for lead in plan.leads if lead.key_text not in locked]
-    result.left_changed = [lead.key_text for lead in plan.leads if lead.key_text in locked - done]
+    if on_commit is not None:
+        on_commit(result)
+    _sort_out_unchanged(plan, result, locked)
     return result
+
+
+def _scope_now(conn, plan: Plan) -> dict:
+    """A plan built without a scope: its filters' sent-log rows as they are now (they passed the scan)."""
+    return resolve_scope(_sent_log_pairs(conn), *plan.filters, no_sends_yet=True).params()
+
+
+def _sort_out_unchanged(plan: Plan, result: ApplyResult, locked: set) -> None:
+    """Planned leads not changed: skipped (a live transaction held them) or left (their guard failed). Linear."""
+    unchanged = locked.difference(result.to_sent, result.to_queued)
+    result.skipped_locked = [lead.key_text for lead in plan.leads if lead.key_text not in locked]
+    result.left_changed = [lead.key_text for lead in plan.leads if lead.key_text in unchanged]
 
 
 def _collect(step: Step, keys: set, result: ApplyResult, locked: set) -> None:
@@ -299,19 +402,24 @@ def _column(cursor) -> set:
 
 def requeue_stale(conn, table: LeadsTable, older_than_s: float, apply: bool = False,
                   campaign: str | None = None, step: str | None = None,
-                  max_changes: int | None = None) -> tuple[Plan, ApplyResult | None]:
+                  max_changes: int | None = None, *, claimed_at_zone: str | None = None,
+                  no_sends_yet: bool = False, on_commit=None) -> tuple[Plan, ApplyResult | None]:
     """The whole command as a library call: scan, plan, and (with apply) carry out the plan.
 
-    `max_changes` refuses to apply a plan larger than the one a person reviewed.
+    `max_changes` refuses to apply a plan larger than the one a person reviewed. `claimed_at_zone`
+    is the zone a claim time without zone is written in; `no_sends_yet` lets a campaign/step filter
+    that matches no sent-log row through (see resolve_scope); `on_commit` goes to apply_plan.
     """
-    stale = scan_stale(conn, table, older_than_s, campaign, step)
+    stale, scope = scan(conn, table, older_than_s, campaign, step, claimed_at_zone=claimed_at_zone,
+                        no_sends_yet=no_sends_yet)
     plan = requeue_plan(table, stale, older_than_s, audit.new_run_id(), campaign, step, audit.os_user(),
                         without_claim_time=count_without_claim_time(conn, table),
-                        unconfirmed=count_unconfirmed(conn, campaign, step))
+                        unconfirmed=count_unconfirmed(conn, campaign, step), scope=scope,
+                        claimed_at_zone=claimed_at_zone)
     if apply and max_changes is not None and len(plan.leads) > max_changes:
         raise RefusedError(f"the plan would change {len(plan.leads)} rows, more than --max-changes {max_changes}: "
                            "nothing changed; review the plan again")
-    return plan, (apply_plan(conn, plan) if apply else None)
+    return plan, (apply_plan(conn, plan, on_commit) if apply else None)
 
 
 # --------------------------------------------------------------------------- lease vs. worst batch

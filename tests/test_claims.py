@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 
 import psycopg
 import pytest
@@ -145,7 +146,7 @@ def test_lead_recorded_in_sent_log_after_planning_is_not_requeued(db, pg_dsn):
 
 
 def test_sent_log_scoped_to_campaign(db):
-    plan, _ = claims.requeue_stale(db, claims.LeadsTable(), HOUR, campaign="other")
+    plan, _ = claims.requeue_stale(db, claims.LeadsTable(), HOUR, campaign="other", no_sends_yet=True)
     assert plan.counts == {"stale": 3, "to_sent": 0, "to_queued": 3}
 
 
@@ -235,7 +236,8 @@ def test_remapped_table_columns_and_statuses(leads):
         table = claims.leads_table("outreach.Leads", ("lead_id=id", "email=addr", "status=state", "claimed_by=owner",
                                                       "claimed_at=locked_at"), "waiting", "claimed", "done")
         before = conn.execute('SELECT * FROM outreach."Leads" ORDER BY id').fetchall()
-        plan, result = claims.requeue_stale(conn, table, HOUR, apply=True)
+        zone = conn.execute("SHOW TimeZone").fetchone()[0]  # the zone localtimestamp wrote locked_at in
+        plan, result = claims.requeue_stale(conn, table, HOUR, apply=True, claimed_at_zone=zone)
         assert result.to_sent == ["a-2"] and result.to_queued == ["a-1"]
         rows = conn.execute('SELECT id, state, owner, locked_at FROM outreach."Leads" ORDER BY id').fetchall()
         assert rows[0][1:] == ("waiting", None, None) and rows[1][1] == "done" and rows[2][1] == "claimed"
@@ -331,3 +333,134 @@ def test_worst_batch_pairs_each_claim_with_its_own_release():
     warnings = claims.lease_warnings(600.0, worst)
     assert len(warnings) == 2 and "630s" in warnings[0]  # 1.5 × 420
     assert claims.lease_warnings(700.0, {**worst, "max_lease_s": 900.0}) == []
+
+
+NAIVE = """
+CREATE TABLE leads (lead_id INT PRIMARY KEY, email TEXT, status TEXT, claimed_by TEXT, claimed_at TIMESTAMP);
+INSERT INTO leads VALUES
+  (1, 'fresh@example.com', 'in-progress', 'w1', (now() AT TIME ZONE 'UTC') - interval '10 seconds'),
+  (2, 'old@example.com', 'in-progress', 'w2', (now() AT TIME ZONE 'UTC') - interval '2 hours');
+"""
+
+
+def _los_angeles(dsn):
+    return psycopg.connect(dsn, options="-c TimeZone=America/Los_Angeles")
+
+
+def test_claim_time_without_zone_is_refused_unless_its_zone_is_given(leads):
+    dsn = leads(schema=NAIVE)
+    with _los_angeles(dsn) as conn:
+        with pytest.raises(RefusedError, match="timestamp without time zone.*--claimed-at-zone"):
+            claims.requeue_stale(conn, claims.LeadsTable(), HOUR, apply=True)
+        assert [row[1] for row in snapshot(conn)] == ["in-progress", "in-progress"]
+        plan, result = claims.requeue_stale(conn, claims.LeadsTable(), HOUR, apply=True, claimed_at_zone="UTC")
+        assert [r["lead_id"] for r in plan.rows()] == ["2"] and result.to_queued == ["2"]
+        assert 7000 < plan.rows()[0]["age_s"] < 7400  # 2 h, not 2 h + the session's 8 h
+        assert [row[1] for row in snapshot(conn)] == ["in-progress", "queued"]
+        with pytest.raises(ConfigError, match="not a time zone"):
+            claims.requeue_stale(conn, claims.LeadsTable(), HOUR, claimed_at_zone="Mars/Olympus")
+
+
+def test_claimed_at_zone_is_refused_for_a_column_that_has_zones(db):
+    with pytest.raises(ConfigError, match="only for a timestamp without time zone"):
+        claims.requeue_stale(db, claims.LeadsTable(), HOUR, claimed_at_zone="UTC")
+
+
+@pytest.mark.parametrize("campaign,step", [(" C-1 ", None), ("c-1", " 1 "), (None, "1"), ("C-1", "1")])
+def test_campaign_and_step_compare_trimmed_and_case_folded(db, campaign, step):
+    plan, _ = claims.requeue_stale(db, claims.LeadsTable(), HOUR, campaign=campaign, step=step)
+    assert plan.counts == {"stale": 3, "to_sent": 1, "to_queued": 2}
+
+
+@pytest.mark.parametrize("campaign,step,named", [("C1", None, "the sent-log's campaigns: 'c-1'"),
+                                                 ("c-1", "01", "the sent-log's steps of campaign 'c-1': '1'")])
+def test_a_filter_that_matches_no_sent_log_row_is_refused_with_the_values_that_exist(db, campaign, step, named):
+    before = snapshot(db)
+    with pytest.raises(RefusedError, match=re.escape(named)):
+        claims.requeue_stale(db, claims.LeadsTable(), HOUR, apply=True, campaign=campaign, step=step)
+    assert snapshot(db) == before
+    plan, _ = claims.requeue_stale(db, claims.LeadsTable(), HOUR, campaign=campaign, step=step, no_sends_yet=True)
+    assert plan.scope.no_sends_yet == (f"--step {step!r}" if step else f"--campaign {campaign!r}")
+    assert plan.counts == {"stale": 3, "to_sent": 0, "to_queued": 3}
+
+
+def test_run_id_is_reported_on_commit_before_any_bookkeeping(db, monkeypatch):
+    events = []
+    real = claims._sort_out_unchanged
+    monkeypatch.setattr(claims, "_sort_out_unchanged", lambda *a: (events.append("bookkeeping"), real(*a)))
+    plan, result = claims.requeue_stale(db, claims.LeadsTable(), HOUR, apply=True,
+                                        on_commit=lambda r: events.append(("committed", r.run_id, len(r.to_queued))))
+    assert events == [("committed", plan.run_id, 2), "bookkeeping"]
+    assert result.counts == {"to_sent": 1, "to_queued": 2, "skipped_locked": 0, "left_changed": 0}
+
+
+class _Rows:
+    def __init__(self, rows):
+        self.rows = rows
+
+    def fetchall(self):
+        return self.rows
+
+
+class _Connection:
+    """Just enough of a psycopg connection for apply_plan, whose statements are answered by _answer."""
+
+    __module__ = "psycopg.fake"
+
+    def rollback(self):
+        pass
+
+    def transaction(self):
+        from contextlib import nullcontext
+
+        return nullcontext()
+
+
+def test_bookkeeping_after_commit_is_linear(monkeypatch):
+    def lead(key):
+        return claims.StaleLead(key, str(key), f"p{key}@x.co", "w", None, "1", 7200.0, False)
+
+    n = 20_000
+    plan = claims.requeue_plan(claims.LeadsTable(), [lead(k) for k in range(n)], 60.0, "r")
+    answers = {"requeue_lock_planned": [(str(k),) for k in range(n - 1)],  # the last one held by a live worker
+               "requeue_to_queued": [(str(k),) for k in range(0, n, 2)]}  # the odd ones' claims were renewed
+    monkeypatch.setattr(claims.queries, "run", lambda conn, name, *a, **k: _Rows(answers.get(name, [])))
+    monkeypatch.setattr(claims.audit, "ensure_table", lambda conn: None)
+    monkeypatch.setattr(claims, "install_pg", lambda conn: None)
+    started = time.perf_counter()
+    result = claims.apply_plan(_Connection(), plan)
+    assert time.perf_counter() - started < 1.0
+    assert result.skipped_locked == [str(n - 1)] and len(result.left_changed) == n // 2 - 1
+
+
+@pytest.mark.parametrize("campaign,step,scope", [(None, None, [("c-1", ""), ("c-1", "1"), ("c-2", "1")]),
+                                                 ("c-1", "1", [("c-1", "1"), ("c-1", "")])])
+def test_requeue_sent_log_lookup_uses_the_index_on_an_unanalysed_sent_log(leads, campaign, step, scope):
+    import queries
+    from forensics.addresses import install_pg
+
+    dsn = leads("SELECT g, 'p' || g || '@x.co', 'in-progress', 'w', now() - interval '2 hours' "
+                "FROM generate_series(1, 20000) AS g")
+    with psycopg.connect(dsn) as conn:
+        conn.execute("INSERT INTO sent_log (campaign, step, recipient, msg_id) "
+                     "SELECT 'c-1', '1', 'p' || g || '@x.co', 'm' || g FROM generate_series(1, 20000, 2) AS g")
+        conn.execute("INSERT INTO sent_log (campaign, step, recipient, msg_id) VALUES ('c-1', '', 'p2@x.co', 'u'), "
+                     "('c-2', '1', 'p4@x.co', 'v')")
+        conn.commit()
+        install_pg(conn)
+        keys = list(range(1, 20001))
+        params = {"keys": keys, "key_texts": [str(k) for k in keys], "claimed_bys": ["w"] * len(keys),
+                  "claimed_epochs": ["0"] * len(keys), "status_in_progress": "in-progress", "older_than_s": 60.0,
+                  "claimed_at_zone": None, "new_status": "queued",
+                  "scope_campaigns": [c for c, _ in scope], "scope_steps": [s for _, s in scope],
+                  "campaign": campaign, "step": step,
+                  "run_id": "r", "table_name": "leads", "key_column": "lead_id", "col_status": "status",
+                  "col_claimed_by": "claimed_by", "col_claimed_at": "claimed_at", "os_user": "t"}
+        audit.ensure_table(conn)
+        for name in ("requeue_scan_stale", "requeue_to_queued"):
+            text = "EXPLAIN " + queries.sql(conn, name, **claims.LeadsTable().idents())
+            query = queries.get(name)
+            plan = "\n".join(r[0] for r in conn.execute(text, {k: params[k] for k in query.params}))
+            assert "Index" in plan and "sent_log_campaign_step_recipient" in plan, plan
+            assert "Seq Scan on sent_log" not in plan, plan
+        conn.rollback()

@@ -52,6 +52,10 @@ def _open_postgres(db):
 @click.option("--status-sent", default="sent", show_default=True, help="Status of a lead that was emailed.")
 @click.option("--campaign", help="Only count sent-log rows of this campaign as proof of a send.")
 @click.option("--step", help="Only count sent-log rows of this step (rows of unknown step always count).")
+@click.option("--no-sends-yet", is_flag=True,
+              help="Allow a --campaign/--step that matches no sent-log row (a new campaign): the plan says so.")
+@click.option("--claimed-at-zone", metavar="ZONE",
+              help="The zone a claim time of type timestamp (no zone) is written in, e.g. UTC; required for one.")
 @click.option("--logs", multiple=True, type=click.Path(exists=True), metavar="PATH",
               help="Logs to measure the worst batch (claim→release) against --older-than (repeatable).")
 @click.option("--sample", default=10, show_default=True, type=click.IntRange(0, 10_000),
@@ -62,7 +66,7 @@ def _open_postgres(db):
 @format_option()
 @apply_option()
 def requeue_stale(db, older_than, table, cols, status_queued, status_in_progress, status_sent, campaign, step,
-                  logs, sample, show_sql, max_changes, fmt, apply):
+                  no_sends_yet, claimed_at_zone, logs, sample, show_sql, max_changes, fmt, apply):
     """Put stale claims back to queued — or mark them sent when the sent-log proves the email went out.
 
     Stale means in progress with a claim older than --older-than, on the database
@@ -86,7 +90,9 @@ def requeue_stale(db, older_than, table, cols, status_queued, status_in_progress
     worst = _check_lease(older_than, logs) if logs else None
     store = _open_postgres(db)
     try:
-        plan, result = claims.requeue_stale(store.conn, leads, older_than, apply, campaign, step, max_changes)
+        plan, result = claims.requeue_stale(store.conn, leads, older_than, apply, campaign, step, max_changes,
+                                            claimed_at_zone=claimed_at_zone, no_sends_yet=no_sends_yet,
+                                            on_commit=_report_commit)
         if show_sql:
             _print_sql(claims.plan_statements(store.conn, plan))
     finally:
@@ -128,6 +134,10 @@ def _check_lease(older_than: float, logs) -> dict | None:
     return worst
 
 
+def _report_commit(result) -> None:
+    _say(f"Committed {result.run_id}: {len(result.to_sent)} marked sent, {len(result.to_queued)} re-queued.")
+
+
 def _report_plan(plan, label: str, apply: bool) -> None:
     counts = plan.counts
     _say(f"Plan {plan.run_id} for {label}, table {plan.table.table}: {counts['stale']} claims in "
@@ -139,6 +149,9 @@ def _report_plan(plan, label: str, apply: bool) -> None:
 
         warn(f"{plan.without_claim_time} rows are '{plan.table.in_progress}' with no "
              f"{plan.table.col('claimed_at')}: they have no age, so they are left alone; look at them by hand")
+    if plan.scope and plan.scope.no_sends_yet:
+        _say(f"No sends yet: {plan.scope.no_sends_yet} matches no sent-log row (--no-sends-yet), so no stale "
+             "claim is found sent and every one is re-queued.")
     _report_unconfirmed(plan)
     if not apply:
         _say("Dry run: nothing changed. Re-run with --apply to carry out exactly this plan.")

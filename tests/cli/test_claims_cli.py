@@ -170,3 +170,29 @@ def test_a_lead_held_by_an_unconfirmed_reservation_is_listed_and_left_alone(cli,
     assert statuses(db)[5] == "in-progress"
     table = cli("requeue-stale", "--db", db, "--older-than", "45m")
     assert "Held: unconfirmed send reservation" in table.stdout and "Held <held@example.com>" in table.stdout
+
+
+def test_a_campaign_matching_no_sent_log_row_is_refused_unless_no_sends_yet(cli, db):
+    refused = cli("requeue-stale", "--db", db, "--older-than", "45m", "--apply", "--campaign", "C1")
+    assert refused.exit_code == 1 and "the sent-log's campaigns: 'c-1'" in refused.stderr
+    assert statuses(db)[2] == "in-progress"
+    allowed = cli("requeue-stale", "--db", db, "--older-than", "45m", "--campaign", "C1", "--no-sends-yet")
+    assert allowed.exit_code == 0 and "No sends yet: --campaign 'C1' matches no sent-log row" in allowed.stderr
+
+
+def test_naive_claim_time_needs_its_zone(cli, leads):
+    dsn = leads(schema="CREATE TABLE leads (lead_id INT PRIMARY KEY, email TEXT, status TEXT, claimed_by TEXT, "
+                       "claimed_at TIMESTAMP); INSERT INTO leads VALUES (1, 'a@x.co', 'in-progress', 'w', "
+                       "(now() AT TIME ZONE 'UTC') - interval '5 seconds')")
+    refused = cli("requeue-stale", "--db", dsn, "--older-than", "45m", env={"PGTZ": "America/Los_Angeles"})
+    assert refused.exit_code == 1 and "pass --claimed-at-zone ZONE" in refused.stderr
+    given = cli("requeue-stale", "--db", dsn, "--older-than", "45m", "--claimed-at-zone", "UTC", "--apply",
+                env={"PGTZ": "America/Los_Angeles"})
+    assert given.exit_code == 0 and "0 claims" in given.stderr and statuses(dsn) == {1: "in-progress"}
+
+
+def test_the_run_id_is_printed_right_after_commit(cli, db):
+    result = cli("requeue-stale", "--db", db, "--older-than", "45m", "--apply")
+    assert result.exit_code == 0
+    committed = result.stderr.index("Committed ")
+    assert committed < result.stderr.index("Applied ")
