@@ -16,7 +16,7 @@ CREATE OR REPLACE TEMP MACRO mm_unwrapped(tbl, sep) AS TABLE SELECT line, env FR
 CREATE OR REPLACE TEMP MACRO mm_entries(tbl, sep) AS TABLE SELECT line FROM query_table(tbl);
 CREATE OR REPLACE TEMP MACRO mm_epoch_us(us) AS
     TIMESTAMPTZ '1970-01-01 00:00:00+00' + to_microseconds(TRY_CAST(us AS BIGINT));
--- `Nov 28 09:21:26` in year y, or y - 1 when its month comes after month `last` (a log that crossed New Year);
+-- `Nov 28 09:21:26` in year y, or y - 1 when its month comes after month `last` (a log that crossed New Year),
 -- read in the session's time zone (--tz). Year 2000 tells the month of a Feb 29 stamp.
 CREATE OR REPLACE TEMP MACRO mm_syslog_ts(s, y, last) AS (
     try_strptime(CAST(CASE WHEN month(try_strptime('2000 ' || regexp_replace(s, ' +', ' '), '%Y %b %d %H:%M:%S')) > last
@@ -42,13 +42,14 @@ CREATE OR REPLACE TEMP MACRO mm_payload(rest) AS CASE
 -- name: envelope_document_entries
 -- The entries of JSON documents (`gcloud logging read --format=json`'s array, `aws logs` pages, an
 -- Elasticsearch response, or one entry per line), one per row in order: an array's elements, else the list at
--- :items (e.g. $.events), else the document itself. Each is one line of compact JSON.
+-- :items (e.g. $.events), else the document itself. Each is one line of compact JSON. A top-level array is
+-- read element by element; one document (a page of events, say) may be up to 128 MiB.
 -- dialect: duckdb
 CREATE OR REPLACE TABLE {ident:entries} AS
 SELECT json(unnest(CASE WHEN json_type(json) = 'ARRAY' THEN json_extract(json, '$[*]')
-                        WHEN json_exists(json, :items) THEN json_extract(json, :items || '[*]')
+                        WHEN :items <> '$' AND json_exists(json, :items) THEN json_extract(json, :items || '[*]')
                         ELSE [json] END))::VARCHAR AS line
-FROM read_json_objects(:path, format := 'unstructured', maximum_object_size := 2147483647)
+FROM read_json_objects(:path, format := 'auto', maximum_object_size := 134217728)
 
 -- name: envelope_docker_json
 -- Docker's json-file driver: {"log": "...\n", "stream": "stdout", "time": RFC 3339, "attrs": {"tag": ...}}.
@@ -405,6 +406,15 @@ SELECT line, struct_pack(line_no := line_no, ts := ts, stream := stream, host :=
                          container := container, pid := pid, worker := coalesce(container, host, unit),
                          cut := NOT complete) AS env
 FROM lines ORDER BY line_no, part
+
+-- name: envelope_mixed_staged
+-- A file whose envelope holds both JSON and logfmt records (a journal of several programs, say), parsed both ways
+-- ({ident:as_json}, {ident:as_logfmt}, in the order of {ident:unwrapped}): each line takes the reading of its
+-- own syntax.
+-- dialect: duckdb
+CREATE OR REPLACE TABLE {ident:staged} AS
+SELECT unnest(CASE WHEN starts_with(ltrim(u.line), '{') THEN j ELSE l END)
+FROM (SELECT line FROM {ident:unwrapped}) u POSITIONAL JOIN {ident:as_json} j POSITIONAL JOIN {ident:as_logfmt} l
 
 -- name: envelope_inner_sample
 -- The first non-blank inner lines (to tell the inner syntax, and to say what a file without records holds).

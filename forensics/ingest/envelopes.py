@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import queries
 from forensics.errors import ConfigError
-from forensics.ingest.detect import detect_syntax, first_lines
+from forensics.ingest.detect import detect_syntax, first_lines, syntax_counts
 from forensics.ingest.fields import ALIASES
 from forensics.ingest.sources import Source
 
@@ -243,38 +243,68 @@ def year_rule(path: str, year: int | None) -> tuple[int, int]:
 
 @dataclass
 class Unwrapped:
-    syntax: str  # of the records inside
+    syntax: str  # of the records inside: logfmt, jsonl, or jsonl+logfmt when it holds both
     entries: int  # lines of the file, or entries of its JSON documents
     sample: list[str]  # the first non-blank inner lines
 
 
-Parse = Callable[[str, Source, bytes, str], None]  # (syntax, lines, head, reader): the file's parser
+Parse = Callable[[str, Source, bytes, str], None]  # (syntax, lines, head, staged table): the file's parser
 
 
 def stage(con, found: Found, source: Source, staged: str, syntax: str | None, delim: str, parse: Parse) -> Unwrapped:
     """Take the envelope off `source` and parse the lines inside into `staged` (with their envelope, `env`)."""
     tables = {"entries": f"{staged}_entries", "pieces": f"{staged}_pieces", "unwrapped": f"{staged}_lines"}
+    relation = "VIEW"
+    try:
+        entries, partial, incomplete = _pieces(con, found, source, delim, tables)
+        relation = "TABLE" if partial else "VIEW"
+        queries.run(con, "envelope_joined_lines" if partial else "envelope_lines", **tables)
+        sample = [row[0] for row in queries.run(con, "envelope_inner_sample", unwrapped=tables["unwrapped"]).fetchall()]
+        inner = [syntax] if syntax else inner_syntaxes(sample)
+        _parse_inner(con, inner, Source(tables["unwrapped"], source.label, False), sample, staged, parse)
+        cut = queries.run(con, "envelope_cut_rows", unwrapped=tables["unwrapped"]).fetchall() if incomplete else []
+    finally:
+        queries.script(con, "envelope_drop", relation=relation, **tables)
+    for row, text in cut:
+        queries.run(con, "mark_truncated_row", {"row": row, "text": text}, staged=staged)
+    return Unwrapped("+".join(inner), entries, sample)
+
+
+def _pieces(con, found: Found, source: Source, delim: str, tables: dict) -> tuple[int, int, int]:
+    """The file's entries as pieces: (entries, pieces to join, pieces never finished)."""
     params = {**found.params, "path": source.path, "delim": delim}
     lines = "mm_lines"
     if found.document:
         queries.run(con, "envelope_document_entries", {"path": source.path, "items": found.envelope.items},
                     entries=tables["entries"])
         lines, params["path"] = "mm_entries", tables["entries"]
-    relation = "VIEW"
+    queries.run(con, found.envelope.block, params, pieces=tables["pieces"], lines=lines)
+    partial, incomplete, entries = queries.run(con, "envelope_partial_pieces", pieces=tables["pieces"]).fetchone()
+    return entries, partial, incomplete
+
+
+def inner_syntaxes(sample: list[str]) -> list[str]:
+    """The syntaxes of the records inside: JSON Lines, logfmt, or both (several programs in one journal, say);
+    logfmt when neither fits (the file then holds no record, which its note says)."""
+    json_lines, logfmt_lines = syntax_counts(sample)
+    if json_lines and logfmt_lines:
+        return ["jsonl", "logfmt"]
+    return ["jsonl"] if json_lines else ["logfmt"]
+
+
+def _parse_inner(con, syntaxes: list[str], lines: Source, sample: list[str], staged: str, parse: Parse) -> None:
+    head = "\n".join(sample).encode()
+    if len(syntaxes) == 1:
+        parse(syntaxes[0], lines, head, staged)
+        return
+    parts = {"as_json": f"{staged}_as_json", "as_logfmt": f"{staged}_as_logfmt"}
     try:
-        queries.run(con, found.envelope.block, params, pieces=tables["pieces"], lines=lines)
-        partial, incomplete, entries = queries.run(con, "envelope_partial_pieces", pieces=tables["pieces"]).fetchone()
-        relation = "TABLE" if partial else "VIEW"
-        queries.run(con, "envelope_joined_lines" if partial else "envelope_lines", **tables)
-        sample = [row[0] for row in queries.run(con, "envelope_inner_sample", unwrapped=tables["unwrapped"]).fetchall()]
-        inner = syntax or ("jsonl" if detect_syntax("\n".join(sample).encode()) == "jsonl" else "logfmt")
-        parse(inner, Source(tables["unwrapped"], source.label, False), "\n".join(sample).encode(), "mm_unwrapped")
-        cut = queries.run(con, "envelope_cut_rows", unwrapped=tables["unwrapped"]).fetchall() if incomplete else []
+        parse("jsonl", lines, head, parts["as_json"])
+        parse("logfmt", lines, head, parts["as_logfmt"])
+        queries.run(con, "envelope_mixed_staged", staged=staged, unwrapped=lines.path, **parts)
     finally:
-        queries.script(con, "envelope_drop", relation=relation, **tables)
-    for row, text in cut:
-        queries.run(con, "mark_truncated_row", {"row": row, "text": text}, staged=staged)
-    return Unwrapped(inner, entries, sample)
+        for table in parts.values():
+            queries.run(con, "drop_staged", staged=table)
 
 
 def counts(con, staged: str, entries: int) -> tuple[int, int, int, list[int]]:

@@ -242,8 +242,8 @@ def _stage(con, source: Source, staged: str, file: _File, field_map: FieldMap,
     for attempt in ("as is", "sanitized"):
         try:
             if file.envelope:
-                def parse(syntax: str, lines: Source, head: bytes, reader: str) -> None:
-                    _PARSERS[syntax](con, lines, staged, head, field_map, keep_raw, reader)
+                def parse(syntax: str, lines: Source, head: bytes, into: str) -> None:
+                    _PARSERS[syntax](con, lines, into, head, field_map, keep_raw, "mm_unwrapped")
 
                 unwrapped = envelopes.stage(con, file.envelope, readable, staged, file.forced, LINE_DELIM, parse)
                 header_line = 0
