@@ -34,10 +34,12 @@ CREATE OR REPLACE TEMP MACRO mm_journal_text(j) AS CASE
 CREATE OR REPLACE TEMP MACRO mm_record_like(m) AS
     starts_with(ltrim(m), '{') OR regexp_matches(m, '(?:^|\s)[^\s="]+=[^\s]');
 -- what follows an application's prefix (time, level, logger, free text): its trailing JSON object, else its
--- key=value pairs from the first one on, else all of it
+-- key=value pairs from the first one on (with a bare ISO time just before them), else all of it
 CREATE OR REPLACE TEMP MACRO mm_payload(rest) AS CASE
-    WHEN ends_with(rtrim(rest), '}') AND contains(rest, '{') THEN rest[strpos(rest, '{'):]
-    ELSE coalesce(nullif(regexp_extract(rest, '(?:^|\s)([^\s="]+=.*)$', 1), ''), rest) END
+    WHEN ends_with(rtrim(rest), '}') AND contains(rest, '{') AND json_valid(rest[strpos(rest, '{'):])
+         THEN rest[strpos(rest, '{'):]
+    ELSE coalesce(nullif(regexp_extract(
+        rest, '(?:^|\s)((?:[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9:.]+(?:Z|[+-][0-9:]+)?\s+)?[^\s="]+=.*)$', 1), ''), rest) END
 
 -- name: envelope_document_entries
 -- The entries of JSON documents (`gcloud logging read --format=json`'s array, `aws logs` pages, an
@@ -97,7 +99,7 @@ FROM entries
 -- `journalctl -o json` (or json-seq, each entry after an RS byte): MESSAGE (a string or an array of bytes),
 -- __REALTIME_TIMESTAMP in microseconds, _HOSTNAME, _SYSTEMD_UNIT or SYSLOG_IDENTIFIER, _PID, CONTAINER_NAME.
 -- An entry cut at journald's LineMax (_LINE_BREAK=line-max) or a partial container line is joined with the
--- next of its stream (_STREAM_ID).
+-- next of its stream (_STREAM_ID); one the stream ended before its newline (_LINE_BREAK=eof) is unfinished.
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TABLE {ident:pieces} AS
@@ -112,7 +114,7 @@ WITH entries AS (
 SELECT line_no, coalesce(v[8], '') AS chain,
        CASE WHEN v[2] IS NULL THEN line
             WHEN starts_with(v[1], '[') THEN mm_journal_text(json_extract(line, '$.MESSAGE')) ELSE v[1] END AS text,
-       NOT coalesce(v[9] = 'line-max' OR v[10] = 'true', false) AS complete, mm_epoch_us(v[2]) AS ts,
+       NOT coalesce(v[9] IN ('line-max', 'eof') OR v[10] = 'true', false) AS complete, mm_epoch_us(v[2]) AS ts,
        NULL::VARCHAR AS stream, v[3] AS host, coalesce(v[4], v[5]) AS unit, v[7] AS container, v[6] AS pid
 FROM read
 
