@@ -77,8 +77,8 @@ _ZONE = r"(?:Z|[+-]\d\d:?\d\d)"
 _TEXT_SHAPES = (  # (envelope, a line's shape), tried in this order: the first fits win ties
     ("cri", re.compile(rf"^{_ISO}(?:\.\d+)?{_ZONE} (?:stdout|stderr) [FP](?::\S*)?(?: |$)")),
     ("rfc5424", re.compile(r"^<\d{1,3}>1 \S+ \S+ \S+ \S+ \S+ (?:-|\[)")),
-    ("syslog", re.compile(r"^(?:<\d{1,3}>)?[A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d [^\s=]+ [^\s\[:=]+(?:\[\d+\])?:")),
-    ("rsyslog", re.compile(rf"^{_ISO}(?:\.\d+)?{_ZONE} [^\s=]+ [^\s\[:=]+(?:\[\d+\])?:")),
+    ("syslog", re.compile(r"^(?:<\d{1,3}>)?[A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d [\w.:-]+ [\w./-]+(?:\[\d+\])?:")),
+    ("rsyslog", re.compile(rf"^{_ISO}(?:\.\d+)?{_ZONE} [\w.:-]+ [\w./-]+(?:\[\d+\])?:")),
     ("docker-logs", re.compile(rf"^{_ISO}\.\d{{9}}{_ZONE} ")),
     ("cloudwatch-export", re.compile(rf"^{_ISO}(?:\.\d+)?{_ZONE} \{{")),
     ("python-logging", re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\b")),
