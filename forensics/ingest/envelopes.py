@@ -58,6 +58,16 @@ NONE = "none"  # --envelope none: read every file as it is
 
 
 @dataclass(frozen=True)
+class Reading:
+    """How to read the files beyond their syntax: a forced envelope (--envelope), the zone of timestamps that
+    carry none (--tz), the year of syslog stamps that carry none (--year)."""
+
+    envelope: str | None = None
+    tz: str = "UTC"
+    year: int | None = None
+
+
+@dataclass(frozen=True)
 class Found:
     """A file's envelope, and whether its entries are one per line or inside JSON documents."""
 
@@ -193,6 +203,24 @@ def detect_envelope(head: bytes, path: str = "") -> Found | None:
     if votes * 2 < len(lines):
         return None
     return Found(ENVELOPES[name], document=document)
+
+
+def of_file(path: str, head: bytes, syntax: str | None, reading: Reading) -> Found | None:
+    """A file's envelope, with what its path and age say: forced by --envelope, else detected (a CSV file has
+    none)."""
+    if reading.envelope:
+        found = forced(reading.envelope, head)
+    else:
+        found = None if syntax == "csv" else detect_envelope(head, path)
+    if found and syntax == "csv":
+        raise ConfigError("--syntax csv: CSV is not read inside an envelope (records inside one are logfmt or JSON)")
+    return file_params(found, path, reading.year) if found else None
+
+
+def check_zone(con, zone: str) -> None:
+    if not queries.one(con, "time_zone_known", {"zone": zone})["known"]:
+        raise ConfigError(f"--tz {zone!r}: unknown time zone (use a name such as UTC, Europe/Berlin or "
+                          "America/New_York)")
 
 
 def forced(name: str, head: bytes) -> Found | None:

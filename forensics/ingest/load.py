@@ -20,6 +20,7 @@ from typing import Callable
 import queries
 from forensics.ingest import envelopes, sources
 from forensics.ingest.detect import csv_header, detect_syntax, first_lines
+from forensics.ingest.envelopes import Reading
 from forensics.errors import ConfigError, InputError, ParseError
 from forensics.ingest.fields import ALIASES, CANONICAL, FieldMap
 from forensics.ingest.sources import SYNTAXES, Source, head_bytes, is_empty
@@ -47,16 +48,6 @@ class InputSummary:
     note: str | None = None  # why an enveloped file gave no record
 
 
-@dataclass(frozen=True)
-class Reading:
-    """How to read the files beyond their syntax: a forced envelope (--envelope), the zone of timestamps that
-    carry none (--tz), the year of syslog stamps that carry none (--year)."""
-
-    envelope: str | None = None
-    tz: str = "UTC"
-    year: int | None = None
-
-
 def load(con, sources: list[Source], syntax: str | None = None, field_map: FieldMap | None = None,
          strict: bool = False, progress: Progress | None = None, keep_raw: bool = False,
          reading: Reading = Reading()) -> list[InputSummary]:
@@ -66,7 +57,7 @@ def load(con, sources: list[Source], syntax: str | None = None, field_map: Field
     queries.script(con, "ingest_macros")
     queries.script(con, "envelope_macros")
     queries.script(con, "create_files")
-    _check_zone(con, reading.tz)
+    envelopes.check_zone(con, reading.tz)
     field_map = field_map or FieldMap()
     files = [_detected(index + 1, source, syntax, reading) for index, source in enumerate(sources)]
     queries.run(con, "set_time_zone", zone=reading.tz)
@@ -79,12 +70,6 @@ def load(con, sources: list[Source], syntax: str | None = None, field_map: Field
     if strict:
         _refuse_skips(con)
     return [summaries[file.file_id] for file in files]
-
-
-def _check_zone(con, zone: str) -> None:
-    if not queries.one(con, "time_zone_known", {"zone": zone})["known"]:
-        raise ConfigError(f"--tz {zone!r}: unknown time zone (use a name such as UTC, Europe/Berlin or "
-                          "America/New_York)")
 
 
 def _load_all(con, files: list[_File], field_map: FieldMap, keep_raw: bool,
@@ -117,7 +102,7 @@ def _detected(file_id: int, source: Source, forced: str | None, reading: Reading
     if is_empty(source):
         return _File(file_id, source, forced or "empty")
     head = head_bytes(source)
-    found = _envelope_of(source, head, forced, reading)
+    found = envelopes.of_file(source.path, head, forced, reading)
     if found:
         return _File(file_id, source, forced or "logfmt", head, envelope=found, forced=forced)
     syntax = forced or detect_syntax(head)
@@ -125,17 +110,6 @@ def _detected(file_id: int, source: Source, forced: str | None, reading: Reading
         raise InputError(f"{source.label}: cannot tell the log syntax (not logfmt, JSON Lines or CSV, nor "
                          "wrapped in a known envelope); force one with --syntax or --envelope")
     return _File(file_id, source, syntax, head)
-
-
-def _envelope_of(source: Source, head: bytes, syntax: str | None, reading: Reading) -> envelopes.Found | None:
-    """The file's envelope: forced by --envelope, else detected (a CSV file has none)."""
-    if reading.envelope:
-        found = envelopes.forced(reading.envelope, head)
-    else:
-        found = None if syntax == "csv" else envelopes.detect_envelope(head, source.path)
-    if found and syntax == "csv":
-        raise ConfigError("--syntax csv: CSV is not read inside an envelope (records inside one are logfmt or JSON)")
-    return envelopes.file_params(found, source.path, reading.year) if found else None
 
 
 def _groups(files: list[_File]) -> list[list[_File]]:
