@@ -37,7 +37,7 @@ ENVELOPES = {e.name: e for e in (
     Envelope("docker-json", "Docker json-file", "envelope_docker_json"),
     Envelope("cri", "Kubernetes CRI log", "envelope_cri"),
     Envelope("journald", "journald JSON", "envelope_journald"),
-    Envelope("syslog", "syslog (RFC 3164)", "envelope_rfc3164", zone_less=True),
+    Envelope("syslog", "syslog RFC 3164", "envelope_rfc3164", zone_less=True),
     Envelope("rsyslog", "rsyslog high-precision", "envelope_rsyslog"),
     Envelope("rfc5424", "syslog RFC 5424", "envelope_rfc5424"),
     Envelope("docker-logs", "docker logs --timestamps", "envelope_timestamped"),
@@ -348,7 +348,8 @@ def empty_note(label: str, found: Found, unwrapped: Unwrapped) -> str:
     inner = detect_syntax("\n".join(unwrapped.sample).encode())
     holds = what.get(inner, "plain text, not key=value pairs or JSON") if unwrapped.sample else "no text at all"
     example = f", e.g. {unwrapped.sample[0][:80]!r}" if unwrapped.sample else ""
-    return (f"{label}: {found.envelope.title} envelope recognised ({unwrapped.entries:,} entries), but no "
+    entries = f"{unwrapped.entries:,} {'entry' if unwrapped.entries == 1 else 'entries'}"
+    return (f"{label}: {found.envelope.title} envelope recognised ({entries}), but no "
             f"mail-send record inside: the messages are {holds}{example}")
 
 
