@@ -193,3 +193,16 @@ def test_diagnose_shows_each_files_envelope_and_the_zone(cli):
     assert "Times without a zone (Python logging) were read as UTC (change with --tz)." in result.stdout
     document = json.loads(cli("diagnose", str(FIXTURES / "loki" / "mailer.jsonl"), "--format", "json").stdout)
     assert document["inputs"][0]["envelope"] == "loki"
+
+
+@pytest.mark.parametrize("name", ["docker-json", "cri", "journald"])
+def test_a_line_the_platform_never_finished_is_a_truncated_last_line(tmp_path, name):
+    from forensics.simulate.envelopes import wrap
+
+    log = tmp_path / f"cut.{name}.log"
+    log.write_text(wrap(name, [f"ts=2026-11-28T09:00:00Z {A}", ""], last="ts=2026-11-28T09:00:01Z event=send email=c"),
+                   encoding="utf-8")
+    case = load_case([str(log)])
+    assert case.records == 1
+    assert case.con.execute("SELECT line_no, reason, text FROM skipped WHERE reason <> 'blank line'").fetchall() == [
+        (3, "truncated last line (no newline at end of file)", "ts=2026-11-28T09:00:01Z event=send email=c")]
