@@ -206,3 +206,9 @@ def test_a_line_the_platform_never_finished_is_a_truncated_last_line(tmp_path, n
     assert case.records == 1
     assert case.con.execute("SELECT line_no, reason, text FROM skipped WHERE reason <> 'blank line'").fetchall() == [
         (3, "truncated last line (no newline at end of file)", "ts=2026-11-28T09:00:01Z event=send email=c")]
+
+
+def test_a_damaged_first_entry_does_not_make_a_file_one_json_document():
+    entry = b'{"log":"event=send email=a@b.co msg_id=<x>\\n","stream":"stdout","time":"2026-11-28T09:00:00Z"}\n'
+    found = envelopes.detect_envelope(b'{"log":"event=se\n' + entry * 4)
+    assert found.name == "docker-json" and not found.document

@@ -174,17 +174,21 @@ def _parses(line: str) -> bool:
     return True
 
 
+def _spread(text: str, lines: list[str]) -> bool:
+    """A JSON array, or an object spread over several lines (pretty-printed): none of the first lines is JSON
+    by itself (one damaged line does not make a file of one entry per line a document)."""
+    return text.startswith("[") or (text.startswith("{") and bool(lines) and not any(map(_parses, lines[:3])))
+
+
 def is_document(head: bytes) -> bool:
-    """A JSON array, an object spread over several lines (pretty-printed), or pages of entries (`events`,
-    `hits`), rather than one entry per line."""
+    """A JSON document (see _spread), or pages of entries (`events`, `hits`) one per line, rather than one
+    entry per line."""
     text = head.decode("utf-8", "replace").lstrip()
-    lines = first_lines(head, 1)
-    if text.startswith("["):
+    lines = first_lines(head, 3)
+    if _spread(text, lines):
         return True
-    if not text.startswith("{") or not lines:
+    if not lines or not text.startswith("{") or not _parses(lines[0]):
         return False
-    if not _parses(lines[0]):
-        return True
     obj = json.loads(lines[0])
     return isinstance(obj, dict) and (isinstance(obj.get("events"), list) or isinstance(obj.get("hits"), dict))
 
@@ -193,7 +197,7 @@ def detect_envelope(head: bytes, path: str = "") -> Found | None:
     """The envelope most of a file's first lines are wrapped in (at least half of them), or None."""
     text = head.decode("utf-8", "replace").lstrip()
     lines = first_lines(head)
-    if text.startswith("[") or (text.startswith("{") and lines and not _parses(lines[0])):
+    if _spread(text, lines):
         name = _document_shape(text)
         return Found(ENVELOPES[name], document=True) if name else None
     shapes = [shape for line in lines if (shape := _line_shape(line, path))]
