@@ -15,7 +15,7 @@ from forensics.kinds import affected_command, kind_named
 from forensics.textsafe import json_safe
 
 
-def incident_document(i: dict, logs=(), exports=()) -> dict:
+def incident_document(i: dict, logs=(), export_args=()) -> dict:
     kind = i["kind"]
     entry = kind_named(kind)
     return {
@@ -27,7 +27,7 @@ def incident_document(i: dict, logs=(), exports=()) -> dict:
         "evidence": entry.evidence(i),
         "per_worker": [dict(w) for w in i["per_worker"]],
         "per_shard": [{"shard": s["shard"], "duplicated_people": s["duplicated_people"]} for s in i["per_shard"]],
-        "remediation": [entry.fix, entry.command_for(i, logs, exports), affected_command(i, logs, exports)],
+        "remediation": [entry.fix, entry.command_for(i, logs, export_args), affected_command(i, logs, export_args)],
     }
 
 
@@ -55,8 +55,12 @@ def _incident_batches(sizes: list[tuple[str, int]]) -> Iterator[list[str]]:
 
 
 def build_document(case, include_affected: bool = True, logs=(), exports=()) -> dict:
-    """The diagnose document; `affected` is parsed from affected_json (use that directly to stream)."""
-    con = case.con
+    """The diagnose document; `affected` is parsed from affected_json (use that directly to stream).
+
+    `exports`: export paths or a forensics.providers.ExportSpec, for the next commands to read them alike."""
+    from forensics.providers import ExportSpec
+
+    con, export_args = case.con, ExportSpec.of(exports).arguments()
     classify.classify(con)
     lost = evidence.lost_evidence(con, unread=case.unread)
     document = {
@@ -67,8 +71,10 @@ def build_document(case, include_affected: bool = True, logs=(), exports=()) -> 
                     "records": i.records, "skipped": i.skipped, "first_skipped_lines": i.first_skipped_lines,
                     "note": i.note} for i in case.inputs],
         "summary": classify.summary(con),
-        "incidents": [incident_document(i, [str(p) for p in logs], [str(e) for e in exports])
+        "incidents": [incident_document(i, [str(p) for p in logs], export_args)
                       for i in classify.incidents(con)],
+        # Not one of the five kinds: one person (by candidate id) reached at two addresses in one step.
+        "candidates_at_two_addresses": queries.rows(con, "candidates_at_two_addresses"),
     }
     if include_affected:
         document["affected"] = [json.loads(text) for text in affected_json(con)]

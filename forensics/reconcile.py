@@ -11,14 +11,17 @@ import queries
 SAMPLE = 20
 
 
-def load_provider_sends(con, paths, provider: str | None = None, **opts) -> int:
+def load_provider_sends(con, exports, provider: str | None = None, **opts) -> int:
     """Read provider exports and (re)create table provider_sends; returns its row count.
 
-    `opts` go to `forensics.providers.read_events` (mapping, keys, year, tz).
+    `exports` is a forensics.providers.ExportSpec (what the commands pass: --provider-export with
+    --provider, --map, …), or paths read with `provider` and `opts` (mapping, keys, year, tz).
     """
-    from forensics.providers import read_events
+    from forensics.providers import ExportSpec
 
-    table = read_events(paths, provider=provider, **opts).sends()
+    if not isinstance(exports, ExportSpec):
+        exports = ExportSpec(tuple(str(p) for p in exports), provider, **opts)
+    table = exports.read().sends()
     con.register("provider_sends_arrow", table)
     try:
         queries.run(con, "reconcile_provider_table_create")

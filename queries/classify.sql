@@ -289,3 +289,18 @@ SELECT * FROM incidents ORDER BY people DESC, id
 -- Every campaign in the case's real sends with its send count, busiest first (names what a filter can match).
 -- dialect: duckdb
 SELECT coalesce(campaign, '') AS campaign, count(*) AS sends FROM sends GROUP BY 1 ORDER BY 2 DESC, 1
+
+-- name: candidates_at_two_addresses
+-- Candidates (a person's id from the logs) sent one campaign step at two or more different addresses: the
+-- same person emailed twice under two addresses, which the (campaign, step, recipient) key cannot see.
+-- dialect: duckdb
+SELECT candidate, nullif(campaign, '') AS campaign, nullif(step, '') AS step,
+       list(DISTINCT recipient ORDER BY recipient) AS recipients, count(*) AS sends,
+       list(msg_id ORDER BY ts, msg_id) AS msg_ids,
+       strftime(min(ts), '%Y-%m-%dT%H:%M:%S.%g') || 'Z' AS first_send,
+       strftime(max(ts), '%Y-%m-%dT%H:%M:%S.%g') || 'Z' AS last_send
+FROM sends
+WHERE candidate IS NOT NULL AND trim(candidate) <> ''
+GROUP BY candidate, campaign, step
+HAVING count(DISTINCT recipient) >= 2
+ORDER BY candidate, campaign, step

@@ -282,23 +282,30 @@ SELECT 'brevo' AS provider, source_file, source_line,
 FROM named
 
 -- name: provider_rows_generic
--- Generic JSON Lines with a --map: every event is a send unless a mapped event field says otherwise.
+-- Generic JSON Lines: each field is the first non-empty of its keys (a --map names one; otherwise the
+-- canonical name, the time names, the metadata keys). Every event is a send unless an event value says otherwise.
 -- dialect: duckdb
 WITH picked AS (
     SELECT source_file, source_line,
-        json_extract_string(e, mm_meta_paths(['$'], [:event_key, :msg_id_key, :recipient_key, :sent_at_key], '')
+        json_extract_string(e, mm_meta_paths(['$'], :event_keys, '') || mm_meta_paths(['$'], :msg_id_keys, '')
+            || mm_meta_paths(['$'], :recipient_keys, '') || mm_meta_paths(['$'], :sent_at_keys, '')
             || mm_meta_all(['$'], '', :campaign_keys, :step_keys, :candidate_keys)) AS v
     FROM provider_events WHERE provider = 'generic'
 ), named AS (
-    SELECT source_file, source_line, mm_first([v[1]]) AS event, mm_first([v[2]]) AS raw_id,
-        mm_first([v[3]]) AS rcpt, mm_first([v[4]]) AS ts, mm_meta_at(v, 5, 1, :campaign_keys, :step_keys, :candidate_keys) AS m
+    SELECT source_file, source_line,
+        mm_first_in(v, 1, len(:event_keys)) AS event,
+        mm_first_in(v, 1 + len(:event_keys), len(:msg_id_keys)) AS raw_id,
+        mm_first_in(v, 1 + len(:event_keys) + len(:msg_id_keys), len(:recipient_keys)) AS rcpt,
+        mm_first_in(v, 1 + len(:event_keys) + len(:msg_id_keys) + len(:recipient_keys), len(:sent_at_keys)) AS ts,
+        mm_meta_at(v, 1 + len(:event_keys) + len(:msg_id_keys) + len(:recipient_keys) + len(:sent_at_keys), 1,
+                   :campaign_keys, :step_keys, :candidate_keys) AS m
     FROM picked
 )
 SELECT 'generic' AS provider, source_file, source_line,
     coalesce(event, 'send') AS event_type,
-    CASE WHEN :event_key = '' THEN 'sent'
-         WHEN list_contains(:sent_words, lower(event)) THEN 'sent'
-         WHEN list_contains(:not_sent_words, lower(event)) THEN 'not_sent'
+    CASE WHEN event IS NULL THEN 'sent'
+         WHEN list_contains(:sent_words, lower(trim(event))) THEN 'sent'
+         WHEN list_contains(:not_sent_words, lower(trim(event))) THEN 'not_sent'
          ELSE 'not_a_send_event' END AS verdict,
     mm_msgid(raw_id) AS msg_id,
     NULL AS alt_id,

@@ -118,3 +118,11 @@ def test_the_contract_pages_point_nowhere_outside_the_repository():
         assert "shared/" not in text, page
         for target in re.findall(r"\]\(([^)#]+)", text):
             assert (DOCS / target).is_file(), (page, target)
+
+
+def test_every_provider_has_its_marker_fields_documented():
+    from forensics.providers.detect import DETECTED
+
+    rows = _table_rows(_page("sentlog.md"), "### Which provider wrote a file")
+    named = " ".join(row[0] for row in rows).lower()
+    assert all(provider in named for provider in DETECTED) and "`csv`" in named and "`jsonl`" in named

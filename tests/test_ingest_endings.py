@@ -34,7 +34,7 @@ VARIANTS = {
 }
 
 
-@pytest.mark.parametrize("gz", [False, True])
+@pytest.mark.parametrize("gz", [False, pytest.param(True, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 @pytest.mark.parametrize("syntax", sorted(EXT))
 def test_every_complete_record_is_read(tmp_path, syntax, variant, gz):

@@ -203,6 +203,7 @@ def cuttable(redis_client):
     admin.acl_deluser(user)
     client.close()
 
+@pytest.mark.slow
 
 def test_redis_keepalive_retries_through_a_killed_connection(redis_client, cuttable):
     admin, prefix = redis_client
@@ -219,6 +220,7 @@ def test_redis_keepalive_retries_through_a_killed_connection(redis_client, cutta
     lock.check()
     assert lock.release() is True
 
+@pytest.mark.slow
 
 def test_redis_keepalive_marks_the_lock_lost_when_errors_outlast_the_ttl(redis_client, cuttable):
     admin, prefix = redis_client
@@ -261,6 +263,7 @@ def test_redis_check_sees_its_key_taken_over(redis_client):
         lock.release()
     assert client.get(successor.key).decode() == successor.value
 
+@pytest.mark.slow
 
 def test_a_job_that_outlived_its_lock_fails_on_exit(redis_client):
     client, prefix = redis_client
@@ -292,6 +295,7 @@ for step in (lock.check, lock.release):
         print(step.__name__, "raised:", exc, flush=True)
 """
 
+@pytest.mark.slow
 
 def test_redis_keepalive_holds_a_short_ttl_and_a_pause_past_it_is_caught(redis_client):
     client, prefix = redis_client

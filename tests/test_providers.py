@@ -275,3 +275,172 @@ def test_metadata_keys_are_literal_names_not_paths(tmp_path):
     rows = read_events([str(path)], keys=Keys(("a.b",), ('q"k',), ("lead_id",))).sends().to_pylist()
     # an empty value in the first place looked at falls through to the next one
     assert {(r["campaign"], r["step"], r["candidate"]) for r in rows} == {("dotted", "quoted", "L-2")}
+
+
+# ----------------------------------------------------------------- a provider is chosen only on its own markers
+# (issue 13 item 6) Reading a file as the wrong provider does not fail, it reconciles wrongly: SendGrid cuts
+# message ids at the first '.', so a one-for-one CSV export read as SendGrid's matched nothing.
+
+def _refusal(path, **kw) -> str:
+    with pytest.raises(InputError) as err:
+        read_events([str(path)], **kw)
+    message = str(err.value)
+    assert "\n" not in message
+    return message
+
+
+def test_a_csv_without_any_provider_columns_is_refused_saying_what_to_pass(tmp_path):
+    path = tmp_path / "export.csv"
+    path.write_text("email,message_id,timestamp\njo@example.com,m-1.a@app,2026-11-28T10:00:00Z\n")
+    message = _refusal(path)
+    assert message.startswith(f"{path}: unknown CSV layout, no provider's marker columns "
+                              "(columns: email, message_id, timestamp); ")
+    assert message.endswith("pass --provider csv --map recipient=COLUMN --map msg_id=COLUMN, "
+                            "or --provider sendgrid for SendGrid's activity export")
+
+
+def test_a_csv_with_canonical_names_is_generic_and_keeps_its_message_ids_whole(tmp_path):
+    path = tmp_path / "export.csv"
+    path.write_text("recipient,msg_id,sent_at,campaign,step\njo@example.com,m-1.a@app,2026-11-28T10:00:00Z,c-1,2\n")
+    read = read_events([str(path)])
+    assert read.files == {str(path): "csv"}
+    row = read.sends().to_pylist()[0]
+    assert (row["msg_id"], row["campaign"], row["step"]) == ("m-1.a@app", "c-1", "2")
+
+
+def test_a_map_naming_present_columns_marks_the_csv_as_generic(tmp_path):
+    path = tmp_path / "export.csv"
+    path.write_text("email,message_id\njo@example.com,m-1.a@app\n")
+    read = read_events([str(path)], mapping={"recipient": "email", "msg_id": "message_id"})
+    assert [r["msg_id"] for r in read.sends().to_pylist()] == ["m-1.a@app"]
+
+
+def test_sendgrid_activity_csv_is_told_by_its_own_columns(tmp_path):
+    from forensics.providers import detect
+
+    plain = tmp_path / "plain.csv"
+    plain.write_text("message_id,email,status,timestamp\nm-1.a@app,a@b.c,delivered,2026-11-28\n")
+    assert "unknown CSV layout" in _refusal(plain)  # the names SendGrid shares with everyone mark nothing
+    both = tmp_path / "both.csv"
+    both.write_text("recipient,msg_id,to_email,last_event_time\na@b.c,m1,a@b.c,2026-11-28\n")
+    assert _refusal(both) == f"{both}: could be sendgrid or csv; pass --provider sendgrid or --provider csv"
+    assert detect.csv_candidates(["message_id", "to_email", "status", "last_event_time"], {}) == ["sendgrid"]
+    assert detect.csv_candidates(["sg_message_id", "email", "event"], {}) == ["sendgrid"]
+
+
+# One minimal record per provider: the fields that are that provider's own, nothing else.
+MARKERS = {
+    "sendgrid": {"event": "processed", "sg_message_id": "M1.filter.1", "email": "a@b.c"},
+    "mailgun": {"event-data": {"event": "accepted", "recipient": "a@b.c"}},
+    "ses": {"eventType": "Send", "mail": {"messageId": "0100-a"}},
+    "postmark": {"RecordType": "Delivery", "MessageID": "p-1", "Recipient": "a@b.c"},
+    "resend": {"type": "email.sent", "data": {"email_id": "r-1", "to": ["a@b.c"]}},
+    "brevo": {"event": "request", "message-id": "<b-1@relay>", "email": "a@b.c"},
+}
+# Keys that any export may carry: none of them, in any combination, names a provider.
+_PLAIN_KEYS = ["email", "event", "timestamp", "recipient", "to", "status", "id", "message_id", "time",
+               "subject", "campaign", "step", "type", "data", "Message", "Type", "mail", "date"]
+_plain_values = st.none() | st.sampled_from(["processed", "delivered", "bounced", "Send", "x", "a@b.c"]) | \
+    st.integers(0, 2 ** 40) | st.dictionaries(st.sampled_from(["id", "to"]), st.text(max_size=4), max_size=2)
+_plain_records = st.dictionaries(st.sampled_from(_PLAIN_KEYS), _plain_values, min_size=1, max_size=8)
+
+
+@pytest.mark.slow
+@_settings
+@given(records=st.lists(_plain_records, min_size=1, max_size=4), lines=st.booleans())
+def test_records_without_any_provider_markers_are_refused_not_guessed(tmp_path, records, lines):
+    path = tmp_path / ("events.jsonl" if lines else "events.json")
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n" if lines else json.dumps(records))
+    message = _refusal(path)
+    assert "no provider's marker fields in its first records; pass --provider (sendgrid, mailgun, ses, postmark, " \
+           "resend, brevo), or --provider jsonl --map recipient=FIELD --map msg_id=FIELD" in message
+
+
+@pytest.mark.slow
+@_settings
+@given(provider=st.sampled_from(sorted(MARKERS)), extra=_plain_records, other=st.sampled_from(sorted(MARKERS)))
+def test_each_provider_is_chosen_on_its_markers_and_a_second_claim_is_refused(tmp_path, provider, extra, other):
+    record = {**{k: v for k, v in extra.items() if k not in ("email", "recipient")}, **MARKERS[provider]}
+    alone = tmp_path / "alone.jsonl"
+    alone.write_text(json.dumps(record) + "\n")
+    assert read_events([str(alone)]).files == {str(alone): provider}
+    canonical = tmp_path / "canonical.jsonl"
+    canonical.write_text(json.dumps(record) + "\n" + json.dumps({**record, "recipient": "a@b.c", "msg_id": "m1"}) + "\n")
+    assert _refusal(canonical) == f"{canonical}: could be {provider} or jsonl; pass --provider {provider} or --provider jsonl"
+    if other != provider:
+        mixed = tmp_path / "mixed.jsonl"
+        mixed.write_text(json.dumps(record) + "\n" + json.dumps(MARKERS[other]) + "\n")
+        assert f"could be {provider} or {other}; pass --provider {provider} or --provider {other}" in _refusal(mixed)
+
+
+_PLAIN_COLUMNS = ["email", "Email", "message_id", "Message ID", "timestamp", "status", "event", "to", "date",
+                  "subject", "campaign", "step", "id", "processed", "to_email"]
+
+
+@pytest.mark.slow
+@_settings
+@given(columns=st.lists(st.sampled_from(_PLAIN_COLUMNS), min_size=1, max_size=6, unique_by=str.lower),
+       cells=st.lists(st.text(alphabet="ab.@1-", max_size=6), min_size=6, max_size=6))
+def test_csv_headers_without_provider_columns_are_refused_not_guessed(tmp_path, columns, cells):
+    """Names every export uses (one Activity-feed name alone included) make no CSV SendGrid's."""
+    import csv
+
+    path = tmp_path / "export.csv"
+    with path.open("w", newline="") as out:
+        csv.writer(out).writerows([columns, cells[:len(columns)]])
+    assert "unknown CSV layout, no provider's marker columns" in _refusal(path)
+
+
+def test_every_sample_provider_is_still_told_apart():
+    sample = {"sendgrid-events.jsonl": "sendgrid", "mailgun-events-page.json": "mailgun", "ses-firehose.jsonl": "ses",
+              "sns-envelope-send.json": "ses", "postmark-outbound.json": "postmark", "resend-sent.json": "resend",
+              "brevo-request.json": "brevo", "maillog": "postfix", "sendgrid-activity.csv": "sendgrid"}
+    assert {name: read_events([str(FIX / name)], year=2025).files[str(FIX / name)] for name in sample} == sample
+
+
+# ----------------------------------------------------------------- --map keeps what it does not name
+
+_rename = st.sampled_from(["", "Col A", "x_1"])  # "" keeps the column's own (canonical or key) name
+
+
+@pytest.mark.slow
+@_settings
+@given(names=st.fixed_dictionaries({f: _rename for f in ("recipient", "msg_id", "sent_at", "campaign", "step")}),
+       time_name=st.sampled_from(["sent_at", "timestamp", "date", "processed"]), lines=st.booleans())
+def test_a_map_drops_no_field_the_export_names(tmp_path, names, time_name, lines):
+    """Whatever subset of columns --map names, the others are still found by their names."""
+    own = {"recipient": "recipient", "msg_id": "msg_id", "sent_at": time_name, "campaign": "campaign", "step": "step"}
+    columns = {f: (f"{n} {f}" if n else own[f]) for f, n in names.items()}
+    mapping = {f: columns[f] for f, n in names.items() if n}
+    values = {"recipient": "jo@example.com", "msg_id": "m-1.a@app", "sent_at": "2026-11-28T10:00:00Z",
+              "campaign": "c-1", "step": "2"}
+    record = {columns[f]: v for f, v in values.items()}
+    if lines:
+        path = tmp_path / "export.jsonl"
+        path.write_text(json.dumps(record) + "\n" + json.dumps(record) + "\n")
+    else:
+        path = tmp_path / "export.csv"
+        path.write_text(",".join(record) + "\n" + ",".join(record.values()) + "\n")
+    row = read_events([str(path)], provider="jsonl" if lines else "csv", mapping=mapping).sends().to_pylist()[0]
+    assert (row["recipient"], row["msg_id"], row["campaign"], row["step"], row["verdict"]) == \
+        ("jo@example.com", "m-1.a@app", "c-1", "2", "sent")
+    assert row["sent_at"] == dt.datetime(2026, 11, 28, 10, tzinfo=UTC)
+
+
+def test_jsonl_mapped_without_event_reads_every_record_as_a_send(tmp_path):
+    path = tmp_path / "g.jsonl"
+    path.write_text('{"to": "a@b.c", "id": "m1", "campaign": "c1"}\n{"to": "d@b.c", "id": "m2", "campaign": "c1"}\n')
+    rows = read_events([str(path)], provider="jsonl", mapping={"recipient": "to", "msg_id": "id"}).sends().to_pylist()
+    assert sorted((r["msg_id"], r["verdict"], r["campaign"]) for r in rows) == [("m1", "sent", "c1"), ("m2", "sent", "c1")]
+
+
+def test_jsonl_mapped_campaign_is_used(tmp_path):
+    path = tmp_path / "g.jsonl"
+    path.write_text('{"to": "a@b.c", "id": "m1", "Camp": "c9", "campaign": "no"}\n')
+    mapping = {"recipient": "to", "msg_id": "id", "campaign": "Camp"}
+    assert read_events([str(path)], provider="jsonl", mapping=mapping).sends().to_pylist()[0]["campaign"] == "c9"
+
+
+def test_a_map_for_a_provider_that_takes_none_is_refused():
+    with pytest.raises(ConfigError, match="--map describes csv/jsonl exports and SendGrid's activity CSV, not ses"):
+        read_events([str(FIX / "ses-firehose.jsonl")], provider="ses", mapping={"campaign": "x"})

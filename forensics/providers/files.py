@@ -105,13 +105,16 @@ def _head_lines(text: str, count: int):
         start = end + 1
 
 
-def first_json_value(export: ExportFile):
-    """The first parseable JSON value of a file, for detection (None if there is none)."""
+def first_json_values(export: ExportFile, count: int = 20) -> list:
+    """The first parseable JSON values of a file (up to `count`), for detection."""
     if export.kind == "json":
-        return load_json_document(export.path, export.text)
+        return [load_json_document(export.path, export.text)]
+    values = []
     for line in _head_lines(export.text, 200):
         try:
-            return json.loads(line)
+            values.append(json.loads(line))
         except ValueError:
             continue
-    return None
+        if len(values) >= count:
+            break
+    return values

@@ -1,6 +1,8 @@
 """Generic CSV / JSON Lines exports described by `--map field=Column`, and SendGrid's activity CSV.
 
 Canonical fields: recipient and msg_id (required), sent_at, event, campaign, step, candidate.
+A `--map` names columns; every field it leaves out is still looked for by name (the canonical name,
+a time column, the metadata keys), so mapping two columns never drops the others.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ FIELDS = ("recipient", "msg_id", "sent_at", "event", "campaign", "step", "candid
 SENT_WORDS = ["sent", "send", "processed", "delivered", "delivery", "accepted", "request", "queued"]
 NOT_SENT_WORDS = ["dropped", "rejected", "reject", "failed", "blocked", "error", "invalid", "invalid_email",
                   "not delivered", "not_sent", "suppressed"]
+# Where an unmapped send time is looked for, in order (SendGrid's activity time columns included).
+TIME_NAMES = ("sent_at", "sent", "timestamp", "time", "date", "processed", "event_time", "last_event_time")
 
 # SendGrid does not publish its activity CSV's headers (docs/sentlog.md): match by alias, fail loudly otherwise.
 SENDGRID_CSV_ALIASES = {
@@ -35,10 +39,36 @@ def parse_map(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
     return mapping
 
 
+def field_names(mapping: dict[str, str], keys) -> dict[str, tuple[str, ...]]:
+    """Per field, the names looked for: the mapped one alone, else the canonical name, times, metadata keys."""
+    names = {"recipient": ("recipient",), "msg_id": ("msg_id",), "sent_at": TIME_NAMES, "event": ("event",),
+             "campaign": tuple(keys.campaign), "step": tuple(keys.step), "candidate": tuple(keys.candidate)}
+    return {f: (mapping[f],) if f in mapping else names[f] for f in FIELDS}
+
+
+def names_present(mapping: dict[str, str], names, fold: bool = True) -> bool:
+    """Does a header (fold: any case) or a record's keys hold the recipient and msg_id this mapping names?"""
+    have = {n.strip().lower() for n in names} if fold else set(names)
+    wanted = (mapping.get(f, f) for f in ("recipient", "msg_id"))
+    return all((w.strip().lower() if fold else w) in have for w in wanted)
+
+
 def require_mapping(mapping: dict[str, str], what: str) -> None:
     missing = [f for f in ("recipient", "msg_id") if f not in mapping]
     if missing:
         raise ConfigError(f"{what} needs --map for {', '.join(missing)} (e.g. --map recipient=To --map msg_id=\"Message ID\")")
+
+
+def csv_mapping(path: str, columns: list[str], mapping: dict[str, str], keys) -> dict[str, str]:
+    """{field: column} of a generic CSV: --map first, then each field's names found in the header."""
+    by_lower = {c.strip().lower(): c for c in columns}
+    resolved = {}
+    for field, names in field_names(mapping, keys).items():
+        hit = next((by_lower[n.strip().lower()] for n in names if n.strip().lower() in by_lower), mapping.get(field))
+        if hit is not None:  # a mapped name the header lacks stays, to be named as absent
+            resolved[field] = hit
+    require_mapping(resolved, f"{path}: a CSV export")
+    return resolved
 
 
 def sendgrid_csv_mapping(path: str, columns: list[str], keys) -> dict[str, str]:
@@ -59,18 +89,24 @@ def sendgrid_csv_mapping(path: str, columns: list[str], keys) -> dict[str, str]:
     return mapping
 
 
-def csv_frame(path: str, text: str, mapping: dict[str, str], keys, provider: str):
-    """Read a CSV with polars (all text), rename mapped columns to canonical ones, add file:line."""
+def read_csv(path: str, text: str):
+    """The CSV as a polars frame, every column text."""
     import polars as pl
 
     try:
-        frame = pl.read_csv(text.encode(), infer_schema=False, truncate_ragged_lines=True)
+        return pl.read_csv(text.encode(), infer_schema=False, truncate_ragged_lines=True)
     except (pl.exceptions.PolarsError, ValueError) as exc:
         raise InputError(f"{path}: not a readable CSV: {str(exc).splitlines()[0]}") from None
+
+
+def canonical_frame(path: str, frame, mapping: dict[str, str], keys, provider: str):
+    """Rename the columns of a read CSV to canonical ones, add file:line."""
+    import polars as pl
+
     if provider == "sendgrid":
         mapping = {**sendgrid_csv_mapping(path, frame.columns, keys), **mapping}
     else:
-        require_mapping(mapping, f"{path}: a CSV export")
+        mapping = csv_mapping(path, frame.columns, mapping, keys)
     absent = [c for c in mapping.values() if c not in frame.columns]
     if absent:
         raise ConfigError(f"{path}: no column named {', '.join(repr(a) for a in absent)} "
@@ -80,3 +116,21 @@ def csv_frame(path: str, text: str, mapping: dict[str, str], keys, provider: str
         pl.lit(path).alias("source_file"),
         (pl.int_range(pl.len(), dtype=pl.Int64) + 2).alias("source_line"),
     )
+
+
+def csv_frame(path: str, text: str, mapping: dict[str, str], keys, provider: str):
+    """Read a CSV with polars (all text), rename mapped columns to canonical ones, add file:line."""
+    return canonical_frame(path, read_csv(path, text), mapping, keys, provider)
+
+
+def json_params(mapping: dict[str, str], keys) -> dict[str, list[str]]:
+    """The provider_rows_generic parameters: per field, the keys looked up (the first non-empty wins)."""
+    return {f"{f}_keys": list(names) for f, names in field_names(mapping, keys).items()}
+
+
+def require_json_fields(path: str, mapping: dict[str, str], values: list) -> None:
+    """A generic JSON export needs recipient and msg_id: mapped, or named so in its first records."""
+    records = [r for v in values for r in (v if isinstance(v, list) else [v])]
+    seen = {key for record in records if isinstance(record, dict) for key in record}
+    resolved = {f: f for f in ("recipient", "msg_id") if f in seen}
+    require_mapping({**resolved, **mapping}, f"{path}: a generic JSON export")

@@ -11,6 +11,7 @@ from forensics.providers import detect, files, generic
 
 COLUMNS = ("provider", "source_file", "source_line", "event_type", "verdict", "msg_id", "provider_msg_id",
            "recipient", "sent_at", "campaign", "step", "candidate")
+MAPPED = ("csv", "jsonl", "sendgrid")  # the --provider values a --map can describe
 EVENT_COLUMNS = COLUMNS + ("alt_id",)  # alt_id: smtp-id / queue id used to collapse id-less events
 # The query that turns each JSON provider's unwrapped events into rows (queries/providers.sql).
 ROWS_QUERY = {"sendgrid": "provider_rows_sendgrid", "mailgun": "provider_rows_mailgun", "ses": "provider_rows_ses",
@@ -61,6 +62,9 @@ def read_events(paths, provider: str | None = None, mapping: dict | None = None,
     keys, mapping = keys or Keys(), mapping or {}
     if provider and provider not in detect.PROVIDERS:
         raise ConfigError(f"unknown provider {provider!r}; choose from {', '.join(detect.PROVIDERS)}")
+    if mapping and provider not in (None, *MAPPED):
+        raise ConfigError(f"--map describes csv/jsonl exports and SendGrid's activity CSV, not {provider} events "
+                          "(its metadata keys: --campaign-key, --step-key, --candidate-key)")
     batch = _Batch()
     for path in files.expand_paths(list(paths)):
         _add_file(batch, files.read_export(path), provider, mapping, keys)
@@ -80,38 +84,44 @@ def read_sends(paths, **options):
 
 
 def _add_file(batch: _Batch, export: files.ExportFile, forced: str | None, mapping: dict, keys: Keys) -> None:
-    name = forced or _detect(export)
-    if name in ("csv", "jsonl"):
-        name = "csv" if export.kind == "csv" else "generic"
-    if export.kind == "csv" or name == "csv":
-        if export.kind != "csv":
-            raise InputError(f"{export.path}: not a CSV file (looks like {export.kind})")
-        provider = "sendgrid" if name == "sendgrid" else "csv"
-        batch.csvs.append((provider, generic.csv_frame(export.path, export.text, mapping, keys, provider)))
-    elif name == "postfix":
-        batch.docs.append(_lines_table("postfix", export.path, export.text))
+    if export.kind == "csv" and forced in (None, "sendgrid", "csv", "jsonl"):
+        name = _add_csv(batch, export, forced, mapping, keys)
     else:
-        if export.kind not in ("json", "jsonl"):
-            raise InputError(f"{export.path}: not JSON, so not a {name} webhook/event export")
-        if name == "generic":
-            generic.require_mapping(mapping, f"{export.path}: a generic JSON export")
-        text = export.text if export.kind == "jsonl" else _validated_document(export)
-        batch.docs.append(_lines_table(name, export.path, text) if export.kind == "jsonl"
-                          else _doc_table(name, export.path, text))
+        name = forced or _detect(export, mapping)
+        if name == "postfix":
+            batch.docs.append(_lines_table("postfix", export.path, export.text))
+        elif name == "csv":
+            hint = "; pass --provider jsonl for JSON of your own" if export.kind in ("json", "jsonl") else ""
+            raise InputError(f"{export.path}: not a CSV file (looks like {export.kind}){hint}")
+        else:
+            name = "generic" if name == "jsonl" else name
+            _add_json(batch, export, name, mapping)
     batch.files[export.path] = name
 
 
-def _detect(export: files.ExportFile) -> str:
-    if export.kind == "lines" or export.kind == "csv":
-        found = detect.detect_text(export.text)
-        if found or export.kind == "csv":
-            return found or "sendgrid"  # a CSV without --provider: SendGrid's activity export by aliases
-    else:
-        found = detect.detect_json(files.first_json_value(export))
-        if found:
-            return found
-    raise InputError(f"{export.path}: cannot tell which provider wrote this file; pass --provider "
-                     f"({', '.join(detect.PROVIDERS)})")
+def _add_csv(batch: _Batch, export: files.ExportFile, forced: str | None, mapping: dict, keys: Keys) -> str:
+    frame = generic.read_csv(export.path, export.text)
+    found = forced or detect.choose(export.path, detect.csv_candidates(frame.columns, mapping), "csv", frame.columns)
+    name = "sendgrid" if found == "sendgrid" else "csv"
+    batch.csvs.append((name, generic.canonical_frame(export.path, frame, mapping, keys, name)))
+    return name
+
+
+def _add_json(batch: _Batch, export: files.ExportFile, name: str, mapping: dict) -> None:
+    if export.kind not in ("json", "jsonl"):
+        raise InputError(f"{export.path}: not JSON, so not a {name} webhook/event export")
+    if name == "generic":
+        generic.require_json_fields(export.path, mapping, files.first_json_values(export))
+    text = export.text if export.kind == "jsonl" else _validated_document(export)
+    batch.docs.append(_lines_table(name, export.path, text) if export.kind == "jsonl"
+                      else _doc_table(name, export.path, text))
+
+
+def _detect(export: files.ExportFile, mapping: dict) -> str:
+    if export.kind == "lines":
+        return detect.choose(export.path, detect.text_candidates(export.text), "lines")
+    values = files.first_json_values(export)
+    return detect.choose(export.path, detect.json_candidates(values, mapping), export.kind)
 
 
 def _validated_document(export: files.ExportFile) -> str:
@@ -153,7 +163,7 @@ def _connect(tz: str | None):
     return con
 
 
-def _params(mapping: dict, keys: Keys) -> dict:
+def _params(keys: Keys) -> dict:
     return {"campaign_keys": list(keys.campaign), "step_keys": list(keys.step),
             "candidate_keys": list(keys.candidate)}
 
@@ -178,9 +188,9 @@ def _run_queries(con, batch: _Batch, mapping: dict, keys: Keys, year: int | None
 
 
 def _provider_rows(con, name: str, mapping: dict, keys: Keys):
-    params = _params(mapping, keys)
+    params = _params(keys)
     if name == "generic":
-        params.update({f"{f}_key": mapping.get(f, "") for f in ("recipient", "msg_id", "sent_at", "event")})
+        params.update(generic.json_params(mapping, keys))
         params.update(sent_words=generic.SENT_WORDS, not_sent_words=generic.NOT_SENT_WORDS)
     return queries.arrow(con, ROWS_QUERY[name], params)
 

@@ -128,7 +128,7 @@ def _reconciliation(con, exports) -> tuple[dict | None, list[str]]:
     except ImportError:
         return None, ["--provider-export: provider reconciliation is not available in this build; "
                       "the report covers the logs only"]
-    load_provider_sends(con, list(exports))
+    load_provider_sends(con, exports)
     return reconciliation_counts(reconcile(con)), []
 
 

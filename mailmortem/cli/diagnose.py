@@ -7,12 +7,12 @@ import sys
 
 import click
 
-from mailmortem.cli.options import format_option
+from mailmortem.cli.options import TZ_HELP, YEAR_HELP, export_options, format_option
 from forensics.ingest.envelopes import NAMES as ENVELOPES, NONE as NO_ENVELOPE
 from forensics.ingest.sources import SYNTAXES
 from forensics.kinds import KINDS
 
-_READING = "mailmortem.reading"  # where case_options leaves --envelope/--tz/--year for open_case
+_READING = "mailmortem.reading"  # where case_options leaves --envelope/--tz/--year (open_case, export_options)
 
 
 def case_options(func):
@@ -31,19 +31,15 @@ def case_options(func):
         click.option("--envelope", type=click.Choice(ENVELOPES + (NO_ENVELOPE,)), metavar="NAME",
                      help="Read every file as wrapped in this envelope (default: detect per file; none: no "
                           f"envelope). One of: {', '.join(ENVELOPES)}, {NO_ENVELOPE}."),
-        click.option("--tz", default="UTC", metavar="ZONE", show_default=True,
-                     help="Read timestamps that carry no zone (syslog, Python logging, console formats, records) "
-                          "in this zone, e.g. Europe/Berlin."),
-        click.option("--year", type=click.IntRange(1970, 9999), metavar="YEAR",
-                     help="Year of syslog (RFC 3164) stamps, which carry none (default: the year the file was "
-                          "last modified; a stamp in a later month than that is from the year before)."),
+        click.option("--tz", metavar="ZONE", help=TZ_HELP),
+        click.option("--year", type=click.IntRange(1970, 2200), metavar="YEAR", help=YEAR_HELP),
     ]
 
     @functools.wraps(func)
-    def command(*args, envelope=None, tz="UTC", year=None, **kwargs):
+    def command(*args, envelope=None, tz=None, year=None, **kwargs):
         from forensics.ingest.load import Reading
 
-        click.get_current_context().meta[_READING] = Reading(envelope, tz, year)
+        click.get_current_context().meta[_READING] = Reading(envelope, tz or "UTC", year)
         return func(*args, **kwargs)
 
     for decorator in reversed(decorators):
@@ -70,8 +66,7 @@ def open_case(paths, syntax, fields, config, strict, memory_limit, skip_unreadab
 @case_options
 @format_option(choices=("table", "json"))
 @click.option("--save", type=click.Path(dir_okay=False), help="Keep the loaded case in this DuckDB file (query it with `mailmortem sql`).")
-@click.option("--provider-export", "exports", multiple=True, type=click.Path(),
-              help="Provider send history to reconcile with the log (repeatable; see backfill-sentlog).")
+@export_options(what="Provider send history to reconcile with the log", times=False)
 @click.option("--fail-on-duplicates", is_flag=True,
               help="Exit 3 when any duplicate was found, 4 when evidence was lost (4 wins: for scripts and CI).")
 def diagnose(paths, syntax, fields, config, strict, memory_limit, skip_unreadable, fmt, save, exports, fail_on_duplicates):
@@ -109,7 +104,7 @@ def diagnose(paths, syntax, fields, config, strict, memory_limit, skip_unreadabl
                        zone_note=zone_note([i.envelope for i in case.inputs], case.reading.tz))
     if fail_on_duplicates and not document["complete"]:
         sys.exit(4)  # evidence was lost: "no duplicates" cannot be trusted, and neither can a count
-    if fail_on_duplicates and document["summary"]["duplicated_people"]:
+    if fail_on_duplicates and (document["summary"]["duplicated_people"] or document["candidates_at_two_addresses"]):
         sys.exit(3)
 
 
@@ -128,7 +123,7 @@ def warn_if_incomplete(document: dict) -> None:
 def _reconcile(case, exports) -> dict:
     from forensics.reconcile import load_provider_sends, reconcile
 
-    load_provider_sends(case.con, list(exports))
+    load_provider_sends(case.con, exports)
     return reconcile(case.con)
 
 

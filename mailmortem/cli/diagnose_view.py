@@ -96,8 +96,7 @@ def show_diagnosis(document: dict, saved_to: str | None = None, zone_note: str |
         console.print(line)
     console.print()
     if not document["incidents"]:
-        console.print("No duplicates: every person got each step at most once." if document["complete"] else
-                      "No duplicates among the records read, but evidence was lost (see the first line).")
+        console.print(_no_incident_line(document))
     incidents = document["incidents"]
     for incident in incidents[:FULL_INCIDENTS]:
         console.print(_incident_block(incident), soft_wrap=True)
@@ -107,6 +106,8 @@ def show_diagnosis(document: dict, saved_to: str | None = None, zone_note: str |
             console.print(f"  {incident['id']}  {incident['kind']}  campaign {safe(incident['campaign'])} step "
                           f"{safe(incident['step'])}  {_people(incident['people'])}  workers "
                           f"{_short_list(incident['workers'], 2)}", soft_wrap=True)
+    if document["candidates_at_two_addresses"]:
+        console.print(_two_addresses_lines(document["candidates_at_two_addresses"]), soft_wrap=True)
     if "reconciliation" in document:
         console.print(_reconciliation_lines(document["reconciliation"]))
     if saved_to:
@@ -129,3 +130,21 @@ def _lost_headline(lost: dict) -> str:
                           for f in lost["by_file"][:3])
         parts.append(f"{lost['lines']:,} skipped line(s) look like mail-send records ({safe(where)})")
     return "INCOMPLETE: " + "; ".join(parts) + ". Duplicates among them cannot be seen."
+
+
+def _two_addresses_lines(rows: list[dict], shown: int = 5) -> str:
+    lines = [f"\n{len(rows):,} candidate(s) got the same step at two or more addresses (not counted above):"]
+    for row in rows[:shown]:
+        lines.append(f"  {safe(row['candidate'])}  campaign {safe(row['campaign'])} step {safe(row['step'])}  "
+                     + ", ".join(safe(r) for r in row["recipients"]))
+    if len(rows) > shown:
+        lines.append(f"  … {len(rows) - shown} more (all in --format json)")
+    return "\n".join(lines)
+
+
+def _no_incident_line(document: dict) -> str:
+    if not document["complete"]:
+        return "No duplicates among the records read, but evidence was lost (see the first line)."
+    if document["candidates_at_two_addresses"]:
+        return "No address got a step twice, but some candidates did under two addresses (see below)."
+    return "No duplicates: every person got each step at most once."

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from mailmortem.cli.diagnose import case_options, open_case
+from mailmortem.cli.options import export_options
 from forensics.errors import InputError
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
@@ -62,8 +63,7 @@ def _done_message(report, out: str, size: int) -> str:
 
 @click.command()
 @case_options
-@click.option("--provider-export", "exports", multiple=True, type=click.Path(),
-              help="Provider send history to reconcile with the log (repeatable).")
+@export_options(what="Provider send history to reconcile with the log", times=False)
 @click.option("--out", "-o", "out", type=click.Path(dir_okay=False), metavar="FILE",
               help="Write the report here (default: standard output). A .md name implies --format md.")
 @click.option("--format", "fmt", type=click.Choice(("html", "md")), default=None,

@@ -6,9 +6,7 @@ import sys
 
 import click
 
-from mailmortem.cli.options import db_option
-
-PROVIDER_CHOICES = ("sendgrid", "mailgun", "ses", "postmark", "resend", "brevo", "postfix", "csv", "jsonl")
+from mailmortem.cli.options import db_option, export_options
 
 
 def _say_target(db: str | None) -> None:
@@ -19,26 +17,16 @@ def _say_target(db: str | None) -> None:
 
 
 @click.command("backfill-sentlog")
-@click.option("--provider-export", "exports", multiple=True, required=True, metavar="PATH",
-              help="Export file, folder or glob (.gz fine); repeat for several.")
-@click.option("--provider", type=click.Choice(PROVIDER_CHOICES), help="Force the format instead of auto-detecting.")
-@click.option("--map", "maps", multiple=True, metavar="FIELD=COLUMN",
-              help="For csv/jsonl: recipient, msg_id (required), sent_at, event, campaign, step, candidate.")
-@click.option("--campaign-key", multiple=True, help="Metadata key holding the campaign (default: campaign, campaign_id).")
-@click.option("--step-key", multiple=True, help="Metadata key holding the step (default: step).")
-@click.option("--candidate-key", multiple=True,
-              help="Metadata key holding the candidate (default: candidate, candidate_id, lead_id).")
-@click.option("--year", type=click.IntRange(1970, 2200), help="Postfix classic syslog: year of the first line.")
-@click.option("--tz", help="Postfix classic syslog: time zone of the log (IANA name, default UTC).")
+@export_options(required=True, what="Export")
 @db_option()
 @click.option("--format", "fmt", type=click.Choice(("table", "json")), default="table", show_default=True)
 @click.option("--dry-run", is_flag=True, help="Read and report; write nothing.")
-def backfill_sentlog(exports, provider, maps, campaign_key, step_key, candidate_key, year, tz, db, fmt, dry_run):
+def backfill_sentlog(exports, db, fmt, dry_run):
     """Rebuild who was really emailed from provider history into the durable sent_log table.
 
-    Reads SendGrid, Mailgun, SES, Postmark, Resend, Brevo and Postfix exports (auto-detected
-    per file), keeps the events that prove a send, and inserts one row per (message,
-    recipient) in ONE transaction; a re-run inserts nothing.
+    Reads SendGrid, Mailgun, SES, Postmark, Resend, Brevo and Postfix exports (each file
+    detected by its provider's own fields), keeps the events that prove a send, and inserts
+    one row per (message, recipient) in ONE transaction; a re-run inserts nothing.
 
     \b
     Examples:
@@ -48,14 +36,10 @@ def backfill_sentlog(exports, provider, maps, campaign_key, step_key, candidate_
           --map recipient=To --map msg_id="Message ID"
       mailmortem backfill-sentlog --provider-export /var/log/maillog --year 2026 --tz Europe/Berlin
     """
-    from forensics.providers import Keys, read_events
-    from forensics.providers.generic import parse_map
     from remediation import sentlog
     from remediation.store import open_store
 
-    keys = Keys(**{k: tuple(v) for k, v in (("campaign", campaign_key), ("step", step_key),
-                                             ("candidate", candidate_key)) if v})
-    read = read_events(exports, provider=provider, mapping=parse_map(maps), keys=keys, year=year, tz=tz)
+    read = exports.read()
     if dry_run:
         summary = sentlog.backfill_exports(None, read, dry_run=True)
         summary["target"] = None

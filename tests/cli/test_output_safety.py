@@ -73,6 +73,7 @@ def test_json_safe_keeps_layout_and_letters():
     assert json.loads(safe) == json.loads(text) and "\n  " in safe and "é" in safe and "日本" in safe
     assert "\u2028" not in safe and "\\udb40\\udc41" in safe
 
+@pytest.mark.slow
 
 def test_tables_in_a_pipe_print_one_row_per_line(cli):
     result = cli("affected", "sample_logs/mixed")

@@ -58,6 +58,7 @@ def test_an_unreadable_file_is_an_input_error_not_an_internal_one(tree):
     assert result.stderr == f"Error: {tree / 'logs' / 'a' / 'locked.log'}: permission denied " \
                             "(fix its permissions, or pass --skip-unreadable to read the rest and list it as not read)\n"
 
+@pytest.mark.slow
 
 def test_skip_unreadable_reads_the_rest_and_says_what_it_did_not_read(tree):
     result = _as_nobody("diagnose", str(tree / "logs"), "--skip-unreadable", "--format", "json")
