@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 
 import queries
+from forensics.addresses import normalize_address
 from forensics.errors import ConfigError, InputError
 
 SRM_ALPHA = 0.001  # flag a sample-ratio mismatch below this p-value
@@ -75,11 +76,11 @@ def resolve_weights(arms: list[str] | None, weights: dict[str, float] | None) ->
 
 
 def normalize_unit(candidate: str) -> str:
-    """The unit of assignment: a candidate id trimmed; an address also lower-cased (as in the logs)."""
+    """The unit of assignment: a candidate id trimmed; an address in its normal form (as in the logs)."""
     unit = candidate.strip()
     if not unit:
         raise ConfigError("--candidate is empty")
-    return unit.lower() if "@" in unit else unit
+    return (normalize_address(unit) or unit) if "@" in unit else unit
 
 
 def hash_fraction(salt: str, test_id: str, unit: str) -> float:
@@ -195,6 +196,7 @@ def _arm_rows(counted: list[dict], srm: dict | None, weights: dict | None) -> li
 def analyse(con, test_id: str, weights: dict[str, float] | None = None) -> AbReport:
     """Contamination report for one test from the `sends` table of a DuckDB connection."""
     test_id = test_id.strip()
+    queries.script(con, "address_duckdb_macro")  # the unit of an address is its normal form
     queries.run(con, "ab_sends_build", {"test_id": test_id})
     queries.run(con, "ab_units_build")
     overview = queries.one(con, "ab_overview")

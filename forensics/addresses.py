@@ -1,18 +1,45 @@
 """One normalisation of addresses and message ids, used by every reader and query.
 
-SQL twins (keep in step): recipient → lower(trim(x)); msg_id → trim, then one
-pair of surrounding <> removed.
+An address's normal form, the same in Python, DuckDB and PostgreSQL and on every
+server locale:
+
+1. the code points in WHITESPACE are trimmed from both ends;
+2. a value ending in `>` keeps only what lies between the last `<` and that `>`
+   (a display name and one pair of angle brackets go), trimmed again;
+3. ASCII A–Z are lower-cased, nothing else (`str.lower()`, DuckDB's and
+   PostgreSQL's `lower()` disagree on other letters, PostgreSQL's by collation);
+4. an empty result is None (NULL).
+
+The SQL twins live beside it in queries/addresses.sql (`address_duckdb_macro`,
+`address_pg_function`); tests/test_addresses.py keeps all three equal.
+
+msg_id → trim, then one pair of surrounding <> removed (SQL twin: mm_msgid /
+mm_msg_id in queries/providers.sql and queries/ingest.sql).
 """
 
 from __future__ import annotations
 
+# Unicode White_Space (U+0009–U+000D, U+0020, U+0085, U+00A0, U+1680, U+2000–U+200A,
+# U+2028, U+2029, U+202F, U+205F, U+3000) plus the zero-width space and the byte-order
+# mark, which copy-paste and spreadsheets leave around addresses.
+WHITESPACE_CODE_POINTS = (
+    *range(0x09, 0x0E), 0x20, 0x85, 0xA0, 0x1680, *range(0x2000, 0x200C), 0x2028, 0x2029, 0x202F, 0x205F,
+    0x3000, 0xFEFF,
+)
+WHITESPACE = "".join(map(chr, WHITESPACE_CODE_POINTS))
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
 
 def normalize_address(value: str | None) -> str | None:
-    """Trim and lower-case; case variants of one address are one person."""
+    """The normal form of an address (see the module docstring); None when nothing is left."""
     if value is None:
         return None
-    value = value.strip().lower()
-    return value or None
+    text = value.strip(WHITESPACE)
+    if text.endswith(">"):
+        start = text.rfind("<", 0, len(text) - 1)
+        if start >= 0:
+            text = text[start + 1:-1].strip(WHITESPACE)
+    return text.translate(_ASCII_LOWER) or None
 
 
 def normalize_msg_id(value: str | None) -> str | None:
@@ -23,3 +50,15 @@ def normalize_msg_id(value: str | None) -> str | None:
     if value.startswith("<") and value.endswith(">"):
         value = value[1:-1].strip()
     return value or None
+
+
+def install_pg(conn) -> None:
+    """Create pg_temp.mm_address (the SQL twin) for this PostgreSQL session if missing.
+
+    Runs in the caller's transaction: it lasts for the session once that commits,
+    and is created again by the next caller after a rollback.
+    """
+    import queries
+
+    if not queries.one(conn, "address_pg_function_exists")["present"]:
+        queries.run(conn, "address_pg_function")

@@ -1,6 +1,6 @@
 -- A/B contamination: analysis over the case's `sends` (DuckDB), then the
 -- exclusion/assignment tables in the durable store (PostgreSQL or DuckDB).
--- The unit is the candidate id (trimmed; lower-cased when it is an address),
+-- The unit is the candidate id (trimmed; in its normal form when it is an address: mm_address),
 -- else the normalised recipient address.
 
 -- name: ab_sends_build
@@ -17,7 +17,7 @@ WITH tagged AS (
     WHERE trim(test_id) = :test_id
 )
 SELECT
-    coalesce(CASE WHEN strpos(cand, '@') > 0 THEN lower(cand) ELSE cand END, recipient) AS unit,
+    coalesce(CASE WHEN strpos(cand, '@') > 0 THEN coalesce(mm_address(cand), cand) ELSE cand END, recipient) AS unit,
     variant, recipient, ts, source, line, msg_id
 FROM tagged
 

@@ -32,14 +32,27 @@ SELECT to_regclass(:sequence) IS NOT NULL AS present
 
 -- name: claimloop_claim_batch
 -- Atomically claim up to :batch_size queued leads (rows others are claiming are skipped) under one new fencing token.
+-- A lead with no address, or whose person holds an unconfirmed reservation for this campaign and step, waits:
+-- a send may be out for them. {frag:candidate} is the candidate column (claimloop_candidate_column), or NULL
+-- when the leads carry none.
 -- dialect: postgres
+-- fragments: candidate=NULL|claimloop_candidate_column
 WITH picked AS (
     SELECT t.{ident:lead_id} AS lead_key
     FROM {ident:table} AS t
-    WHERE t.{ident:status} = :status_queued
-       OR (CAST(:reclaim_expired AS boolean)
-           AND t.{ident:status} = :status_in_progress
-           AND t.{ident:claimed_at} < now() - make_interval(secs => :lease_s))
+    WHERE (t.{ident:status} = :status_queued
+           OR (CAST(:reclaim_expired AS boolean)
+               AND t.{ident:status} = :status_in_progress
+               AND t.{ident:claimed_at} < now() - make_interval(secs => :lease_s)))
+      AND pg_temp.mm_address(t.{ident:email}::text) IS NOT NULL
+      AND NOT EXISTS (
+          SELECT 1 FROM send_reservation AS r
+          WHERE r.campaign = :campaign AND r.step = :step AND r.msg_id IS NULL
+            AND ((r.key_kind = 'address' AND r.key_value = pg_temp.mm_address(t.{ident:email}::text))
+                 OR (r.key_kind = 'candidate' AND r.key_value = CAST({frag:candidate} AS text)))
+            AND NOT EXISTS (
+                SELECT 1 FROM sent_log AS s
+                WHERE s.campaign = r.campaign AND (s.step = r.step OR s.step = '') AND s.recipient = r.recipient))
     ORDER BY t.{ident:lead_id}
     LIMIT :batch_size
     FOR UPDATE SKIP LOCKED
@@ -50,7 +63,13 @@ UPDATE {ident:table} AS t
 SET {ident:status} = :status_in_progress, {ident:claimed_by} = :worker, {ident:claimed_at} = now(), {ident:claim_token} = token.value
 FROM picked, token
 WHERE t.{ident:lead_id} = picked.lead_key
-RETURNING t.{ident:lead_id} AS lead_key, t.{ident:lead_id}::text AS key_text, t.{ident:email}::text AS email, t.{ident:claim_token} AS token
+RETURNING t.{ident:lead_id} AS lead_key, t.{ident:lead_id}::text AS key_text, t.{ident:email}::text AS email,
+          t.{ident:claim_token} AS token, nullif(CAST({frag:candidate} AS text), '') AS candidate
+
+-- name: claimloop_candidate_column
+-- Template: the leads table's candidate column (a person's id, not the lead's) of lead t, named {ident:candidate_column}.
+-- dialect: postgres
+t.{ident:candidate_column}
 
 -- name: claimloop_renew
 -- Heartbeat: extend the lease of the batch's unfinished leads still held by our token; never waits on a row being sent.
@@ -80,6 +99,37 @@ UPDATE {ident:table} AS t
 SET {ident:status} = :status_sent
 WHERE t.{ident:lead_id} = :key AND t.{ident:claim_token} = :token AND t.{ident:status} = :status_in_progress
 RETURNING t.{ident:lead_id}::text AS key_text
+
+-- name: claimloop_mark_sent_after_send
+-- After a send: mark its lead sent if our fencing token still holds it (also when a retry finds it already marked).
+-- dialect: postgres
+UPDATE {ident:table} AS t
+SET {ident:status} = :status_sent
+WHERE t.{ident:lead_id} = :key AND t.{ident:claim_token} = :token AND t.{ident:status} IN (:status_in_progress, :status_sent)
+RETURNING t.{ident:lead_id}::text AS key_text
+
+-- name: claimloop_count_unaddressable
+-- Queued leads the loop never claims because their address has no normal form (empty, blank): reported.
+-- dialect: postgres
+SELECT count(*) AS n
+FROM {ident:table} AS t
+WHERE t.{ident:status} = :status_queued AND pg_temp.mm_address(t.{ident:email}::text) IS NULL
+
+-- name: claimloop_leads_table_exists
+-- Does the leads table exist?
+-- dialect: postgres
+SELECT to_regclass(:table) IS NOT NULL AS present
+
+-- name: claimloop_store_ready
+-- Do sent_log and the send reservations exist already? (Checked first: creating takes locks.)
+-- dialect: postgres
+SELECT to_regclass('sent_log') IS NOT NULL AND to_regclass('send_reservation') IS NOT NULL
+       AND to_regclass('send_reservation_released') IS NOT NULL AS present
+
+-- name: claimloop_sent_log_steps
+-- The steps sent_log holds for a campaign (named when a loop is started without a step); NULL table = none.
+-- dialect: postgres
+SELECT DISTINCT step FROM sent_log WHERE campaign = :campaign AND step <> '' ORDER BY step
 
 -- name: claimloop_release
 -- Give back the batch's leads we still hold but did not send (claim cleared), guarded by our token.

@@ -19,7 +19,7 @@ SELECT t.{ident:lead_id} AS lead_key,
        extract(epoch FROM (now() - t.{ident:claimed_at}))::double precision AS age_s,
        EXISTS (
            SELECT 1 FROM sent_log AS s
-           WHERE s.recipient = lower(trim(t.{ident:email}::text))
+           WHERE s.recipient = pg_temp.mm_address(t.{ident:email}::text)
              AND (CAST(:campaign AS text) IS NULL OR s.campaign = :campaign)
              AND (CAST(:step AS text) IS NULL OR s.step = :step OR s.step = '')
        ) AS already_sent
@@ -27,6 +27,22 @@ FROM {ident:table} AS t
 WHERE t.{ident:status} = :status_in_progress
   AND t.{ident:claimed_at} < now() - make_interval(secs => :older_than_s)
 ORDER BY t.{ident:claimed_at}, t.{ident:lead_id}
+
+-- name: requeue_reserved_unconfirmed
+-- Of the given stale leads, those whose person holds an unconfirmed send reservation (a send may have gone
+-- out): held, never re-queued nor marked sent. Campaign and step NULL = any.
+-- dialect: postgres
+SELECT t.{ident:lead_id}::text AS key_text
+FROM {ident:table} AS t
+WHERE t.{ident:lead_id} = ANY(:keys)
+  AND EXISTS (
+      SELECT 1 FROM send_reservation AS r
+      WHERE r.key_kind = 'address' AND r.key_value = pg_temp.mm_address(t.{ident:email}::text) AND r.msg_id IS NULL
+        AND (CAST(:campaign AS text) IS NULL OR r.campaign = :campaign)
+        AND (CAST(:step AS text) IS NULL OR r.step = :step)
+        AND NOT EXISTS (
+            SELECT 1 FROM sent_log AS s
+            WHERE s.campaign = r.campaign AND (s.step = r.step OR s.step = '') AND s.recipient = r.recipient))
 
 -- name: requeue_count_no_claim_time
 -- In-progress rows with no claim time: never stale by age, so never re-queued; reported for a human to look at.
@@ -48,6 +64,18 @@ FROM {ident:table} AS t
 WHERE t.{ident:lead_id} = ANY(:keys)
 FOR UPDATE SKIP LOCKED
 
+-- name: requeue_guard
+-- Template: the planned stale claims (CTE planned) whose guard still holds: same claim (claimer and exact claim
+-- time), still in progress and older than the cutoff. requeue_to_queued and requeue_to_sent lock these rows.
+-- dialect: postgres
+FROM {ident:table} AS t
+    JOIN planned AS p ON p.key_text = t.{ident:lead_id}::text
+    WHERE t.{ident:lead_id} = ANY(:keys)
+      AND t.{ident:status} = :status_in_progress
+      AND t.{ident:claimed_at} < now() - make_interval(secs => :older_than_s)
+      AND t.{ident:claimed_by}::text IS NOT DISTINCT FROM p.claimed_by
+      AND extract(epoch FROM t.{ident:claimed_at}) = p.claimed_epoch
+
 -- name: requeue_to_queued
 -- Put planned stale claims back to queued where the guard still holds (same claim, still old, not in the sent-log); one audit row per change.
 -- dialect: postgres
@@ -56,16 +84,10 @@ WITH planned AS (
         AS p(key_text, claimed_by, claimed_epoch)
 ), prior AS (
     SELECT t.{ident:lead_id} AS lead_key, t.{ident:status} AS status, t.{ident:claimed_by} AS claimed_by, t.{ident:claimed_at} AS claimed_at
-    FROM {ident:table} AS t
-    JOIN planned AS p ON p.key_text = t.{ident:lead_id}::text
-    WHERE t.{ident:lead_id} = ANY(:keys)
-      AND t.{ident:status} = :status_in_progress
-      AND t.{ident:claimed_at} < now() - make_interval(secs => :older_than_s)
-      AND t.{ident:claimed_by}::text IS NOT DISTINCT FROM p.claimed_by
-      AND extract(epoch FROM t.{ident:claimed_at}) = p.claimed_epoch
+    {block:requeue_guard}
       AND NOT EXISTS (
           SELECT 1 FROM sent_log AS s
-          WHERE s.recipient = lower(trim(t.{ident:email}::text))
+          WHERE s.recipient = pg_temp.mm_address(t.{ident:email}::text)
             AND (CAST(:campaign AS text) IS NULL OR s.campaign = :campaign)
             AND (CAST(:step AS text) IS NULL OR s.step = :step OR s.step = ''))
     FOR UPDATE OF t SKIP LOCKED
@@ -96,13 +118,7 @@ WITH planned AS (
         AS p(key_text, claimed_by, claimed_epoch)
 ), prior AS (
     SELECT t.{ident:lead_id} AS lead_key, t.{ident:status} AS status
-    FROM {ident:table} AS t
-    JOIN planned AS p ON p.key_text = t.{ident:lead_id}::text
-    WHERE t.{ident:lead_id} = ANY(:keys)
-      AND t.{ident:status} = :status_in_progress
-      AND t.{ident:claimed_at} < now() - make_interval(secs => :older_than_s)
-      AND t.{ident:claimed_by}::text IS NOT DISTINCT FROM p.claimed_by
-      AND extract(epoch FROM t.{ident:claimed_at}) = p.claimed_epoch
+    {block:requeue_guard}
     FOR UPDATE OF t SKIP LOCKED
 ), changed AS (
     UPDATE {ident:table} AS t

@@ -121,7 +121,7 @@ typed AS (
            CASE WHEN nullif(trim(event_text), '') IS NOT NULL THEN mm_event(event_text)
                 WHEN msg_id_text IS NOT NULL AND status IS NOT NULL AND mm_ok_status(status) THEN 'send' END AS event,
            coalesce(worker, env.worker) AS worker, coalesce(incarnation, env.pid) AS incarnation, campaign, step,
-           lower(trim(recipient_text)) AS recipient, candidate,
+           mm_address(recipient_text) AS recipient, candidate,
            mm_msg_id(msg_id_text) AS msg_id, shard, mm_seconds(lease_text) AS lease_s, test_id, variant, status,
            TRY_CAST(attempt_text AS INTEGER) AS attempt, error, TRY_CAST(count_text AS BIGINT) AS count,
            recipient_text AS recipient_raw, line, problem, nullif(trim(event_text), '') IS NULL AS no_event, env
@@ -398,3 +398,8 @@ FROM skipped
 WHERE text IS NOT NULL AND regexp_matches(text, :pattern)
 GROUP BY source
 ORDER BY source
+
+-- name: spill_folder
+-- DuckDB's temp folder (a private one per case, removed at exit), where our own copies of inputs go too.
+-- dialect: duckdb
+SELECT current_setting('temp_directory') AS folder

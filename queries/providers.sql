@@ -4,7 +4,7 @@
 -- Verdicts and normalisation: docs/sentlog.md, section What counts as "went out".
 
 -- name: provider_macros
--- Helper macros: metadata paths, address and message-id normalisation, tolerant timestamps.
+-- Helper macros: metadata paths, message-id normalisation, tolerant timestamps (addresses: address_duckdb_macro).
 -- Each event is parsed ONCE per provider: every field comes from one json_extract_string(e, [paths])
 -- call; the paths list is built from constants and bound parameters only, so DuckDB plans it once.
 -- dialect: duckdb
@@ -28,9 +28,6 @@ CREATE OR REPLACE TEMP MACRO mm_meta_at(v, base, nobj, ck, sk, kk) AS (
         campaign := mm_first_in(v, base, nobj * len(ck)),
         step := mm_first_in(v, base + nobj * len(ck), nobj * len(sk)),
         candidate := mm_first_in(v, base + nobj * (len(ck) + len(sk)), nobj * len(kk)))
-);
-CREATE OR REPLACE TEMP MACRO mm_addr(x) AS (
-    nullif(lower(trim(CASE WHEN x LIKE '%<%>%' THEN regexp_extract(x, '<([^>]*)>', 1) ELSE x END)), '')
 );
 CREATE OR REPLACE TEMP MACRO mm_msgid(x) AS (
     nullif(trim(CASE WHEN starts_with(trim(x), '<') AND ends_with(trim(x), '>')
@@ -117,7 +114,7 @@ SELECT 'sendgrid' AS provider, source_file, source_line,
          ELSE split_part(sg, '.', 1) END AS msg_id,
     mm_msgid(smtp_id) AS alt_id,
     coalesce(sg, smtp_id) AS provider_msg_id,
-    mm_addr(email) AS recipient,
+    mm_address(email) AS recipient,
     mm_ts(ts) AS sent_at,
     m.campaign, m.step, m.candidate
 FROM named
@@ -144,7 +141,7 @@ SELECT 'mailgun' AS provider, source_file, source_line,
     mm_msgid(raw_id) AS msg_id,
     NULL AS alt_id,
     raw_id AS provider_msg_id,
-    mm_addr(coalesce(rcpt, CASE WHEN header_to NOT LIKE '%,%' THEN header_to END)) AS recipient,
+    mm_address(coalesce(rcpt, CASE WHEN header_to NOT LIKE '%,%' THEN header_to END)) AS recipient,
     mm_ts(ts) AS sent_at,
     m.campaign, m.step, m.candidate
 FROM named
@@ -181,7 +178,7 @@ SELECT 'ses' AS provider, source_file, source_line,
     mm_msgid(v[4]) AS msg_id,
     NULL AS alt_id,
     v[4] AS provider_msg_id,
-    mm_addr(raw_recipient) AS recipient,
+    mm_address(raw_recipient) AS recipient,
     mm_ts(v[5]) AS sent_at,
     m.campaign, m.step, m.candidate
 FROM exploded
@@ -215,7 +212,7 @@ SELECT 'postmark' AS provider, source_file, source_line,
     mm_msgid(coalesce(v[5], v[6], v[7])) AS msg_id,
     NULL AS alt_id,
     coalesce(v[5], v[6], v[7]) AS provider_msg_id,
-    mm_addr(raw_recipient) AS recipient,
+    mm_address(raw_recipient) AS recipient,
     mm_ts(coalesce(v[8], v[9], v[10], v[11])) AS sent_at,
     m.campaign, m.step, m.candidate
 FROM exploded
@@ -243,7 +240,7 @@ SELECT 'resend' AS provider, source_file, source_line,
     mm_msgid(v[3]) AS msg_id,
     NULL AS alt_id,
     v[3] AS provider_msg_id,
-    mm_addr(raw_recipient) AS recipient,
+    mm_address(raw_recipient) AS recipient,
     mm_ts(coalesce(v[4], v[5])) AS sent_at,
     m.campaign, m.step, m.candidate
 FROM exploded
@@ -274,7 +271,7 @@ SELECT 'brevo' AS provider, source_file, source_line,
     mm_msgid(v[2]) AS msg_id,
     NULL AS alt_id,
     v[2] AS provider_msg_id,
-    mm_addr(v[3]) AS recipient,
+    mm_address(v[3]) AS recipient,
     coalesce(mm_ts(v[4]), mm_ts(v[5])) AS sent_at,
     coalesce(xm.campaign, m.campaign) AS campaign,
     coalesce(xm.step, m.step) AS step,
@@ -310,7 +307,7 @@ SELECT 'generic' AS provider, source_file, source_line,
     mm_msgid(raw_id) AS msg_id,
     NULL AS alt_id,
     raw_id AS provider_msg_id,
-    mm_addr(rcpt) AS recipient,
+    mm_address(rcpt) AS recipient,
     mm_ts(ts) AS sent_at,
     m.campaign, m.step, m.candidate
 FROM named
@@ -365,7 +362,7 @@ SELECT 'postfix' AS provider, d.source_file, d.source_line,
     c.msgid AS msg_id,
     'postfix-queue:' || d.qid AS alt_id,
     d.qid AS provider_msg_id,
-    mm_addr(d.d.rcpt) AS recipient,
+    mm_address(d.d.rcpt) AS recipient,
     d.ts AS sent_at,
     NULL::VARCHAR AS campaign, NULL::VARCHAR AS step, NULL::VARCHAR AS candidate
 FROM deliveries AS d
@@ -387,7 +384,7 @@ SELECT :provider AS provider, source_file, source_line,
          THEN split_part(trim(msg_id), '.', 1) ELSE mm_msgid(msg_id) END AS msg_id,
     NULL AS alt_id,
     msg_id AS provider_msg_id,
-    mm_addr(recipient) AS recipient,
+    mm_address(recipient) AS recipient,
     mm_ts(sent_at) AS sent_at,
     nullif(trim(campaign), '') AS campaign, nullif(trim(step), '') AS step, nullif(trim(candidate), '') AS candidate
 FROM provider_csv

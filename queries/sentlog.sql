@@ -143,7 +143,7 @@ WHERE s.msg_id IS NOT NULL AND s.recipient IS NOT NULL
 ORDER BY s.msg_id, s.recipient
 
 -- name: sent_log_dedupe_view
--- DuckDB over sends registered as sent_log_sends_in: view sent_log_dedup, one row per (msg_id, recipient) -- the
+-- DuckDB over sends registered as sent_log_sends_in: view sent_log_dedup, one row per (msg_id, normal-form recipient) -- the
 -- earliest send (then the first file) wins --, campaign/step '' when unknown (a COPY into sent_log needs them NOT NULL).
 -- dialect: duckdb
 CREATE OR REPLACE TEMP VIEW sent_log_dedup AS
@@ -154,7 +154,7 @@ FROM (
         arg_min(struct_pack(campaign, step, candidate, sent_at, provider, source_file),
                 struct_pack(no_time := sent_at IS NULL, t := coalesce(sent_at, TIMESTAMPTZ '1970-01-01 00:00:00+00'),
                             f := coalesce(source_file, ''))) AS r
-    FROM sent_log_sends_in
+    FROM (SELECT * REPLACE (mm_address(recipient) AS recipient) FROM sent_log_sends_in)
     WHERE msg_id IS NOT NULL AND recipient IS NOT NULL
     GROUP BY msg_id, recipient
 )

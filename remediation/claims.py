@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import re
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import queries
+from forensics.addresses import install_pg
 from forensics.errors import ConfigError, DatabaseError, MailmortemError
 from remediation.errors import RefusedError
 from forensics.textsafe import terminal_safe
-from remediation import audit
+from remediation import audit, reservations
 from remediation.identifiers import TableName, parse_mapping, parse_table
 
 LOGICAL_COLUMNS = ("lead_id", "email", "status", "claimed_by", "claimed_at")
@@ -93,10 +94,11 @@ class StaleLead:
     claimed_epoch: str  # exact, session-independent guard on claimed_at
     age_s: float
     already_sent: bool
+    reserved: bool = False  # its person holds an unconfirmed send reservation: held, never re-queued
 
     @property
     def action(self) -> str:
-        return "sent" if self.already_sent else "queued"
+        return "sent" if self.already_sent else "held" if self.reserved else "queued"
 
 
 def _db_error(doing: str, exc: Exception) -> DatabaseError:
@@ -119,8 +121,26 @@ def scan_stale(conn, table: LeadsTable, older_than_s: float, campaign: str | Non
         if not queries.run(conn, "requeue_sent_log_exists").fetchone()[0]:
             raise RefusedError("no sent_log table in this database: without it a stale lead that was already "
                                "emailed would be re-queued; run `mailmortem backfill-sentlog` first")
-        rows = queries.run(conn, "requeue_scan_stale", params, **table.idents()).fetchall()
-    return [StaleLead(*row) for row in rows]
+        install_pg(conn)
+        stale = [StaleLead(*row) for row in queries.run(conn, "requeue_scan_stale", params, **table.idents())]
+        reserved = _reserved(conn, table, stale, campaign, step)
+    return [replace(lead, reserved=True) if lead.key_text in reserved else lead for lead in stale]
+
+
+def _reserved(conn, table: LeadsTable, stale: list[StaleLead], campaign: str | None, step: str | None) -> set:
+    """Key texts of the stale leads whose person holds an unconfirmed send reservation."""
+    if not stale or not reservations.table_exists(conn):
+        return set()
+    params = {"keys": [lead.key for lead in stale], "campaign": campaign, "step": step}
+    return _column(queries.run(conn, "requeue_reserved_unconfirmed", params, **table.idents()))
+
+
+def count_unconfirmed(conn, campaign: str | None = None, step: str | None = None) -> int:
+    """Unconfirmed send reservations (see `mailmortem sentlog unconfirmed`), read-only."""
+    try:
+        return reservations.count_unconfirmed(conn, campaign, step)
+    finally:
+        conn.rollback()
 
 
 def count_without_claim_time(conn, table: LeadsTable) -> int:
@@ -162,6 +182,8 @@ class Plan:
     leads: tuple[StaleLead, ...]
     steps: tuple[Step, ...]
     without_claim_time: int = 0  # in-progress rows with no claimed_at: reported, never touched
+    held: tuple[StaleLead, ...] = ()  # stale, but the person holds an unconfirmed reservation: never touched
+    unconfirmed: int = 0  # unconfirmed reservations in the scope (`mailmortem sentlog unconfirmed` lists them)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -178,11 +200,22 @@ class Plan:
     def status_for(self, lead: StaleLead) -> str:
         return self.table.sent if lead.already_sent else self.table.queued
 
+    def held_rows(self) -> list[dict]:
+        """The stale leads left alone because a send may be out for their person."""
+        return [{"lead_id": lead.key_text, "email": lead.email, "claimed_by": lead.claimed_by,
+                 "claimed_at": lead.claimed_at, "age_s": round(lead.age_s, 1)} for lead in self.held]
+
 
 def requeue_plan(table: LeadsTable, stale: list[StaleLead], older_than_s: float, run_id: str,
                  campaign: str | None = None, step: str | None = None, os_user: str = "unknown",
-                 without_claim_time: int = 0) -> Plan:
-    """Pure: the ordered statements that mark sent-log'd leads sent, then re-queue the rest."""
+                 without_claim_time: int = 0, unconfirmed: int = 0) -> Plan:
+    """Pure: the ordered statements that mark sent-log'd leads sent, then re-queue the rest.
+
+    A lead whose person holds an unconfirmed reservation counts as sent, but nothing proves it
+    was: it is held (listed, untouched) until a backfill or a person settles the reservation.
+    """
+    held = tuple(lead for lead in stale if lead.action == "held")
+    stale = [lead for lead in stale if lead.action != "held"]
     common = {
         "run_id": run_id, "table_name": str(table.table), "key_column": table.col("lead_id"),
         "col_status": table.col("status"), "col_claimed_by": table.col("claimed_by"),
@@ -190,7 +223,7 @@ def requeue_plan(table: LeadsTable, stale: list[StaleLead], older_than_s: float,
         "older_than_s": older_than_s, "campaign": campaign, "step": step, "os_user": os_user,
     }
     if not stale:
-        return Plan(run_id, table, older_than_s, (), (), without_claim_time)
+        return Plan(run_id, table, older_than_s, (), (), without_claim_time, held, unconfirmed)
     steps = [Step("requeue_lock_timeout", {}),
              Step("requeue_lock_planned", {"keys": [lead.key for lead in stale]}, len(stale))]
     for query, new_status, chosen in (("requeue_to_sent", table.sent, [s for s in stale if s.already_sent]),
@@ -198,7 +231,7 @@ def requeue_plan(table: LeadsTable, stale: list[StaleLead], older_than_s: float,
         if chosen:
             steps.append(Step(query, {**common, **_guard_params(chosen), "new_status": new_status},
                               len(chosen), changes_rows=True))
-    return Plan(run_id, table, older_than_s, tuple(stale), tuple(steps), without_claim_time)
+    return Plan(run_id, table, older_than_s, tuple(stale), tuple(steps), without_claim_time, held, unconfirmed)
 
 
 def _guard_params(leads: list[StaleLead]) -> dict:
@@ -234,6 +267,7 @@ def apply_plan(conn, plan: Plan) -> ApplyResult:
     try:
         with conn.transaction():
             audit.ensure_table(conn)
+            install_pg(conn)
             for step in plan.steps:
                 keys = _column(queries.run(conn, step.query, step.params, **idents))
                 _collect(step, keys, result, locked)
@@ -272,7 +306,8 @@ def requeue_stale(conn, table: LeadsTable, older_than_s: float, apply: bool = Fa
     """
     stale = scan_stale(conn, table, older_than_s, campaign, step)
     plan = requeue_plan(table, stale, older_than_s, audit.new_run_id(), campaign, step, audit.os_user(),
-                        without_claim_time=count_without_claim_time(conn, table))
+                        without_claim_time=count_without_claim_time(conn, table),
+                        unconfirmed=count_unconfirmed(conn, campaign, step))
     if apply and max_changes is not None and len(plan.leads) > max_changes:
         raise RefusedError(f"the plan would change {len(plan.leads)} rows, more than --max-changes {max_changes}: "
                            "nothing changed; review the plan again")

@@ -14,6 +14,8 @@ from typing import Any
 import queries
 from forensics.addresses import normalize_address, normalize_msg_id
 from forensics.errors import DatabaseError, InputError
+from remediation import reservations
+from remediation.store import connection_kind
 
 TABLE = "sent_log"
 STAGE_COLUMNS = ("campaign", "step", "recipient", "candidate", "msg_id", "sent_at", "provider", "source_file")
@@ -21,23 +23,18 @@ STAGE_COLUMNS = ("campaign", "step", "recipient", "candidate", "msg_id", "sent_a
 
 def _conn_kind(conn_or_store: Any) -> tuple[Any, str]:
     """(connection, "postgres" | "duckdb") for a Store or a raw connection."""
-    kind = getattr(conn_or_store, "kind", None)
-    if kind in ("postgres", "duckdb") and hasattr(conn_or_store, "conn"):
-        return conn_or_store.conn, kind
-    try:
-        return conn_or_store, queries.dialect_of(conn_or_store)
-    except queries.QueryError:
-        raise TypeError(f"not a Store, psycopg or DuckDB connection: {type(conn_or_store).__name__}") from None
+    return connection_kind(conn_or_store)
 
 
 def ensure_schema(conn_or_store: Any) -> None:
-    """Create sent_log and its index if missing. Commits only when given a Store."""
+    """Create sent_log, its index and the send reservations if missing. Commits only when given a Store."""
     conn, kind = _conn_kind(conn_or_store)
     owns = conn is not conn_or_store
     if kind == "postgres":
         queries.run(conn, "sent_log_pg_ddl_lock")
     queries.run(conn, "sent_log_create_table")
     queries.run(conn, "sent_log_create_index")
+    reservations.ensure_tables(conn)
     if owns and kind == "postgres":
         conn.commit()
 
@@ -50,9 +47,18 @@ def already_sent(conn_or_store: Any, campaign: Any, step: Any, recipient: str) -
     """Has `recipient` already been sent `campaign` (and `step`, if given)?
 
     `step=None` matches any step; a recorded row whose step is unknown ('') matches
-    every step, because holding one email back is cheaper than sending it twice.
+    every step, because holding one email back is cheaper than sending it twice. A send
+    reservation counts as sent even unconfirmed (its sender may have emailed them).
     Addresses are normalised exactly as `diagnose` does. Never commits.
     """
+    if recorded(conn_or_store, campaign, step, recipient):
+        return True
+    scope = "" if campaign is None else str(campaign)
+    return reservations.for_address(conn_or_store, scope, _step_param(step), recipient) is not None
+
+
+def recorded(conn_or_store: Any, campaign: Any, step: Any, recipient: str) -> bool:
+    """Does sent_log itself hold a send matching `already_sent`'s rule? (Reservations not counted.)"""
     conn, _kind = _conn_kind(conn_or_store)
     params = {"campaign": "" if campaign is None else str(campaign), "step": _step_param(step),
               "recipient": normalize_address(recipient) or ""}
@@ -61,11 +67,19 @@ def already_sent(conn_or_store: Any, campaign: Any, step: Any, recipient: str) -
 
 
 def last_send(conn_or_store: Any, campaign: Any, step: Any, recipient: str) -> dict | None:
-    """The most recent recorded send matching `already_sent`'s rule, as a dict (or None)."""
+    """The most recent recorded send matching `already_sent`'s rule, as a dict (or None).
+
+    Without a recorded send, a reservation of the person is returned with `unconfirmed: True`
+    (msg_id and sent_at None, reserved_at and worker set): it counts as sent.
+    """
     conn, _kind = _conn_kind(conn_or_store)
     params = {"campaign": "" if campaign is None else str(campaign), "step": _step_param(step),
               "recipient": normalize_address(recipient) or ""}
-    return queries.one(conn, "sent_log_lookup", params)
+    found = queries.one(conn, "sent_log_lookup", params)
+    if found is not None:
+        return found
+    held = reservations.for_address(conn, params["campaign"], params["step"], recipient)
+    return None if held is None else {**held, "sent_at": None, "provider": None, "unconfirmed": True}
 
 
 def record_send(conn_or_store: Any, campaign: Any, step: Any, recipient: str, msg_id: str,
@@ -144,46 +158,69 @@ def _scratch_duckdb():
 
     con = duckdb.connect()
     queries.run(con, "provider_session_utc")
+    queries.script(con, "address_duckdb_macro")
     return con
 
 
-def backfill(store: Any, sends: Any, unique_keys: bool = False) -> LoadResult:
+def backfill(store: Any, sends: Any, unique_keys: bool = False,
+             clock_margin_s: float = reservations.CLOCK_MARGIN_S) -> LoadResult:
     """Load sends into sent_log in ONE transaction, one row per (msg_id, recipient); re-running inserts 0.
+
+    The same transaction settles send reservations (remediation.reservations): those the sent-log
+    now shows sent are confirmed, and those it shows unsent are released when the sends reach
+    `clock_margin_s` past the reservation (see reconcile_after_backfill); `extra["reservations"]`.
 
     `unique_keys=True` promises at most one row per (msg_id, recipient) (one provider's collapsed
     rows) and lets PostgreSQL skip the dedupe; a broken promise fails on the table's unique key and
     loads nothing. DuckDB targets always dedupe.
     """
     conn, kind = _conn_kind(store)
+    settle = _reservation_settler(sends, clock_margin_s)
     if kind == "postgres":
-        inserted, unique = _backfill_postgres(conn, sends, unique_keys)
+        (inserted, unique), settled = _backfill_postgres(conn, sends, unique_keys, settle)
     else:
         table = _deduplicated(sends)
-        inserted, unique = _backfill_duckdb(conn, table), table.num_rows
-    return LoadResult(staged=len(sends), inserted=inserted, already_present=unique - inserted)
+        inserted, settled = _backfill_duckdb(conn, table, settle)
+        unique = table.num_rows
+    return LoadResult(staged=len(sends), inserted=inserted, already_present=unique - inserted,
+                      extra={"reservations": settled})
 
 
-def _backfill_postgres(conn: Any, sends, unique_keys: bool) -> tuple[int, int]:
-    """(inserted, unique rows). One transaction, other writers held off: a new sent_log is loaded first and
-    indexed after; an empty one takes a COPY straight in; otherwise COPY to a stage and insert what it lacks."""
+def _reservation_settler(sends: Any, clock_margin_s: float):
+    """What the backfill runs last, in its transaction: reservations the new rows confirm or prove unsent."""
+    import pyarrow.compute as pc
+
+    newest = pc.max(_stage_table(sends).column("sent_at")).as_py()
+    return lambda conn: reservations.reconcile_after_backfill(conn, newest, clock_margin_s)
+
+
+def _backfill_postgres(conn: Any, sends, unique_keys: bool, settle) -> tuple[tuple[int, int], dict]:
+    """((inserted, unique rows), settled reservations). One transaction, other writers held off."""
     import duckdb
     import psycopg
 
     try:
         with conn.transaction():
-            queries.run(conn, "sent_log_pg_ddl_lock")
-            created = queries.run(conn, "sent_log_pg_missing").fetchone()[0]
-            ensure_schema(conn)
-            queries.run(conn, "sent_log_lock_writers")
-            if created:
-                copied = _load_new_table(conn, sends, unique_keys)
-                return copied, copied
-            if queries.run(conn, "sent_log_is_empty").fetchone()[0]:
-                copied = _copy_rows(conn, "sent_log_copy", sends, unique_keys)
-                return copied, copied
-            return _merge_via_stage(conn, sends, unique_keys)
+            counts = _load_postgres(conn, sends, unique_keys)
+            return counts, settle(conn)
     except (psycopg.Error, duckdb.Error) as exc:
         raise DatabaseError(f"backfill failed: {str(exc).strip().splitlines()[0]}") from None
+
+
+def _load_postgres(conn: Any, sends, unique_keys: bool) -> tuple[int, int]:
+    """(inserted, unique rows): a new sent_log is loaded first and indexed after; an empty one takes a COPY
+    straight in; otherwise COPY to a stage and insert what it lacks."""
+    queries.run(conn, "sent_log_pg_ddl_lock")
+    created = queries.run(conn, "sent_log_pg_missing").fetchone()[0]
+    ensure_schema(conn)
+    queries.run(conn, "sent_log_lock_writers")
+    if created:
+        copied = _load_new_table(conn, sends, unique_keys)
+        return copied, copied
+    if queries.run(conn, "sent_log_is_empty").fetchone()[0]:
+        copied = _copy_rows(conn, "sent_log_copy", sends, unique_keys)
+        return copied, copied
+    return _merge_via_stage(conn, sends, unique_keys)
 
 
 def _load_new_table(conn: Any, sends, unique_keys: bool) -> int:
@@ -232,7 +269,7 @@ def _copy_rows(conn: Any, name: str, sends, unique_keys: bool, rows: str = "sent
         con.close()
 
 
-def _backfill_duckdb(conn: Any, table) -> int:
+def _backfill_duckdb(conn: Any, table, settle) -> tuple[int, dict]:
     import duckdb
 
     try:
@@ -245,13 +282,14 @@ def _backfill_duckdb(conn: Any, table) -> int:
             queries.run(conn, "sent_log_stage_from_arrow")
             inserted = queries.run(conn, "sent_log_merge_stage").fetchone()[0]
             queries.run(conn, "sent_log_stage_drop")
+            settled = settle(conn)
             conn.commit()
         except BaseException:
             conn.rollback()
             raise
         finally:
             conn.unregister("sent_log_arrow")
-        return int(inserted)
+        return int(inserted), settled
     except duckdb.Error as exc:
         raise DatabaseError(f"backfill failed: {str(exc).strip().splitlines()[0]}") from None
 
@@ -291,8 +329,10 @@ def _one_provider(sends) -> bool:
     return pc.count_distinct(sends.column("provider")).as_py() <= 1
 
 
-def backfill_exports(store, read, dry_run: bool = False) -> dict:
-    """Record every send of a provider read in sent_log (one transaction); returns the summary."""
+def backfill_exports(store, read, dry_run: bool = False, clock_margin_s: float = reservations.CLOCK_MARGIN_S) -> dict:
+    """Record every send of a provider read in sent_log (one transaction); returns the summary.
+
+    The same transaction confirms or releases send reservations (see `backfill`)."""
     summary = summarize_export(read)
     if summary["sends_found"] == 0:
         kinds = ", ".join(f"{s['events']} {s['event_type']}" for s in summary["skipped_by_event_type"][:5])
@@ -303,6 +343,7 @@ def backfill_exports(store, read, dry_run: bool = False) -> dict:
         summary.update(inserted=None, already_present=None, dry_run=True)
         return summary
     # collapsed rows of ONE provider are already one per (msg_id, recipient): the collapse was the dedupe
-    result = backfill(store, sends, unique_keys=_one_provider(sends))
-    summary.update(inserted=result.inserted, already_present=result.already_present, dry_run=False)
+    result = backfill(store, sends, unique_keys=_one_provider(sends), clock_margin_s=clock_margin_s)
+    summary.update(inserted=result.inserted, already_present=result.already_present, dry_run=False,
+                   reservations=result.extra["reservations"])
     return summary

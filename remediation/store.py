@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import queries
 from forensics.errors import DatabaseError
 
 DEFAULT_DUCKDB = "mailmortem.duckdb"
@@ -106,6 +107,17 @@ def open_store(db: str | None, read_only: bool = False) -> Store:
     if is_postgres(target):
         return _open_postgres(target)
     return _open_duckdb(target, read_only)
+
+
+def connection_kind(conn_or_store: Any) -> tuple[Any, str]:
+    """(connection, "postgres" | "duckdb") for a Store or a raw psycopg / DuckDB connection."""
+    kind = getattr(conn_or_store, "kind", None)
+    if kind in ("postgres", "duckdb") and hasattr(conn_or_store, "conn"):
+        return conn_or_store.conn, kind
+    try:
+        return conn_or_store, queries.dialect_of(conn_or_store)
+    except queries.QueryError:
+        raise TypeError(f"not a Store, psycopg or DuckDB connection: {type(conn_or_store).__name__}") from None
 
 
 def _open_postgres(dsn: str) -> Store:

@@ -20,17 +20,19 @@ TEST_ID = "subj-2026-11"
 
 # Blocks that create what the others read, run before any block is bound.
 DUCKDB_SCHEMA = ("provider_macros", "provider_events_unwrap", "sent_log_create_table", "sent_log_create_index",
-                 "sent_log_stage_create", "sent_log_dedupe_view", "ab_create_exclusions", "ab_create_assignments")
-POSTGRES_SCHEMA = ("audit_create_table", "audit_create_index", "sent_log_create_table", "sent_log_create_index",
-                   "sent_log_stage_create", "ab_create_exclusions", "ab_create_assignments", "ab_pg_stage_exclusions",
-                   "ab_pg_stage_assignments", "claimloop_add_token_column", "claimloop_create_sequence")
+                 "sent_log_stage_create", "sent_log_dedupe_view", "ab_create_exclusions", "ab_create_assignments",
+                 "reservation_create_table", "reservation_create_released")
+POSTGRES_SCHEMA = ("address_pg_function", "audit_create_table", "audit_create_index", "sent_log_create_table",
+                   "sent_log_create_index", "sent_log_stage_create", "ab_create_exclusions", "ab_create_assignments",
+                   "ab_pg_stage_exclusions", "ab_pg_stage_assignments", "claimloop_add_token_column",
+                   "claimloop_create_sequence", "reservation_create_table", "reservation_create_released")
 # The user's table that requeue-stale and the claim loop work on (not the project's to create).
 LEADS = "CREATE TABLE leads (lead_id INT PRIMARY KEY, email TEXT, status TEXT, claimed_by TEXT, claimed_at TIMESTAMPTZ)"
 
 IDENTS = {"staged": "staged_1", "provider_table": "provider_sends", "table": "leads", "lead_id": "lead_id",
           "email": "email", "status": "status", "claimed_by": "claimed_by", "claimed_at": "claimed_at",
           "claim_token": "claim_token", "sequence": "mailmortem_fencing_seq", "key_column": "lead_id",
-          "cols": ["status", "claimed_by"], "r_cols": [("r", "status"), ("r", "claimed_by")],
+          "cols": ["status", "claimed_by"], "r_cols": [("r", "status"), ("r", "claimed_by")], "candidate": "NULL",
           "pieces": "staged_1_pieces", "unwrapped": "staged_1_lines", "entries": "staged_1_entries",
           "as_json": "staged_1_as_json", "as_logfmt": "staged_1_as_logfmt"}
 

@@ -168,6 +168,42 @@ def test_undo_restores_rows_nobody_touched(db, pg_dsn):
     assert {r["undoes"] for r in audit.run_rows(db, undone.undo_run_id)} == {plan.run_id}
 
 
+VARIANTS = ["Jane Doe <jane@acme.com>", "jane@acme.com\t", "\u00a0jane@acme.com", "jane@acme.com\n",
+            " JANE@Acme.com "]
+
+
+def test_address_variants_backfilled_as_sent_are_marked_sent_not_requeued(leads):
+    import pyarrow as pa
+
+    with psycopg.connect(leads(LEADS)) as conn:
+        conn.execute("DELETE FROM leads")
+        with conn.cursor() as cur:
+            cur.executemany(f"INSERT INTO leads VALUES (%s, %s, 'in-progress', 'w1', {STALE})",
+                            list(enumerate(VARIANTS, 1)))
+        conn.commit()
+        sends = pa.table({"campaign": ["c-1"], "step": ["1"], "recipient": ["Jane Doe <Jane@Acme.com>"],
+                          "msg_id": ["m-1"]})
+        sentlog.backfill(conn, sends)
+        plan, _ = claims.requeue_stale(conn, claims.LeadsTable(), HOUR, campaign="c-1", step="1")
+    assert {r["email"]: r["new_status"] for r in plan.rows()} == {v: "sent" for v in VARIANTS}
+
+
+def test_a_lead_whose_person_holds_an_unconfirmed_reservation_is_held_not_requeued(db, pg_dsn):
+    from remediation import reservations
+
+    with psycopg.connect(pg_dsn) as other:
+        assert reservations.reserve(other, "c-1", "1", "b@example.com", None, "w2", 1).ok
+        other.commit()
+    plan, result = claims.requeue_stale(db, claims.LeadsTable(), HOUR, apply=True, campaign="c-1", step="1")
+    assert [lead.key_text for lead in plan.held] == ["2"] and plan.unconfirmed == 1
+    assert sorted(result.to_queued) == ["6"] and snapshot(db)[1][1:3] == ("in-progress", "w2")
+    assert [r["lead_id"] for r in plan.held_rows()] == ["2"]
+    release = reservations.release_plan(db, "c-1", "1", "B@example.com")
+    assert reservations.release(db, release, "person:test", "provider shows nothing") == 1
+    again, result = claims.requeue_stale(db, claims.LeadsTable(), HOUR, apply=True, campaign="c-1", step="1")
+    assert again.held == () and result.to_queued == ["2"]
+
+
 def test_requires_sent_log(leads):
     with psycopg.connect(leads(LEADS, sent_log=False)) as conn:
         with pytest.raises(RefusedError, match="no sent_log table"):

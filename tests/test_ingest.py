@@ -339,3 +339,11 @@ def test_spill_folders_of_killed_runs_are_swept(tmp_path, monkeypatch):
     os.utime(mine / ".owner", (old, old))
     load_case([log])
     assert not abandoned.exists() and mine.exists() and live.records == 1
+
+
+def test_address_variants_of_one_person_are_one_recipient(tmp_path):
+    variants = ["Jane@Acme.com", '"Jane Doe <jane@acme.com>"', '"jane@acme.com\t"', '"\u00a0JANE@acme.com"',
+                '"jane@acme.com\u2003"']
+    log = write(tmp_path / "a.log", "".join(f"ts=2026-11-28T09:00:0{n}Z event=send campaign=c1 step=1 "
+                                            f"email={email} msg_id=<m{n}@x>\n" for n, email in enumerate(variants)))
+    assert {e["recipient"] for e in events(load_case([log]))} == {"jane@acme.com"}

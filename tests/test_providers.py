@@ -444,3 +444,12 @@ def test_jsonl_mapped_campaign_is_used(tmp_path):
 def test_a_map_for_a_provider_that_takes_none_is_refused():
     with pytest.raises(ConfigError, match="--map describes csv/jsonl exports and SendGrid's activity CSV, not ses"):
         read_events([str(FIX / "ses-firehose.jsonl")], provider="ses", mapping={"campaign": "x"})
+
+
+def test_address_variants_in_an_export_are_one_recipient(tmp_path):
+    export = tmp_path / "export.csv"
+    export.write_text("To,Message ID\n" + "".join(f'"{to}",<m{n}@x>\n' for n, to in enumerate(
+        ["Jane Doe <Jane@Acme.com>", "jane@acme.com\t", "\u00a0jane@acme.com", "JANE@ACME.COM\u3000"])),
+        encoding="utf-8")
+    read = read_events([str(export)], provider="csv", mapping={"recipient": "To", "msg_id": "Message ID"})
+    assert set(read.sends().column("recipient").to_pylist()) == {"jane@acme.com"}

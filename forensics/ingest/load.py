@@ -56,6 +56,7 @@ def load(con, sources: list[Source], syntax: str | None = None, field_map: Field
         raise ConfigError(f"unknown --syntax {syntax!r} (choose from {', '.join(SYNTAXES)})")
     queries.script(con, "ingest_macros")
     queries.script(con, "envelope_macros")
+    queries.script(con, "address_duckdb_macro")
     queries.script(con, "create_files")
     envelopes.check_zone(con, reading.tz)
     field_map = field_map or FieldMap()
@@ -205,7 +206,7 @@ def _decompressed(con, source: Source) -> Source | None:
 
 def _spill_folder(con) -> str | None:
     """DuckDB's temp folder (case.connect makes a private one, removed at exit) for our own copies."""
-    return con.execute("SELECT current_setting('temp_directory')").fetchone()[0] or None
+    return queries.one(con, "spill_folder")["folder"] or None
 
 
 def _stage(con, source: Source, staged: str, file: _File, field_map: FieldMap,

@@ -12,6 +12,7 @@ TABLE_COLUMNS = ["lead_id", "email", "claimed_by", "age", "new_status"]  # fits 
 AUDIT_COLUMNS = ["row_key", "old_values", "new_values", "db_user", "os_user", "changed_at"]
 RUN_COLUMNS = ["run_id", "command", "table_name", "rows_changed", "changed_at", "db_user", "os_user", "undoes"]
 STATE_COLUMNS = ["table", "row_key", "state"]
+HELD_COLUMNS = ["lead_id", "email", "claimed_by", "age"]
 
 
 def _duration(ctx, param, value):
@@ -138,8 +139,22 @@ def _report_plan(plan, label: str, apply: bool) -> None:
 
         warn(f"{plan.without_claim_time} rows are '{plan.table.in_progress}' with no "
              f"{plan.table.col('claimed_at')}: they have no age, so they are left alone; look at them by hand")
+    _report_unconfirmed(plan)
     if not apply:
         _say("Dry run: nothing changed. Re-run with --apply to carry out exactly this plan.")
+
+
+def _report_unconfirmed(plan) -> None:
+    if not (plan.held or plan.unconfirmed):
+        return
+    from mailmortem.console import warn
+
+    if plan.held:
+        warn(f"{len(plan.held)} stale claims are held, left '{plan.table.in_progress}': their person has an "
+             "unconfirmed send reservation (an email may have gone out), so they count as sent but are not "
+             "marked sent")
+    warn(f"{plan.unconfirmed} unconfirmed send reservations: `mailmortem sentlog unconfirmed` lists them; a "
+         "backfill-sentlog that shows no send releases them, or `mailmortem sentlog release` by hand")
 
 
 def _report_result(result) -> None:
@@ -174,9 +189,14 @@ def _render(plan, result, worst, fmt, sample) -> None:
     if fmt == "json":
         write_json({"run_id": plan.run_id, "applied": result is not None, "table": str(plan.table.table),
                     "older_than_s": plan.older_than_s, "counts": plan.counts,
-                    "result": result.counts if result else None, "worst_batch": worst, "changes": rows})
+                    "result": result.counts if result else None, "worst_batch": worst, "changes": rows,
+                    "held": plan.held_rows(), "unconfirmed_reservations": plan.unconfirmed})
     elif rows or fmt != "table":
         write_rows(rows, fmt, columns, title=f"Planned changes (first {len(rows)} of {len(plan.leads)})")
+    if plan.held and fmt == "table":
+        held = [dict(r, age=_age(r["age_s"])) for r in plan.held_rows()[:sample]]
+        write_rows(held, fmt, HELD_COLUMNS, title=f"Held: unconfirmed send reservation (first {len(held)} of "
+                                                  f"{len(plan.held)})")
 
 
 def _age(seconds: float) -> str:

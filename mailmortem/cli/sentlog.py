@@ -1,4 +1,4 @@
-"""`backfill-sentlog` and `sentlog check`: the durable record of who was really emailed."""
+"""`backfill-sentlog` and `sentlog check|unconfirmed|release`: the durable record of who was really emailed."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from mailmortem.cli.options import db_option, export_options
+from mailmortem.cli.options import apply_option, db_option, export_options, format_option
 
 
 def _say_target(db: str | None) -> None:
@@ -74,16 +74,29 @@ def _render_summary(summary: dict, fmt: str) -> None:
         write_rows(summary["duplicates_in_export"], "table",
                    ["campaign", "step", "recipient", "sends", "first_sent_at", "last_sent_at"],
                    title="emailed more than once per campaign (per the provider)")
+    _render_settled(summary.get("reservations"))
+
+
+def _render_settled(settled: dict | None) -> None:
+    """Reservations the backfill confirmed or released (said only when there were any)."""
+    from forensics.textsafe import terminal_safe
+
+    if settled and (settled["confirmed"] or settled["released"]):
+        click.echo(f"send reservations: {settled['confirmed']} confirmed (the export shows the send), "
+                   f"{len(settled['released'])} released (the export shows no send)", err=True)
+        for row in settled["released"]:
+            click.echo(terminal_safe(f"  released {row['campaign']} step {row['step']}: {row['recipient']}"), err=True)
 
 
 @click.group("sentlog")
 def sentlog():
-    """Ask the durable sent_log before sending.
+    """Ask the durable sent_log before sending; list and release send reservations.
 
     \b
     Examples:
       mailmortem sentlog check --db "$DATABASE_URL" --campaign c-42 --recipient Jane@Acme.com
       mailmortem sentlog check --campaign c-42 --step 2 --recipient jane@acme.com || echo "send it"
+      mailmortem sentlog unconfirmed --db "$DATABASE_URL"
     """
 
 
@@ -100,6 +113,7 @@ def check(db, campaign, step, recipient):
       mailmortem sentlog check --db "$DATABASE_URL" --campaign c-42 --recipient Jane@Acme.com
       mailmortem sentlog check --db mailmortem.duckdb --campaign c-42 --step 1 --recipient jane@acme.com
     """
+    from forensics.addresses import normalize_address
     from forensics.textsafe import terminal_safe
     from remediation import sentlog as store_sentlog
     from remediation.store import open_store
@@ -110,10 +124,93 @@ def check(db, campaign, step, recipient):
         hit = store_sentlog.last_send(store, campaign, step, recipient)
     finally:
         store.close()
-    who = terminal_safe(recipient.strip().lower())
+    who = terminal_safe(normalize_address(recipient) or recipient)
     scope = terminal_safe(campaign + (f" step {step}" if step else ""))
+    if hit and hit.get("unconfirmed"):
+        worker = terminal_safe(hit["worker"] or "?")
+        click.echo(f"already sent (unconfirmed): {who} was reserved for {scope} by {worker}"
+                   f" at {hit['reserved_at'].isoformat()} and no send is recorded; it counts as sent")
+        sys.exit(3)
     if hit:
         when = hit["sent_at"].isoformat() if hit.get("sent_at") else "unknown time"
         click.echo(f"already sent: {who} got {scope} (msg {terminal_safe(hit['msg_id'])}, {when})")
         sys.exit(3)
     click.echo(f"not sent: {who} has no record for {scope}")
+
+
+UNCONFIRMED_COLUMNS = ["campaign", "step", "recipient", "candidate", "worker", "reserved_at"]
+
+
+@sentlog.command("unconfirmed")
+@db_option()
+@click.option("--campaign", help="Only this campaign.")
+@click.option("--step", help="Only this step.")
+@format_option()
+def unconfirmed(db, campaign, step, fmt):
+    """List send reservations with no recorded send: people who may have been emailed.
+
+    A sender reserves a person before calling the provider and confirms after; a
+    reservation left unconfirmed (the sender died or lost its session in between)
+    counts as sent until `backfill-sentlog` shows no send to that person, or a
+    person runs `sentlog release`. Exit 0 with no rows when there are none.
+
+    \b
+    Examples:
+      mailmortem sentlog unconfirmed --db "$DATABASE_URL"
+      mailmortem sentlog unconfirmed --db "$DATABASE_URL" --campaign c-42 --step 1 --format csv
+    """
+    from mailmortem.output import write_rows
+    from remediation import reservations
+    from remediation.store import open_store
+
+    store = open_store(db, read_only=True)
+    try:
+        rows = reservations.unconfirmed(store, campaign, step)
+    finally:
+        store.close()
+    if not rows and fmt == "table":
+        click.echo("No unconfirmed send reservations.", err=True)
+        return
+    write_rows(rows, fmt, UNCONFIRMED_COLUMNS if fmt == "table" else None,
+               title=f"Unconfirmed send reservations ({len(rows)}): they count as sent")
+
+
+@sentlog.command("release")
+@db_option()
+@click.option("--campaign", required=True, help="Campaign of the reservation.")
+@click.option("--step", required=True, help="Step of the reservation.")
+@click.option("--recipient", help="The person's address (normalised).")
+@click.option("--candidate", help="The person's candidate id.")
+@click.option("--reason", default="released by hand", show_default=True, help="Kept with the released reservation.")
+@apply_option()
+def release(db, campaign, step, recipient, candidate, reason, apply):
+    """Release a person's unconfirmed send reservation, so they can be emailed again.
+
+    Only when you know no email went out (for example from the provider's own
+    dashboard): a released person is sent again by the next claim loop. Refused
+    when a send to them is recorded. The released reservation is kept in
+    send_reservation_released with your user name and the reason.
+
+    \b
+    Examples:
+      mailmortem sentlog release --db "$DATABASE_URL" --campaign c-42 --step 1 --recipient jane@acme.com
+      mailmortem sentlog release --db "$DATABASE_URL" --campaign c-42 --step 1 --recipient jane@acme.com --apply
+    """
+    from forensics.textsafe import terminal_safe
+    from remediation import audit, reservations
+    from remediation.store import open_store
+
+    store = open_store(db)
+    try:
+        plan = reservations.release_plan(store, campaign, step, recipient, candidate)
+        for row in plan.reservations:
+            candidate_note = f" (candidate {row['candidate']})" if row["candidate"] else ""
+            click.echo(terminal_safe(f"reservation of {row['recipient']}{candidate_note} for {campaign} step {step} "
+                                     f"by {row['worker'] or '?'} at {row['reserved_at']}"), err=True)
+        if not apply:
+            click.echo("Dry run: nothing changed. Re-run with --apply to release it.", err=True)
+            return
+        released = reservations.release(store, plan, f"person:{audit.os_user()}", reason)
+    finally:
+        store.close()
+    click.echo(f"released {released} reservation(s): the next claim loop may email this person", err=True)

@@ -151,3 +151,22 @@ def test_logs_report_worst_batch_and_warn_on_short_lease(cli, db, tmp_path):
 def test_help_has_examples(cli, command):
     result = cli(command, "--help")
     assert result.exit_code == 0 and "Examples:" in result.stdout and f"mailmortem {command}" in result.stdout
+
+
+def test_a_lead_held_by_an_unconfirmed_reservation_is_listed_and_left_alone(cli, db):
+    from remediation import reservations
+
+    with psycopg.connect(db) as conn:
+        conn.execute("INSERT INTO leads VALUES (5, 'Held <held@example.com>', 'in-progress', 'w5', "
+                     "now() - interval '2 hours')")
+        reservations.reserve(conn, "c-1", "1", "held@example.com", None, "w5", 3)
+        conn.commit()
+    result = cli("requeue-stale", "--db", db, "--older-than", "45m", "--apply", "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert [h["lead_id"] for h in document["held"]] == ["5"] and document["unconfirmed_reservations"] == 1
+    assert "5" not in {c["lead_id"] for c in document["changes"]}
+    assert "1 stale claims are held" in result.stderr and "mailmortem sentlog unconfirmed" in result.stderr
+    assert statuses(db)[5] == "in-progress"
+    table = cli("requeue-stale", "--db", db, "--older-than", "45m")
+    assert "Held: unconfirmed send reservation" in table.stdout and "Held <held@example.com>" in table.stdout

@@ -81,3 +81,31 @@ def test_help_has_examples(cli):
     for args in (["backfill-sentlog", "--help"], ["sentlog", "check", "--help"], ["sentlog", "--help"]):
         result = cli(*args)
         assert result.exit_code == 0 and "Examples:" in result.stdout
+
+
+def test_an_unconfirmed_reservation_is_sent_for_check_listed_and_released_by_a_person(cli, pg_dsn):
+    import psycopg
+
+    from remediation import reservations, sentlog
+
+    with psycopg.connect(pg_dsn) as conn:
+        sentlog.ensure_schema(conn)
+        reservations.reserve(conn, "c-42", "1", "jane@acme.com", "cand-7", "host:123", 9)
+        conn.commit()
+    scope = ["--db", pg_dsn, "--campaign", "c-42", "--step", "1"]
+    hit = cli("sentlog", "check", *scope, "--recipient", "Jane Doe <JANE@acme.com>")
+    assert hit.exit_code == 3 and hit.stdout.startswith("already sent (unconfirmed): jane@acme.com was reserved")
+    listed = cli("sentlog", "unconfirmed", "--db", pg_dsn, "--format", "json")
+    assert listed.exit_code == 0
+    assert [(r["recipient"], r["candidate"], r["worker"]) for r in json.loads(listed.stdout)] == \
+        [("jane@acme.com", "cand-7", "host:123")]
+    dry = cli("sentlog", "release", *scope, "--recipient", "jane@acme.com")
+    assert dry.exit_code == 0 and "Dry run: nothing changed" in dry.stderr
+    assert cli("sentlog", "check", *scope, "--recipient", "jane@acme.com").exit_code == 3
+    done = cli("sentlog", "release", *scope, "--recipient", "jane@acme.com", "--apply")
+    assert done.exit_code == 0 and "released 1 reservation(s)" in done.stderr
+    assert cli("sentlog", "check", *scope, "--recipient", "jane@acme.com").exit_code == 0
+    again = cli("sentlog", "release", *scope, "--recipient", "jane@acme.com", "--apply")
+    assert again.exit_code == 1 and again.stderr.startswith("Error: no reservation for jane@acme.com")
+    empty = cli("sentlog", "unconfirmed", "--db", pg_dsn)
+    assert (empty.exit_code, empty.stdout, empty.stderr) == (0, "", "No unconfirmed send reservations.\n")

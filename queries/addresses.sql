@@ -1,0 +1,42 @@
+-- The normal form of an address: the SQL twins of forensics.addresses.normalize_address
+-- (read its docstring for the definition). tests/test_addresses.py keeps Python, DuckDB and
+-- PostgreSQL equal; the whitespace code points below are WHITESPACE_CODE_POINTS, in order.
+
+-- name: address_duckdb_macro
+-- DuckDB: mm_address(x), an address's normal form (whitespace trimmed, display name and <> dropped, A-Z lower-cased).
+-- dialect: duckdb
+CREATE OR REPLACE TEMP MACRO mm_address_ws() AS (
+    chr(9) || chr(10) || chr(11) || chr(12) || chr(13) || chr(32) || chr(133) || chr(160) ||
+    chr(5760) || chr(8192) || chr(8193) || chr(8194) || chr(8195) || chr(8196) || chr(8197) ||
+    chr(8198) || chr(8199) || chr(8200) || chr(8201) || chr(8202) || chr(8203) || chr(8232) ||
+    chr(8233) || chr(8239) || chr(8287) || chr(12288) || chr(65279)
+);
+CREATE OR REPLACE TEMP MACRO mm_address_unwrapped(t) AS (
+    CASE WHEN ends_with(t, '>') AND regexp_matches(t, '<[^<]*>$')
+         THEN trim(regexp_extract(t, '<([^<]*)>$', 1), mm_address_ws()) ELSE t END
+);
+CREATE OR REPLACE TEMP MACRO mm_address(x) AS (
+    nullif(translate(mm_address_unwrapped(trim(x, mm_address_ws())), 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz'), '')
+)
+
+-- name: address_pg_function
+-- PostgreSQL: pg_temp.mm_address(text) for this session (always call it qualified), the same normal form.
+-- A session-private function: it needs no schema privilege and is always this version's definition.
+-- dialect: postgres
+CREATE OR REPLACE FUNCTION pg_temp.mm_address(address text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+SELECT nullif(translate(CASE WHEN t ~ '<[^<]*>$' THEN btrim(substring(t FROM '<([^<]*)>$'), ws) ELSE t END,
+                        'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz'), '')
+FROM (SELECT btrim(address, ws) AS t, ws
+      FROM (SELECT
+            chr(9) || chr(10) || chr(11) || chr(12) || chr(13) || chr(32) || chr(133) || chr(160) ||
+            chr(5760) || chr(8192) || chr(8193) || chr(8194) || chr(8195) || chr(8196) || chr(8197) ||
+            chr(8198) || chr(8199) || chr(8200) || chr(8201) || chr(8202) || chr(8203) || chr(8232) ||
+            chr(8233) || chr(8239) || chr(8287) || chr(12288) || chr(65279)
+            AS ws) AS w) AS v
+$$
+
+-- name: address_pg_function_exists
+-- PostgreSQL: has this session created pg_temp.mm_address yet?
+-- dialect: postgres
+SELECT to_regprocedure('pg_temp.mm_address(text)') IS NOT NULL AS present

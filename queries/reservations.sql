@@ -1,0 +1,174 @@
+-- Send reservations (remediation/reservations.py): one durable row per key of a person about to be
+-- emailed a (campaign, step), committed BEFORE the provider call. Every block but the two existence
+-- checks runs unchanged on PostgreSQL and DuckDB. A reservation is "unconfirmed" while it has no
+-- msg_id and sent_log holds no matching send: a send may have gone out, so it counts as sent until a
+-- backfill or a person says not.
+
+-- name: reservation_create_table
+-- The reservations: the primary key is what makes a second send for the same person impossible.
+-- dialect: duckdb postgres
+CREATE TABLE IF NOT EXISTS send_reservation (
+    campaign     TEXT NOT NULL,
+    step         TEXT NOT NULL,
+    key_kind     TEXT NOT NULL,
+    key_value    TEXT NOT NULL,
+    reservation  TEXT NOT NULL,
+    recipient    TEXT NOT NULL,
+    candidate    TEXT,
+    worker       TEXT,
+    token        BIGINT,
+    reserved_at  TIMESTAMPTZ NOT NULL DEFAULT now(),
+    msg_id       TEXT,
+    confirmed_at TIMESTAMPTZ,
+    confirmed_by TEXT,
+    PRIMARY KEY (campaign, step, key_kind, key_value)
+)
+
+-- name: reservation_create_index
+-- Lookups by a person's key whatever the campaign (sentlog check without --step, requeue-stale).
+-- dialect: duckdb postgres
+CREATE INDEX IF NOT EXISTS send_reservation_key ON send_reservation (key_kind, key_value)
+
+-- name: reservation_create_released
+-- Every released reservation, kept: its rows as they were (send_reservation's columns), then when, by whom
+-- and why it was released.
+-- dialect: duckdb postgres
+CREATE TABLE IF NOT EXISTS send_reservation_released AS
+SELECT *, now() AS released_at, CAST(NULL AS TEXT) AS released_by, CAST(NULL AS TEXT) AS reason
+FROM send_reservation
+WHERE false
+
+-- name: reservation_table_exists_pg
+-- PostgreSQL: does send_reservation exist (on the search path)?
+-- dialect: postgres
+SELECT to_regclass('send_reservation') IS NOT NULL AS present
+
+-- name: reservation_table_exists_duckdb
+-- DuckDB: does send_reservation exist in the current schema?
+-- dialect: duckdb
+SELECT count(*) > 0 AS present FROM duckdb_tables() WHERE table_name = 'send_reservation' AND schema_name = current_schema()
+
+-- name: reservation_insert_key
+-- Reserve one key of a send; returns a row only when the key was free (a taken key returns nothing, waits for nobody's commit but the holder's).
+-- dialect: duckdb postgres
+INSERT INTO send_reservation (campaign, step, key_kind, key_value, reservation, recipient, candidate, worker, token)
+VALUES (:campaign, :step, :key_kind, :key_value, :reservation, :recipient, :candidate, :worker, :token)
+ON CONFLICT DO NOTHING
+RETURNING key_kind
+
+-- name: reservation_withdraw_key
+-- Give back one key this very reservation took a moment ago (another key of the person was taken).
+-- dialect: duckdb postgres
+DELETE FROM send_reservation
+WHERE campaign = :campaign AND step = :step AND key_kind = :key_kind AND key_value = :key_value
+  AND reservation = :reservation AND token = :token AND msg_id IS NULL
+
+-- name: reservation_holder
+-- The reservation that holds one key, and whether its send is recorded (msg_id, or a matching sent_log row).
+-- dialect: duckdb postgres
+SELECT r.reservation, r.worker, r.reserved_at, r.msg_id,
+       r.msg_id IS NOT NULL OR EXISTS (
+           SELECT 1 FROM sent_log AS s
+           WHERE s.campaign = r.campaign AND (s.step = r.step OR s.step = '') AND s.recipient = r.recipient
+       ) AS recorded
+FROM send_reservation AS r
+WHERE r.campaign = :campaign AND r.step = :step AND r.key_kind = :key_kind AND r.key_value = :key_value
+
+-- name: reservation_confirm
+-- After the send: stamp the provider's message id on our reservation's keys (ours = same reservation and token).
+-- dialect: duckdb postgres
+UPDATE send_reservation
+SET msg_id = :msg_id, confirmed_at = now(), confirmed_by = 'sender'
+WHERE campaign = :campaign AND step = :step AND reservation = :reservation AND token = :token
+  AND (msg_id IS NULL OR msg_id = :msg_id)
+RETURNING key_kind
+
+-- name: reservation_for_address
+-- The newest reservation of an address for a campaign (and step; NULL = any step), recorded or not.
+-- dialect: duckdb postgres
+SELECT r.campaign, r.step, r.recipient, r.candidate, r.worker, r.reserved_at, r.msg_id,
+       r.msg_id IS NOT NULL OR EXISTS (
+           SELECT 1 FROM sent_log AS s
+           WHERE s.campaign = r.campaign AND (s.step = r.step OR s.step = '') AND s.recipient = r.recipient
+       ) AS recorded
+FROM send_reservation AS r
+WHERE r.key_kind = 'address' AND r.key_value = :recipient AND r.campaign = :campaign
+  AND (CAST(:step AS TEXT) IS NULL OR r.step = :step)
+ORDER BY r.reserved_at DESC
+LIMIT 1
+
+-- name: reservation_unconfirmed
+-- Unconfirmed reservations (no msg_id, no matching sent_log row), one row per reservation, oldest first.
+-- dialect: duckdb postgres
+SELECT r.campaign, r.step, r.recipient, r.candidate, r.reservation, r.worker, r.token, r.reserved_at
+FROM send_reservation AS r
+WHERE r.key_kind = 'address' AND r.msg_id IS NULL
+  AND (CAST(:campaign AS TEXT) IS NULL OR r.campaign = :campaign)
+  AND (CAST(:step AS TEXT) IS NULL OR r.step = :step)
+  AND NOT EXISTS (
+      SELECT 1 FROM sent_log AS s
+      WHERE s.campaign = r.campaign AND (s.step = r.step OR s.step = '') AND s.recipient = r.recipient
+  )
+ORDER BY r.reserved_at, r.campaign, r.step, r.recipient
+
+-- name: reservation_of_person
+-- The reservations a person's release names: by address or candidate, in one campaign and step.
+-- dialect: duckdb postgres
+SELECT DISTINCT r.reservation, r.recipient, r.candidate, r.worker, r.reserved_at,
+       r.msg_id IS NOT NULL OR EXISTS (
+           SELECT 1 FROM sent_log AS s
+           WHERE s.campaign = r.campaign AND (s.step = r.step OR s.step = '') AND s.recipient = r.recipient
+       ) AS recorded
+FROM send_reservation AS r
+WHERE r.campaign = :campaign AND r.step = :step
+  AND ((r.key_kind = 'address' AND r.key_value = :recipient) OR (r.key_kind = 'candidate' AND r.key_value = :candidate))
+ORDER BY r.reserved_at
+
+-- name: reservation_archive
+-- Copy an unconfirmed reservation's keys to send_reservation_released, with who released it and why.
+-- dialect: duckdb postgres
+INSERT INTO send_reservation_released (campaign, step, key_kind, key_value, reservation, recipient, candidate, worker,
+                                       token, reserved_at, released_at, released_by, reason)
+SELECT campaign, step, key_kind, key_value, reservation, recipient, candidate, worker, token, reserved_at,
+       now(), :released_by, :reason
+FROM send_reservation
+WHERE campaign = :campaign AND step = :step AND reservation = :reservation AND msg_id IS NULL
+
+-- name: reservation_delete
+-- Release an unconfirmed reservation (after reservation_archive, in the same transaction): its person may be emailed again.
+-- dialect: duckdb postgres
+DELETE FROM send_reservation
+WHERE campaign = :campaign AND step = :step AND reservation = :reservation AND msg_id IS NULL
+RETURNING key_kind
+
+-- name: reservation_confirm_from_sent_log
+-- After a backfill: an unconfirmed reservation whose send the sent-log now holds takes that send's message id.
+-- dialect: duckdb postgres
+UPDATE send_reservation AS r
+SET msg_id = (
+        SELECT min(s.msg_id) FROM sent_log AS s
+        WHERE s.campaign = r.campaign AND (s.step = r.step OR s.step = '')
+          AND (s.recipient = r.recipient OR (r.candidate IS NOT NULL AND s.candidate = r.candidate))
+    ),
+    confirmed_at = now(), confirmed_by = 'backfill'
+WHERE r.msg_id IS NULL
+  AND EXISTS (
+      SELECT 1 FROM sent_log AS s
+      WHERE s.campaign = r.campaign AND (s.step = r.step OR s.step = '')
+        AND (s.recipient = r.recipient OR (r.candidate IS NOT NULL AND s.candidate = r.candidate))
+  )
+RETURNING r.key_kind
+
+-- name: reservation_unsent_after_backfill
+-- Unconfirmed reservations a backfill proves unsent: made before :covered_before (the export reaches past them by
+-- the clock margin) and the sent-log holds no send to that person, of any campaign, since :margin before it.
+-- dialect: duckdb postgres
+SELECT r.campaign, r.step, r.reservation, r.recipient, r.candidate
+FROM send_reservation AS r
+WHERE r.key_kind = 'address' AND r.msg_id IS NULL AND r.reserved_at <= :covered_before
+  AND NOT EXISTS (
+      SELECT 1 FROM sent_log AS s
+      WHERE (s.recipient = r.recipient OR (r.candidate IS NOT NULL AND s.candidate = r.candidate))
+        AND (s.sent_at IS NULL OR s.sent_at >= r.reserved_at - CAST(:margin AS INTERVAL))
+  )
+ORDER BY r.campaign, r.step, r.recipient
