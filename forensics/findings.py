@@ -67,8 +67,9 @@ def build_document(case, include_affected: bool = True, logs=(), exports=()) -> 
         "version": 1,
         "complete": evidence.is_complete(lost),
         "lost_evidence": lost,
-        "inputs": [{"path": i.path, "syntax": i.syntax, "lines": i.lines, "records": i.records,
-                    "skipped": i.skipped, "first_skipped_lines": i.first_skipped_lines} for i in case.inputs],
+        "inputs": [{"path": i.path, "envelope": i.envelope, "syntax": i.syntax, "lines": i.lines,
+                    "records": i.records, "skipped": i.skipped, "first_skipped_lines": i.first_skipped_lines,
+                    "note": i.note} for i in case.inputs],
         "summary": classify.summary(con),
         "incidents": [incident_document(i, [str(p) for p in logs], export_args)
                       for i in classify.incidents(con)],

@@ -3,7 +3,8 @@
 
 -- name: ingest_macros
 -- Helper macros: parse timestamps, durations, event names, message ids; unquote logfmt values; read lines.
--- Timestamps without a zone are UTC, and so is every timestamp shown.
+-- Timestamps without a zone are read in the session's time zone: UTC, or --tz while files are read (see
+-- set_time_zone); every timestamp shown is UTC.
 -- dialect: duckdb
 SET TimeZone = 'UTC';
 -- An ISO text (it has a '-') skips the epoch regex: one cast per line on the common path.
@@ -35,19 +36,34 @@ CREATE OR REPLACE TEMP MACRO mm_unquote(v) AS CASE
     ELSE v END;
 -- Every physical line of a file (or of a list of files, in list order, each file's lines together), with the
 -- file's name: DuckDB's CSV reader with a delimiter no log contains (read in parallel; with
--- preserve_insertion_order a table built from it keeps that order; blank lines kept as NULL).
+-- preserve_insertion_order a table built from it keeps that order; blank lines kept as NULL). A file's lines
+-- come with no envelope (`env`, see queries/envelopes.sql: the same columns for the lines inside one).
 CREATE OR REPLACE TEMP MACRO mm_named_lines(path, sep) AS TABLE
     SELECT filename, line
     FROM read_csv(path, delim = sep, quote = '', escape = '', header = false,
                   columns = {'line': 'VARCHAR'}, auto_detect = false, strict_mode = false,
                   null_padding = true, max_line_size = 16000000, filename = true);
-CREATE OR REPLACE TEMP MACRO mm_lines(path, sep) AS TABLE SELECT line FROM mm_named_lines(path, sep)
+CREATE OR REPLACE TEMP MACRO mm_lines(path, sep) AS TABLE
+    SELECT line, NULL::STRUCT(line_no BIGINT, ts TIMESTAMPTZ, stream VARCHAR, host VARCHAR, unit VARCHAR,
+                              container VARCHAR, pid VARCHAR, worker VARCHAR, cut BOOLEAN) AS env
+    FROM mm_named_lines(path, sep)
+
+-- name: set_time_zone
+-- The zone that timestamps without one are read in (--tz) while files are read; UTC again afterwards.
+-- dialect: duckdb
+SET TimeZone = {lit:zone}
+
+-- name: time_zone_known
+-- Whether DuckDB knows a time zone name (--tz).
+-- dialect: duckdb
+SELECT count(*) > 0 AS known FROM pg_timezone_names() WHERE name = :zone
 
 -- name: create_files
 -- The files of the case (the staged table holding each one's lines, from row first_row on) and staged_0, an
 -- empty staged table that gives the events and skipped views their columns even when no file holds a line.
 -- dialect: duckdb
-CREATE OR REPLACE TABLE files (file_id INTEGER, source VARCHAR, header_line BIGINT, staged VARCHAR, first_row BIGINT);
+CREATE OR REPLACE TABLE files (file_id INTEGER, source VARCHAR, header_line BIGINT, staged VARCHAR, first_row BIGINT,
+                                envelope VARCHAR);
 CREATE OR REPLACE TABLE staged_0 (
     ts TIMESTAMPTZ, event VARCHAR, worker VARCHAR, incarnation VARCHAR, campaign VARCHAR, step VARCHAR,
     recipient VARCHAR, candidate VARCHAR, msg_id VARCHAR, shard VARCHAR, lease_s DOUBLE, test_id VARCHAR,
@@ -56,10 +72,12 @@ CREATE OR REPLACE TABLE staged_0 (
 )
 
 -- name: sample_logfmt_keys
--- The keys used on a sample of a file's first lines (so only those get a regex each; see stage_logfmt).
+-- The keys used on a sample of a file's first lines (so only those get a regex each; see stage_logfmt), read
+-- from the file (mm_lines) or from the lines inside its envelope (mm_unwrapped, queries/envelopes.sql).
 -- dialect: duckdb
+-- fragments: lines=mm_lines|mm_unwrapped
 SELECT DISTINCT unnest(regexp_extract_all(' ' || line, '\s([^\s="]+)=', 1)) AS key
-FROM (SELECT line FROM mm_lines(:path, :delim) LIMIT 20000)
+FROM (SELECT line FROM {frag:lines}(:path, :delim) LIMIT 20000)
 
 -- name: logfmt_value
 -- Template for one key of a logfmt line `l` (padded with a leading space). The cheap `contains` guard lets
@@ -95,16 +113,18 @@ coalesce({list:values})
 -- name: typed_columns
 -- Template: the typed record columns of a staged line, from the text columns every parser produces, then
 -- why the line is not a record (problem) and its text, kept only where it is needed (a skip's text, or
--- events.raw in a saved case: at 10M lines the text alone is several GB).
+-- events.raw in a saved case: at 10M lines the text alone is several GB). A line inside an envelope (`env`)
+-- takes the envelope's time, worker (container, host or unit) and pid where the record has none.
 -- dialect: duckdb
 typed AS (
-    SELECT mm_ts(ts_text) AS ts,
+    SELECT coalesce(mm_ts(ts_text), env.ts) AS ts,
            CASE WHEN nullif(trim(event_text), '') IS NOT NULL THEN mm_event(event_text)
                 WHEN msg_id_text IS NOT NULL AND status IS NOT NULL AND mm_ok_status(status) THEN 'send' END AS event,
-           worker, incarnation, campaign, step, mm_address(recipient_text) AS recipient, candidate,
+           coalesce(worker, env.worker) AS worker, coalesce(incarnation, env.pid) AS incarnation, campaign, step,
+           mm_address(recipient_text) AS recipient, candidate,
            mm_msg_id(msg_id_text) AS msg_id, shard, mm_seconds(lease_text) AS lease_s, test_id, variant, status,
            TRY_CAST(attempt_text AS INTEGER) AS attempt, error, TRY_CAST(count_text AS BIGINT) AS count,
-           recipient_text AS recipient_raw, line, problem, nullif(trim(event_text), '') IS NULL AS no_event
+           recipient_text AS recipient_raw, line, problem, nullif(trim(event_text), '') IS NULL AS no_event, env
     FROM unquoted
 )
 SELECT ts::TIMESTAMPTZ AS ts, event::VARCHAR AS event, worker::VARCHAR AS worker,
@@ -113,7 +133,7 @@ SELECT ts::TIMESTAMPTZ AS ts, event::VARCHAR AS event, worker::VARCHAR AS worker
        shard::VARCHAR AS shard, lease_s::DOUBLE AS lease_s, test_id::VARCHAR AS test_id, variant::VARCHAR AS variant,
        status::VARCHAR AS status, attempt::INTEGER AS attempt, error::VARCHAR AS error, count::BIGINT AS count,
        recipient_raw::VARCHAR AS recipient_raw, problem::VARCHAR AS problem,
-       CASE WHEN :keep_raw OR problem IS NOT NULL THEN line END::VARCHAR AS line
+       CASE WHEN :keep_raw OR problem IS NOT NULL THEN line END::VARCHAR AS line, env
 FROM (SELECT * EXCLUDE (problem),
              coalesce(problem, CASE WHEN ts IS NULL THEN 'no readable timestamp'
                                     WHEN no_event AND msg_id IS NULL THEN 'no event or msg_id' END) AS problem
@@ -124,14 +144,16 @@ FROM (SELECT * EXCLUDE (problem),
 -- One parallel pass straight from the file into typed columns: the staged table ({ident:staged}) keeps the
 -- file's line order, so a line's number is its rowid + 1. {list:fields} are the canonical text columns, each
 -- from logfmt_value: the sampled keys first, then (only on lines where :rare_keys matches, one regex) every
--- other alias of the vocabulary. {block:typed_columns} is that block.
+-- other alias of the vocabulary. {block:typed_columns} is that block. {frag:lines} reads the file, or the lines
+-- inside its envelope.
 -- dialect: duckdb
 -- fragments: fields=text_column
+-- fragments: lines=mm_lines|mm_unwrapped
 CREATE OR REPLACE TABLE {ident:staged} AS
 WITH lines AS (
-    SELECT line, ' ' || line AS l, regexp_matches(' ' || line, :rare_keys) AS rare,
+    SELECT line, env, ' ' || line AS l, regexp_matches(' ' || line, :rare_keys) AS rare,
            contains(line, '="') AND regexp_matches(line, '="(?:[^"\\]|\\.)*?\s[^\s="]+=') AS shady
-    FROM mm_lines(:path, :delim)
+    FROM {frag:lines}(:path, :delim)
 ), paired AS (
     -- a shady line's key=value pairs, left to right: a quoted value is consumed whole, so a `k=` inside it
     -- is never taken for a key
@@ -139,11 +161,11 @@ WITH lines AS (
               CASE WHEN shady THEN regexp_extract_all(l, '\s([^\s="]+)=("(?:[^"\\]|\\.)*"|[^\s"]*)', 2) END AS pair_values
     FROM lines
 ), fields AS (
-    SELECT line, {list:fields},
+    SELECT line, env, {list:fields},
            nullif(regexp_extract(line, '^\s*([0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9:.]+(?:Z|[+-][0-9:]+)?)(?:\s|$)', 1), '') AS lead_ts
     FROM paired
 ), unquoted AS (
-    SELECT line, coalesce(mm_unquote(ts_text), lead_ts) AS ts_text, mm_unquote(event_text) AS event_text,
+    SELECT line, env, coalesce(mm_unquote(ts_text), lead_ts) AS ts_text, mm_unquote(event_text) AS event_text,
            mm_unquote(worker) AS worker, mm_unquote(incarnation) AS incarnation, mm_unquote(campaign) AS campaign,
            mm_unquote(step) AS step, mm_unquote(recipient_text) AS recipient_text, mm_unquote(candidate) AS candidate,
            mm_unquote(msg_id_text) AS msg_id_text, mm_unquote(shard) AS shard, mm_unquote(lease_text) AS lease_text,
@@ -157,24 +179,26 @@ WITH lines AS (
 -- name: stage_jsonl
 -- JSON Lines: one object per line; nested keys are read as dotted paths through JSONPaths (:paths), and
 -- :rare_paths only on lines where :rare_keys matches; {list:picks} (from pick_value) reads each canonical
--- field from `vals` or `rare_vals`. {block:typed_columns} is that block.
+-- field from `vals` or `rare_vals`. {block:typed_columns} is that block. {frag:lines} reads the file, or the
+-- lines inside its envelope.
 -- dialect: duckdb
 -- fragments: picks=text_column
+-- fragments: lines=mm_lines|mm_unwrapped
 CREATE OR REPLACE TABLE {ident:staged} AS
 WITH lines AS (
-    SELECT line FROM mm_lines(:path, :delim)
+    SELECT line, env FROM {frag:lines}(:path, :delim)
 ), objects AS (
     -- one JSON parse per object line; only lines that are not objects are validated and typed (below)
-    SELECT line, CASE WHEN starts_with(ltrim(line, ' ' || chr(9) || chr(13)), '{')
+    SELECT line, env, CASE WHEN starts_with(ltrim(line, ' ' || chr(9) || chr(13)), '{')
                       THEN try(json_extract_string(line, :paths::VARCHAR[])) END AS vals
     FROM lines
 ), valued AS (
-    SELECT line, CASE WHEN vals IS NOT NULL THEN 'OBJECT' WHEN json_valid(line) THEN json_type(line) END AS jtype,
+    SELECT line, env, CASE WHEN vals IS NOT NULL THEN 'OBJECT' WHEN json_valid(line) THEN json_type(line) END AS jtype,
            vals, CASE WHEN vals IS NOT NULL AND regexp_matches(line, :rare_keys)
                       THEN json_extract_string(line, :rare_paths::VARCHAR[]) END AS rare_vals
     FROM objects
 ), unquoted AS (
-    SELECT line, {list:picks},
+    SELECT line, env, {list:picks},
            CASE WHEN line IS NULL OR trim(line) = '' THEN 'blank line'
                 WHEN jtype IS NULL THEN 'not valid JSON'
                 WHEN jtype <> 'OBJECT' THEN 'JSON but not an object' END AS problem
@@ -191,8 +215,9 @@ CASE WHEN trim({frag:values}[{lit:at}]) <> '' THEN {frag:values}[{lit:at}] END
 -- name: json_structure
 -- The union of the key structure of the JSON objects among a file's first lines (to discover dotted paths).
 -- dialect: duckdb
+-- fragments: lines=mm_lines|mm_unwrapped
 SELECT json_group_structure(json(line)) AS structure
-FROM (SELECT line FROM mm_lines(:path, :delim) LIMIT 20000)
+FROM (SELECT line FROM {frag:lines}(:path, :delim) LIMIT 20000)
 WHERE json_valid(line) AND json_type(line) = 'OBJECT'
 
 -- name: stage_csv
@@ -203,15 +228,15 @@ WHERE json_valid(line) AND json_type(line) = 'OBJECT'
 -- fragments: picks=text_column
 CREATE OR REPLACE TABLE {ident:staged} AS
 WITH lines AS (
-    SELECT line FROM mm_lines(:path, :delim)
+    SELECT line, env FROM mm_lines(:path, :delim)
 ), cells AS (
-    SELECT line,
+    SELECT line, env,
            list_transform(regexp_extract_all(',' || line, ',("(?:[^"]|"")*"|[^,]*)', 1),
                           lambda c: nullif(CASE WHEN c LIKE '"%"' AND length(c) >= 2
                                                 THEN replace(c[2:-2], '""', '"') ELSE c END, '')) AS vals
     FROM lines
 ), unquoted AS (
-    SELECT line, {list:picks},
+    SELECT line, env, {list:picks},
            CASE WHEN line IS NULL OR trim(line) = '' THEN 'blank line'
                 WHEN len(vals) <> len(:keys::VARCHAR[]) THEN 'wrong number of CSV cells' END AS problem
     FROM cells
@@ -228,9 +253,10 @@ WHERE rowid = :row AND ((problem IS NOT NULL AND problem <> 'blank line')
 
 -- name: register_file
 -- A staged file: its label, the line of its CSV header (0 when it has none; lines up to it are not data),
--- and where its lines are (the staged table, from row :first_row on).
+-- where its lines are (the staged table, from row :first_row on), and the envelope they were read from (NULL
+-- for none).
 -- dialect: duckdb
-INSERT INTO files VALUES (:file_id, :label, :header_line, :staged, :first_row)
+INSERT INTO files VALUES (:file_id, :label, :header_line, :staged, :first_row, :envelope)
 
 -- name: staged_rows
 -- How many rows (lines) a staged table holds.
@@ -270,15 +296,16 @@ DROP TABLE IF EXISTS {ident:staged}
 -- `events` (records) and `skipped` (lines that are not records, with why) over every staged file, numbered by
 -- their place in the file: views, no copy of the data ({frag:relation} is VIEW), or, for a case of many files,
 -- tables (TABLE: a union of hundreds of tables would be planned again in every query). {union:events} and
--- {union:skipped} hold those blocks, one per staged table.
+-- {union:skipped} hold those blocks, one per staged table. `envelope` is where a record came from when its
+-- file was wrapped by a platform (time, stream, host, unit, container, pid; NULL otherwise).
 -- dialect: duckdb
 -- fragments: relation=VIEW|TABLE
--- fragments: events=events_part|events_part_of_many
--- fragments: skipped=skipped_part|skipped_part_of_many
+-- fragments: events=events_part|events_part_of_many|events_part_enveloped
+-- fragments: skipped=skipped_part|skipped_part_of_many|skipped_part_enveloped
 CREATE OR REPLACE {frag:relation} events AS
 SELECT f.source, u.line_no, u.ts, u.event, u.worker, u.incarnation, u.campaign, u.step, u.recipient, u.candidate,
        u.msg_id, u.shard, u.lease_s, u.test_id, u.variant, u.status, u.attempt, u.error, u.count,
-       u.recipient_raw, u.raw
+       u.recipient_raw, u.raw, u.envelope
 FROM ({union:events}) u JOIN files f USING (file_id)
 WHERE u.line_no > f.header_line;
 CREATE OR REPLACE {frag:relation} skipped AS
@@ -290,7 +317,8 @@ WHERE u.line_no > f.header_line
 -- Template: the records of one staged table ({ident:staged}, the file numbered {lit:file_id}).
 -- dialect: duckdb
 SELECT {lit:file_id} AS file_id, rowid + 1 AS line_no, ts, event, worker, incarnation, campaign, step, recipient,
-       candidate, msg_id, shard, lease_s, test_id, variant, status, attempt, error, count, recipient_raw, line AS raw
+       candidate, msg_id, shard, lease_s, test_id, variant, status, attempt, error, count, recipient_raw, line AS raw,
+       NULL::STRUCT(ts TIMESTAMPTZ, stream VARCHAR, host VARCHAR, unit VARCHAR, container VARCHAR, pid VARCHAR) AS envelope
 FROM {ident:staged} WHERE problem IS NULL
 
 -- name: skipped_part
@@ -299,12 +327,28 @@ FROM {ident:staged} WHERE problem IS NULL
 SELECT {lit:file_id} AS file_id, rowid + 1 AS line_no, problem AS reason, line AS text
 FROM {ident:staged} WHERE problem IS NOT NULL
 
+-- name: events_part_enveloped
+-- Template: the records of a staged file read through an envelope, numbered by the file's line (or the entry of
+-- its JSON document) each came from, with their envelope.
+-- dialect: duckdb
+SELECT {lit:file_id} AS file_id, env.line_no AS line_no, ts, event, worker, incarnation, campaign, step, recipient,
+       candidate, msg_id, shard, lease_s, test_id, variant, status, attempt, error, count, recipient_raw, line AS raw,
+       struct_pack(ts := env.ts, stream := env.stream, host := env.host, unit := env.unit,
+                   container := env.container, pid := env.pid) AS envelope
+FROM {ident:staged} WHERE problem IS NULL
+
+-- name: skipped_part_enveloped
+-- Template: the lines inside a staged file's envelope that are not records, numbered like events_part_enveloped.
+-- dialect: duckdb
+SELECT {lit:file_id} AS file_id, env.line_no AS line_no, problem AS reason, line AS text
+FROM {ident:staged} WHERE problem IS NOT NULL
+
 -- name: events_part_of_many
 -- Template: the records of a staged table holding many files ({ident:staged}), each numbered within its file.
 -- dialect: duckdb
 SELECT f.file_id, s.rowid - f.first_row + 1 AS line_no, s.ts, s.event, s.worker, s.incarnation, s.campaign,
        s.step, s.recipient, s.candidate, s.msg_id, s.shard, s.lease_s, s.test_id, s.variant, s.status, s.attempt,
-       s.error, s.count, s.recipient_raw, s.line AS raw
+       s.error, s.count, s.recipient_raw, s.line AS raw, NULL::STRUCT(ts TIMESTAMPTZ, stream VARCHAR, host VARCHAR, unit VARCHAR, container VARCHAR, pid VARCHAR) AS envelope
 FROM {ident:staged} s ASOF JOIN (SELECT file_id, first_row FROM files WHERE staged = {lit:staged}) f
   ON s.rowid >= f.first_row
 WHERE s.problem IS NULL

@@ -15,6 +15,7 @@ import queries
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_CASE = REPO / "sample_logs" / "ab-contamination"
 FIXTURES = REPO / "tests" / "fixtures" / "providers"
+ENVELOPES = REPO / "tests" / "fixtures" / "envelopes"
 TEST_ID = "subj-2026-11"
 
 # Blocks that create what the others read, run before any block is bound.
@@ -32,7 +33,9 @@ LEADS = "CREATE TABLE leads (lead_id INT PRIMARY KEY, email TEXT, status TEXT, c
 IDENTS = {"staged": "staged_1", "provider_table": "provider_sends", "table": "leads", "lead_id": "lead_id",
           "email": "email", "status": "status", "claimed_by": "claimed_by", "claimed_at": "claimed_at",
           "claim_token": "claim_token", "sequence": "mailmortem_fencing_seq", "key_column": "lead_id",
-          "cols": ["status", "claimed_by"], "r_cols": [("r", "status"), ("r", "claimed_by")], "candidate": "NULL"}
+          "cols": ["status", "claimed_by"], "r_cols": [("r", "status"), ("r", "claimed_by")], "candidate": "NULL",
+          "pieces": "staged_1_pieces", "unwrapped": "staged_1_lines", "entries": "staged_1_entries",
+          "as_json": "staged_1_as_json", "as_logfmt": "staged_1_as_logfmt"}
 
 
 def duckdb_schema():
@@ -52,7 +55,27 @@ def duckdb_schema():
         con.register(name, table)
     for name in DUCKDB_SCHEMA:
         queries.script(con, name)
+    _envelope_tables(con)
     return con
+
+
+def _envelope_tables(con) -> None:
+    """What the envelope blocks read, made by the envelope code from fixtures: a Docker log's pieces, its inner
+    lines (a view) parsed both ways, and the entries of a CloudWatch page."""
+    from forensics.ingest import envelopes, load
+    from forensics.ingest.fields import FieldMap
+    from forensics.ingest.sources import Source
+
+    tables = {"entries": IDENTS["entries"], "pieces": IDENTS["pieces"], "unwrapped": IDENTS["unwrapped"]}
+    docker = next(ENVELOPES.glob("docker/containers/*/*-json.log"))
+    found = envelopes.file_params(envelopes.detect_envelope(docker.read_bytes(), str(docker)), str(docker), 2026)
+    envelopes._pieces(con, found, Source(str(docker), "docker", False), load.LINE_DELIM, tables)
+    queries.run(con, "envelope_lines", **tables)
+    lines = Source(IDENTS["unwrapped"], "docker", False)
+    load._parse_jsonl(con, lines, IDENTS["as_json"], b"", FieldMap(), False, "mm_unwrapped")
+    load._parse_logfmt(con, lines, IDENTS["as_logfmt"], b"", FieldMap(), False, "mm_unwrapped")
+    page = ENVELOPES / "cloudwatch" / "filter-log-events.json"
+    queries.run(con, "envelope_document_entries", {"path": str(page), "items": "$.events"}, entries=IDENTS["entries"])
 
 
 def _provider_inputs() -> dict:
@@ -97,7 +120,13 @@ def values(name: str) -> dict:
     if name == "stage_csv":
         found["picks"] = load.pick_columns(["ts", "timestamp", "event", "recipient"], FieldMap())
     if name == "create_views":
-        found.update(relation="VIEW", **load.view_parts([1], ["staged_2"]))
+        found.update(relation="VIEW", **load.view_parts([1], ["staged_2"], [3]))
+    if name == "envelope_drop":
+        found["relation"] = "VIEW"
+    if "lines" in wanted:
+        found["lines"] = "mm_lines"
+    if "zone" in wanted:
+        found["zone"] = "UTC"
     return found
 
 
@@ -106,7 +135,7 @@ def params(name: str) -> dict:
     from forensics.ingest.load import LINE_DELIM
 
     path = str(next(SAMPLE_CASE.glob("*.jsonl")))
-    given = {"path": path, "paths": [path], "delim": LINE_DELIM, "keys": ["ts"]}
+    given = {"path": path, "paths": [path], "delim": LINE_DELIM, "keys": ["ts"], "items": "$.events"}
     return {key: given.get(key, "$.x" if key.endswith("_key") else None) for key in queries.get(name).params}
 
 

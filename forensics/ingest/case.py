@@ -28,6 +28,7 @@ class Case:
     con: object  # duckdb.DuckDBPyConnection with views events, skipped and table sends
     inputs: list[ingest.InputSummary]
     unread: list[dict] = field(default_factory=list)  # files and folders left out under --skip-unreadable
+    reading: ingest.Reading = ingest.Reading()  # --envelope, --tz, --year
 
     @property
     def records(self) -> int:
@@ -104,9 +105,11 @@ def _checked_size(value: str) -> str:
 
 def load_case(paths, syntax: str | None = None, field_map: FieldMap | dict | None = None,
               strict: bool = False, database: str | None = None, memory_limit: str | None = None,
-              progress: ingest.Progress | None = None, skip_unreadable: bool = False) -> Case:
+              progress: ingest.Progress | None = None, skip_unreadable: bool = False,
+              reading: ingest.Reading | None = None) -> Case:
     """Read logs (files, folders, globs, .gz, `-`) into DuckDB and build events and sends. A file or folder
-    that cannot be read is an error, or with `skip_unreadable` left out and listed in `Case.unread`."""
+    that cannot be read is an error, or with `skip_unreadable` left out and listed in `Case.unread`.
+    `reading` forces an envelope and says how to read times without a zone or a year."""
     if isinstance(field_map, dict):
         field_map = FieldMap(field_map)
     unreadable = sources.Unreadable(skip=skip_unreadable)
@@ -114,9 +117,10 @@ def load_case(paths, syntax: str | None = None, field_map: FieldMap | dict | Non
     if not resolved:
         raise InputError(f"nothing could be read: {_listed(unreadable.found)}")
     con = connect(database, memory_limit, sum(_input_bytes(s) for s in resolved))
+    reading = reading or ingest.Reading()
     inputs = ingest.load(con, resolved, syntax=syntax, field_map=field_map, strict=strict, progress=progress,
-                         keep_raw=database is not None)
-    case = Case(con, inputs, unreadable.found)
+                         keep_raw=database is not None, reading=reading)
+    case = Case(con, inputs, unreadable.found, reading)
     if case.records == 0:
         raise InputError(_nothing_read(inputs))
     return case
@@ -135,4 +139,7 @@ def _nothing_read(inputs: list[ingest.InputSummary]) -> str:
     if len(inputs) == 1 and inputs[0].lines == 0:
         return f"{inputs[0].path}: file is empty, nothing to diagnose"
     names = ", ".join(i.path for i in inputs[:3]) + (" …" if len(inputs) > 3 else "")
+    notes = [i.note for i in inputs if i.note]
+    if notes and len(notes) == len([i for i in inputs if i.lines]):
+        return "no mail-send records found. " + "; ".join(notes[:3])
     return f"no mail-send records found in {names} (check --syntax or map fields with --field)"

@@ -40,6 +40,13 @@ def _is_json_object(line: str) -> bool:
         return False
 
 
+def syntax_counts(lines: list[str]) -> tuple[int, int]:
+    """(lines that are JSON objects, other lines holding at least two key=value pairs)."""
+    json_lines = [_is_json_object(line) for line in lines]
+    logfmt_lines = sum(len(_PAIR.findall(line)) >= 2 for line, is_json in zip(lines, json_lines) if not is_json)
+    return sum(json_lines), logfmt_lines
+
+
 def detect_syntax(head: bytes) -> str | None:
     """The syntax most of the first lines are written in, or None when none fits."""
     lines = first_lines(head)

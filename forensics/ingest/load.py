@@ -4,7 +4,9 @@ Python decides which file is which syntax and which keys feed which field; the
 per-line work (splitting, regexes, JSON, casts) all happens inside DuckDB, in one
 parallel pass per file (one pass over them all for more than MANY_FILES files of one
 syntax). A staged table keeps the file's order (the connection preserves insertion
-order), so a line's number is its rowid + 1 (less the rows of the files before it).
+order), so a line's number is its rowid + 1 (less the rows of the files before it). A file
+wrapped by a platform (forensics.ingest.envelopes) is unwrapped first, and its lines keep
+the number of the line (or entry) they came from.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import queries
-from forensics.ingest import sources
+from forensics.ingest import envelopes, sources
 from forensics.ingest.detect import csv_header, detect_syntax, first_lines
+from forensics.ingest.envelopes import Reading
 from forensics.errors import ConfigError, InputError, ParseError
 from forensics.ingest.fields import ALIASES, CANONICAL, FieldMap
 from forensics.ingest.sources import SYNTAXES, Source, head_bytes, is_empty
@@ -41,18 +44,37 @@ class InputSummary:
     skipped: int = 0
     first_skipped_lines: list[int] = field(default_factory=list)
     encoding: str = "utf-8"
+    envelope: str | None = None  # the platform's wrapper its lines were read from
+    note: str | None = None  # why an enveloped file gave no record
 
 
 def load(con, sources: list[Source], syntax: str | None = None, field_map: FieldMap | None = None,
-         strict: bool = False, progress: Progress | None = None, keep_raw: bool = False) -> list[InputSummary]:
+         strict: bool = False, progress: Progress | None = None, keep_raw: bool = False,
+         reading: Reading = Reading()) -> list[InputSummary]:
     """Read every source into events/skipped/sends; `keep_raw` keeps each record's line in events.raw."""
     if syntax is not None and syntax not in SYNTAXES:
         raise ConfigError(f"unknown --syntax {syntax!r} (choose from {', '.join(SYNTAXES)})")
     queries.script(con, "ingest_macros")
+    queries.script(con, "envelope_macros")
     queries.script(con, "address_duckdb_macro")
     queries.script(con, "create_files")
+    envelopes.check_zone(con, reading.tz)
     field_map = field_map or FieldMap()
-    files = [_detected(index + 1, source, syntax) for index, source in enumerate(sources)]
+    files = [_detected(index + 1, source, syntax, reading) for index, source in enumerate(sources)]
+    queries.run(con, "set_time_zone", zone=reading.tz)
+    try:
+        summaries = _load_all(con, files, field_map, keep_raw, progress)
+    finally:
+        queries.run(con, "set_time_zone", zone="UTC")
+    _create_views(con, files, summaries)
+    queries.run(con, "build_sends")
+    if strict:
+        _refuse_skips(con)
+    return [summaries[file.file_id] for file in files]
+
+
+def _load_all(con, files: list[_File], field_map: FieldMap, keep_raw: bool,
+              progress: Progress | None) -> dict[int, InputSummary]:
     summaries: dict[int, InputSummary] = {}
     for members in _groups(files):
         if progress:
@@ -63,55 +85,63 @@ def load(con, sources: list[Source], syntax: str | None = None, field_map: Field
             if progress:
                 progress(index, len(files), file.source.label)
             summaries[file.file_id] = _load_file(con, file, field_map, keep_raw)
-    _create_views(con, files, summaries)
-    queries.run(con, "build_sends")
-    if strict:
-        _refuse_skips(con)
-    return [summaries[file.file_id] for file in files]
+    return summaries
 
 
 @dataclass
 class _File:
     file_id: int
     source: Source
-    syntax: str  # or "empty"
+    syntax: str  # or "empty"; for a file in an envelope, the syntax of its records once unwrapped
     head: bytes = b""
     group: str | None = None  # the staged table it was read into with other files
+    envelope: envelopes.Found | None = None
+    forced: str | None = None  # --syntax
 
 
-def _detected(file_id: int, source: Source, forced: str | None) -> _File:
+def _detected(file_id: int, source: Source, forced: str | None, reading: Reading) -> _File:
     if is_empty(source):
         return _File(file_id, source, forced or "empty")
     head = head_bytes(source)
+    found = envelopes.of_file(source.path, head, forced, reading)
+    if found:
+        return _File(file_id, source, forced or "logfmt", head, envelope=found, forced=forced)
     syntax = forced or detect_syntax(head)
     if syntax is None:
-        raise InputError(f"{source.label}: cannot tell the log syntax (not logfmt, JSON Lines or CSV); "
-                         "force one with --syntax")
+        raise InputError(f"{source.label}: cannot tell the log syntax (not logfmt, JSON Lines or CSV, nor "
+                         "wrapped in a known envelope); force one with --syntax or --envelope")
     return _File(file_id, source, syntax, head)
 
 
 def _groups(files: list[_File]) -> list[list[_File]]:
     """More than MANY_FILES logfmt (or JSON Lines) files are read in one statement: a statement per file is
     planned again each time (hundreds of regexes), whatever the file's size."""
-    groups = [[f for f in files if f.syntax == syntax and f.head] for syntax in ("logfmt", "jsonl")]
+    groups = [[f for f in files if f.syntax == syntax and f.head and not f.envelope] for syntax in ("logfmt", "jsonl")]
     return [members for members in groups if len(members) > MANY_FILES]
 
 
 def _load_file(con, file: _File, field_map: FieldMap, keep_raw: bool) -> InputSummary:
-    source, syntax, head, file_id = file.source, file.syntax, file.head, file.file_id
+    source, head, file_id = file.source, file.head, file.file_id
     if not head:
-        return InputSummary(source.label, syntax)
+        return InputSummary(source.label, file.syntax)
     staged = f"staged_{file_id}"
     plain = _decompressed(con, source)
     try:
-        header_line, repaired = _stage(con, plain or source, staged, syntax, head, field_map, keep_raw)
+        header_line, repaired, unwrapped = _stage(con, plain or source, staged, file, field_map, keep_raw)
     finally:
         if plain:
             os.unlink(plain.path)
     queries.run(con, "register_file", {"file_id": file_id, "label": source.label, "header_line": header_line,
-                                       "staged": staged, "first_row": 0})
-    counts = queries.run(con, "staged_counts", {"header_line": header_line}, staged=staged).fetchone()
-    summary = _summary(source.label, syntax, counts)
+                                       "staged": staged, "first_row": 0,
+                                       "envelope": file.envelope.name if file.envelope else None})
+    if unwrapped:
+        summary = _summary(source.label, unwrapped.syntax, envelopes.counts(con, staged, unwrapped.entries))
+        summary.envelope = file.envelope.name
+        if summary.records == 0:
+            summary.note = envelopes.empty_note(source.label, file.envelope, unwrapped)
+    else:
+        counts = queries.run(con, "staged_counts", {"header_line": header_line}, staged=staged).fetchone()
+        summary = _summary(source.label, file.syntax, counts)
     if repaired:
         summary.encoding = "utf-8 (repaired: invalid bytes or overlong lines)"
     return summary
@@ -145,7 +175,7 @@ def _load_group(con, members: list[_File], field_map: FieldMap, keep_raw: bool) 
     first_row = 0
     for file, count, cut in zip(members, lines, cut_off):
         queries.run(con, "register_file", {"file_id": file.file_id, "label": file.source.label, "header_line": 0,
-                                           "staged": group, "first_row": first_row})
+                                           "staged": group, "first_row": first_row, "envelope": None})
         if cut is not None:
             _mark_truncated(con, group, first_row + count - 1, cut)
         first_row += count
@@ -179,14 +209,21 @@ def _spill_folder(con) -> str | None:
     return queries.one(con, "spill_folder")["folder"] or None
 
 
-def _stage(con, source: Source, staged: str, syntax: str, head: bytes, field_map: FieldMap,
-           keep_raw: bool) -> tuple[int, bool]:
-    """Parse one file into its staged table: the line number of its header (0 without one), and whether
-    it had to be read from a repaired copy."""
-    readable = source
+def _stage(con, source: Source, staged: str, file: _File, field_map: FieldMap,
+           keep_raw: bool) -> tuple[int, bool, envelopes.Unwrapped | None]:
+    """Parse one file into its staged table: the line number of its header (0 without one), whether
+    it had to be read from a repaired copy, and what its envelope held (None without one)."""
+    readable, unwrapped = source, None
     for attempt in ("as is", "sanitized"):
         try:
-            header_line = _PARSERS[syntax](con, readable, staged, head, field_map, keep_raw)
+            if file.envelope:
+                def parse(syntax: str, lines: Source, head: bytes, into: str) -> None:
+                    _PARSERS[syntax](con, lines, into, head, field_map, keep_raw, "mm_unwrapped")
+
+                unwrapped = envelopes.stage(con, file.envelope, readable, staged, file.forced, LINE_DELIM, parse)
+                header_line = 0
+            else:
+                header_line = _PARSERS[file.syntax](con, readable, staged, file.head, field_map, keep_raw)
             break
         except Exception as exc:  # duckdb raises many classes; dirty files get one sanitized retry
             queries.run(con, "drop_staged", staged=staged)
@@ -199,28 +236,32 @@ def _stage(con, source: Source, staged: str, syntax: str, head: bytes, field_map
         _mark_truncated(con, staged, _staged_rows(con, staged) - 1, cut)
     if readable is not source:
         os.unlink(readable.path)  # the repaired copy, like a plain copy, is not kept once staged
-    return header_line, readable is not source
+    return header_line, readable is not source, unwrapped
 
 
 def _create_views(con, files: list[_File], summaries: dict[int, InputSummary]) -> None:
     """The events and skipped views over the staged tables (file ids and table names are ours); tables
     instead when there are more than MANY_FILES files, whose staged tables are then dropped."""
-    alone = [0] + [f.file_id for f in files if f.group is None and summaries[f.file_id].lines]
+    read = [f for f in files if f.group is None and summaries[f.file_id].lines]
+    alone = [0] + [f.file_id for f in read if not f.envelope]
+    enveloped = [f.file_id for f in read if f.envelope]
     groups = list(dict.fromkeys(f.group for f in files if f.group))
     many = len(files) > MANY_FILES
-    queries.script(con, "create_views", relation="TABLE" if many else "VIEW", **view_parts(alone, groups))
+    queries.script(con, "create_views", relation="TABLE" if many else "VIEW", **view_parts(alone, groups, enveloped))
     if many:
-        for staged in [f"staged_{i}" for i in alone[1:]] + groups:
+        for staged in [f"staged_{i}" for i in alone[1:] + enveloped] + groups:
             queries.run(con, "drop_staged", staged=staged)
 
 
-def view_parts(alone: list[int], groups: list[str]) -> dict[str, list[queries.Fragment]]:
-    """The events and skipped parts of every staged table: one per file read alone, one per group."""
-    def parts(single: str, of_many: str) -> list[queries.Fragment]:
+def view_parts(alone: list[int], groups: list[str], enveloped: list[int] = ()) -> dict[str, list[queries.Fragment]]:
+    """The events and skipped parts of every staged table: one per file read alone (or through an envelope),
+    one per group."""
+    def parts(single: str, of_many: str, unwrapped: str) -> list[queries.Fragment]:
         return ([queries.fragment(single, file_id=i, staged=f"staged_{i}") for i in alone]
+                + [queries.fragment(unwrapped, file_id=i, staged=f"staged_{i}") for i in enveloped]
                 + [queries.fragment(of_many, staged=group) for group in groups])
-    return {"events": parts("events_part", "events_part_of_many"),
-            "skipped": parts("skipped_part", "skipped_part_of_many")}
+    return {"events": parts("events_part", "events_part_of_many", "events_part_enveloped"),
+            "skipped": parts("skipped_part", "skipped_part_of_many", "skipped_part_enveloped")}
 
 
 def _is_dirty_file_error(exc: Exception) -> bool:
@@ -263,15 +304,16 @@ _LOGFMT_KEY = re.compile(r'[^\s="]+')
 _HEAD_KEY = re.compile(r'(?:^|\s)([^\s="]+)=')
 
 
-def _parse_logfmt(con, source: Source, staged: str, head: bytes, field_map: FieldMap, keep_raw: bool) -> int:
+def _parse_logfmt(con, source: Source, staged: str, head: bytes, field_map: FieldMap, keep_raw: bool,
+                  reader: str = "mm_lines") -> int:
     # Keys seen in a sample of the file (and its head) get a regex each; every other alias of the
     # vocabulary, and --field names, are tried only on lines where one regex says one of them occurs.
     sampled = {m.group(1) for line in first_lines(head, 200) for m in _HEAD_KEY.finditer(line)}
-    sampled |= {row[0] for row in queries.run(con, "sample_logfmt_keys", _lines_of(source)).fetchall()}
+    sampled |= {row[0] for row in queries.run(con, "sample_logfmt_keys", _lines_of(source), lines=reader).fetchall()}
     fields, rare_keys = logfmt_fields(sampled, field_map)
     pattern = r"\s(?:" + "|".join(re.escape(k) for k in rare_keys) + ")=" if rare_keys else "$^"
     queries.run(con, "stage_logfmt", {**_lines_of(source), "rare_keys": pattern, "keep_raw": keep_raw},
-                staged=staged, fields=fields)
+                staged=staged, fields=fields, lines=reader)
     return 0
 
 
@@ -306,10 +348,11 @@ def pick_columns(keys: list[str], field_map: FieldMap, rare: list[str] = ()) -> 
             for canon, column in _TEXT_COLUMNS]
 
 
-def _parse_jsonl(con, source: Source, staged: str, head: bytes, field_map: FieldMap, keep_raw: bool) -> int:
+def _parse_jsonl(con, source: Source, staged: str, head: bytes, field_map: FieldMap, keep_raw: bool,
+                 reader: str = "mm_lines") -> int:
     # Paths seen among the first lines are read on every line; every other top-level alias of the
     # vocabulary (a key that first appears late in the file) only where one regex finds it.
-    structure = queries.run(con, "json_structure", _lines_of(source)).fetchone()[0]
+    structure = queries.run(con, "json_structure", _lines_of(source), lines=reader).fetchone()[0]
     seen = _json_paths(json.loads(structure) if structure else {})
     keys = [k for k in seen if field_map.canonical_of(k)]
     rare = [k for k in dict.fromkeys([*ALL_ALIASES, *field_map.overrides.values()])
@@ -317,7 +360,7 @@ def _parse_jsonl(con, source: Source, staged: str, head: bytes, field_map: Field
     pattern = '"(?:' + "|".join(re.escape(k) for k in rare) + r')"\s*:' if rare else "$^"
     params = {**_lines_of(source), "paths": _json_path_texts(keys), "rare_paths": _json_path_texts(rare),
               "rare_keys": pattern, "keep_raw": keep_raw}
-    queries.run(con, "stage_jsonl", params, staged=staged, picks=pick_columns(keys, field_map, rare))
+    queries.run(con, "stage_jsonl", params, staged=staged, picks=pick_columns(keys, field_map, rare), lines=reader)
     return 0
 
 
@@ -337,7 +380,8 @@ def _json_paths(structure, prefix: str = "") -> list[str]:
     return paths
 
 
-def _parse_csv(con, source: Source, staged: str, head: bytes, field_map: FieldMap, keep_raw: bool) -> int:
+def _parse_csv(con, source: Source, staged: str, head: bytes, field_map: FieldMap, keep_raw: bool,
+               reader: str = "mm_lines") -> int:
     found = csv_header(head)
     if found is None:
         raise InputError(f"{source.label}: CSV file without a header row")

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 
 import click
 
-from mailmortem.cli.options import export_options, format_option
+from mailmortem.cli.options import TZ_HELP, YEAR_HELP, export_options, format_option
+from forensics.ingest.envelopes import NAMES as ENVELOPES, NONE as NO_ENVELOPE
 from forensics.ingest.sources import SYNTAXES
 from forensics.kinds import KINDS
 
+_READING = "mailmortem.reading"  # where case_options leaves --envelope/--tz/--year (open_case, export_options)
+
 
 def case_options(func):
-    """The options every command that reads logs shares."""
+    """The options every command that reads logs shares. How to read envelopes and times (--envelope, --tz,
+    --year) reaches open_case through the click context, so the commands' own signatures stay as they are."""
     decorators = [
         click.argument("paths", nargs=-1, required=True, metavar="LOGS..."),
         click.option("--syntax", type=click.Choice(SYNTAXES), help="Force the syntax of every file (default: detect per file)."),
@@ -23,10 +28,23 @@ def case_options(func):
         click.option("--memory-limit", default=None, metavar="SIZE", help="DuckDB memory limit; spills to disk beyond it (default 1GB)."),
         click.option("--skip-unreadable", is_flag=True,
                      help="Read what can be read and list the files and folders that cannot (default: refuse)."),
+        click.option("--envelope", type=click.Choice(ENVELOPES + (NO_ENVELOPE,)), metavar="NAME",
+                     help="Read every file as wrapped in this envelope (default: detect per file; none: no "
+                          f"envelope). One of: {', '.join(ENVELOPES)}, {NO_ENVELOPE}."),
+        click.option("--tz", metavar="ZONE", help=TZ_HELP),
+        click.option("--year", type=click.IntRange(1970, 2200), metavar="YEAR", help=YEAR_HELP),
     ]
+
+    @functools.wraps(func)
+    def command(*args, envelope=None, tz=None, year=None, **kwargs):
+        from forensics.ingest.load import Reading
+
+        click.get_current_context().meta[_READING] = Reading(envelope, tz or "UTC", year)
+        return func(*args, **kwargs)
+
     for decorator in reversed(decorators):
-        func = decorator(func)
-    return func
+        command = decorator(command)
+    return command
 
 
 def open_case(paths, syntax, fields, config, strict, memory_limit, skip_unreadable=False, save=None):
@@ -36,23 +54,29 @@ def open_case(paths, syntax, fields, config, strict, memory_limit, skip_unreadab
 
     overrides = load_config(config) if config else {}
     overrides.update(parse_overrides(fields))
+    context = click.get_current_context(silent=True)
+    reading = context.meta.get(_READING) if context else None
     with delayed_status("reading logs") as progress:
         return load_case(paths, syntax=syntax, field_map=overrides, strict=strict, database=save,
-                         memory_limit=memory_limit, progress=progress, skip_unreadable=skip_unreadable)
+                         memory_limit=memory_limit, progress=progress, skip_unreadable=skip_unreadable,
+                         reading=reading)
 
 
 @click.command()
 @case_options
 @format_option(choices=("table", "json"))
 @click.option("--save", type=click.Path(dir_okay=False), help="Keep the loaded case in this DuckDB file (query it with `mailmortem sql`).")
-@export_options(what="Provider send history to reconcile with the log")
+@export_options(what="Provider send history to reconcile with the log", times=False)
 @click.option("--fail-on-duplicates", is_flag=True,
               help="Exit 3 when any duplicate was found, 4 when evidence was lost (4 wins: for scripts and CI).")
 def diagnose(paths, syntax, fields, config, strict, memory_limit, skip_unreadable, fmt, save, exports, fail_on_duplicates):
     """Name the cause of every duplicate send in LOGS and list who was hit.
 
     LOGS are files, folders, globs, .gz files, or - for standard input; many
-    files (e.g. one per worker) form one case.
+    files (e.g. one per worker) form one case. A file wrapped by a platform
+    (Docker, Kubernetes, journald, syslog, Loki, Cloud Logging, CloudWatch,
+    Datadog, Elastic, or a logging framework's prefix) is unwrapped first: the
+    envelope each file was read from is shown in "What was read".
 
     \b
     Examples:
@@ -60,6 +84,8 @@ def diagnose(paths, syntax, fields, config, strict, memory_limit, skip_unreadabl
       mailmortem diagnose logs/worker-*.log.gz --format json | jq '.incidents[]'
       mailmortem diagnose export.csv --syntax csv --field recipient=To --field msg_id="Message ID"
       cat mail-send.log | mailmortem diagnose - --fail-on-duplicates
+      journalctl -o json -u mailer --since today | mailmortem diagnose -
+      mailmortem diagnose /var/log/syslog --year 2026 --tz Europe/Berlin
     """
     from forensics.findings import affected_json, build_document, write_document
 
@@ -72,7 +98,10 @@ def diagnose(paths, syntax, fields, config, strict, memory_limit, skip_unreadabl
     else:
         from mailmortem.cli.diagnose_view import show_diagnosis
 
-        show_diagnosis(document, saved_to=save)
+        from forensics.ingest.envelopes import zone_note
+
+        show_diagnosis(document, saved_to=save,
+                       zone_note=zone_note([i.envelope for i in case.inputs], case.reading.tz))
     if fail_on_duplicates and not document["complete"]:
         sys.exit(4)  # evidence was lost: "no duplicates" cannot be trusted, and neither can a count
     if fail_on_duplicates and (document["summary"]["duplicated_people"] or document["candidates_at_two_addresses"]):

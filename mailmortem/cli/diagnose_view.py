@@ -12,16 +12,16 @@ def _inputs_table(inputs: list[dict]):
     from rich.table import Table
 
     table = Table(title="What was read", title_justify="left", box=None, pad_edge=False)
-    for column in ("file", "syntax", "lines", "records", "skipped", "first skipped"):
+    for column in ("file", "envelope", "syntax", "lines", "records", "skipped", "first skipped"):
         table.add_column(column, justify="right" if column in ("lines", "records", "skipped") else "left",
                          no_wrap=column == "file")
     shown = inputs[:8]
     for i in shown:
         first = ",".join(str(n) for n in i["first_skipped_lines"][:3]) + ("…" if i["skipped"] > 3 else "")
-        table.add_row(safe(_short_path(i["path"])), i["syntax"], f"{i['lines']:,}", f"{i['records']:,}", f"{i['skipped']:,}", first)
+        table.add_row(safe(_short_path(i["path"])), i["envelope"] or "none", i["syntax"], f"{i['lines']:,}", f"{i['records']:,}", f"{i['skipped']:,}", first)
     if len(inputs) > len(shown):
         rest = inputs[len(shown):]
-        table.add_row(f"… {len(rest)} more files", "", f"{sum(i['lines'] for i in rest):,}",
+        table.add_row(f"… {len(rest)} more files", "", "", f"{sum(i['lines'] for i in rest):,}",
                       f"{sum(i['records'] for i in rest):,}", f"{sum(i['skipped'] for i in rest):,}", "")
     return table
 
@@ -77,7 +77,7 @@ def _incident_block(incident: dict):
     return text
 
 
-def show_diagnosis(document: dict, saved_to: str | None = None) -> None:
+def show_diagnosis(document: dict, saved_to: str | None = None, zone_note: str | None = None) -> None:
     from mailmortem.console import make_console
 
     console = make_console()
@@ -87,6 +87,10 @@ def show_diagnosis(document: dict, saved_to: str | None = None) -> None:
     skipped = sum(i["skipped"] for i in document["inputs"])
     if skipped:
         console.print(f"{skipped:,} lines were not records and were skipped (see 'first skipped').")
+    for note in [i["note"] for i in document["inputs"] if i["note"]]:
+        console.print(safe(note), soft_wrap=True)
+    if zone_note:
+        console.print(zone_note)
     console.print()
     for line in _summary_lines(document["summary"]):
         console.print(line)

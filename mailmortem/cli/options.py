@@ -47,14 +47,23 @@ def apply_option():
     return click.option("--apply", is_flag=True, help="Carry out the plan (default: print it and change nothing).")
 
 
+# One --year and one --tz for logs and exports alike (a command that reads both has them once).
+YEAR_HELP = ("Year of syslog stamps, which carry none: in logs (RFC 3164), every stamp's (default: the year the file "
+             "was last modified, a stamp in a later month than that being from the year before); in a Postfix "
+             "export, its first line's.")
+TZ_HELP = ("Time zone of timestamps that carry none (syslog, Python logging, console formats, records; a Postfix "
+           "export's lines), an IANA name such as Europe/Berlin (default UTC).")
+
 _EXPORT_PARAMS = ("export_paths", "export_provider", "export_maps", "campaign_keys", "step_keys", "candidate_keys",
                   "export_year", "export_tz")
 
 
-def export_options(required: bool = False, what: str = "Provider send history"):
+def export_options(required: bool = False, what: str = "Provider send history", times: bool = True):
     """--provider-export and how to read it: the same options on every command that reads exports.
 
     The command gets them as one `exports` argument, a forensics.providers.ExportSpec (falsy without paths).
+    A command that also reads logs (`times=False`, under case_options) has one --year and --tz for both: the
+    export takes those the logs were read with.
     """
     from forensics.providers.detect import PROVIDERS
 
@@ -72,15 +81,19 @@ def export_options(required: bool = False, what: str = "Provider send history"):
         click.option("--step-key", "step_keys", multiple=True, help="Metadata key holding the step (default: step)."),
         click.option("--candidate-key", "candidate_keys", multiple=True,
                      help="Metadata key holding the candidate (default: candidate, candidate_id, lead_id)."),
-        click.option("--year", "export_year", type=click.IntRange(1970, 2200),
-                     help="Postfix classic syslog: year of the first line."),
-        click.option("--tz", "export_tz", help="Postfix classic syslog: time zone of the log (IANA name, default UTC)."),
     ]
+    if times:
+        options += [
+            click.option("--year", "export_year", type=click.IntRange(1970, 2200), help=YEAR_HELP),
+            click.option("--tz", "export_tz", help=TZ_HELP),
+        ]
 
     def decorate(func):
         @functools.wraps(func)
         def with_spec(*args, **kwargs):
-            kwargs["exports"] = _export_spec(*(kwargs.pop(name) for name in _EXPORT_PARAMS))
+            if not times:
+                kwargs["export_year"], kwargs["export_tz"] = _log_times()
+            kwargs["exports"] = _export_spec(*(kwargs.pop(name) for name in _EXPORT_PARAMS), times)
             return func(*args, **kwargs)
 
         for option in reversed(options):
@@ -90,11 +103,19 @@ def export_options(required: bool = False, what: str = "Provider send history"):
     return decorate
 
 
-def _export_spec(paths, provider, maps, campaign_keys, step_keys, candidate_keys, year, tz):
+def _log_times() -> tuple:
+    """The --year and --tz the command's logs are read with (left by case_options in the click context)."""
+    reading = click.get_current_context().meta.get("mailmortem.reading")  # see diagnose.case_options
+    if reading is None:
+        return None, None
+    return reading.year, (reading.tz if reading.tz != "UTC" else None)
+
+
+def _export_spec(paths, provider, maps, campaign_keys, step_keys, candidate_keys, year, tz, times=True):
     from forensics.providers import ExportSpec, Keys
     from forensics.providers.generic import parse_map
 
-    if not paths and (provider or maps or campaign_keys or step_keys or candidate_keys or year or tz):
+    if not paths and (provider or maps or campaign_keys or step_keys or candidate_keys or (times and (year or tz))):
         raise click.UsageError("--provider, --map, the --*-key options, --year and --tz say how to read "
                                "--provider-export, which was not given")
 

@@ -63,7 +63,7 @@ def _done_message(report, out: str, size: int) -> str:
 
 @click.command()
 @case_options
-@export_options(what="Provider send history to reconcile with the log")
+@export_options(what="Provider send history to reconcile with the log", times=False)
 @click.option("--out", "-o", "out", type=click.Path(dir_okay=False), metavar="FILE",
               help="Write the report here (default: standard output). A .md name implies --format md.")
 @click.option("--format", "fmt", type=click.Choice(("html", "md")), default=None,

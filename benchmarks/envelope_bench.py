@@ -1,0 +1,105 @@
+"""What taking envelopes off costs: reading N wrapped lines against reading the same records unwrapped.
+
+    .venv/bin/python benchmarks/envelope_bench.py [--lines 1M] [--syntax logfmt,jsonl]
+                                                  [--envelopes docker-json,cri,...|all] [--runs 2]
+
+The records are the project's simulator's (`mixed` kind, one file, noise and all), repeated until there are
+--lines of them; each envelope's file is those lines as forensics.simulate.envelopes delivers them. Both the
+plain and the wrapped file go through the same ingest (forensics.ingest.case.load_case: detection, the
+envelope's unwrapping inside DuckDB, the same logfmt or JSON Lines parser, sends); the time of that, best of
+--runs in this process on a warm page cache, is compared. A ratio of 1.25 is 25 % over the plain read.
+Classification is not timed: it reads the same tables either way. Prints a Markdown table; not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from forensics.ingest.case import load_case  # noqa: E402
+from forensics.ingest.load import Reading  # noqa: E402
+from forensics.simulate import envelopes as wrap  # noqa: E402
+from forensics.simulate.run import simulate  # noqa: E402
+
+DEFAULT = ("docker-json", "cri", "journald", "syslog", "python-logging", "loki", "cloud-logging",
+           "cloudwatch-export")
+
+
+def parse_size(text: str) -> int:
+    text = text.strip().upper()
+    scale = {"K": 1_000, "M": 1_000_000}.get(text[-1:], 1)
+    return int(float(text.rstrip("KM")) * scale)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--lines", type=parse_size, default=1_000_000, help="lines per file (default 1M)")
+    p.add_argument("--syntax", default="logfmt,jsonl", help="inner syntaxes (default logfmt,jsonl)")
+    p.add_argument("--envelopes", default=",".join(DEFAULT), help=f"envelopes, or all (default {','.join(DEFAULT)})")
+    p.add_argument("--runs", type=int, default=2, help="runs of each read; the best counts (default 2)")
+    p.add_argument("--workdir", type=Path, default=None, help="where the files go (default: a temp folder)")
+    return p.parse_args(argv)
+
+
+def inner_lines(folder: Path, syntax: str, count: int) -> list[str]:
+    """The simulator's lines of one file, repeated up to `count` (the last, unfinished line left out)."""
+    result = simulate("mixed", 4000, folder / f"sim-{syntax}", seed=1, syntax=syntax, split_workers=False)
+    lines = result.files[0].read_text(encoding="utf-8").split("\n")[:-1]
+    return (lines * (count // len(lines) + 1))[:count]
+
+
+def timed_read(path: Path, runs: int) -> float:
+    best = float("inf")
+    for _ in range(runs):
+        gc.collect()
+        started = time.perf_counter()
+        case = load_case([str(path)], reading=Reading(year=2026))
+        best = min(best, time.perf_counter() - started)
+        assert case.records > 0
+        case.con.close()
+        del case
+    return best
+
+
+def bench(folder: Path, syntax: str, names: list[str], count: int, runs: int) -> list[str]:
+    lines = inner_lines(folder, syntax, count)
+    plain = folder / f"plain.{syntax}"
+    plain.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    timed_read(plain, 1)  # warm: imports, DuckDB's extensions, the page cache
+    base = timed_read(plain, runs)
+    rows = [f"| {syntax} | (none: plain) | {count:,} | {base:.2f} | {base:.2f} | 1.00 |"]
+    for name in names:
+        if (syntax == "jsonl" and name in wrap.LOGFMT_ONLY) or (syntax == "logfmt" and name in wrap.JSON_ONLY):
+            continue
+        path = folder / (f"{name}-{syntax}/000000" if name == "cloudwatch-export" else f"{name}.{syntax}.log")
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(wrap.wrap(name, lines), encoding="utf-8")
+        took = timed_read(path, runs)
+        rows.append(f"| {syntax} | {name} | {count:,} | {base:.2f} | {took:.2f} | {took / base:.2f} |")
+        print(rows[-1], flush=True)
+        path.unlink()
+    return rows
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    names = list(wrap.NAMES) if args.envelopes == "all" else args.envelopes.split(",")
+    header = ["| inner syntax | envelope | lines | plain s | wrapped s | wrapped / plain |",
+              "|---|---|---:|---:|---:|---:|"]
+    print("\n".join(header), flush=True)
+    rows = []
+    with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
+        for syntax in args.syntax.split(","):
+            rows += bench(Path(tmp), syntax, names, args.lines, args.runs)
+    print("\n" + "\n".join(header + rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,367 @@
+"""Envelopes: the wrapper a platform puts around an application's log line, told per file and taken off in bulk.
+
+Docker's json-file, CRI, journald, syslog, Loki, Cloud Logging, CloudWatch, Datadog and Elastic exports, and the
+prefixes of common logging frameworks all carry the record an agent wrote (logfmt or JSON) inside something
+else. Python tells which envelope a file has from its first lines; DuckDB takes every envelope off
+(queries/envelopes.sql), and the inner lines are then parsed by the file's ordinary parser, each carrying its
+envelope's time and provenance (used where the record has none).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import queries
+from forensics.errors import ConfigError
+from forensics.ingest.detect import detect_syntax, first_lines, syntax_counts
+from forensics.ingest.fields import ALIASES
+from forensics.ingest.sources import Source
+
+
+@dataclass(frozen=True)
+class Envelope:
+    name: str
+    title: str  # what a person calls it
+    block: str  # the queries/envelopes.sql block that reads its entries
+    zone_less: bool = False  # its times carry no zone: read in --tz
+    items: str = "$"  # where a JSON document of this envelope lists its entries
+
+
+ENVELOPES = {e.name: e for e in (
+    Envelope("docker-json", "Docker json-file", "envelope_docker_json"),
+    Envelope("cri", "Kubernetes CRI log", "envelope_cri"),
+    Envelope("journald", "journald JSON", "envelope_journald"),
+    Envelope("syslog", "syslog RFC 3164", "envelope_rfc3164", zone_less=True),
+    Envelope("rsyslog", "rsyslog high-precision", "envelope_rsyslog"),
+    Envelope("rfc5424", "syslog RFC 5424", "envelope_rfc5424"),
+    Envelope("docker-logs", "docker logs --timestamps", "envelope_timestamped"),
+    Envelope("cloudwatch-export", "CloudWatch export to S3", "envelope_timestamped"),
+    Envelope("python-logging", "Python logging", "envelope_python_logging", zone_less=True),
+    Envelope("structlog", "structlog console", "envelope_structlog", zone_less=True),
+    Envelope("zap", "zap console", "envelope_zap"),
+    Envelope("slog", "Go slog text", "envelope_slog"),
+    Envelope("logrus", "logrus text", "envelope_slog"),
+    Envelope("loki", "Loki logcli jsonl", "envelope_loki"),
+    Envelope("cloud-logging", "Google Cloud Logging", "envelope_cloud_logging"),
+    Envelope("cloudwatch", "AWS CloudWatch events", "envelope_cloudwatch", items="$.events"),
+    Envelope("datadog", "Datadog archive", "envelope_datadog"),
+    Envelope("elastic", "Elasticsearch documents", "envelope_elastic", items="$.hits.hits"),
+)}
+NAMES = tuple(ENVELOPES)
+NONE = "none"  # --envelope none: read every file as it is
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How to read the files beyond their syntax: a forced envelope (--envelope), the zone of timestamps that
+    carry none (--tz), the year of syslog stamps that carry none (--year)."""
+
+    envelope: str | None = None
+    tz: str = "UTC"
+    year: int | None = None
+
+
+@dataclass(frozen=True)
+class Found:
+    """A file's envelope, and whether its entries are one per line or inside JSON documents."""
+
+    envelope: Envelope
+    document: bool = False
+    params: dict = field(default_factory=dict, compare=False)  # what the file's path and age tell
+
+    @property
+    def name(self) -> str:
+        return self.envelope.name
+
+
+# --- telling the envelope ------------------------------------------------------------------------
+
+_ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d"
+_ZONE = r"(?:Z|[+-]\d\d:?\d\d)"
+_TEXT_SHAPES = (  # (envelope, a line's shape), tried in this order: the first fits win ties
+    ("cri", re.compile(rf"^{_ISO}(?:\.\d+)?{_ZONE} (?:stdout|stderr) [FP](?::\S*)?(?: |$)")),
+    ("rfc5424", re.compile(r"^<\d{1,3}>1 \S+ \S+ \S+ \S+ \S+ (?:-|\[)")),
+    ("syslog", re.compile(r"^(?:<\d{1,3}>)?[A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d [\w.:-]+ [\w./-]+(?:\[\d+\])?:")),
+    ("rsyslog", re.compile(rf"^{_ISO}(?:\.\d+)?{_ZONE} [\w.:-]+ [\w./-]+(?:\[\d+\])?:")),
+    ("docker-logs", re.compile(rf"^{_ISO}\.\d{{9}}{_ZONE} ")),
+    ("cloudwatch-export", re.compile(rf"^{_ISO}(?:\.\d+)?{_ZONE} \{{")),
+    ("python-logging", re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\b")),
+    ("structlog", re.compile(rf"^\d{{4}}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d+)?{_ZONE}? +\[ *[A-Za-z]+ *\] ")),
+    ("zap", re.compile(rf"^(?:{_ISO}(?:\.\d+)?{_ZONE}?|\d{{9,11}}(?:\.\d+)?(?:e\+\d+)?)\t[A-Za-z]+\t")),
+    ("slog", re.compile(r"^time=[^\s\"]+ level=\S+ (?:source=\S+ )?msg=")),
+    ("logrus", re.compile(r"^time=\"[^\"]*\" level=\w+ msg=")),
+)
+_S3_EXPORT_NAME = re.compile(r"(?:^|/)\d{6}(?:\.gz)?$")  # CloudWatch's export objects: 000000.gz
+_S3_EXPORT_LINE = re.compile(rf"^{_ISO}\.\d{{3}}Z ")
+_RECORD_KEYS = {alias for canon in ("event", "msg_id", "recipient") for alias in ALIASES[canon]}
+_PAIR = re.compile(r'(?:^|\s)[^\s="]+=\S')
+
+
+def _record_like(text) -> bool:
+    return isinstance(text, str) and (text.lstrip().startswith("{") or bool(_PAIR.search(text)))
+
+
+def _json_shape(obj: dict) -> tuple[str, bool] | None:
+    """(envelope, entries are inside a document) for one JSON object, or None for a plain record."""
+    keys = set(obj)
+    if isinstance(obj.get("events"), list):
+        return "cloudwatch", True
+    if isinstance(obj.get("hits"), dict) and "hits" in obj["hits"]:
+        return "elastic", True
+    if isinstance(obj.get("log"), str) and "time" in keys:
+        return "docker-json", False
+    if "__REALTIME_TIMESTAMP" in keys and ("MESSAGE" in keys or "__CURSOR" in keys):
+        return "journald", False
+    if "line" in keys and "timestamp" in keys and set(keys) <= {"labels", "line", "timestamp"}:
+        return "loki", False
+    if keys & {"logName", "insertId"} and keys & {"textPayload", "jsonPayload", "protoPayload"}:
+        return "cloud-logging", False
+    if "message" in keys and isinstance(obj.get("timestamp"), int) and keys & {"ingestionTime", "eventId",
+                                                                            "logStreamName"}:
+        return "cloudwatch", False
+    if "message" in keys and ("attributes" in keys or {"_id", "date"} <= keys):
+        return "datadog", False
+    if "_source" in keys or ("@timestamp" in keys and _record_like(obj.get("message"))
+                             and not {k.lower() for k in keys} & _RECORD_KEYS):
+        return "elastic", False
+    return None
+
+
+def _line_shape(line: str, path: str) -> tuple[str, bool] | None:
+    text = line.lstrip("\x1e")
+    if text.startswith("{"):
+        try:
+            obj = json.loads(text)
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict):
+            return _json_shape(obj)
+    for name, shape in _TEXT_SHAPES:
+        if shape.match(line):
+            return name, False
+    if _S3_EXPORT_NAME.search(path) and _S3_EXPORT_LINE.match(line):
+        return "cloudwatch-export", False
+    return None
+
+
+def _document_shape(head: str) -> str | None:
+    """The envelope of a JSON document (an array, or one pretty-printed object) from the keys in its head."""
+    keys = {
+        "cloudwatch": ('"events"', '"logStreamName"', '"ingestionTime"', '"nextForwardToken"'),
+        "cloud-logging": ('"insertId"', '"logName"', '"textPayload"', '"jsonPayload"'),
+        "elastic": ('"_source"', '"hits"'),
+        "journald": ('"__REALTIME_TIMESTAMP"', '"MESSAGE"'),
+        "loki": ('"labels"', '"line"'),
+        "docker-json": ('"log"', '"stream"'),
+        "datadog": ('"attributes"', '"service"'),
+    }
+    scores = {name: sum(key in head for key in wanted) for name, wanted in keys.items()}
+    best = max(scores, key=scores.get)
+    return best if scores[best] >= 2 else None
+
+
+def _parses(line: str) -> bool:
+    try:
+        json.loads(line)
+    except ValueError:
+        return False
+    return True
+
+
+def _spread(text: str, lines: list[str]) -> bool:
+    """A JSON array, or an object spread over several lines (pretty-printed): none of the first lines is JSON
+    by itself (one damaged line does not make a file of one entry per line a document)."""
+    return text.startswith("[") or (text.startswith("{") and bool(lines) and not any(map(_parses, lines[:3])))
+
+
+def is_document(head: bytes) -> bool:
+    """A JSON document (see _spread), or pages of entries (`events`, `hits`) one per line, rather than one
+    entry per line."""
+    text = head.decode("utf-8", "replace").lstrip()
+    lines = first_lines(head, 3)
+    if _spread(text, lines):
+        return True
+    if not lines or not text.startswith("{") or not _parses(lines[0]):
+        return False
+    obj = json.loads(lines[0])
+    return isinstance(obj, dict) and (isinstance(obj.get("events"), list) or isinstance(obj.get("hits"), dict))
+
+
+def detect_envelope(head: bytes, path: str = "") -> Found | None:
+    """The envelope most of a file's first lines are wrapped in (at least half of them), or None."""
+    text = head.decode("utf-8", "replace").lstrip()
+    lines = first_lines(head)
+    if _spread(text, lines):
+        name = _document_shape(text)
+        return Found(ENVELOPES[name], document=True) if name else None
+    shapes = [shape for line in lines if (shape := _line_shape(line, path))]
+    if not shapes:
+        return None
+    (name, document), votes = Counter(shapes).most_common(1)[0]
+    if votes * 2 < len(lines):
+        return None
+    return Found(ENVELOPES[name], document=document)
+
+
+def of_file(path: str, head: bytes, syntax: str | None, reading: Reading) -> Found | None:
+    """A file's envelope, with what its path and age say: forced by --envelope, else detected (a CSV file has
+    none)."""
+    if reading.envelope:
+        found = forced(reading.envelope, head)
+    else:
+        found = None if syntax == "csv" else detect_envelope(head, path)
+    if found and syntax == "csv":
+        raise ConfigError("--syntax csv: CSV is not read inside an envelope (records inside one are logfmt or JSON)")
+    return file_params(found, path, reading.year) if found else None
+
+
+def check_zone(con, zone: str) -> None:
+    if not queries.one(con, "time_zone_known", {"zone": zone})["known"]:
+        raise ConfigError(f"--tz {zone!r}: unknown time zone (use a name such as UTC, Europe/Berlin or "
+                          "America/New_York)")
+
+
+def forced(name: str, head: bytes) -> Found | None:
+    """The envelope named by --envelope (None for `none`)."""
+    if name == NONE:
+        return None
+    if name not in ENVELOPES:
+        raise ConfigError(f"unknown --envelope {name!r} (choose from {', '.join(NAMES + (NONE,))})")
+    return Found(ENVELOPES[name], document=is_document(head))
+
+
+# --- what a file's path and age tell ------------------------------------------------------------
+
+_DOCKER_PATH = re.compile(r"containers/([0-9a-f]{12,64})/\1-json\.log")
+_POD_PATH = re.compile(r"pods/[^/_]+_([^/_]+)_[^/]+/([^/]+)/\d+\.log")
+_CONTAINER_LINK = re.compile(r"containers/([^/_]+)_[^/_]+_(.+)-[0-9a-f]{64}\.log")
+_S3_STREAM = re.compile(r"([^/]+)/\d+(?:\.gz)?$")
+
+
+def file_params(found: Found, path: str, year: int | None) -> Found:
+    """The envelope with what the file's path and age say: its container (Docker's id, the pod of a kubelet
+    log, a CloudWatch export's stream), a kubelet log's container name, and the year of stamps that lack one."""
+    container = unit = None
+    if match := _DOCKER_PATH.search(path):
+        container = match.group(1)[:12]
+    elif match := (_POD_PATH.search(path) or _CONTAINER_LINK.search(path)):
+        container, unit = match.groups()
+    elif found.name in ("cloudwatch", "cloudwatch-export") and (match := _S3_STREAM.search(path)):
+        container = match.group(1)
+    stamp_year, last_month = year_rule(path, year)
+    params = {"container": container, "unit": unit, "year": stamp_year, "last_month": last_month}
+    return Found(found.envelope, found.document, params)
+
+
+def year_rule(path: str, year: int | None) -> tuple[int, int]:
+    """(year, last month) for syslog stamps without a year: --year for all of them; else the year the file was
+    last modified, and the year before for a month after that one (the log crossed New Year)."""
+    if year is not None:
+        return year, 12
+    try:
+        modified = dt.datetime.fromtimestamp(os.path.getmtime(path), dt.timezone.utc)
+    except OSError:
+        modified = dt.datetime.now(dt.timezone.utc)
+    return modified.year, modified.month
+
+
+# --- taking it off --------------------------------------------------------------------------------
+
+@dataclass
+class Unwrapped:
+    syntax: str  # of the records inside: logfmt, jsonl, or jsonl+logfmt when it holds both
+    entries: int  # lines of the file, or entries of its JSON documents
+    sample: list[str]  # the first non-blank inner lines
+
+
+Parse = Callable[[str, Source, bytes, str], None]  # (syntax, lines, head, staged table): the file's parser
+
+
+def stage(con, found: Found, source: Source, staged: str, syntax: str | None, delim: str, parse: Parse) -> Unwrapped:
+    """Take the envelope off `source` and parse the lines inside into `staged` (with their envelope, `env`)."""
+    tables = {"entries": f"{staged}_entries", "pieces": f"{staged}_pieces", "unwrapped": f"{staged}_lines"}
+    relation = "VIEW"
+    try:
+        entries, partial, incomplete = _pieces(con, found, source, delim, tables)
+        relation = "TABLE" if partial else "VIEW"
+        queries.run(con, "envelope_joined_lines" if partial else "envelope_lines", **tables)
+        sample = [row[0] for row in queries.run(con, "envelope_inner_sample", unwrapped=tables["unwrapped"]).fetchall()]
+        inner = [syntax] if syntax else inner_syntaxes(sample)
+        _parse_inner(con, inner, Source(tables["unwrapped"], source.label, False), sample, staged, parse)
+        cut = queries.run(con, "envelope_cut_rows", unwrapped=tables["unwrapped"]).fetchall() if incomplete else []
+    finally:
+        queries.script(con, "envelope_drop", relation=relation, **tables)
+    for row, text in cut:
+        queries.run(con, "mark_truncated_row", {"row": row, "text": text}, staged=staged)
+    return Unwrapped("+".join(inner), entries, sample)
+
+
+def _pieces(con, found: Found, source: Source, delim: str, tables: dict) -> tuple[int, int, int]:
+    """The file's entries as pieces: (entries, pieces to join, pieces never finished)."""
+    params = {**found.params, "path": source.path, "delim": delim}
+    lines = "mm_lines"
+    if found.document:
+        queries.run(con, "envelope_document_entries", {"path": source.path, "items": found.envelope.items},
+                    entries=tables["entries"])
+        lines, params["path"] = "mm_entries", tables["entries"]
+    queries.run(con, found.envelope.block, params, pieces=tables["pieces"], lines=lines)
+    partial, incomplete, entries = queries.run(con, "envelope_partial_pieces", pieces=tables["pieces"]).fetchone()
+    return entries, partial, incomplete
+
+
+def inner_syntaxes(sample: list[str]) -> list[str]:
+    """The syntaxes of the records inside: JSON Lines, logfmt, or both (several programs in one journal, say);
+    logfmt when neither fits (the file then holds no record, which its note says)."""
+    json_lines, logfmt_lines = syntax_counts(sample)
+    if json_lines and logfmt_lines:
+        return ["jsonl", "logfmt"]
+    return ["jsonl"] if json_lines else ["logfmt"]
+
+
+def _parse_inner(con, syntaxes: list[str], lines: Source, sample: list[str], staged: str, parse: Parse) -> None:
+    head = "\n".join(sample).encode()
+    if len(syntaxes) == 1:
+        parse(syntaxes[0], lines, head, staged)
+        return
+    parts = {"as_json": f"{staged}_as_json", "as_logfmt": f"{staged}_as_logfmt"}
+    try:
+        parse("jsonl", lines, head, parts["as_json"])
+        parse("logfmt", lines, head, parts["as_logfmt"])
+        queries.run(con, "envelope_mixed_staged", staged=staged, unwrapped=lines.path, **parts)
+    finally:
+        for table in parts.values():
+            queries.run(con, "drop_staged", staged=table)
+
+
+def counts(con, staged: str, entries: int) -> tuple[int, int, int, list[int]]:
+    """(lines, records, skipped, first skipped) of a staged file read through an envelope."""
+    records, skipped, first = queries.run(con, "envelope_counts", staged=staged).fetchone()
+    return entries, records, skipped, list(first or [])
+
+
+def empty_note(label: str, found: Found, unwrapped: Unwrapped) -> str:
+    """What a file whose envelope was recognised holds instead of mail-send records."""
+    what = {"jsonl": "JSON objects without an event or message id",
+            "logfmt": "key=value lines without an event or message id"}
+    inner = detect_syntax("\n".join(unwrapped.sample).encode())
+    holds = what.get(inner, "plain text, not key=value pairs or JSON") if unwrapped.sample else "no text at all"
+    example = f", e.g. {unwrapped.sample[0][:80]!r}" if unwrapped.sample else ""
+    entries = f"{unwrapped.entries:,} {'entry' if unwrapped.entries == 1 else 'entries'}"
+    return (f"{label}: {found.envelope.title} envelope recognised ({entries}), but no "
+            f"mail-send record inside: the messages are {holds}{example}")
+
+
+def zone_note(envelopes_read: list[str | None], tz: str) -> str | None:
+    """Say which zone times without one were read in, when it matters: --tz was given, or an envelope's
+    times carry no zone."""
+    zone_less = sorted({ENVELOPES[name].title for name in envelopes_read if name and ENVELOPES[name].zone_less})
+    if tz == "UTC" and not zone_less:
+        return None
+    where = f" ({', '.join(zone_less)})" if zone_less else ""
+    return f"Times without a zone{where} were read as {tz} (change with --tz)."

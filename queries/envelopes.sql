@@ -1,0 +1,447 @@
+-- Envelopes: the wrappers a platform puts around an application's log line (Docker, CRI, journald, syslog,
+-- Loki, Cloud Logging, CloudWatch, Datadog, Elastic, application prefixes), taken off inside DuckDB.
+-- A file's entries become `pieces` (one per physical line, or per entry of a JSON document): the inner text, the
+-- envelope's time and provenance, and whether the entry completes a line (Docker and CRI split long lines). The
+-- pieces are then joined and split into the inner lines (`envelope_lines`), which the logfmt or JSON Lines
+-- parser of ingest.sql reads like a file's lines, each with its envelope in `env` (see ingest_macros' mm_lines).
+-- Every block reads its lines through {frag:lines}: a file (mm_lines) or the entries of a JSON document
+-- (mm_entries). A line that is not an entry of its envelope is passed on whole, without envelope: nothing is
+-- lost to a format the detection did not expect.
+
+-- name: envelope_macros
+-- Helper macros: read the unwrapped lines or a document's entries as lines; times from epoch microseconds and
+-- from syslog stamps without a year; journald's byte-array messages; the record inside an application's prefix.
+-- dialect: duckdb
+CREATE OR REPLACE TEMP MACRO mm_unwrapped(tbl, sep) AS TABLE SELECT line, env FROM query_table(tbl);
+CREATE OR REPLACE TEMP MACRO mm_entries(tbl, sep) AS TABLE SELECT line FROM query_table(tbl);
+CREATE OR REPLACE TEMP MACRO mm_epoch_us(us) AS
+    TIMESTAMPTZ '1970-01-01 00:00:00+00' + to_microseconds(TRY_CAST(us AS BIGINT));
+-- `Nov 28 09:21:26` in year y, or y - 1 when its month comes after month `last` (a log that crossed New Year),
+-- read in the session's time zone (--tz). Year 2000 tells the month of a Feb 29 stamp.
+CREATE OR REPLACE TEMP MACRO mm_syslog_ts(s, y, last) AS (
+    try_strptime(CAST(CASE WHEN month(try_strptime('2000 ' || regexp_replace(s, ' +', ' '), '%Y %b %d %H:%M:%S')) > last
+                           THEN y - 1 ELSE y END AS VARCHAR) || ' ' || regexp_replace(s, ' +', ' '),
+                 '%Y %b %d %H:%M:%S'))::TIMESTAMPTZ;
+CREATE OR REPLACE TEMP MACRO mm_bytes_text(b) AS coalesce(
+    try(decode(from_hex(array_to_string(list_transform(b, lambda x: lpad(to_hex(x), 2, '0')), '')))),
+    array_to_string(list_transform(b, lambda x: chr(x)), ''));
+-- journald's MESSAGE: a string, an array of byte values (non-UTF-8 or control characters), or several values
+CREATE OR REPLACE TEMP MACRO mm_journal_text(j) AS CASE
+    WHEN json_type(j) <> 'ARRAY' THEN json_extract_string(j, '$')
+    WHEN json_type(j, '$[0]') IN ('UBIGINT', 'BIGINT') THEN mm_bytes_text(TRY_CAST(j AS INTEGER[]))
+    ELSE json_extract_string(j, '$[0]') END;
+-- a message that is itself a record (a JSON object or key=value pairs) rather than prose
+CREATE OR REPLACE TEMP MACRO mm_record_like(m) AS
+    starts_with(ltrim(m), '{') OR regexp_matches(m, '(?:^|\s)[^\s="]+=[^\s]');
+-- what follows an application's prefix (time, level, logger, free text): its trailing JSON object, else its
+-- key=value pairs from the first one on (with a bare ISO time just before them), else all of it
+CREATE OR REPLACE TEMP MACRO mm_payload(rest) AS CASE
+    WHEN ends_with(rtrim(rest), '}') AND contains(rest, '{') AND json_valid(rest[strpos(rest, '{'):])
+         THEN rest[strpos(rest, '{'):]
+    ELSE coalesce(nullif(regexp_extract(
+        rest, '(?:^|\s)((?:[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9:.]+(?:Z|[+-][0-9:]+)?\s+)?[^\s="]+=.*)$', 1), ''), rest) END
+
+-- name: envelope_document_entries
+-- The entries of JSON documents (`gcloud logging read --format=json`'s array, `aws logs` pages, an
+-- Elasticsearch response, or one entry per line), one per row in order: an array's elements, else the list at
+-- :items (e.g. $.events), else the document itself. Each is one line of compact JSON. A top-level array is
+-- read element by element; one document (a page of events, say) may be up to 128 MiB.
+-- dialect: duckdb
+CREATE OR REPLACE TABLE {ident:entries} AS
+SELECT json(unnest(CASE WHEN json_type(json) = 'ARRAY' THEN json_extract(json, '$[*]')
+                        WHEN :items <> '$' AND json_exists(json, :items) THEN json_extract(json, :items || '[*]')
+                        ELSE [json] END))::VARCHAR AS line
+FROM read_json_objects(:path, format := 'auto', maximum_object_size := 134217728)
+
+-- name: envelope_docker_json
+-- Docker's json-file driver: {"log": "...\n", "stream": "stdout", "time": RFC 3339, "attrs": {"tag": ...}}.
+-- A `log` without its newline is a piece of a line longer than 16 KiB (or the end of an unfinished one); the
+-- container is attrs.tag, else :container (from the file's path).
+-- dialect: duckdb
+-- fragments: lines=mm_lines|mm_entries
+CREATE OR REPLACE TABLE {ident:pieces} AS
+WITH entries AS (
+    SELECT row_number() OVER () AS line_no, line,
+           CASE WHEN starts_with(line, '{')
+                THEN try(json_extract_string(line, ['$.log', '$.stream', '$.time', '$.attrs.tag'])) END AS v
+    FROM {frag:lines}(:path, :delim)
+), read AS (
+    SELECT line_no, line, CASE WHEN v[3] IS NOT NULL THEN v END AS v FROM entries
+)
+SELECT line_no, coalesce(v[2], '') AS chain,
+       CASE WHEN v IS NULL THEN line
+            WHEN ends_with(v[1], chr(13) || chr(10)) THEN v[1][:-3]
+            WHEN ends_with(v[1], chr(10)) THEN v[1][:-2] ELSE coalesce(v[1], '') END AS text,
+       v IS NULL OR v[1] IS NULL OR ends_with(v[1], chr(10)) AS complete, mm_ts(v[3]) AS ts, v[2] AS stream,
+       NULL::VARCHAR AS host, NULL::VARCHAR AS unit,
+       CASE WHEN v IS NOT NULL THEN coalesce(v[4], :container) END AS container, NULL::VARCHAR AS pid
+FROM read
+
+-- name: envelope_cri
+-- Kubernetes / containerd / CRI-O log files: `<RFC 3339> <stdout|stderr> <F|P>[:tags] <line>`; P is a piece of a
+-- longer line, joined up to the next F of the same stream. Pod (:container) and container (:unit) come from the
+-- file's path.
+-- dialect: duckdb
+-- fragments: lines=mm_lines|mm_entries
+CREATE OR REPLACE TABLE {ident:pieces} AS
+WITH entries AS (
+    SELECT row_number() OVER () AS line_no, line,
+           regexp_extract(line, '^(\S+) (stdout|stderr) ([FP])(?::\S*)?(?: (.*))?$', ['ts', 'stream', 'tag', 'text']) AS m
+    FROM {frag:lines}(:path, :delim)
+)
+SELECT line_no, coalesce(m.stream, '') AS chain, CASE WHEN m.stream = '' THEN line ELSE m.text END AS text,
+       coalesce(m.tag, '') <> 'P' AS complete, mm_ts(nullif(m.ts, '')) AS ts, nullif(m.stream, '') AS stream,
+       NULL::VARCHAR AS host, CASE WHEN m.stream <> '' THEN :unit END AS unit,
+       CASE WHEN m.stream <> '' THEN :container END AS container, NULL::VARCHAR AS pid
+FROM entries
+
+-- name: envelope_journald
+-- `journalctl -o json` (or json-seq, each entry after an RS byte): MESSAGE (a string or an array of bytes),
+-- __REALTIME_TIMESTAMP in microseconds, _HOSTNAME, _SYSTEMD_UNIT or SYSLOG_IDENTIFIER, _PID, CONTAINER_NAME.
+-- An entry cut at journald's LineMax (_LINE_BREAK=line-max) or a partial container line is joined with the
+-- next of its stream (_STREAM_ID); one the stream ended before its newline (_LINE_BREAK=eof) is unfinished.
+-- dialect: duckdb
+-- fragments: lines=mm_lines|mm_entries
+CREATE OR REPLACE TABLE {ident:pieces} AS
+WITH entries AS (
+    SELECT row_number() OVER () AS line_no, ltrim(line, chr(30)) AS line FROM {frag:lines}(:path, :delim)
+), read AS (
+    SELECT line_no, line, CASE WHEN starts_with(line, '{') THEN try(json_extract_string(line, [
+               '$.MESSAGE', '$.__REALTIME_TIMESTAMP', '$._HOSTNAME', '$._SYSTEMD_UNIT', '$.SYSLOG_IDENTIFIER',
+               '$._PID', '$.CONTAINER_NAME', '$._STREAM_ID', '$._LINE_BREAK', '$.CONTAINER_PARTIAL_MESSAGE'])) END AS v
+    FROM entries
+)
+SELECT line_no, coalesce(v[8], '') AS chain,
+       CASE WHEN v[2] IS NULL THEN line
+            WHEN starts_with(v[1], '[') THEN mm_journal_text(json_extract(line, '$.MESSAGE')) ELSE v[1] END AS text,
+       NOT coalesce(v[9] IN ('line-max', 'eof') OR v[10] = 'true', false) AS complete, mm_epoch_us(v[2]) AS ts,
+       NULL::VARCHAR AS stream, v[3] AS host, coalesce(v[4], v[5]) AS unit, v[7] AS container, v[6] AS pid
+FROM read
+
+-- name: envelope_rfc3164
+-- Traditional syslog files and RFC 3164: `[<PRI>]Mmm dd hh:mm:ss host tag[pid]: message`. The stamp has no year
+-- (:year, or :year - 1 for a month after :last_month) and no zone (the session's, --tz).
+-- dialect: duckdb
+-- fragments: lines=mm_lines|mm_entries
+CREATE OR REPLACE TABLE {ident:pieces} AS
+WITH entries AS (
+    SELECT row_number() OVER () AS line_no, line,
+           regexp_extract(line, '^(?:<[0-9]{1,3}>)?([A-Z][a-z]{2} +[0-9]{1,2} [0-9]{2}:[0-9]{2}:[0-9]{2}) (\S+) ([^\s\[:]+)(?:\[([0-9]+)\])?: ?(.*)$',
+                          ['stamp', 'host', 'tag', 'pid', 'text']) AS m
+    FROM {frag:lines}(:path, :delim)
+)
+SELECT line_no, '' AS chain, CASE WHEN m.stamp = '' THEN line ELSE m.text END AS text, true AS complete,
+       CASE WHEN m.stamp <> '' THEN mm_syslog_ts(m.stamp, :year, :last_month) END AS ts, NULL::VARCHAR AS stream,
+       nullif(m.host, '') AS host, nullif(m.tag, '') AS unit, NULL::VARCHAR AS container, nullif(m.pid, '') AS pid
+FROM entries
+
+-- name: envelope_rsyslog
+-- rsyslog's high-precision file format (RSYSLOG_FileFormat): `<RFC 3339> host tag[pid]: message`.
+-- dialect: duckdb
+-- fragments: lines=mm_lines|mm_entries
+CREATE OR REPLACE TABLE {ident:pieces} AS
+WITH entries AS (
+    SELECT row_number() OVER () AS line_no, line,
+           regexp_extract(line, '^([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(?:Z|[+-][0-9]{2}:?[0-9]{2})?) (\S+) ([^\s\[:]+)(?:\[([0-9]+)\])?: ?(.*)$',
+                          ['stamp', 'host', 'tag', 'pid', 'text']) AS m
+    FROM {frag:lines}(:path, :delim)
+)
+SELECT line_no, '' AS chain, CASE WHEN m.stamp = '' THEN line ELSE m.text END AS text, true AS complete,
+       mm_ts(nullif(m.stamp, '')) AS ts, NULL::VARCHAR AS stream, nullif(m.host, '') AS host,
+       nullif(m.tag, '') AS unit, NULL::VARCHAR AS container, nullif(m.pid, '') AS pid
+FROM entries
+
+-- name: envelope_rfc5424
+-- RFC 5424: `<PRI>1 TIMESTAMP HOST APP-NAME PROCID MSGID STRUCTURED-DATA [MSG]`, `-` for a nil value; a UTF-8
+-- byte-order mark before MSG is dropped.
+-- dialect: duckdb
+-- fragments: lines=mm_lines|mm_entries
+CREATE OR REPLACE TABLE {ident:pieces} AS
+WITH entries AS (
+    SELECT row_number() OVER () AS line_no, line,
+           regexp_extract(line, '^<([0-9]{1,3})>1 (\S+) (\S+) (\S+) (\S+) (\S+) (-|(?:\[(?:[^\]"\\]|\\.|"(?:[^"\\]|\\.)*")*\])+)(?: (.*))?$',
+                          ['pri', 'stamp', 'host', 'app', 'procid', 'msgid', 'sd', 'text']) AS m
+    FROM {frag:lines}(:path, :delim)
+)
+SELECT line_no, '' AS chain, CASE WHEN m.pri = '' THEN line ELSE ltrim(m.text, chr(65279)) END AS text,
+       true AS complete, CASE WHEN m.stamp NOT IN ('', '-') THEN mm_ts(m.stamp) END AS ts, NULL::VARCHAR AS stream,
+       nullif(nullif(m.host, ''), '-') AS host, nullif(nullif(m.app, ''), '-') AS unit, NULL::VARCHAR AS container,
+       nullif(nullif(m.procid, ''), '-') AS pid
+FROM entries
+
+-- name: envelope_timestamped
+-- A time, a space, the line: `docker logs --timestamps` / `kubectl logs --timestamps` (RFC 3339, 9 digits) and
+-- CloudWatch's export to S3 (milliseconds). A line without the time continues a multi-line message.
+-- dialect: duckdb
+-- fragments: lines=mm_lines|mm_entries
+CREATE OR REPLACE TABLE {ident:pieces} AS
+WITH entries AS (
+    SELECT row_number() OVER () AS line_no, line,
+           regexp_extract(line, '^([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})) (.*)$',
+                          ['stamp', 'text']) AS m
+    FROM {frag:lines}(:path, :delim)
+)
+SELECT line_no, '' AS chain, CASE WHEN m.stamp = '' THEN line ELSE m.text END AS text, true AS complete,
+       mm_ts(nullif(m.stamp, '')) AS ts, NULL::VARCHAR AS stream, NULL::VARCHAR AS host, NULL::VARCHAR AS unit,
+       CASE WHEN m.stamp <> '' THEN :container END AS container, NULL::VARCHAR AS pid
+FROM entries
+
+-- name: envelope_python_logging
+-- Python logging with %(asctime)s first: `2026-11-28 09:21:26,123 LEVEL name: message`, local time without a
+-- zone (the session's, --tz); the record is the message's JSON object or key=value pairs.
+-- dialect: duckdb
+-- fragments: lines=mm_lines|mm_entries
+CREATE OR REPLACE TABLE {ident:pieces} AS
+WITH entries AS (
+    SELECT row_number() OVER () AS line_no, line,
+           regexp_extract(line, '^([0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2},[0-9]{3})[ :-]*(.*)$',
+                          ['stamp', 'rest']) AS m
+    FROM {frag:lines}(:path, :delim)
+)
+SELECT line_no, '' AS chain, CASE WHEN m.stamp = '' THEN line ELSE mm_payload(m.rest) END AS text, true AS complete,
+       mm_ts(replace(nullif(m.stamp, ''), ',', '.')) AS ts, NULL::VARCHAR AS stream, NULL::VARCHAR AS host,
+       NULL::VARCHAR AS unit, NULL::VARCHAR AS container, NULL::VARCHAR AS pid
+FROM entries
+
+-- name: envelope_structlog
+-- structlog's ConsoleRenderer: `2026-11-28 09:21:26 [info     ] event   key=value …` (local time unless the
+-- stamp has a zone); the record is its key=value pairs (or a JSON object).
+-- dialect: duckdb
+-- fragments: lines=mm_lines|mm_entries
+CREATE OR REPLACE TABLE {ident:pieces} AS
+WITH entries AS (
+    SELECT row_number() OVER () AS line_no, line,
+           regexp_extract(line, '^([0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?) +\[ *[A-Za-z]+ *\] ?(.*)$',
+                          ['stamp', 'rest']) AS m
+    FROM {frag:lines}(:path, :delim)
+)
+SELECT line_no, '' AS chain, CASE WHEN m.stamp = '' THEN line ELSE mm_payload(m.rest) END AS text, true AS complete,
+       mm_ts(nullif(m.stamp, '')) AS ts, NULL::VARCHAR AS stream, NULL::VARCHAR AS host, NULL::VARCHAR AS unit,
+       NULL::VARCHAR AS container, NULL::VARCHAR AS pid
+FROM entries
+
+-- name: envelope_zap
+-- zap's console encoder: tab-separated time, level, [logger, caller,] message, then the context as one JSON
+-- object (the record); a message of key=value pairs is read too.
+-- dialect: duckdb
+-- fragments: lines=mm_lines|mm_entries
+CREATE OR REPLACE TABLE {ident:pieces} AS
+WITH entries AS (
+    SELECT row_number() OVER () AS line_no, line,
+           regexp_extract(line, '^([0-9][^\t]*)\t([A-Za-z]+)\t(.*)$', ['stamp', 'level', 'rest']) AS m
+    FROM {frag:lines}(:path, :delim)
+)
+SELECT line_no, '' AS chain, CASE WHEN m.stamp = '' THEN line ELSE mm_payload(m.rest) END AS text, true AS complete,
+       mm_ts(nullif(m.stamp, '')) AS ts, NULL::VARCHAR AS stream, NULL::VARCHAR AS host, NULL::VARCHAR AS unit,
+       NULL::VARCHAR AS container, NULL::VARCHAR AS pid
+FROM entries
+
+-- name: envelope_slog
+-- Go log/slog's TextHandler (`time=… level=… [source=…] msg=… key=value …`) and logrus's TextFormatter
+-- (`time="…" level=… msg="…" key=value …`): the record is the pairs after msg.
+-- dialect: duckdb
+-- fragments: lines=mm_lines|mm_entries
+CREATE OR REPLACE TABLE {ident:pieces} AS
+WITH entries AS (
+    SELECT row_number() OVER () AS line_no, line,
+           regexp_extract(line, '^time=("[^"]*"|\S+) level=\S+ (?:source=\S+ )?msg=("(?:[^"\\]|\\.)*"|\S*) ?(.*)$',
+                          ['stamp', 'msg', 'rest']) AS m
+    FROM {frag:lines}(:path, :delim)
+)
+SELECT line_no, '' AS chain, CASE WHEN m.stamp = '' THEN line ELSE m.rest END AS text, true AS complete,
+       mm_ts(mm_unquote(nullif(m.stamp, ''))) AS ts, NULL::VARCHAR AS stream, NULL::VARCHAR AS host,
+       NULL::VARCHAR AS unit, NULL::VARCHAR AS container, NULL::VARCHAR AS pid
+FROM entries
+
+-- name: envelope_loki
+-- Grafana Loki's `logcli query --output=jsonl`: {"labels": {...}, "line": "...", "timestamp": RFC 3339}; the
+-- labels give the stream, host, pod or container, and app, service or job.
+-- dialect: duckdb
+-- fragments: lines=mm_lines|mm_entries
+CREATE OR REPLACE TABLE {ident:pieces} AS
+WITH entries AS (
+    SELECT row_number() OVER () AS line_no, line,
+           CASE WHEN starts_with(line, '{') THEN try(json_extract_string(line, [
+               '$.line', '$.timestamp', '$.labels.stream', '$.labels.host', '$.labels.hostname', '$.labels.instance',
+               '$.labels.node_name', '$.labels.pod', '$.labels.container', '$.labels.container_name', '$.labels.unit',
+               '$.labels.service_name', '$.labels.app', '$.labels.job'])) END AS v
+    FROM {frag:lines}(:path, :delim)
+), read AS (
+    SELECT line_no, line, CASE WHEN v[1] IS NOT NULL AND v[2] IS NOT NULL THEN v END AS v FROM entries
+)
+SELECT line_no, '' AS chain, CASE WHEN v IS NULL THEN line ELSE v[1] END AS text, true AS complete,
+       mm_ts(v[2]) AS ts, v[3] AS stream, coalesce(v[4], v[5], v[6], v[7]) AS host,
+       coalesce(v[11], v[12], v[13], v[14]) AS unit, coalesce(v[8], v[9], v[10]) AS container, NULL::VARCHAR AS pid
+FROM read
+
+-- name: envelope_cloud_logging
+-- Google Cloud Logging LogEntries (a sink's file, one per line, or gcloud's JSON array through
+-- envelope_document_entries): textPayload, or jsonPayload as a JSON record; timestamp; the stream from the log
+-- name (…/logs/stdout); host, pod or container, and service from the resource's labels.
+-- dialect: duckdb
+-- fragments: lines=mm_lines|mm_entries
+CREATE OR REPLACE TABLE {ident:pieces} AS
+WITH entries AS (
+    SELECT row_number() OVER () AS line_no, line,
+           CASE WHEN starts_with(line, '{') THEN try(json_extract_string(line, [
+               '$.textPayload', '$.jsonPayload', '$.timestamp', '$.receiveTimestamp', '$.logName',
+               '$.labels."compute.googleapis.com/resource_name"', '$.resource.labels.node_name',
+               '$.resource.labels.instance_id', '$.resource.labels.pod_name', '$.resource.labels.container_name',
+               '$.resource.labels.service_name', '$.resource.labels.job_name', '$.resource.labels.function_name',
+               '$.insertId'])) END AS v
+    FROM {frag:lines}(:path, :delim)
+), read AS (
+    SELECT line_no, line, CASE WHEN v[5] IS NOT NULL OR v[14] IS NOT NULL THEN v END AS v FROM entries
+)
+SELECT line_no, '' AS chain, CASE WHEN v IS NULL THEN line ELSE coalesce(v[1], v[2]) END AS text, true AS complete,
+       mm_ts(coalesce(v[3], v[4])) AS ts, nullif(regexp_extract(v[5], '/logs/(stdout|stderr)$', 1), '') AS stream,
+       coalesce(v[6], v[7], v[8]) AS host, coalesce(v[11], v[12], v[13]) AS unit, coalesce(v[9], v[10]) AS container,
+       NULL::VARCHAR AS pid
+FROM read
+
+-- name: envelope_cloudwatch
+-- AWS CloudWatch Logs events (`aws logs filter-log-events` / `get-log-events` pages through
+-- envelope_document_entries, or one event per line): message, timestamp in milliseconds, logStreamName (else
+-- :container, from the file's path).
+-- dialect: duckdb
+-- fragments: lines=mm_lines|mm_entries
+CREATE OR REPLACE TABLE {ident:pieces} AS
+WITH entries AS (
+    SELECT row_number() OVER () AS line_no, line,
+           CASE WHEN starts_with(line, '{') THEN try(json_extract_string(line, [
+               '$.message', '$.timestamp', '$.logStreamName', '$.logGroupName'])) END AS v
+    FROM {frag:lines}(:path, :delim)
+), read AS (
+    SELECT line_no, line, CASE WHEN v[1] IS NOT NULL AND v[2] IS NOT NULL THEN v END AS v FROM entries
+)
+SELECT line_no, '' AS chain, CASE WHEN v IS NULL THEN line ELSE v[1] END AS text, true AS complete,
+       mm_ts(v[2]) AS ts, NULL::VARCHAR AS stream, NULL::VARCHAR AS host, v[4] AS unit,
+       CASE WHEN v IS NOT NULL THEN coalesce(v[3], :container) END AS container, NULL::VARCHAR AS pid
+FROM read
+
+-- name: envelope_datadog
+-- Datadog log archives (one event per line): the record is `message` when it is one (a JSON object or
+-- key=value pairs), else the parsed `attributes`; `date` (or `timestamp`), `host`, `service`.
+-- dialect: duckdb
+-- fragments: lines=mm_lines|mm_entries
+CREATE OR REPLACE TABLE {ident:pieces} AS
+WITH entries AS (
+    SELECT row_number() OVER () AS line_no, line,
+           CASE WHEN starts_with(line, '{') THEN try(json_extract_string(line, [
+               '$.message', '$.attributes', '$.date', '$.timestamp', '$.host', '$.service'])) END AS v
+    FROM {frag:lines}(:path, :delim)
+), read AS (
+    SELECT line_no, line, CASE WHEN v[1] IS NOT NULL OR v[2] IS NOT NULL THEN v END AS v FROM entries
+)
+SELECT line_no, '' AS chain,
+       CASE WHEN v IS NULL THEN line WHEN mm_record_like(v[1]) THEN v[1] ELSE coalesce(v[2], v[1]) END AS text,
+       true AS complete, mm_ts(coalesce(v[3], v[4])) AS ts, NULL::VARCHAR AS stream, v[5] AS host, v[6] AS unit,
+       NULL::VARCHAR AS container, NULL::VARCHAR AS pid
+FROM read
+
+-- name: envelope_elastic
+-- Elasticsearch / OpenSearch documents (one per line, bare or as a hit with `_source`, or a search response
+-- through envelope_document_entries): the record is `message` (or log.original, event.original) when it is
+-- one, else the document itself; @timestamp, host.name, container or pod, service.name.
+-- dialect: duckdb
+-- fragments: lines=mm_lines|mm_entries
+CREATE OR REPLACE TABLE {ident:pieces} AS
+WITH entries AS (
+    SELECT row_number() OVER () AS line_no, line,
+           CASE WHEN starts_with(line, '{') THEN try(json_extract_string(coalesce(try(json_extract(line, '$._source')), line), [
+               '$.message', '$.log.original', '$.event.original', '$."@timestamp"', '$.host.name', '$.host.hostname',
+               '$.container.name', '$.kubernetes.pod.name', '$.service.name', '$'])) END AS v
+    FROM {frag:lines}(:path, :delim)
+)
+SELECT line_no, '' AS chain,
+       CASE WHEN v IS NULL THEN line WHEN mm_record_like(v[1]) THEN v[1] WHEN mm_record_like(v[2]) THEN v[2]
+            WHEN mm_record_like(v[3]) THEN v[3] ELSE v[10] END AS text,
+       true AS complete, mm_ts(v[4]) AS ts, NULL::VARCHAR AS stream, coalesce(v[5], v[6]) AS host, v[9] AS unit,
+       coalesce(v[8], v[7]) AS container, NULL::VARCHAR AS pid
+FROM entries
+
+-- name: envelope_partial_pieces
+-- How many pieces leave their line unfinished before the file's last entry (then pieces must be joined), how
+-- many leave it unfinished at all, and how many entries there are.
+-- dialect: duckdb
+SELECT count(*) FILTER (WHERE NOT complete AND line_no < (SELECT max(line_no) FROM {ident:pieces})) AS partial,
+       count(*) FILTER (WHERE NOT complete) AS incomplete, count(*) AS entries
+FROM {ident:pieces}
+
+-- name: envelope_lines
+-- The inner lines of pieces that need no joining, in order: a piece holding newlines (a multi-line journald
+-- MESSAGE, say) gives one line each, all with the piece's envelope (`env`). A VIEW: the parser reads it once.
+-- A last piece that never finished its line (`cut`) is treated like a last line without a newline.
+-- dialect: duckdb
+CREATE OR REPLACE VIEW {ident:unwrapped} AS
+SELECT unnest(CASE WHEN contains(text, chr(10)) THEN string_split(rtrim(text, chr(10)), chr(10)) ELSE [text] END) AS line,
+       struct_pack(line_no := line_no, ts := ts, stream := stream, host := host, unit := unit, container := container,
+                   pid := pid, worker := coalesce(container, host, unit), cut := NOT complete) AS env
+FROM {ident:pieces}
+
+-- name: envelope_joined_lines
+-- The inner lines when pieces must be joined: consecutive pieces of one chain (stream) make one line, up to and
+-- including the piece that completes it; the line keeps the first piece's number and envelope. Then split at
+-- newlines like envelope_lines, in the file's order.
+-- dialect: duckdb
+CREATE OR REPLACE TABLE {ident:unwrapped} AS
+WITH marked AS (
+    SELECT *, coalesce(lag(NOT complete) OVER (PARTITION BY chain ORDER BY line_no), false) AS continues
+    FROM {ident:pieces}
+), numbered AS (
+    SELECT *, sum(CASE WHEN continues THEN 0 ELSE 1 END) OVER (PARTITION BY chain ORDER BY line_no
+                                                               ROWS UNBOUNDED PRECEDING) AS record
+    FROM marked
+), joined AS (
+    SELECT min(line_no) AS line_no, string_agg(text, '' ORDER BY line_no) AS text,
+           arg_max(complete, line_no) AS complete, arg_min(ts, line_no) AS ts, arg_min(stream, line_no) AS stream,
+           arg_min(host, line_no) AS host, arg_min(unit, line_no) AS unit, arg_min(container, line_no) AS container,
+           arg_min(pid, line_no) AS pid
+    FROM numbered GROUP BY chain, record
+), split AS (
+    SELECT *, CASE WHEN contains(text, chr(10)) THEN string_split(rtrim(text, chr(10)), chr(10)) ELSE [text] END AS parts
+    FROM joined
+), lines AS (
+    SELECT *, unnest(parts) AS line, generate_subscripts(parts, 1) AS part FROM split
+)
+SELECT line, struct_pack(line_no := line_no, ts := ts, stream := stream, host := host, unit := unit,
+                         container := container, pid := pid, worker := coalesce(container, host, unit),
+                         cut := NOT complete) AS env
+FROM lines ORDER BY line_no, part
+
+-- name: envelope_mixed_staged
+-- A file whose envelope holds both JSON and logfmt records (a journal of several programs, say), parsed both ways
+-- ({ident:as_json}, {ident:as_logfmt}, in the order of {ident:unwrapped}): each line takes the reading of its
+-- own syntax.
+-- dialect: duckdb
+CREATE OR REPLACE TABLE {ident:staged} AS
+SELECT unnest(CASE WHEN starts_with(ltrim(u.line), '{') THEN j ELSE l END)
+FROM (SELECT line FROM {ident:unwrapped}) u POSITIONAL JOIN {ident:as_json} j POSITIONAL JOIN {ident:as_logfmt} l
+
+-- name: envelope_inner_sample
+-- The first non-blank inner lines (to tell the inner syntax, and to say what a file without records holds).
+-- dialect: duckdb
+SELECT line FROM {ident:unwrapped} WHERE trim(line) <> '' LIMIT 200
+
+-- name: envelope_cut_rows
+-- The inner lines a platform never finished (see envelope_lines): their row (the staged table's rowid, which
+-- follows the same order) and text.
+-- dialect: duckdb
+SELECT row, line FROM (SELECT row_number() OVER () - 1 AS row, line, env.cut AS cut FROM {ident:unwrapped})
+WHERE cut
+
+-- name: envelope_counts
+-- Records, skipped lines and the first skipped entries of a staged file read through an envelope.
+-- dialect: duckdb
+SELECT count(*) FILTER (WHERE problem IS NULL) AS records, count(*) FILTER (WHERE problem IS NOT NULL) AS skipped,
+       (list(DISTINCT env.line_no ORDER BY env.line_no) FILTER (WHERE problem IS NOT NULL))[1:10] AS first
+FROM {ident:staged}
+
+-- name: envelope_drop
+-- Forget the intermediate tables and view of a file read through an envelope ({frag:relation}: how its inner
+-- lines were kept).
+-- dialect: duckdb
+-- fragments: relation=VIEW|TABLE
+DROP {frag:relation} IF EXISTS {ident:unwrapped};
+DROP TABLE IF EXISTS {ident:pieces};
+DROP TABLE IF EXISTS {ident:entries}

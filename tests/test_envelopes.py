@@ -1,0 +1,214 @@
+"""Envelopes (forensics.ingest.envelopes): each is detected without --envelope on a sample written from its
+format's documentation (tests/fixtures/envelopes/README.md), and gives the inner line, time and provenance."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from forensics.errors import ConfigError, InputError
+from forensics.ingest import envelopes
+from forensics.ingest.case import load_case
+from forensics.ingest.load import Reading
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "envelopes"
+A = "event=send campaign=c-7 step=1 email=ana@example.com msg_id=<a1@mail.example.com>"
+B = '{"event":"send","campaign":"c-7","step":1,"email":"ben@example.com","msg_id":"<b2@mail.example.com>"}'
+B_SORTED = '{"campaign":"c-7","email":"ben@example.com","event":"send","msg_id":"<b2@mail.example.com>","step":1}'
+DOCKER_ID = "3f4e8a1b2c9d" + "0" * 52
+POD_LOG = "kubelet/pods/outreach_mailer-7d9f5_0c1d2e3f-aaaa-bbbb-cccc-123456789abc/mailer/0.log"
+HOST = {"host": "mail-host-1", "unit": "mailer", "pid": "812"}
+
+# (file, envelope, the first record's inner line, its time, its envelope's provenance, the worker it gets)
+SAMPLES = [
+    (f"docker/containers/{DOCKER_ID}/{DOCKER_ID}-json.log", "docker-json", A, "2026-11-28T09:21:26.123456",
+     {"stream": "stdout", "container": "3f4e8a1b2c9d"}, "3f4e8a1b2c9d"),
+    (POD_LOG, "cri", A, "2026-11-28T09:21:26.576064",
+     {"stream": "stdout", "container": "mailer-7d9f5", "unit": "mailer"}, "mailer-7d9f5"),
+    ("journald/mailer.json", "journald", A, "2026-11-28T09:21:26.123456",
+     {"host": "mail-host-1", "unit": "mailer.service", "pid": "812"}, "mail-host-1"),
+    ("syslog/messages", "syslog", A, "2026-11-28T09:21:26", HOST, "mail-host-1"),
+    ("rsyslog/mail.log", "rsyslog", A, "2026-11-28T08:21:26.123456", HOST, "mail-host-1"),
+    ("rfc5424/mail.log", "rfc5424", A, "2026-11-28T09:21:26.003", HOST, "mail-host-1"),
+    ("docker-logs/mailer.log", "docker-logs", A, "2026-11-28T09:21:26.123456", {}, None),
+    ("cloudwatch-export/exportedlogs/5b1f0e2a-task/mailer-stream-1/000000.gz", "cloudwatch-export", B,
+     "2026-11-28T09:21:26.123", {"container": "mailer-stream-1"}, "mailer-stream-1"),
+    ("python-logging/mailer.log", "python-logging", A, "2026-11-28T09:21:26.123", {}, None),
+    ("structlog/mailer.log", "structlog", A, "2026-11-28T09:21:26", {}, None),
+    ("zap/mailer.log", "zap", B, "2026-11-28T08:21:26.123", {}, None),
+    ("slog/mailer.log", "slog", A, "2026-11-28T14:21:26.123", {}, None),
+    ("logrus/mailer.log", "logrus", 'campaign=c-7 email=ana@example.com event=send msg_id="<a1@mail.example.com>" '
+     "step=1", "2026-11-28T14:21:26", {}, None),
+    ("loki/mailer.jsonl", "loki", B, "2026-11-28T09:21:27",
+     {"stream": "stdout", "host": "node-3", "unit": "outreach/mailer", "container": "mailer-1"}, "mailer-1"),
+    ("cloud-logging/gcloud-read.json", "cloud-logging", B_SORTED, "2026-11-28T09:21:26.123456",
+     {"stream": "stdout", "container": "mailer-7d9f5-x2x"}, "mailer-7d9f5-x2x"),
+    ("cloud-logging/stdout/2026/11/28/09:00:00_09:59:59_S0.json", "cloud-logging", B_SORTED,
+     "2026-11-28T09:21:26.123456", {"stream": "stdout", "container": "mailer-7d9f5-x2x"}, "mailer-7d9f5-x2x"),
+    ("cloudwatch/filter-log-events.json", "cloudwatch", A, "2026-11-28T09:21:26.123",
+     {"container": "mailer/mailer/5b1f0e2a"}, "mailer/mailer/5b1f0e2a"),
+    ("cloudwatch/get-log-events.json", "cloudwatch", A, "2026-11-28T09:21:26.123", {}, None),
+    ("datadog/dt=20261128/hour=09/archive_092126.1234.AbCdEf.json.gz", "datadog", A, "2026-11-28T09:21:26.123",
+     {"host": "i-0abc123", "unit": "mailer"}, "i-0abc123"),
+    ("elastic/logs-mailer.ndjson", "elastic", A, "2026-11-28T09:21:26.123",
+     {"host": "mail-host-1", "unit": "mailer"}, "mail-host-1"),
+    ("elastic/search-response.json", "elastic", A, "2026-11-28T09:21:26.123",
+     {"host": "mail-host-1", "unit": "mailer"}, "mail-host-1"),
+]
+
+
+def records(case) -> list[dict]:
+    cursor = case.con.execute("SELECT line_no, ts, worker, incarnation, recipient, msg_id, raw, envelope "
+                              "FROM events ORDER BY line_no")
+    return [dict(zip([d[0] for d in cursor.description], row)) for row in cursor.fetchall()]
+
+
+def utc(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text).replace(tzinfo=dt.timezone.utc)
+
+
+def read(tmp_path, *paths, **reading):
+    return load_case([str(p) for p in paths], database=str(tmp_path / "case.duckdb"), reading=Reading(**reading))
+
+
+@pytest.mark.parametrize("path,name,inner,ts,provenance,worker", SAMPLES, ids=[s[0].split("/")[0] + ":" + s[0][-12:]
+                                                                            for s in SAMPLES])
+def test_a_documented_sample_is_detected_and_unwrapped(tmp_path, path, name, inner, ts, provenance, worker):
+    case = read(tmp_path, FIXTURES / path, year=2026)
+    assert case.inputs[0].envelope == name
+    first = records(case)[0]
+    assert first["raw"] == inner
+    assert first["ts"] == utc(ts)
+    assert first["envelope"]["ts"] is not None
+    assert {k: v for k, v in first["envelope"].items() if v is not None and k != "ts"} == provenance
+    assert first["worker"] == worker
+
+
+def test_every_envelope_has_a_documented_sample():
+    assert {name for _, name, *_ in SAMPLES} == set(envelopes.NAMES)
+    readme = (FIXTURES / "README.md").read_text(encoding="utf-8")
+    for path, *_ in SAMPLES:
+        assert f"`{path}`" in readme, path
+
+
+def test_docker_pieces_of_a_long_line_are_joined_and_the_tag_names_the_container(tmp_path):
+    rows = records(read(tmp_path, FIXTURES / SAMPLES[0][0]))
+    assert [r["recipient"] for r in rows] == ["ana@example.com", "cy@example.com", "ben@example.com"]
+    assert rows[1]["line_no"] == 2 and rows[1]["msg_id"] == "c3@mail.example.com"
+    assert rows[2]["worker"] == "3f4e8a1b2c9d/mailer"
+
+
+def test_cri_partial_lines_are_joined(tmp_path):
+    rows = records(read(tmp_path, FIXTURES / POD_LOG))
+    assert rows[1]["raw"] == "event=send campaign=c-7 step=1 email=cy@example.com msg_id=<c3@mail.example.com>"
+
+
+def test_journald_message_as_bytes_is_decoded(tmp_path):
+    rows = records(read(tmp_path, FIXTURES / "journald" / "mailer.json"))
+    assert rows[1]["recipient"] == "dörte@example.com" and rows[1]["incarnation"] == "812"
+
+
+def test_syslog_year_comes_from_the_file_age_and_rolls_back_over_new_year(tmp_path):
+    log = tmp_path / "messages"
+    log.write_text(f"Dec 31 23:59:58 h mailer[1]: {A}\nJan  1 00:00:02 h mailer[1]: {B}\n", encoding="utf-8")
+    january = dt.datetime(2027, 1, 15, tzinfo=dt.timezone.utc).timestamp()
+    os.utime(log, (january, january))
+    assert [r["ts"] for r in records(read(tmp_path, log))] == [utc("2026-12-31T23:59:58"), utc("2027-01-01T00:00:02")]
+
+
+def test_year_option_sets_the_year(tmp_path):
+    rows = records(read(tmp_path, FIXTURES / "syslog" / "messages", year=2024))
+    assert [r["ts"].year for r in rows] == [2024, 2024]
+
+
+def test_zone_less_times_are_read_in_tz(tmp_path):
+    rows = records(read(tmp_path, FIXTURES / "python-logging" / "mailer.log", tz="Europe/Berlin"))
+    assert rows[0]["ts"] == utc("2026-11-28T08:21:26.123")
+
+
+def test_an_unknown_zone_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="--tz 'Mars/Base': unknown time zone"):
+        read(tmp_path, FIXTURES / "python-logging" / "mailer.log", tz="Mars/Base")
+
+
+def test_envelope_option_forces_one_or_none(tmp_path):
+    export = FIXTURES / "docker-logs" / "mailer.log"
+    assert read(tmp_path, export, envelope="cloudwatch-export").inputs[0].envelope == "cloudwatch-export"
+    with pytest.raises(InputError, match="no mail-send records found in .*mailer.json \\(check --syntax"):
+        load_case([str(FIXTURES / "journald" / "mailer.json")], reading=Reading(envelope="none"))
+
+
+def test_mixed_envelopes_and_plain_files_make_one_case(tmp_path):
+    case = read(tmp_path, FIXTURES / "journald" / "mailer.json", FIXTURES / "loki" / "mailer.jsonl",
+                Path(__file__).resolve().parent.parent / "sample_logs" / "parallel-worker" / "worker-sender-1.log")
+    assert [i.envelope for i in case.inputs] == ["journald", "loki", None]
+    assert case.con.execute("SELECT count(DISTINCT source) FROM events").fetchone()[0] == 3
+
+
+def test_an_envelope_holding_no_mail_send_record_says_what_it_holds(tmp_path):
+    journal = tmp_path / "sshd.json"
+    journal.write_text("".join(json.dumps({"__REALTIME_TIMESTAMP": "1795857686000000", "_HOSTNAME": "h",
+                                           "MESSAGE": f"Accepted publickey for root port {port}"}) + "\n"
+                               for port in (22, 23)), encoding="utf-8")
+    with pytest.raises(InputError) as raised:
+        load_case([str(journal)])
+    assert str(raised.value) == (
+        f"no mail-send records found. {journal}: journald JSON envelope recognised (2 entries), but no mail-send "
+        "record inside: the messages are plain text, not key=value pairs or JSON, e.g. "
+        "'Accepted publickey for root port 22'")
+
+
+def test_a_partly_empty_case_notes_the_file_without_records(tmp_path):
+    journal = tmp_path / "sshd.json"
+    journal.write_text(json.dumps({"__REALTIME_TIMESTAMP": "1795857686000000", "MESSAGE": '{"user": "root"}'})
+                       + "\n", encoding="utf-8")
+    case = read(tmp_path, journal, FIXTURES / "loki" / "mailer.jsonl")
+    assert case.inputs[0].note.endswith("the messages are JSON objects without an event or message id, "
+                                        "e.g. '{\"user\": \"root\"}'")
+    assert case.inputs[1].note is None
+
+
+def test_a_plain_jsonl_record_with_a_message_is_not_taken_for_an_envelope():
+    line = b'{"@timestamp": "2026-11-28T09:00:00Z", "message": "sent a=b", "event": "send", "to": "a@b.co"}\n'
+    assert envelopes.detect_envelope(line * 3) is None
+
+
+def test_sample_logs_have_no_envelope():
+    root = Path(__file__).resolve().parent.parent / "sample_logs"
+    for path in root.rglob("worker-*"):
+        head = path.read_bytes() if path.suffix != ".gz" else __import__("gzip").decompress(path.read_bytes())
+        assert envelopes.detect_envelope(head[:65536], str(path)) is None, path
+
+
+def test_diagnose_shows_each_files_envelope_and_the_zone(cli):
+    result = cli("diagnose", str(FIXTURES / "python-logging" / "mailer.log"), str(FIXTURES / "loki" / "mailer.jsonl"))
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[1].split()[:3] == ["file", "envelope", "syntax"]
+    assert [line.split()[1] for line in lines[2:4]] == ["python-logging", "loki"]
+    assert "Times without a zone (Python logging) were read as UTC (change with --tz)." in result.stdout
+    document = json.loads(cli("diagnose", str(FIXTURES / "loki" / "mailer.jsonl"), "--format", "json").stdout)
+    assert document["inputs"][0]["envelope"] == "loki"
+
+
+@pytest.mark.parametrize("name", ["docker-json", "cri", "journald"])
+def test_a_line_the_platform_never_finished_is_a_truncated_last_line(tmp_path, name):
+    from forensics.simulate.envelopes import wrap
+
+    log = tmp_path / f"cut.{name}.log"
+    log.write_text(wrap(name, [f"ts=2026-11-28T09:00:00Z {A}", ""], last="ts=2026-11-28T09:00:01Z event=send email=c"),
+                   encoding="utf-8")
+    case = load_case([str(log)])
+    assert case.records == 1
+    assert case.con.execute("SELECT line_no, reason, text FROM skipped WHERE reason <> 'blank line'").fetchall() == [
+        (3, "truncated last line (no newline at end of file)", "ts=2026-11-28T09:00:01Z event=send email=c")]
+
+
+def test_a_damaged_first_entry_does_not_make_a_file_one_json_document():
+    entry = b'{"log":"event=send email=a@b.co msg_id=<x>\\n","stream":"stdout","time":"2026-11-28T09:00:00Z"}\n'
+    found = envelopes.detect_envelope(b'{"log":"event=se\n' + entry * 4)
+    assert found.name == "docker-json" and not found.document
