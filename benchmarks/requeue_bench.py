@@ -57,21 +57,10 @@ def run_once(url: str, rows: int) -> dict:
 
 
 def _scratch(dsn: str):
-    """Create a scratch database; returns (url, drop)."""
-    import uuid
+    """Create a scratch database; returns (url, drop). The backfill benchmark's, shared."""
+    from backfill_bench import _scratch as scratch  # benchmarks/ is on sys.path when run as a script
 
-    import psycopg
-    from psycopg import sql
-
-    name = "mm_bench_" + uuid.uuid4().hex[:8]
-    with psycopg.connect(dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-
-    def drop():
-        with psycopg.connect(dsn, autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-
-    return f"{dsn.rpartition('/')[0]}/{name}", drop
+    return scratch(dsn)
 
 
 def main() -> int:
