@@ -68,7 +68,7 @@ def test_a_one_for_one_export_reconciles_with_nothing_missing_and_nothing_extra(
                       "provider_confirmed_duplicates": 0}
 
 
-@pytest.mark.parametrize("command", ["diagnose", "report", "backfill-sentlog"])
+@pytest.mark.parametrize("command", ["diagnose", pytest.param("report", marks=pytest.mark.slow), "backfill-sentlog"])
 def test_a_refused_export_says_what_to_pass_and_that_works(cli, tmp_path, command):
     log, export = _log_and_export(tmp_path, "email,message_id,timestamp,campaign,step")
     head = {"diagnose": ["diagnose", log, "--format", "json"], "report": ["report", log, "--format", "md"],
