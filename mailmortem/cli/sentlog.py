@@ -219,7 +219,7 @@ def release(db, campaign, step, recipient, candidate, reason, apply):
     from remediation import audit, reservations
     from remediation.store import open_store
 
-    store = open_store(db)
+    store = open_store(db, must_exist=True)  # releasing from a store that is not there creates none
     try:
         plan = reservations.release_plan(store, campaign, step, recipient, candidate)
         for row in plan.reservations:
