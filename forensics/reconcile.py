@@ -100,7 +100,7 @@ def reconcile(con, provider_table: str = "provider_sends") -> dict:
     return {
         "log_sends_not_at_provider": _finding(con, "reconcile_log_not_at_provider", provider_table),
         "provider_sends_not_in_log": _finding(con, "reconcile_provider_not_in_log", provider_table),
-        "provider_confirmed_duplicates": _counted(provider_duplicates(con)),
+        "provider_confirmed_duplicates": {**_counted(provider_duplicates(con)),
+                                          "grouping": grouping_note(coverage, grouped_by)},
         "provider_duplicates_missed_by_log": _missed(provider_duplicates(con, missed_by_log=True)),
-        "grouping": grouping_note(coverage, grouped_by),
     }

@@ -122,7 +122,7 @@ def show_diagnosis(document: dict, saved_to: str | None = None, zone_note: str |
 def _reconciliation_lines(rec: dict) -> str:
     parts = [f"{safe(name.replace('_', ' '))}: {finding['count']:,}" for name, finding in rec.items()
              if isinstance(finding, dict) and "count" in finding]
-    grouping = rec.get("grouping", {})
+    grouping = rec["provider_confirmed_duplicates"]["grouping"]
     if grouping.get("grouped_by"):
         parts.append(f"duplicates grouped by {grouping['described']}")
     return "Reconciliation with the provider export: " + "; ".join(parts)
