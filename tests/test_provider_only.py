@@ -51,8 +51,9 @@ def test_the_grouping_never_calls_two_different_steps_a_duplicate(sends, labelle
     # same (a thread's "Re:" aside), and metadata still wins. Recipients are written in any spelling.
     rows = []
     for n, (campaign, step, person, spelling, late) in enumerate(sends):
-        row = {"provider": "generic", "verdict": "sent", "msg_id": f"m{n}", "recipient": normalize_address(spelling(person)),
-               "sent_at": T0 + dt.timedelta(minutes=n + (600 if late else 0)), "source_file": "x", "source_line": n}
+        row = {"provider": "generic", "verdict": "sent", "msg_id": f"m{n}", "source_file": "x", "source_line": n,
+               "recipient": normalize_address(spelling(person)),
+               "sent_at": T0 + dt.timedelta(minutes=n + (600 if late else 0))}
         if labelled == "metadata":
             row.update(campaign=campaign, step=step, subject="Quick question")
         else:

@@ -23,7 +23,8 @@ def case_options(func=None, *, logs_required: bool = True):
     if func is None:
         return functools.partial(case_options, logs_required=logs_required)
     decorators = [
-        click.argument("paths", nargs=-1, required=logs_required, metavar="LOGS..."),
+        click.argument("paths", nargs=-1, required=logs_required,
+                       metavar="LOGS..." if logs_required else "[LOGS]..."),
         click.option("--syntax", type=click.Choice(SYNTAXES), help="Force the syntax of every file (default: detect per file)."),
         click.option("--field", "fields", multiple=True, metavar="CANONICAL=NAME",
                      help="Map one of your keys to a canonical field, e.g. --field recipient=To (repeatable)."),

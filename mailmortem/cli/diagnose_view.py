@@ -165,8 +165,9 @@ def _missed_lines(missed: dict, shown: int = 5) -> str:
     lines = [f"Duplicates only the provider shows ({_people(missed['count'])}):"]
     for row in missed["sample"][:shown]:
         scope = f"step {safe(row['step'])}" if row["label"] is None else f"{row['grouped_by']} {safe(row['label'])!r}"
-        lines.append(f"  {safe(row['recipient'])}  campaign {safe(row['campaign'] or '-')} {scope}  {row['sends']} sends, "
-                     f"{row['not_in_log']} not in the log: " + ", ".join(safe(m) for m in row["msg_ids"]))
+        lines.append(f"  {safe(row['recipient'])}  campaign {safe(row['campaign'] or '-')} {scope}  "
+                     f"{row['sends']} sends, {row['not_in_log']} not in the log: "
+                     + ", ".join(safe(m) for m in row["msg_ids"]))
     if missed["count"] > shown:
         lines.append(f"  … {missed['count'] - shown:,} more (--format json lists the first {len(missed['sample'])})")
     return "\n".join(lines)

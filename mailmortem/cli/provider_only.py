@@ -60,8 +60,9 @@ def affected(exports, fmt: str, kind, incident, campaign) -> None:
     document = diagnose_exports(exports)
     section = document["provider_only"]
     if campaign is not None and campaign not in section["campaigns"]:
-        raise InputError(f"no send to campaign {campaign!r} in these exports (campaigns: "
-                         f"{', '.join(c for c in section['campaigns'][:8]) or 'none named'}); pass one of them to --campaign")
+        named = ", ".join(section["campaigns"][:8]) or "none named"
+        raise InputError(f"no send to campaign {campaign!r} in these exports (campaigns: {named}); "
+                         "pass one of them to --campaign")
     if not document["complete"]:
         warn(_incomplete(section))
     rows = [r for r in section["duplicates"] if campaign is None or r["campaign"] == campaign]

@@ -52,7 +52,8 @@ def test_with_logs_a_duplicate_the_log_shows_too_gets_no_provider_headline(cli, 
                 "msg_id=<m99@app.example>\n")
     result = cli("diagnose", log, "--provider-export", export, "--fail-on-duplicates")
     assert result.exit_code == 3
-    assert not result.stdout.startswith("PROVIDER-CONFIRMED") and "provider duplicates missed by log: 0" in result.stdout
+    assert not result.stdout.startswith("PROVIDER-CONFIRMED")
+    assert "provider duplicates missed by log: 0" in result.stdout
 
 
 # --- the provider's history alone -------------------------------------------------------------------------
