@@ -124,7 +124,8 @@ def _reconciliation_lines(rec: dict) -> str:
              if isinstance(finding, dict) and "count" in finding]
     grouping = rec["provider_confirmed_duplicates"]["grouping"]
     if grouping.get("grouped_by"):
-        parts.append(f"duplicates grouped by {grouping['described']}")
+        parts.append(f"duplicates grouped by {grouping['described']} ({grouping['grouped']:,} of "
+                     f"{grouping['sends']:,} provider sends)")
     return "Reconciliation with the provider export: " + "; ".join(parts)
 
 
