@@ -69,16 +69,18 @@ def _without_log_columns(row: dict) -> dict:
 
 
 def _refuse_ungroupable(coverage: list[dict], read) -> None:
-    """No sends at all, or a file whose sends carry no campaign step, template or subject: one line, what to pass."""
+    """No sends at all, or sends none of which carries a campaign step, template or subject: one line, what to pass.
+    (Some files without them beside others with them make the run incomplete instead, the files named.)"""
     if not coverage:
         raise InputError(f"no provider-confirmed send in {_files(read)} (only other events: opens, bounces "
                          "without a send, …); nothing to compare")
-    for row in coverage:
-        if row["sends"] > row["unkeyed"] and not (row["metadata"] or row["template"] or row["subject"]):
-            hint = _HINTS.get(row["provider"], _KEY_HINT)
-            raise InputError(f"{row['source_file']}: its sends name no campaign and step, template or subject, and "
-                             "grouping by address alone would call every multi-step sequence a duplicate; pass "
-                             f"{hint}, or the app logs")
+    keyed = [row for row in coverage if row["sends"] > row["unkeyed"]]
+    if keyed and not any(row["metadata"] or row["template"] or row["subject"] for row in keyed):
+        first, more = keyed[0], len(keyed) - 1
+        where = f"{first['source_file']}: its" if not more else f"{first['source_file']} and {more} more: their"
+        raise InputError(f"{where} sends name no campaign and step, template or subject, and grouping by address "
+                         "alone would call every multi-step sequence a duplicate; pass "
+                         f"{_HINTS.get(first['provider'], _KEY_HINT)}, or the app logs")
 
 
 def _files(read) -> str:

@@ -64,6 +64,8 @@ def grouping_note(coverage: list[dict], grouped_by: str | None, with_log: bool =
     return {"grouped_by": grouped_by, "described": GROUPINGS.get(grouped_by, "nothing: no grouping fits"),
             "sends": sends, "grouped": grouped, "not_grouped": sends - grouped,
             "without_id_or_address": sum(row["unkeyed"] for row in coverage),
+            "files_not_grouped": [row["source_file"] for row in coverage
+                                  if row["sends"] and not (grouped_by and row[grouped_by])],
             "coverage": {name: sum(row[name] for row in coverage) for name in GROUPINGS if with_log or name != "log"}}
 
 

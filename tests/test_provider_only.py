@@ -75,15 +75,20 @@ def test_with_no_grouping_at_all_nothing_is_a_duplicate():
     assert _grouped(rows) == (None, [])
 
 
-def test_a_file_without_any_grouping_is_refused_beside_one_that_has_it(tmp_path):
+def test_a_file_without_any_grouping_beside_one_with_it_makes_the_run_incomplete(tmp_path):
     from forensics.provider_only import diagnose_exports
     from forensics.providers import ExportSpec
 
     good, bare = tmp_path / "good.csv", tmp_path / "bare.csv"
     good.write_text("recipient,msg_id,campaign,step\na@b.c,m1,c,1\n")
     bare.write_text("recipient,msg_id\na@b.c,m2\n")
-    with pytest.raises(InputError, match=f"^{bare}: its sends name no campaign and step"):
-        diagnose_exports(ExportSpec((str(good), str(bare))))
+    document = diagnose_exports(ExportSpec((str(good), str(bare))))
+    assert document["complete"] is False
+    assert document["provider_only"]["grouping"]["files_not_grouped"] == [str(bare)]
+    bare2 = tmp_path / "bare2.csv"
+    bare2.write_text("recipient,msg_id\na@b.c,m3\n")
+    with pytest.raises(InputError, match=f"^{bare} and 1 more: their sends name no campaign and step"):
+        diagnose_exports(ExportSpec((str(bare), str(bare2))))
 
 
 def _export_of(case_dir: Path, out: Path, drop_metadata: bool = False) -> Path:

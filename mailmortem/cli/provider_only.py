@@ -75,8 +75,10 @@ def _incomplete(section: dict) -> str:
     g = section["grouping"]
     parts = []
     if g["not_grouped"]:
+        files = g["files_not_grouped"]
+        where = f", none of {len(files)} file(s): {', '.join(safe(f) for f in files[:3])}" if files else ""
         parts.append(f"{g['not_grouped']:,} of {g['sends']:,} provider sends could not be grouped by "
-                     f"{g['grouped_by']} (no message id, address or {g['grouped_by']}): duplicates among them "
+                     f"{g['grouped_by']} (no message id, address or {g['grouped_by']}{where}): duplicates among them "
                      "cannot be seen")
     if section["malformed_records"]:
         parts.append(f"{section['malformed_records']:,} export record(s) were malformed and not read")
