@@ -76,7 +76,8 @@ def _incomplete(section: dict) -> str:
     parts = []
     if g["not_grouped"]:
         files = g["files_not_grouped"]
-        where = f", none of {len(files)} file(s): {', '.join(safe(f) for f in files[:3])}" if files else ""
+        where = (f"; nothing groups in {len(files)} file(s): {', '.join(safe(f) for f in files[:3])}"
+                 + ("…" if len(files) > 3 else "")) if files else ""
         parts.append(f"{g['not_grouped']:,} of {g['sends']:,} provider sends could not be grouped by "
                      f"{g['grouped_by']} (no message id, address or {g['grouped_by']}{where}): duplicates among them "
                      "cannot be seen")
@@ -99,7 +100,7 @@ def show(document: dict) -> None:
 def _lines(section: dict) -> list[str]:
     s, g = section["summary"], section["grouping"]
     lines = [_headline(s["duplicated_people"], g),
-             "Read: " + "; ".join(f"{safe(e['path'])} ({e['provider']})" for e in section["exports"]), "",
+             _read_line(section["exports"]), "",
              f"Provider sends {s['sends']:,}   people {s['people']:,}   duplicated people "
              f"{s['duplicated_people']:,}   extra sends {s['extra_sends']:,}",
              f"Grouped by {g['described']}: {g['grouped']:,} of {g['sends']:,} sends."]
@@ -109,6 +110,15 @@ def _lines(section: dict) -> list[str]:
     lines += _people_lines(section["duplicates"])
     lines += ["", f"Cannot tell: {section['cannot_tell']}"] + [f"next: {safe(n)}" for n in section["next"]]
     return lines
+
+
+def _read_line(exports: list[dict], listed: int = 3) -> str:
+    if len(exports) <= listed:
+        return "Read: " + "; ".join(f"{safe(e['path'])} ({e['provider']})" for e in exports)
+    counts: dict[str, int] = {}
+    for e in exports:
+        counts[e["provider"]] = counts.get(e["provider"], 0) + 1
+    return f"Read: {len(exports):,} export files (" + ", ".join(f"{p} {n:,}" for p, n in counts.items()) + ")"
 
 
 def _headline(count: int, grouping: dict) -> str:
