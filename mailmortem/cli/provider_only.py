@@ -14,7 +14,7 @@ from forensics.textsafe import terminal_safe as safe
 SHOWN = 10  # people listed in the table view; all are in --format json and `affected`
 # Options that say how to read LOGS: given without LOGS they would be silently ignored.
 _LOG_OPTIONS = (("syntax", "--syntax"), ("fields", "--field"), ("config", "--config"), ("strict", "--strict"),
-                ("skip_unreadable", "--skip-unreadable"), ("save", "--save"))
+                ("memory_limit", "--memory-limit"), ("skip_unreadable", "--skip-unreadable"), ("save", "--save"))
 AFFECTED_COLUMNS = ("recipient", "campaign", "step", "grouped_by", "label", "sends", "first_sent_at", "last_sent_at",
                     "msg_ids")
 
@@ -28,6 +28,9 @@ def require_exports(exports, given: dict) -> None:
         raise click.UsageError("Missing argument 'LOGS...' (or --provider-export PATH to diagnose the provider's "
                                "history alone).")
     named = [flag for name, flag in _LOG_OPTIONS if given.get(name)]
+    reading = click.get_current_context().meta.get("mailmortem.reading")  # left by diagnose.case_options
+    if reading is not None and reading.envelope:
+        named.append("--envelope")
     if named:
         raise click.UsageError(f"{', '.join(named)} say how to read LOGS, which were not given "
                                "(--provider-export alone reads only the provider's history)")

@@ -6,6 +6,8 @@ misses are said first, never after a "No duplicates".
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 
 import pytest
@@ -240,3 +242,20 @@ def test_sends_that_cannot_be_grouped_make_the_run_incomplete(cli, tmp_path):
         "INCOMPLETE: 1 of 6 provider sends could not be grouped by metadata (no message id, address or metadata): "
         "duplicates among them cannot be seen.")
     assert json.loads(cli("diagnose", "--provider-export", export, "--format", "json").stdout)["complete"] is False
+
+
+def test_an_envelope_without_logs_is_a_usage_error(cli, tmp_path):
+    export = _sendgrid(tmp_path, SEQUENCE)
+    result = cli("diagnose", "--provider-export", export, "--envelope", "journald", "--memory-limit", "1GB")
+    assert result.exit_code == 2
+    assert "--memory-limit, --envelope say how to read LOGS, which were not given" in result.stderr
+
+
+def test_hostile_subjects_reach_neither_the_terminal_nor_a_spreadsheet_as_commands(cli, tmp_path):
+    export = tmp_path / "sent.csv"
+    export.write_text('recipient,msg_id,subject\na@b.c,m1,"=HYPERLINK(""x"")\x1b[31m"\na@b.c,m2,"=HYPERLINK(""x"")\x1b[31m"\n')
+    shown = cli("diagnose", "--provider-export", export)
+    assert shown.exit_code == 0 and "\x1b" not in shown.stdout and "\\x1b[31m" in shown.stdout
+    listed = cli("affected", "--provider-export", export, "--format", "csv")
+    row = next(csv.DictReader(io.StringIO(listed.stdout)))
+    assert row["label"] == "'=HYPERLINK(\"x\")\\x1b[31m" and row["grouped_by"] == "subject"
