@@ -35,8 +35,8 @@ def load_provider_sends(con, exports, provider: str | None = None, **opts) -> in
 
 
 def store_provider_sends(con, read) -> int:
-    """(Re)create table provider_sends from a ProviderRead; returns its row count."""
-    table = read.sends()
+    """(Re)create table provider_sends from a ProviderRead; returns its row count (unsorted: every query orders)."""
+    table = read.collapsed()
     con.register("provider_sends_arrow", table)
     try:
         queries.run(con, "reconcile_provider_table_create")

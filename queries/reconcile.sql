@@ -63,26 +63,29 @@ WITH sent AS (
     LEFT JOIN {ident:log_sends} AS l ON l.msg_id = p.msg_id AND l.recipient = p.recipient
     WHERE p.verdict = 'sent' AND p.msg_id IS NOT NULL AND p.recipient IS NOT NULL
 ), keyed AS (
-    SELECT *, CASE :grouped_by
-            WHEN 'metadata' THEN CASE WHEN campaign IS NOT NULL AND step IS NOT NULL THEN [campaign, step] END
-            WHEN 'template' THEN CASE WHEN template IS NOT NULL THEN [coalesce(campaign, ''), template] END
-            WHEN 'subject' THEN CASE WHEN subject IS NOT NULL THEN [coalesce(campaign, ''), subject] END
-            WHEN 'log' THEN CASE WHEN log_step <> '' THEN [log_campaign, log_step] END END AS group_key
+    SELECT *,
+        CASE :grouped_by WHEN 'metadata' THEN CASE WHEN step IS NOT NULL THEN campaign END
+                         WHEN 'log' THEN CASE WHEN log_step <> '' THEN log_campaign END
+                         ELSE coalesce(campaign, '') END AS k1,
+        CASE :grouped_by WHEN 'metadata' THEN CASE WHEN campaign IS NOT NULL THEN step END
+                         WHEN 'template' THEN template WHEN 'subject' THEN subject
+                         WHEN 'log' THEN nullif(log_step, '') END AS k2
     FROM sent
+), candidates AS (  -- two or more rows per key: the few groups the exact aggregates below look at
+    SELECT recipient, k1, k2 FROM keyed WHERE k1 IS NOT NULL AND k2 IS NOT NULL
+    GROUP BY recipient, k1, k2 HAVING count(*) >= 2
 )
 SELECT recipient, :grouped_by AS grouped_by,
-    CASE WHEN :grouped_by IN ('metadata', 'log') THEN group_key[1]
-         ELSE coalesce(nullif(group_key[1], ''), max(log_campaign)) END AS campaign,
-    CASE WHEN :grouped_by IN ('metadata', 'log') THEN group_key[2] ELSE max(log_step) END AS step,
-    CASE WHEN :grouped_by IN ('template', 'subject') THEN group_key[2] END AS label,
+    CASE WHEN :grouped_by IN ('metadata', 'log') THEN k1 ELSE coalesce(nullif(k1, ''), max(log_campaign)) END AS campaign,
+    CASE WHEN :grouped_by IN ('metadata', 'log') THEN k2 ELSE max(log_step) END AS step,
+    CASE WHEN :grouped_by IN ('template', 'subject') THEN k2 END AS label,
     count(DISTINCT msg_id) AS sends,
     list(msg_id ORDER BY sent_at NULLS LAST, msg_id) AS msg_ids,
     min(sent_at) AS first_sent_at, max(sent_at) AS last_sent_at,
     count(DISTINCT msg_id) FILTER (WHERE in_log) AS in_log,
     list(DISTINCT provider ORDER BY provider) AS providers
-FROM keyed
-WHERE group_key IS NOT NULL
-GROUP BY recipient, group_key
+FROM keyed SEMI JOIN candidates USING (recipient, k1, k2)
+GROUP BY recipient, k1, k2
 HAVING count(DISTINCT msg_id) >= 2 AND count(DISTINCT [log_campaign, log_step]) FILTER (WHERE in_log) <= 1
 
 -- name: provider_duplicate_rows
