@@ -34,7 +34,7 @@ def _grouped(rows: list[dict]) -> tuple[str | None, list[dict]]:
 
     con = duckdb.connect()
     queries.script(con, "address_duckdb_macro")
-    reconcile.store_provider_sends(con, SimpleNamespace(sends=lambda: _table(rows)))
+    reconcile.store_provider_sends(con, SimpleNamespace(collapsed=lambda: _table(rows)))
     queries.run(con, "provider_no_log_sends")
     grouped_by = reconcile.choose_grouping(reconcile.grouping_coverage(con, reconcile.NO_LOG), with_log=False)
     reconcile.find_provider_duplicates(con, grouped_by, reconcile.NO_LOG)
