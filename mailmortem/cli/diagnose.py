@@ -96,13 +96,13 @@ def diagnose(paths, syntax, fields, config, strict, memory_limit, skip_unreadabl
     With --provider-export and no LOGS (the app logs are gone), the provider's
     history alone names who got a campaign step twice; the mechanism needs the logs.
     """
-    from forensics.findings import affected_json, build_document, write_document
-
     if not paths:
         from mailmortem.cli import provider_only
 
         provider_only.require_exports(exports, locals())
         return provider_only.diagnose(exports, fmt, fail_on_duplicates)
+    from forensics.findings import affected_json, build_document, write_document
+
     case = open_case(paths, syntax, fields, config, strict, memory_limit, skip_unreadable, save)
     document = build_document(case, include_affected=False, logs=paths, exports=exports)
     if exports:
@@ -171,13 +171,12 @@ def affected(paths, syntax, fields, config, strict, memory_limit, skip_unreadabl
       mailmortem affected logs/*.log.gz --incident INC-2 --format jsonl
       mailmortem affected --provider-export events.jsonl --format csv > apology-exclusions.csv
     """
-    from forensics import affected as chosen
-
     if not paths or exports:
         from mailmortem.cli import provider_only
 
         provider_only.require_exports(exports, locals())
         return provider_only.affected(exports, fmt, kind, incident, campaign)
+    from forensics import affected as chosen
     from forensics.findings import build_document
     from mailmortem.output import write_rows
 
