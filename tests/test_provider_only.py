@@ -45,6 +45,7 @@ send = st.tuples(st.sampled_from(("c1", "c2")), st.sampled_from(("1", "2", "3"))
                  st.sampled_from(SPELLINGS), st.booleans())
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(sends=st.lists(send, min_size=1, max_size=25), labelled=st.sampled_from(("metadata", "template", "subject")))
 def test_the_grouping_never_calls_two_different_steps_a_duplicate(sends, labelled):
