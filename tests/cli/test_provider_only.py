@@ -259,3 +259,33 @@ def test_hostile_subjects_reach_neither_the_terminal_nor_a_spreadsheet_as_comman
     listed = cli("affected", "--provider-export", export, "--format", "csv")
     row = next(csv.DictReader(io.StringIO(listed.stdout)))
     assert row["label"] == "'=HYPERLINK(\"x\")\\x1b[31m" and row["grouped_by"] == "subject"
+
+
+def test_ses_tags_and_mailgun_subjects_group_their_sends(cli, tmp_path):
+    ses = tmp_path / "ses.jsonl"
+    ses.write_text("".join(json.dumps({"eventType": "Send", "mail": {
+        "timestamp": f"2026-11-28T10:0{n}:00Z", "messageId": f"0100-{n}", "destination": ["Ann@Example.org"],
+        "tags": {"campaign": ["c-9"], "step": [step]}}, "send": {}}) + "\n" for n, step in enumerate("112")))
+    result = cli("affected", "--provider-export", ses, "--format", "jsonl")
+    assert result.exit_code == 0, result.stderr
+    row = json.loads(result.stdout)
+    assert (row["recipient"], row["campaign"], row["step"], row["msg_ids"]) == ("ann@example.org", "c-9", "1",
+                                                                               ["0100-0", "0100-1"])
+    mailgun = tmp_path / "mailgun.json"
+    mailgun.write_text(json.dumps({"items": [
+        {"event": "accepted", "timestamp": 1764400000 + n, "recipient": "fay@example.com",
+         "message": {"headers": {"message-id": f"{n}@mg.example.com", "subject": subject}}}
+        for n, subject in enumerate(["Intro", "Intro", "Follow-up"])], "paging": {}}))
+    result = cli("diagnose", "--provider-export", mailgun, "--format", "json")
+    section = json.loads(result.stdout)["provider_only"]
+    assert section["grouping"]["grouped_by"] == "subject"
+    assert [(d["label"], d["msg_ids"]) for d in section["duplicates"]] == [
+        ("Intro", ["0@mg.example.com", "1@mg.example.com"])]
+
+
+def test_affected_warns_before_an_incomplete_list(cli, tmp_path):
+    export = _sendgrid(tmp_path, SEQUENCE + [_sg("dee@example.com", "D1", 1764400030, campaign="c-9")])
+    result = cli("affected", "--provider-export", export, "--format", "csv")
+    assert result.exit_code == 0
+    assert result.stderr == ("Warning: 1 of 6 provider sends could not be grouped by metadata (no message id, "
+                             "address or metadata): duplicates among them cannot be seen\n")
