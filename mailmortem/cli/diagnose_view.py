@@ -151,6 +151,14 @@ def _two_addresses_lines(rows: list[dict], shown: int = 5) -> str:
     return "\n".join(lines)
 
 
+def _unplaced_provider_sends(document: dict) -> int:
+    """Provider sends no grouping placed, when the provider has sends the log lacks (0 without an export)."""
+    rec = document.get("reconciliation")
+    if not rec or not rec["provider_sends_not_in_log"]["count"]:
+        return 0
+    return rec["provider_confirmed_duplicates"]["grouping"]["not_grouped"]
+
+
 def _missed_by_log(document: dict) -> dict:
     return document.get("reconciliation", {}).get("provider_duplicates_missed_by_log", {"count": 0})
 
@@ -178,6 +186,11 @@ def _no_incident_line(document: dict) -> str:
     if _missed_by_log(document)["count"]:
         return ("The log's records alone show every person once per step; the provider's history shows otherwise "
                 "(see the first line).")
+    unplaced = _unplaced_provider_sends(document)
+    if unplaced:
+        return (f"The log's records show every person once per step, but {unplaced:,} provider send(s) could not be "
+                "placed in a campaign step (the export names none for them, and the log lacks some of its sends): "
+                "duplicates among them cannot be seen (see the reconciliation).")
     if not document["complete"]:
         return "No duplicates among the records read, but evidence was lost (see the first line)."
     if document["candidates_at_two_addresses"]:

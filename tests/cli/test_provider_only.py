@@ -289,3 +289,15 @@ def test_affected_warns_before_an_incomplete_list(cli, tmp_path):
     assert result.exit_code == 0
     assert result.stderr == ("Warning: 1 of 6 provider sends could not be grouped by metadata (no message id, "
                              "address or metadata): duplicates among them cannot be seen\n")
+
+
+def test_with_logs_provider_sends_no_grouping_places_are_not_called_no_duplicates(cli, tmp_path):
+    log, export = _log_and_export(tmp_path)
+    bare = tmp_path / "bare.csv"
+    bare.write_text("".join(",".join(line.split(",")[:3]) + "\n" for line in export.read_text().splitlines()))
+    result = cli("diagnose", log, "--provider-export", bare)
+    assert result.exit_code == 0
+    assert "No duplicates" not in result.stdout
+    assert ("The log's records show every person once per step, but 1 provider send(s) could not be placed in a "
+            "campaign step (the export names none for them, and the log lacks some of its sends): duplicates among "
+            "them cannot be seen (see the reconciliation).") in result.stdout.splitlines()
