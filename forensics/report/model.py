@@ -145,10 +145,13 @@ def reconciliation_counts(result: dict) -> dict:
 def build_report(case, paths, exports=(), title: str | None = None, now: dt.datetime | None = None) -> Report:
     """Classify the case and gather everything the report shows (no rendering, no escaping)."""
     from forensics.findings import build_document
+    from forensics.ingest.window import headline, read_lines
     from forensics.report.timeline import timeline_data
 
     document = build_document(case, include_affected=False, logs=paths, exports=exports)
-    con, logs_arg = case.con, logs_argument(paths)
+    window = document["window"]  # --since/--until: said first, and repeated in the commands shown
+    con = case.con
+    logs_arg = logs_argument([*paths, *(case.window.arguments() if window else [])])
     incidents = [_with_steps(i) for i in document["incidents"]]
     reconciliation, notes = _reconciliation(con, exports)
     ab_tests, ab_notes = _ab_tests(con)
@@ -159,7 +162,7 @@ def build_report(case, paths, exports=(), title: str | None = None, now: dt.date
         timeline=timeline_data(con, incidents), ab_tests=ab_tests,
         affected=queries.rows(con, "report_affected_first", {"limit": AFFECTED_SHOWN}),
         affected_total=queries.one(con, "report_affected_count")["people"],
-        reconciliation=reconciliation, notes=notes + ab_notes,
+        reconciliation=reconciliation, notes=([headline(window), *read_lines(window)] if window else []) + notes + ab_notes,
     )
 
 

@@ -8,6 +8,7 @@ import sys
 import click
 
 from mailmortem.cli.options import TZ_HELP, YEAR_HELP, export_options, format_option
+from mailmortem.cli.window import given_window, window_options
 from forensics.ingest.envelopes import NAMES as ENVELOPES, NONE as NO_ENVELOPE
 from forensics.ingest.sources import SYNTAXES
 from forensics.kinds import KINDS
@@ -44,7 +45,7 @@ def case_options(func):
 
     for decorator in reversed(decorators):
         command = decorator(command)
-    return command
+    return window_options(command)  # --since/--until: the same on every command that reads logs
 
 
 def open_case(paths, syntax, fields, config, strict, memory_limit, skip_unreadable=False, save=None):
@@ -59,7 +60,7 @@ def open_case(paths, syntax, fields, config, strict, memory_limit, skip_unreadab
     with delayed_status("reading logs") as progress:
         return load_case(paths, syntax=syntax, field_map=overrides, strict=strict, database=save,
                          memory_limit=memory_limit, progress=progress, skip_unreadable=skip_unreadable,
-                         reading=reading)
+                         reading=reading, limits=given_window())
 
 
 @click.command()
@@ -94,6 +95,9 @@ def diagnose(paths, syntax, fields, config, strict, memory_limit, skip_unreadabl
     if exports:
         document["reconciliation"] = _reconcile(case, exports)
     if fmt == "json":
+        from mailmortem.cli.window import note
+
+        note(document["window"])
         write_document(document, affected_json(case.con), sys.stdout)
     else:
         from mailmortem.cli.diagnose_view import show_diagnosis
@@ -147,12 +151,14 @@ def affected(paths, syntax, fields, config, strict, memory_limit, skip_unreadabl
     """
     from forensics import affected as chosen
     from forensics.findings import build_document
+    from mailmortem.cli.window import note as note_window
     from mailmortem.output import write_rows
 
     case = open_case(paths, syntax, fields, config, strict, memory_limit, skip_unreadable)
     document = build_document(case)
     chosen.check_filters(case.con, document["incidents"], kind, incident, campaign)
     warn_if_incomplete(document)
+    note_window(document["window"])
     rows = chosen.select(document["affected"], kind, incident, campaign)
     if fmt in ("csv", "table"):
         rows = [_flat(r) for r in rows]

@@ -80,10 +80,16 @@ def _incident_block(incident: dict):
 def show_diagnosis(document: dict, saved_to: str | None = None, zone_note: str | None = None) -> None:
     from mailmortem.console import make_console
 
+    from forensics.ingest.window import headline, read_lines
+
     console = make_console()
+    if document.get("window"):  # --since/--until: who the window cannot see, said first
+        console.print(headline(document["window"]), soft_wrap=True)
     if not document["complete"]:
         console.print(_lost_headline(document["lost_evidence"]), soft_wrap=True)
     console.print(_inputs_table(document["inputs"]))
+    for line in read_lines(document.get("window")):
+        console.print(line, soft_wrap=True)
     skipped = sum(i["skipped"] for i in document["inputs"])
     if skipped:
         console.print(f"{skipped:,} lines were not records and were skipped (see 'first skipped').")
