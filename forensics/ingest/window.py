@@ -22,6 +22,7 @@ from forensics.jsonfmt import iso_utc
 _UNITS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
 _DURATION = re.compile(r"(?:[0-9]{1,9}[wdhms])+")
 _PART = re.compile(r"([0-9]+)([wdhms])")
+_CALENDAR_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ]|$)")
 LONGEST = dt.timedelta(days=36525)  # a century: anything longer is a typo, not an incident window
 EARLIEST, LATEST = 1970, 2200  # the years a bound may name (the years --year takes)
 FORMS = ("a time such as 2026-11-28T09:00 (read in --tz) or 2026-11-28T09:00Z, or a duration before the "
@@ -52,8 +53,8 @@ def parse_bound(text: str) -> Bound:
 
 
 def _iso_time(text: str) -> dt.datetime | None:
-    if not re.match(r"[0-9]{4}-", text) or not text.isascii():
-        return None  # a date first, in ASCII: fromisoformat alone also takes week dates and other digits
+    if not _CALENDAR_DATE.match(text) or not text.isascii():
+        return None  # fromisoformat alone also takes week dates, compact forms and non-ASCII digits
     try:
         at = dt.datetime.fromisoformat(text)
         if at.tzinfo is not None:
