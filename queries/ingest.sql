@@ -347,6 +347,13 @@ SELECT count(*) FILTER (WHERE u.ts < :since::TIMESTAMPTZ) AS before,
 FROM ({union:events}) u JOIN files f USING (file_id)
 WHERE u.line_no > f.header_line
 
+-- name: provider_sends_cut_to_window
+-- A provider export read beside windowed logs keeps the same --since/--until window (:since, :until; NULL: an
+-- open end), so a log send outside the window is not taken for one the log misses; a provider row without a
+-- time cannot be placed and stays. Returns how many rows were left out.
+-- dialect: duckdb
+DELETE FROM provider_sends WHERE sent_at < :since::TIMESTAMPTZ OR sent_at > :until::TIMESTAMPTZ
+
 -- name: window_kept
 -- What a --since/--until window kept: real sends, and lines that would be records but carry no readable time
 -- (kept among the skipped lines, since they cannot be placed).

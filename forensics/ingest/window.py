@@ -183,6 +183,14 @@ def check_kept(con, window_cut: Cut) -> None:
                      f"{_iso(c.last_record)}; pass a --since/--until inside that range")
 
 
+def cut_provider_sends(con, window_cut: Cut | None) -> int:
+    """Cut the provider_sends table (forensics.reconcile) to the logs' window; how many rows it left out."""
+    if not window_cut:
+        return 0
+    params = {"since": window_cut.since, "until": window_cut.until}
+    return queries.run(con, "provider_sends_cut_to_window", params).fetchone()[0]
+
+
 def span_text(c: Cut) -> str:
     return f"{_iso(c.since) or 'the first record'} → {_iso(c.until) or 'the last record'}"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from forensics.ingest.window import headline as window_headline, read_lines as window_lines
 from forensics.textsafe import terminal_safe as safe
 
 # Incidents shown in full; the rest get a line each so a diagnosis stays within one screen.
@@ -80,15 +81,14 @@ def _incident_block(incident: dict):
 def show_diagnosis(document: dict, saved_to: str | None = None, zone_note: str | None = None) -> None:
     from mailmortem.console import make_console
 
-    from forensics.ingest.window import headline, read_lines
-
     console = make_console()
-    if document.get("window"):  # --since/--until: who the window cannot see, said first
-        console.print(headline(document["window"]), soft_wrap=True)
     if not document["complete"]:
         console.print(_lost_headline(document["lost_evidence"]), soft_wrap=True)
+    window = document.get("window")  # --since/--until: who the window cannot see, said before any figure
+    if window:
+        console.print(window_headline(window), soft_wrap=True)
     console.print(_inputs_table(document["inputs"]))
-    for line in read_lines(document.get("window")):
+    for line in window_lines(window):
         console.print(line, soft_wrap=True)
     skipped = sum(i["skipped"] for i in document["inputs"])
     if skipped:
