@@ -43,9 +43,10 @@ def case_options(func):
         click.get_current_context().meta[_READING] = Reading(envelope, tz or "UTC", year)
         return func(*args, **kwargs)
 
+    command = window_options(command)  # --since/--until: the same on every command that reads logs
     for decorator in reversed(decorators):
         command = decorator(command)
-    return window_options(command)  # --since/--until: the same on every command that reads logs
+    return command
 
 
 def open_case(paths, syntax, fields, config, strict, memory_limit, skip_unreadable=False, save=None):
@@ -113,7 +114,9 @@ def diagnose(paths, syntax, fields, config, strict, memory_limit, skip_unreadabl
 
 
 def warn_if_incomplete(document: dict) -> None:
-    """Lost evidence is said before any list a person might act on (the list may be missing people)."""
+    """Lost evidence is said before any list a person might act on (the list may be missing people), and so is a
+    --since/--until window (people whose earlier send falls before it are not on the list)."""
+    from mailmortem.cli.window import note as note_window
     from mailmortem.console import warn
 
     lost = document["lost_evidence"]
@@ -122,6 +125,7 @@ def warn_if_incomplete(document: dict) -> None:
              + "; ".join(f"{u['path']} ({u['reason']})" for u in lost["files_not_read"][:5]))
     if lost["lines"]:
         warn(f"{lost['lines']} skipped line(s) look like mail-send records: the list may miss people")
+    note_window(document.get("window"))
 
 
 def _reconcile(case, exports) -> dict:
@@ -153,14 +157,12 @@ def affected(paths, syntax, fields, config, strict, memory_limit, skip_unreadabl
     """
     from forensics import affected as chosen
     from forensics.findings import build_document
-    from mailmortem.cli.window import note as note_window
     from mailmortem.output import write_rows
 
     case = open_case(paths, syntax, fields, config, strict, memory_limit, skip_unreadable)
     document = build_document(case)
     chosen.check_filters(case.con, document["incidents"], kind, incident, campaign)
     warn_if_incomplete(document)
-    note_window(document["window"])
     rows = chosen.select(document["affected"], kind, incident, campaign)
     if fmt in ("csv", "table"):
         rows = [_flat(r) for r in rows]
