@@ -24,7 +24,7 @@ _DURATION = re.compile(r"(?:[0-9]{1,9}[wdhms])+")
 _PART = re.compile(r"([0-9]+)([wdhms])")
 _CALENDAR_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ]|$)")
 LONGEST = dt.timedelta(days=36525)  # a century: anything longer is a typo, not an incident window
-EARLIEST, LATEST = 1970, 2200  # the years a bound may name (the years --year takes)
+EARLIEST, LATEST = 1970, 2200  # a bound names a year from 1970 to 2199
 FORMS = ("a time such as 2026-11-28T09:00 (read in --tz) or 2026-11-28T09:00Z, or a duration before the "
          "newest record such as 90m, 6h, 2d or 1h30m")
 
