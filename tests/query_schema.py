@@ -121,7 +121,11 @@ def values(name: str) -> dict:
     if name == "stage_csv":
         found["picks"] = load.pick_columns(["ts", "timestamp", "event", "recipient"], FieldMap())
     if name == "create_views":
-        found.update(relation="VIEW", **load.view_parts([1], ["staged_2"], [3]))
+        found.update(relation="VIEW", window=queries.fragment("in_window", since="2026-11-28T09:00:00+00:00",
+                                                              until="infinity"),
+                     **load.view_parts([1], ["staged_2"], [3]))
+    if name in ("records_time_range", "records_outside_window"):
+        found["events"] = load.view_parts([1], ["staged_2"], [3])["events"]
     if name == "envelope_drop":
         found["relation"] = "VIEW"
     if "lines" in wanted:

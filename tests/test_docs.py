@@ -111,6 +111,18 @@ def test_every_field_of_the_json_is_in_its_table(mixed_document):
         assert produced == documented, key
 
 
+def test_every_field_of_the_window_is_in_its_table():
+    from forensics.findings import build_document
+    from forensics.ingest.case import load_case
+    from forensics.ingest.window import Window, parse_bound
+
+    case = load_case([str(ROOT / "sample_logs" / "mixed")], limits=Window(parse_bound("1h"), None))
+    window = build_document(case, include_affected=False)["window"]
+    documented = {name for row in _table_rows(_page("diagnose-json.md"), "## `window`") for name in _names(row[0])}
+    assert set(window) == documented
+    assert window["since_given"] == "1h" and window["records_in_window"] < window["records"]
+
+
 def test_the_contract_pages_point_nowhere_outside_the_repository():
     for page in ("log-vocabulary.md", "incident-kinds.md", "diagnose-json.md", "benchmarks.md"):
         text = _page(page)

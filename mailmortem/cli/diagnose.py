@@ -8,6 +8,7 @@ import sys
 import click
 
 from mailmortem.cli.options import TZ_HELP, YEAR_HELP, export_options, format_option
+from mailmortem.cli.window import given_window, window_options
 from forensics.ingest.envelopes import NAMES as ENVELOPES, NONE as NO_ENVELOPE
 from forensics.ingest.sources import SYNTAXES
 from forensics.kinds import KINDS
@@ -47,6 +48,7 @@ def case_options(func=None, *, logs_required: bool = True):
         click.get_current_context().meta[_READING] = Reading(envelope, tz or "UTC", year)
         return func(*args, **kwargs)
 
+    command = window_options(command)  # --since/--until: the same on every command that reads logs
     for decorator in reversed(decorators):
         command = decorator(command)
     return command
@@ -64,7 +66,7 @@ def open_case(paths, syntax, fields, config, strict, memory_limit, skip_unreadab
     with delayed_status("reading logs") as progress:
         return load_case(paths, syntax=syntax, field_map=overrides, strict=strict, database=save,
                          memory_limit=memory_limit, progress=progress, skip_unreadable=skip_unreadable,
-                         reading=reading)
+                         reading=reading, limits=given_window())
 
 
 @click.command()
@@ -108,6 +110,9 @@ def diagnose(paths, syntax, fields, config, strict, memory_limit, skip_unreadabl
     if exports:
         document["reconciliation"] = _reconcile(case, exports)
     if fmt == "json":
+        from mailmortem.cli.window import note
+
+        note(document["window"])
         write_document(document, affected_json(case.con), sys.stdout)
     else:
         from mailmortem.cli.diagnose_view import show_diagnosis
@@ -129,7 +134,9 @@ def _provider_confirmed(document: dict) -> int:
 
 
 def warn_if_incomplete(document: dict) -> None:
-    """Lost evidence is said before any list a person might act on (the list may be missing people)."""
+    """Lost evidence is said before any list a person might act on (the list may be missing people), and so is a
+    --since/--until window (people whose earlier send falls before it are not on the list)."""
+    from mailmortem.cli.window import note as note_window
     from mailmortem.console import warn
 
     lost = document["lost_evidence"]
@@ -138,12 +145,15 @@ def warn_if_incomplete(document: dict) -> None:
              + "; ".join(f"{u['path']} ({u['reason']})" for u in lost["files_not_read"][:5]))
     if lost["lines"]:
         warn(f"{lost['lines']} skipped line(s) look like mail-send records: the list may miss people")
+    note_window(document.get("window"))
 
 
 def _reconcile(case, exports) -> dict:
+    from forensics.ingest.window import cut_provider_sends
     from forensics.reconcile import load_provider_sends, reconcile
 
     load_provider_sends(case.con, exports)
+    cut_provider_sends(case.con, case.window)  # the export is compared within the logs' --since/--until window
     return reconcile(case.con)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from forensics.ingest.window import headline as window_headline, read_lines as window_lines
 from forensics.textsafe import terminal_safe as safe
 
 # Incidents shown in full; the rest get a line each so a diagnosis stays within one screen.
@@ -86,7 +87,12 @@ def show_diagnosis(document: dict, saved_to: str | None = None, zone_note: str |
         console.print(_missed_headline(missed), soft_wrap=True)
     if not document["complete"]:
         console.print(_lost_headline(document["lost_evidence"]), soft_wrap=True)
+    window = document.get("window")  # --since/--until: who the window cannot see, said before any figure
+    if window:
+        console.print(window_headline(window), soft_wrap=True)
     console.print(_inputs_table(document["inputs"]))
+    for line in window_lines(window):
+        console.print(line, soft_wrap=True)
     skipped = sum(i["skipped"] for i in document["inputs"])
     if skipped:
         console.print(f"{skipped:,} lines were not records and were skipped (see 'first skipped').")

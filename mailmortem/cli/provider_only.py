@@ -10,6 +10,7 @@ import sys
 import click
 
 from forensics.textsafe import terminal_safe as safe
+from mailmortem.cli.window import given_window
 
 SHOWN = 10  # people listed in the table view; all are in --format json and `affected`
 # Options that say how to read LOGS: given without LOGS they would be silently ignored.
@@ -31,6 +32,8 @@ def require_exports(exports, given: dict) -> None:
     reading = click.get_current_context().meta.get("mailmortem.reading")  # left by diagnose.case_options
     if reading is not None and reading.envelope:
         named.append("--envelope")
+    window = given_window()
+    named += [flag for flag, bound in (("--since", window.since), ("--until", window.until)) if bound]
     if named:
         raise click.UsageError(f"{', '.join(named)} say how to read LOGS, which were not given "
                                "(--provider-export alone reads only the provider's history)")

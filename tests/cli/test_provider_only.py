@@ -301,3 +301,12 @@ def test_with_logs_provider_sends_no_grouping_places_are_not_called_no_duplicate
     assert ("The log's records show every person once per step, but 1 provider send(s) could not be placed in a "
             "campaign step (the export names none for them, and the log lacks some of its sends): duplicates among "
             "them cannot be seen (see the reconciliation).") in result.stdout.splitlines()
+
+
+@pytest.mark.parametrize("command", ["diagnose", "affected"])
+@pytest.mark.parametrize("window", [("--since", "6h"), ("--until", "2026-11-28T10:00Z")])
+def test_a_window_without_logs_is_a_usage_error_not_ignored(cli, tmp_path, command, window):
+    export = tmp_path / "export.csv"
+    export.write_text("recipient,msg_id,sent_at,campaign,step\na@x.co,<1@m>,2026-11-28T09:00:00Z,c1,1\n")
+    result = cli(command, "--provider-export", str(export), *window)
+    assert result.exit_code == 2 and f"{window[0]} say how to read LOGS, which were not given" in result.stderr
