@@ -64,8 +64,8 @@ FROM read_json_objects(:path, format := 'auto', maximum_object_size := 134217728
 CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
     SELECT row_number() OVER () AS line_no, line,
-           CASE WHEN starts_with(line, '{')
-                THEN try(json_extract_string(line, ['$.log', '$.stream', '$.time', '$.attrs.tag'])) END AS v
+           CASE WHEN starts_with(line, '{') AND json_valid(line)
+                THEN json_extract_string(line, ['$.log', '$.stream', '$.time', '$.attrs.tag']) END AS v
     FROM {frag:lines}(:path, :delim)
 ), read AS (
     SELECT line_no, line, CASE WHEN v[3] IS NOT NULL THEN v END AS v FROM entries
@@ -108,9 +108,9 @@ CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
     SELECT row_number() OVER () AS line_no, ltrim(line, chr(30)) AS line FROM {frag:lines}(:path, :delim)
 ), read AS (
-    SELECT line_no, line, CASE WHEN starts_with(line, '{') THEN try(json_extract_string(line, [
+    SELECT line_no, line, CASE WHEN starts_with(line, '{') AND json_valid(line) THEN json_extract_string(line, [
                '$.MESSAGE', '$.__REALTIME_TIMESTAMP', '$._HOSTNAME', '$._SYSTEMD_UNIT', '$.SYSLOG_IDENTIFIER',
-               '$._PID', '$.CONTAINER_NAME', '$._STREAM_ID', '$._LINE_BREAK', '$.CONTAINER_PARTIAL_MESSAGE'])) END AS v
+               '$._PID', '$.CONTAINER_NAME', '$._STREAM_ID', '$._LINE_BREAK', '$.CONTAINER_PARTIAL_MESSAGE']) END AS v
     FROM entries
 )
 SELECT line_no, coalesce(v[8], '') AS chain,
@@ -263,10 +263,10 @@ FROM entries
 CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
     SELECT row_number() OVER () AS line_no, line,
-           CASE WHEN starts_with(line, '{') THEN try(json_extract_string(line, [
+           CASE WHEN starts_with(line, '{') AND json_valid(line) THEN json_extract_string(line, [
                '$.line', '$.timestamp', '$.labels.stream', '$.labels.host', '$.labels.hostname', '$.labels.instance',
                '$.labels.node_name', '$.labels.pod', '$.labels.container', '$.labels.container_name', '$.labels.unit',
-               '$.labels.service_name', '$.labels.app', '$.labels.job'])) END AS v
+               '$.labels.service_name', '$.labels.app', '$.labels.job']) END AS v
     FROM {frag:lines}(:path, :delim)
 ), read AS (
     SELECT line_no, line, CASE WHEN v[1] IS NOT NULL AND v[2] IS NOT NULL THEN v END AS v FROM entries
@@ -285,12 +285,12 @@ FROM read
 CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
     SELECT row_number() OVER () AS line_no, line,
-           CASE WHEN starts_with(line, '{') THEN try(json_extract_string(line, [
+           CASE WHEN starts_with(line, '{') AND json_valid(line) THEN json_extract_string(line, [
                '$.textPayload', '$.jsonPayload', '$.timestamp', '$.receiveTimestamp', '$.logName',
                '$.labels."compute.googleapis.com/resource_name"', '$.resource.labels.node_name',
                '$.resource.labels.instance_id', '$.resource.labels.pod_name', '$.resource.labels.container_name',
                '$.resource.labels.service_name', '$.resource.labels.job_name', '$.resource.labels.function_name',
-               '$.insertId'])) END AS v
+               '$.insertId']) END AS v
     FROM {frag:lines}(:path, :delim)
 ), read AS (
     SELECT line_no, line, CASE WHEN v[5] IS NOT NULL OR v[14] IS NOT NULL THEN v END AS v FROM entries
@@ -310,8 +310,8 @@ FROM read
 CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
     SELECT row_number() OVER () AS line_no, line,
-           CASE WHEN starts_with(line, '{') THEN try(json_extract_string(line, [
-               '$.message', '$.timestamp', '$.logStreamName', '$.logGroupName'])) END AS v
+           CASE WHEN starts_with(line, '{') AND json_valid(line) THEN json_extract_string(line, [
+               '$.message', '$.timestamp', '$.logStreamName', '$.logGroupName']) END AS v
     FROM {frag:lines}(:path, :delim)
 ), read AS (
     SELECT line_no, line, CASE WHEN v[1] IS NOT NULL AND v[2] IS NOT NULL THEN v END AS v FROM entries
@@ -329,8 +329,8 @@ FROM read
 CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
     SELECT row_number() OVER () AS line_no, line,
-           CASE WHEN starts_with(line, '{') THEN try(json_extract_string(line, [
-               '$.message', '$.attributes', '$.date', '$.timestamp', '$.host', '$.service'])) END AS v
+           CASE WHEN starts_with(line, '{') AND json_valid(line) THEN json_extract_string(line, [
+               '$.message', '$.attributes', '$.date', '$.timestamp', '$.host', '$.service']) END AS v
     FROM {frag:lines}(:path, :delim)
 ), read AS (
     SELECT line_no, line, CASE WHEN v[1] IS NOT NULL OR v[2] IS NOT NULL THEN v END AS v FROM entries
