@@ -76,12 +76,13 @@ WHERE t.{ident:status} = :status_in_progress
 ORDER BY t.{ident:claimed_at}, t.{ident:lead_id}
 
 -- name: requeue_reserved_unconfirmed
--- Of the given stale leads, those whose person holds an unconfirmed send reservation (a send may have gone
--- out): held, never re-queued nor marked sent. Campaign and step NULL = any.
+-- The in-progress leads whose person holds an unconfirmed send reservation (a send may have gone out): held,
+-- never re-queued nor marked sent. Campaign and step NULL = any. Read from the reservations' side (they are
+-- few): no list of keys goes to the server.
 -- dialect: postgres
 SELECT t.{ident:lead_id}::text AS key_text
 FROM {ident:table} AS t
-WHERE t.{ident:lead_id} = ANY(:keys)
+WHERE t.{ident:status} = :status_in_progress
   AND EXISTS (
       SELECT 1 FROM send_reservation AS r
       WHERE r.key_kind = 'address' AND r.key_value = pg_temp.mm_address(t.{ident:email}::text) AND r.msg_id IS NULL
@@ -103,22 +104,41 @@ WHERE t.{ident:status} = :status_in_progress AND t.{ident:claimed_at} IS NULL
 -- dialect: postgres
 SELECT set_config('lock_timeout', '5s', true)
 
+-- name: requeue_planned_create
+-- The plan's leads for this transaction only (dropped at its end): the key in the table's own key type (so a
+-- join can use its index), the claim each was planned on (claimer, exact claim time) and its planned status.
+-- dialect: postgres
+CREATE TEMPORARY TABLE mm_requeue_planned ON COMMIT DROP AS
+SELECT t.{ident:lead_id} AS lead_key, CAST(NULL AS text) AS claimed_by, CAST(NULL AS numeric) AS claimed_epoch,
+       CAST(NULL AS boolean) AS to_sent
+FROM {ident:table} AS t
+WHERE false
+
+-- name: requeue_planned_copy
+-- Load the plan's leads, one COPY (each key as its text, read back by the key type's own input).
+-- dialect: postgres
+COPY mm_requeue_planned (lead_key, claimed_by, claimed_epoch, to_sent) FROM STDIN
+
+-- name: requeue_planned_analyze
+-- Tell the planner how many leads the plan holds (one or millions), so the joins below are chosen for it.
+-- dialect: postgres
+ANALYZE mm_requeue_planned
+
 -- name: requeue_lock_planned
 -- Lock the planned rows that no live transaction holds; the rest are reported as skipped.
 -- dialect: postgres
 SELECT t.{ident:lead_id}::text AS key_text
 FROM {ident:table} AS t
-WHERE t.{ident:lead_id} = ANY(:keys)
+WHERE t.{ident:lead_id} IN (SELECT p.lead_key FROM mm_requeue_planned AS p)
 FOR UPDATE SKIP LOCKED
 
 -- name: requeue_guard
--- Template: the planned stale claims (CTE planned) whose guard still holds: same claim (claimer and exact claim
--- time), still in progress and older than the cutoff. requeue_to_queued and requeue_to_sent lock these rows.
+-- Template: the planned stale claims (mm_requeue_planned) whose guard still holds: same claim (claimer and exact
+-- claim time), still in progress and older than the cutoff. requeue_to_queued and requeue_to_sent lock these rows.
 -- dialect: postgres
 FROM {ident:table} AS t
-    JOIN planned AS p ON p.key_text = t.{ident:lead_id}::text
-    WHERE t.{ident:lead_id} = ANY(:keys)
-      AND t.{ident:status} = :status_in_progress
+    JOIN mm_requeue_planned AS p ON p.lead_key = t.{ident:lead_id}
+    WHERE t.{ident:status} = :status_in_progress
       AND {block:requeue_claimed_instant} < now() - make_interval(secs => :older_than_s)
       AND t.{ident:claimed_by}::text IS NOT DISTINCT FROM p.claimed_by
       AND extract(epoch FROM t.{ident:claimed_at}) = p.claimed_epoch
@@ -126,12 +146,10 @@ FROM {ident:table} AS t
 -- name: requeue_to_queued
 -- Put planned stale claims back to queued where the guard still holds (same claim, still old, not in the sent-log); one audit row per change.
 -- dialect: postgres
-WITH planned AS (
-    SELECT * FROM unnest(CAST(:key_texts AS text[]), CAST(:claimed_bys AS text[]), CAST(:claimed_epochs AS numeric[]))
-        AS p(key_text, claimed_by, claimed_epoch)
-), prior AS (
+WITH prior AS (
     SELECT t.{ident:lead_id} AS lead_key, t.{ident:status} AS status, t.{ident:claimed_by} AS claimed_by, t.{ident:claimed_at} AS claimed_at
     {block:requeue_guard}
+      AND NOT p.to_sent
       AND NOT {block:requeue_in_sent_log}
     FOR UPDATE OF t SKIP LOCKED
 ), changed AS (
@@ -156,12 +174,10 @@ RETURNING row_key
 -- name: requeue_to_sent
 -- Mark planned stale claims sent (the sent-log proves the email went out) where the guard still holds; one audit row per change.
 -- dialect: postgres
-WITH planned AS (
-    SELECT * FROM unnest(CAST(:key_texts AS text[]), CAST(:claimed_bys AS text[]), CAST(:claimed_epochs AS numeric[]))
-        AS p(key_text, claimed_by, claimed_epoch)
-), prior AS (
+WITH prior AS (
     SELECT t.{ident:lead_id} AS lead_key, t.{ident:status} AS status
     {block:requeue_guard}
+      AND p.to_sent
     FOR UPDATE OF t SKIP LOCKED
 ), changed AS (
     UPDATE {ident:table} AS t
