@@ -39,14 +39,17 @@ SELECT campaign, step FROM pairs
       ELSE CAST(t.{ident:claimed_at} AS timestamp) AT TIME ZONE CAST(:claimed_at_zone AS text) END)
 
 -- name: requeue_in_sent_log
--- Template: is the lead t's person in the sent-log under one of the (campaign, step) pairs in scope? One probe
--- of sent_log's (campaign, step, recipient) index per pair.
+-- Template: is the lead t's person in the sent-log under a (campaign, step) pair in scope? One probe of sent_log's
+-- (campaign, step, recipient) index on all three columns. The scope's campaigns and steps are taken as a
+-- rectangle: resolve_scope selects pairs by a campaign condition AND a step condition, so every sent-log pair of
+-- a scope campaign and a scope step is in scope (tests/test_claims.py holds that property).
 -- dialect: postgres
 EXISTS (
     SELECT 1
-    FROM unnest(CAST(:scope_campaigns AS text[]), CAST(:scope_steps AS text[])) AS k(campaign, step)
-        JOIN sent_log AS s ON s.campaign = k.campaign AND s.step = k.step
-    WHERE s.recipient = pg_temp.mm_address(t.{ident:email}::text))
+    FROM sent_log AS s
+    WHERE s.campaign = ANY(CAST(:scope_campaigns AS text[]))
+      AND s.step = ANY(CAST(:scope_steps AS text[]))
+      AND s.recipient = pg_temp.mm_address(t.{ident:email}::text))
 
 -- name: requeue_label_campaign
 -- Template: a reservation's campaign in normal form (forensics.addresses.normalize_label: :label_ws trimmed,
@@ -107,8 +110,9 @@ SELECT set_config('lock_timeout', '5s', true)
 -- name: requeue_planned_create
 -- The plan's leads for this transaction only (dropped at its end): the key in the table's own key type (so a
 -- join can use its index), the claim each was planned on (claimer, exact claim time) and its planned status.
+-- Always spelled pg_temp.…, so no table of that name elsewhere on the search path can stand in for it.
 -- dialect: postgres
-CREATE TEMPORARY TABLE mm_requeue_planned ON COMMIT DROP AS
+CREATE TEMPORARY TABLE pg_temp.mm_requeue_planned ON COMMIT DROP AS
 SELECT t.{ident:lead_id} AS lead_key, CAST(NULL AS text) AS claimed_by, CAST(NULL AS numeric) AS claimed_epoch,
        CAST(NULL AS boolean) AS to_sent
 FROM {ident:table} AS t
@@ -117,19 +121,19 @@ WHERE false
 -- name: requeue_planned_copy
 -- Load the plan's leads, one COPY (each key as its text, read back by the key type's own input).
 -- dialect: postgres
-COPY mm_requeue_planned (lead_key, claimed_by, claimed_epoch, to_sent) FROM STDIN
+COPY pg_temp.mm_requeue_planned (lead_key, claimed_by, claimed_epoch, to_sent) FROM STDIN
 
 -- name: requeue_planned_analyze
 -- Tell the planner how many leads the plan holds (one or millions), so the joins below are chosen for it.
 -- dialect: postgres
-ANALYZE mm_requeue_planned
+ANALYZE pg_temp.mm_requeue_planned
 
 -- name: requeue_lock_planned
 -- Lock the planned rows that no live transaction holds; the rest are reported as skipped.
 -- dialect: postgres
 SELECT t.{ident:lead_id}::text AS key_text
 FROM {ident:table} AS t
-WHERE t.{ident:lead_id} IN (SELECT p.lead_key FROM mm_requeue_planned AS p)
+WHERE t.{ident:lead_id} IN (SELECT p.lead_key FROM pg_temp.mm_requeue_planned AS p)
 FOR UPDATE SKIP LOCKED
 
 -- name: requeue_guard
@@ -137,7 +141,7 @@ FOR UPDATE SKIP LOCKED
 -- claim time), still in progress and older than the cutoff. requeue_to_queued and requeue_to_sent lock these rows.
 -- dialect: postgres
 FROM {ident:table} AS t
-    JOIN mm_requeue_planned AS p ON p.lead_key = t.{ident:lead_id}
+    JOIN pg_temp.mm_requeue_planned AS p ON p.lead_key = t.{ident:lead_id}
     WHERE t.{ident:status} = :status_in_progress
       AND {block:requeue_claimed_instant} < now() - make_interval(secs => :older_than_s)
       AND t.{ident:claimed_by}::text IS NOT DISTINCT FROM p.claimed_by
@@ -145,18 +149,20 @@ FROM {ident:table} AS t
 
 -- name: requeue_to_queued
 -- Put planned stale claims back to queued where the guard still holds (same claim, still old, not in the sent-log); one audit row per change.
+-- The sent-log check is a column of prior, not a WHERE: it stays a subplan run for the guarded rows only (an
+-- index probe each, or one hashed pass), never a join the planner could order badly on an unanalysed sent_log.
 -- dialect: postgres
 WITH prior AS (
-    SELECT t.{ident:lead_id} AS lead_key, t.{ident:status} AS status, t.{ident:claimed_by} AS claimed_by, t.{ident:claimed_at} AS claimed_at
+    SELECT t.{ident:lead_id} AS lead_key, t.{ident:status} AS status, t.{ident:claimed_by} AS claimed_by, t.{ident:claimed_at} AS claimed_at,
+           {block:requeue_in_sent_log} AS in_sent_log
     {block:requeue_guard}
       AND NOT p.to_sent
-      AND NOT {block:requeue_in_sent_log}
     FOR UPDATE OF t SKIP LOCKED
 ), changed AS (
     UPDATE {ident:table} AS t
     SET {ident:status} = :new_status, {ident:claimed_by} = NULL, {ident:claimed_at} = NULL
     FROM prior
-    WHERE t.{ident:lead_id} = prior.lead_key
+    WHERE t.{ident:lead_id} = prior.lead_key AND NOT prior.in_sent_log
     RETURNING t.{ident:lead_id}::text AS key_text, prior.status AS old_status, prior.claimed_by AS old_claimed_by,
               prior.claimed_at AS old_claimed_at, t.{ident:status} AS new_status, t.{ident:claimed_by} AS new_claimed_by,
               t.{ident:claimed_at} AS new_claimed_at

@@ -375,6 +375,19 @@ def test_campaign_and_step_compare_trimmed_and_case_folded(db, campaign, step):
     assert plan.counts == {"stale": 3, "to_sent": 1, "to_queued": 2}
 
 
+_LABELS = st.sampled_from(["c-1", "C-1", " c-1", "c-2", "", "1", "01", " 1 ", "2"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_LABELS, _LABELS), unique=True), st.none() | _LABELS, st.none() | _LABELS)
+def test_the_scope_is_every_sent_log_pair_of_its_campaigns_and_steps(pairs, campaign, step):
+    """requeue_in_sent_log probes campaign = ANY(campaigns) AND step = ANY(steps): that must select the scope."""
+    scope = claims.resolve_scope(pairs, campaign, step, no_sends_yet=True)
+    chosen = set(zip(scope.campaigns, scope.steps))
+    assert chosen <= set(pairs)
+    assert {(c, s) for c, s in pairs if c in scope.campaigns and s in scope.steps} == chosen
+
+
 @pytest.mark.parametrize("campaign,step,named", [("C1", None, "the sent-log's campaigns: 'c-1'"),
                                                  ("c-1", "01", "the sent-log's steps of campaign 'c-1': '1'")])
 def test_a_filter_that_matches_no_sent_log_row_is_refused_with_the_values_that_exist(db, campaign, step, named):
@@ -470,4 +483,6 @@ def test_requeue_sent_log_lookup_uses_the_index_on_an_unanalysed_sent_log(leads,
             plan = "\n".join(r[0] for r in conn.execute(text, {k: params[k] for k in query.params}))
             assert "Index" in plan and "sent_log_campaign_step_recipient" in plan, plan
             assert "Seq Scan on sent_log" not in plan, plan
+            # never a nested loop that walks the scope's sent-log rows for every lead (rows x sends)
+            assert "Join Filter: (s.recipient" not in plan, plan
         conn.rollback()
