@@ -267,8 +267,9 @@ def requeue_plan(table: LeadsTable, stale: list[StaleLead], older_than_s: float,
 
 
 def _planned_rows(leads: list[StaleLead]) -> tuple:
-    """mm_requeue_planned's rows: key, the claim as planned (claimer, exact claim time), marked sent or not."""
-    return tuple((lead.key_text, lead.claimed_by, lead.claimed_epoch, lead.already_sent) for lead in leads)
+    """mm_requeue_planned's rows: key, the claim as planned (claimer, exact claim time, address), proved sent."""
+    return tuple((lead.key_text, lead.claimed_by, lead.claimed_epoch, lead.email, lead.already_sent)
+                 for lead in leads)
 
 
 def requeue_stale(conn, table: LeadsTable, older_than_s: float, apply: bool = False,

@@ -55,8 +55,9 @@ def test_plan_is_a_pure_ordered_list_of_statements():
     assert [s.query for s in plan.steps] == ["requeue_lock_timeout", "requeue_planned_create", "requeue_planned_copy",
                                              "requeue_planned_analyze", "requeue_lock_planned",
                                              "requeue_to_sent", "requeue_to_queued"]
-    assert plan.steps[2].copy_rows == (("1", "w1", "1764489600.5", True), ("2", "w1", "1764489600.5", False),
-                                       ("3", "w1", "1764489600.5", False))
+    assert plan.steps[2].copy_rows == (("1", "w1", "1764489600.5", "p1@x.co", True),
+                                       ("2", "w1", "1764489600.5", "p2@x.co", False),
+                                       ("3", "w1", "1764489600.5", "p3@x.co", False))
     to_sent, to_queued = plan.steps[5:]
     assert (to_sent.rows, to_queued.rows) == (1, 2) and to_queued.params["new_status"] == "ready"
     assert to_queued.params["run_id"] == "run-1" and to_sent.params["new_status"] == "sent"
