@@ -113,10 +113,16 @@ SELECT count(*) AS n
 FROM {ident:table} AS t
 WHERE t.{ident:status} = :status_in_progress AND t.{ident:claimed_at} IS NULL
 
--- name: requeue_lock_timeout
--- For this transaction only: never wait long on a lock held by live workers (everything else uses SKIP LOCKED).
+-- name: requeue_apply_settings
+-- For this transaction only: never wait long on a lock held by live workers (everything else uses SKIP LOCKED), and
+-- memory enough to hash a large plan's leads without spilling them to disk.
 -- dialect: postgres
-SELECT set_config('lock_timeout', '5s', true)
+SELECT set_config('lock_timeout', '5s', true) AS lock_timeout, set_config('work_mem', '64MB', true) AS work_mem
+
+-- name: requeue_read_settings
+-- For this read-only transaction only: memory enough to sort a large scan without spilling it to disk.
+-- dialect: postgres
+SELECT set_config('work_mem', '64MB', true) AS work_mem
 
 -- name: requeue_planned_create
 -- The plan's leads for this transaction only (dropped at its end): the key in the table's own key type (so a

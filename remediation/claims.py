@@ -116,7 +116,8 @@ def scan(conn, table: LeadsTable, older_than_s: float, campaign: str | None = No
         install_pg(conn)
         params = {"status_in_progress": table.in_progress, "older_than_s": older_than_s,
                   "claimed_at_zone": claimed_at_zone, **scope.params()}
-        stale = [StaleLead(*row) for row in queries.run(conn, "requeue_scan_stale", params, **table.idents())]
+        rows = queries.run(conn, "requeue_scan_stale", params, **table.idents()).fetchall()  # one call, not per row
+        stale = [StaleLead(*row) for row in rows]
         reserved = _reserved(conn, table, stale, campaign, step)
     return [lead._replace(reserved=True) if lead.key_text in reserved else lead for lead in stale], scope
 
@@ -181,6 +182,7 @@ def _reading(conn, table: LeadsTable):
 
     require_postgres(conn)
     try:
+        queries.run(conn, "requeue_read_settings")
         yield
     except psycopg.Error as exc:
         raise db_error(f"cannot read stale claims from {table.table}", exc) from None
@@ -242,8 +244,8 @@ def requeue_plan(table: LeadsTable, stale: list[StaleLead], older_than_s: float,
     A lead whose person holds an unconfirmed reservation counts as sent, but nothing proves it
     was: it is held (listed, untouched) until a backfill or a person settles the reservation.
     """
-    held = tuple(lead for lead in stale if lead.action == "held")
-    stale = [lead for lead in stale if lead.action != "held"]
+    held = tuple(lead for lead in stale if lead.reserved and not lead.already_sent)  # action "held"
+    stale = [lead for lead in stale if lead.already_sent or not lead.reserved]
     common = {
         "run_id": run_id, "table_name": str(table.table), "key_column": table.col("lead_id"),
         "col_status": table.col("status"), "col_claimed_by": table.col("claimed_by"),
@@ -254,7 +256,7 @@ def requeue_plan(table: LeadsTable, stale: list[StaleLead], older_than_s: float,
     if not stale:
         return Plan(run_id, table, older_than_s, (), (), without_claim_time, held, unconfirmed, scope,
                     (campaign, step))
-    steps = [Step("requeue_lock_timeout", {}), Step("requeue_planned_create", {}),
+    steps = [Step("requeue_apply_settings", {}), Step("requeue_planned_create", {}),
              Step("requeue_planned_copy", {}, len(stale), copy_rows=_planned_rows(stale)),
              Step("requeue_planned_analyze", {}), Step("requeue_lock_planned", {}, len(stale))]
     to_sent = sum(1 for lead in stale if lead.already_sent)

@@ -52,7 +52,7 @@ def test_plan_is_a_pure_ordered_list_of_statements():
 
     table = claims.leads_table(queued="ready")
     plan = claims.requeue_plan(table, [lead(1, True), lead(2, False), lead(3, False)], 60.0, "run-1")
-    assert [s.query for s in plan.steps] == ["requeue_lock_timeout", "requeue_planned_create", "requeue_planned_copy",
+    assert [s.query for s in plan.steps] == ["requeue_apply_settings", "requeue_planned_create", "requeue_planned_copy",
                                              "requeue_planned_analyze", "requeue_lock_planned",
                                              "requeue_to_sent", "requeue_to_queued"]
     assert plan.steps[2].copy_rows == (("1", "w1", "1764489600.5", "p1@x.co", True),
