@@ -138,6 +138,16 @@ def test_claim_renewed_between_plan_and_apply_is_left_alone(db, pg_dsn):
     assert rows[2][1:3] == ("in-progress", "w2") and rows[6][1:3] == ("in-progress", "w9")
 
 
+def test_address_changed_between_plan_and_apply_is_left_alone(db, pg_dsn):
+    """The apply checks the sent-log by the address the lead was planned with: the guard holds it unchanged."""
+    plan = claims.requeue_plan(claims.LeadsTable(), claims.scan_stale(db, claims.LeadsTable(), HOUR), HOUR, "r-3")
+    with psycopg.connect(pg_dsn, autocommit=True) as editor:
+        editor.execute("UPDATE leads SET email = 'Sent.Already@example.com' WHERE lead_id = 2")
+    result = claims.apply_plan(db, plan)
+    assert result.left_changed == ["2"] and result.to_sent == ["1"] and result.to_queued == ["6"]
+    assert snapshot(db)[1][1:3] == ("in-progress", "w2")
+
+
 def test_lead_recorded_in_sent_log_after_planning_is_not_requeued(db, pg_dsn):
     plan = claims.requeue_plan(claims.LeadsTable(), claims.scan_stale(db, claims.LeadsTable(), HOUR), HOUR, "r-2")
     with psycopg.connect(pg_dsn) as late:
