@@ -114,15 +114,17 @@ FROM {ident:table} AS t
 WHERE t.{ident:status} = :status_in_progress AND t.{ident:claimed_at} IS NULL
 
 -- name: requeue_apply_settings
--- For this transaction only: never wait long on a lock held by live workers (everything else uses SKIP LOCKED), and
--- memory enough to hash a large plan's leads without spilling them to disk.
+-- For this transaction only: never wait long on a lock held by live workers (everything else uses SKIP LOCKED),
+-- memory enough to hash a large plan's leads without spilling them to disk, and no JIT compilation (the statements
+-- are row updates and index probes; compiling them cost more than it saved).
 -- dialect: postgres
-SELECT set_config('lock_timeout', '5s', true) AS lock_timeout, set_config('work_mem', '64MB', true) AS work_mem
+SELECT set_config('lock_timeout', '5s', true) AS lock_timeout, set_config('work_mem', '64MB', true) AS work_mem,
+       set_config('jit', 'off', true) AS jit
 
 -- name: requeue_read_settings
--- For this read-only transaction only: memory enough to sort a large scan without spilling it to disk.
+-- For this read-only transaction only: memory enough to sort a large scan without spilling it to disk, no JIT.
 -- dialect: postgres
-SELECT set_config('work_mem', '64MB', true) AS work_mem
+SELECT set_config('work_mem', '64MB', true) AS work_mem, set_config('jit', 'off', true) AS jit
 
 -- name: requeue_planned_create
 -- The plan's leads for this transaction only (dropped at its end): the key in the table's own key type (so a
@@ -157,7 +159,8 @@ FOR UPDATE SKIP LOCKED
 -- name: requeue_guard
 -- Template: the planned stale claims (CTE planned, rows of mm_requeue_planned) whose guard still holds: same claim
 -- (claimer, exact claim time, address), still in progress and older than the cutoff. requeue_to_queued and
--- requeue_to_sent lock these rows.
+-- requeue_to_sent lock these rows, then update each by its row address (table, ctid): a locked row cannot move, and
+-- that saves a key lookup per row.
 -- dialect: postgres
 FROM {ident:table} AS t
     JOIN planned AS p ON p.lead_key = t.{ident:lead_id}
@@ -178,7 +181,8 @@ WITH planned AS MATERIALIZED (
     FROM pg_temp.mm_requeue_planned AS p
     WHERE NOT p.to_sent
 ), prior AS (
-    SELECT t.{ident:lead_id} AS lead_key, t.{ident:status} AS status, t.{ident:claimed_by} AS claimed_by, t.{ident:claimed_at} AS claimed_at
+    SELECT t.tableoid AS row_table, t.ctid AS row_id,
+           t.{ident:status} AS status, t.{ident:claimed_by} AS claimed_by, t.{ident:claimed_at} AS claimed_at
     {block:requeue_guard}
       AND NOT p.in_sent_log
     FOR UPDATE OF t SKIP LOCKED
@@ -186,7 +190,7 @@ WITH planned AS MATERIALIZED (
     UPDATE {ident:table} AS t
     SET {ident:status} = :new_status, {ident:claimed_by} = NULL, {ident:claimed_at} = NULL
     FROM prior
-    WHERE t.{ident:lead_id} = prior.lead_key
+    WHERE t.ctid = prior.row_id AND t.tableoid = prior.row_table
     RETURNING t.{ident:lead_id}::text AS key_text, prior.status AS old_status, prior.claimed_by AS old_claimed_by,
               prior.claimed_at AS old_claimed_at, t.{ident:status} AS new_status, t.{ident:claimed_by} AS new_claimed_by,
               t.{ident:claimed_at} AS new_claimed_at
@@ -207,14 +211,14 @@ RETURNING row_key
 WITH planned AS (
     SELECT p.* FROM pg_temp.mm_requeue_planned AS p WHERE p.to_sent
 ), prior AS (
-    SELECT t.{ident:lead_id} AS lead_key, t.{ident:status} AS status
+    SELECT t.tableoid AS row_table, t.ctid AS row_id, t.{ident:status} AS status
     {block:requeue_guard}
     FOR UPDATE OF t SKIP LOCKED
 ), changed AS (
     UPDATE {ident:table} AS t
     SET {ident:status} = :new_status
     FROM prior
-    WHERE t.{ident:lead_id} = prior.lead_key
+    WHERE t.ctid = prior.row_id AND t.tableoid = prior.row_table
     RETURNING t.{ident:lead_id}::text AS key_text, prior.status AS old_status, t.{ident:status} AS new_status
 )
 INSERT INTO mailmortem_audit (run_id, command, table_name, key_column, row_key, old_values, new_values, os_user)
