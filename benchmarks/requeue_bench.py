@@ -5,12 +5,15 @@
 Lays out a scratch database (a leads table of N in-progress claims two hours old; a sent_log
 that holds every tenth lead's person for campaign c-1 step 1, plus other campaigns, and is not
 analysed), then times requeue_stale(apply=True, campaign="c-1", step="1"): the scan and plan,
-the apply up to its commit (when the run id is printed), and the bookkeeping after it.
+the apply up to its commit (when the run id is printed), and the bookkeeping after it. It also
+prints the CPU seconds of the PostgreSQL backend (when the server is local) and of this process,
+and the load average: on shared cores the wall time follows the load, the CPU time much less.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -41,19 +44,24 @@ def lay_out(url: str, rows: int) -> int:
 def run_once(url: str, rows: int) -> dict:
     import psycopg
 
+    from backfill_bench import _cpu_seconds
     from remediation import claims
 
     expected_sent = lay_out(url, rows)
     marks: dict = {}
     with psycopg.connect(url) as conn:
+        backend = conn.info.backend_pid
+        server_cpu, client_cpu = _cpu_seconds(backend), time.process_time()
         started = time.perf_counter()
         plan, result = claims.requeue_stale(conn, claims.LeadsTable(), 3600.0, apply=True, campaign="c-1", step="1",
                                             on_commit=lambda r: marks.setdefault("commit", time.perf_counter()))
         finished = time.perf_counter()
+        server_cpu = None if server_cpu is None else _cpu_seconds(backend) - server_cpu
     assert result.counts == {"to_sent": expected_sent, "to_queued": rows - expected_sent, "skipped_locked": 0,
                              "left_changed": 0}, result.counts
     return {"total": finished - started, "to_commit": marks["commit"] - started,
-            "after_commit": finished - marks["commit"], "counts": result.counts, "run_id": plan.run_id}
+            "after_commit": finished - marks["commit"], "counts": result.counts, "run_id": plan.run_id,
+            "server_cpu": server_cpu, "client_cpu": time.process_time() - client_cpu}
 
 
 def _scratch(dsn: str):
@@ -82,7 +90,9 @@ def main() -> int:
     try:
         url, drop = _scratch(args.dsn)
         try:
+            load_before = os.getloadavg()[0]
             run = run_once(url, args.rows)
+            load_after = os.getloadavg()[0]
         finally:
             drop()
     finally:
@@ -93,6 +103,9 @@ def main() -> int:
           f"{counts['to_queued']:,} re-queued): {run['total']:.2f}s")
     print(f"  scan, plan and apply to the commit: {run['to_commit']:.2f}s (run id {run['run_id']} known there)")
     print(f"  bookkeeping after the commit: {run['after_commit']:.3f}s")
+    server = "n/a (server not local)" if run["server_cpu"] is None else f"{run['server_cpu']:.2f}s"
+    print(f"  CPU: PostgreSQL backend {server}, this process {run['client_cpu']:.2f}s; "
+          f"1-min load average {load_before:.1f} before, {load_after:.1f} after ({os.cpu_count()} cores)")
     return 0
 
 

@@ -21,22 +21,24 @@ CREATE OR REPLACE TEMP MACRO mm_address(x) AS (
 
 -- name: address_pg_function
 -- PostgreSQL: pg_temp.mm_address(text) for this session (always call it qualified), the same normal form.
--- A session-private function: it needs no schema privilege and is always this version's definition.
+-- A session-private function: it needs no schema privilege and is always this version's definition. Its body
+-- is one expression, so the planner inlines it (a per-row function call cost more than the work); `ws` is a
+-- constant default, never passed. COLLATE "C" makes it locale-proof: lower() in the C collation changes
+-- ASCII A-Z only (PostgreSQL documents it so), and the regular expression classifies nothing by locale.
 -- dialect: postgres
-CREATE OR REPLACE FUNCTION pg_temp.mm_address(address text) RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-SELECT nullif(translate(CASE WHEN t ~ '<[^<]*>$' THEN btrim(substring(t FROM '<([^<]*)>$'), ws) ELSE t END,
-                        'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz'), '')
-FROM (SELECT btrim(address, ws) AS t, ws
-      FROM (SELECT
+CREATE OR REPLACE FUNCTION pg_temp.mm_address(address text, ws text DEFAULT
             chr(9) || chr(10) || chr(11) || chr(12) || chr(13) || chr(32) || chr(133) || chr(160) ||
             chr(5760) || chr(8192) || chr(8193) || chr(8194) || chr(8195) || chr(8196) || chr(8197) ||
             chr(8198) || chr(8199) || chr(8200) || chr(8201) || chr(8202) || chr(8203) || chr(8232) ||
-            chr(8233) || chr(8239) || chr(8287) || chr(12288) || chr(65279)
-            AS ws) AS w) AS v
+            chr(8233) || chr(8239) || chr(8287) || chr(12288) || chr(65279))
+RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+SELECT nullif(lower(CASE WHEN right(btrim(address COLLATE "C", ws), 1) = '>'
+                         THEN coalesce(btrim(substring(btrim(address COLLATE "C", ws) FROM '<([^<]*)>$'), ws),
+                                       btrim(address COLLATE "C", ws))
+                         ELSE btrim(address COLLATE "C", ws) END), '')
 $$
 
 -- name: address_pg_function_exists
 -- PostgreSQL: has this session created pg_temp.mm_address yet?
 -- dialect: postgres
-SELECT to_regprocedure('pg_temp.mm_address(text)') IS NOT NULL AS present
+SELECT to_regprocedure('pg_temp.mm_address(text, text)') IS NOT NULL AS present

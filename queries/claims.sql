@@ -39,14 +39,28 @@ SELECT campaign, step FROM pairs
       ELSE CAST(t.{ident:claimed_at} AS timestamp) AT TIME ZONE CAST(:claimed_at_zone AS text) END)
 
 -- name: requeue_in_sent_log
--- Template: is the lead t's person in the sent-log under one of the (campaign, step) pairs in scope? One probe
--- of sent_log's (campaign, step, recipient) index per pair.
+-- Template: is the lead t's person in the sent-log under a (campaign, step) pair in scope? Probes sent_log's
+-- (campaign, step, recipient) index. The scope's campaigns and steps are taken as a rectangle: resolve_scope
+-- selects pairs by a campaign condition AND a step condition, so every sent-log pair of a scope campaign and a
+-- scope step is in scope (tests/test_claims.py holds that property).
 -- dialect: postgres
 EXISTS (
     SELECT 1
-    FROM unnest(CAST(:scope_campaigns AS text[]), CAST(:scope_steps AS text[])) AS k(campaign, step)
-        JOIN sent_log AS s ON s.campaign = k.campaign AND s.step = k.step
-    WHERE s.recipient = pg_temp.mm_address(t.{ident:email}::text))
+    FROM sent_log AS s
+    WHERE s.campaign = ANY(CAST(:scope_campaigns AS text[]))
+      AND s.step = ANY(CAST(:scope_steps AS text[]))
+      AND s.recipient = pg_temp.mm_address(t.{ident:email}::text))
+
+-- name: requeue_planned_in_sent_log
+-- Template: requeue_in_sent_log for the planned lead p, by the address it was planned with (requeue_guard
+-- checks the row still holds it).
+-- dialect: postgres
+EXISTS (
+    SELECT 1
+    FROM sent_log AS s
+    WHERE s.campaign = ANY(CAST(:scope_campaigns AS text[]))
+      AND s.step = ANY(CAST(:scope_steps AS text[]))
+      AND s.recipient = pg_temp.mm_address(p.email))
 
 -- name: requeue_label_campaign
 -- Template: a reservation's campaign in normal form (forensics.addresses.normalize_label: :label_ws trimmed,
@@ -76,12 +90,13 @@ WHERE t.{ident:status} = :status_in_progress
 ORDER BY t.{ident:claimed_at}, t.{ident:lead_id}
 
 -- name: requeue_reserved_unconfirmed
--- Of the given stale leads, those whose person holds an unconfirmed send reservation (a send may have gone
--- out): held, never re-queued nor marked sent. Campaign and step NULL = any.
+-- The in-progress leads whose person holds an unconfirmed send reservation (a send may have gone out): held,
+-- never re-queued nor marked sent. Campaign and step NULL = any. Read from the reservations' side (they are
+-- few): no list of keys goes to the server.
 -- dialect: postgres
 SELECT t.{ident:lead_id}::text AS key_text
 FROM {ident:table} AS t
-WHERE t.{ident:lead_id} = ANY(:keys)
+WHERE t.{ident:status} = :status_in_progress
   AND EXISTS (
       SELECT 1 FROM send_reservation AS r
       WHERE r.key_kind = 'address' AND r.key_value = pg_temp.mm_address(t.{ident:email}::text) AND r.msg_id IS NULL
@@ -98,47 +113,84 @@ SELECT count(*) AS n
 FROM {ident:table} AS t
 WHERE t.{ident:status} = :status_in_progress AND t.{ident:claimed_at} IS NULL
 
--- name: requeue_lock_timeout
--- For this transaction only: never wait long on a lock held by live workers (everything else uses SKIP LOCKED).
+-- name: requeue_apply_settings
+-- For this transaction only: never wait long on a lock held by live workers (everything else uses SKIP LOCKED),
+-- memory enough to hash a large plan's leads without spilling them to disk, and no JIT compilation (the statements
+-- are row updates and index probes; compiling them cost more than it saved).
 -- dialect: postgres
-SELECT set_config('lock_timeout', '5s', true)
+SELECT set_config('lock_timeout', '5s', true) AS lock_timeout, set_config('work_mem', '64MB', true) AS work_mem,
+       set_config('jit', 'off', true) AS jit
+
+-- name: requeue_read_settings
+-- For this read-only transaction only: memory enough to sort a large scan without spilling it to disk, no JIT.
+-- dialect: postgres
+SELECT set_config('work_mem', '64MB', true) AS work_mem, set_config('jit', 'off', true) AS jit
+
+-- name: requeue_planned_create
+-- The plan's leads for this transaction only (dropped at its end): the key in the table's own key type (so a
+-- join can use its index), the claim each was planned on (claimer, exact claim time, address) and whether the
+-- sent-log proved it sent.
+-- Always spelled pg_temp.…, so no table of that name elsewhere on the search path can stand in for it.
+-- dialect: postgres
+CREATE TEMPORARY TABLE pg_temp.mm_requeue_planned ON COMMIT DROP AS
+SELECT t.{ident:lead_id} AS lead_key, CAST(NULL AS text) AS claimed_by, CAST(NULL AS numeric) AS claimed_epoch,
+       CAST(NULL AS text) AS email, CAST(NULL AS boolean) AS to_sent
+FROM {ident:table} AS t
+WHERE false
+
+-- name: requeue_planned_copy
+-- Load the plan's leads, one COPY (each key as its text, read back by the key type's own input).
+-- dialect: postgres
+COPY pg_temp.mm_requeue_planned (lead_key, claimed_by, claimed_epoch, email, to_sent) FROM STDIN
+
+-- name: requeue_planned_analyze
+-- Tell the planner how many leads the plan holds (one or millions), so the joins below are chosen for it.
+-- dialect: postgres
+ANALYZE pg_temp.mm_requeue_planned
 
 -- name: requeue_lock_planned
 -- Lock the planned rows that no live transaction holds; the rest are reported as skipped.
 -- dialect: postgres
 SELECT t.{ident:lead_id}::text AS key_text
 FROM {ident:table} AS t
-WHERE t.{ident:lead_id} = ANY(:keys)
+WHERE t.{ident:lead_id} IN (SELECT p.lead_key FROM pg_temp.mm_requeue_planned AS p)
 FOR UPDATE SKIP LOCKED
 
 -- name: requeue_guard
--- Template: the planned stale claims (CTE planned) whose guard still holds: same claim (claimer and exact claim
--- time), still in progress and older than the cutoff. requeue_to_queued and requeue_to_sent lock these rows.
+-- Template: the planned stale claims (CTE planned, rows of mm_requeue_planned) whose guard still holds: same claim
+-- (claimer, exact claim time, address), still in progress and older than the cutoff. requeue_to_queued and
+-- requeue_to_sent lock these rows, then update each by its row address (table, ctid): a locked row cannot move, and
+-- that saves a key lookup per row.
 -- dialect: postgres
 FROM {ident:table} AS t
-    JOIN planned AS p ON p.key_text = t.{ident:lead_id}::text
-    WHERE t.{ident:lead_id} = ANY(:keys)
-      AND t.{ident:status} = :status_in_progress
+    JOIN planned AS p ON p.lead_key = t.{ident:lead_id}
+    WHERE t.{ident:status} = :status_in_progress
       AND {block:requeue_claimed_instant} < now() - make_interval(secs => :older_than_s)
       AND t.{ident:claimed_by}::text IS NOT DISTINCT FROM p.claimed_by
       AND extract(epoch FROM t.{ident:claimed_at}) = p.claimed_epoch
+      AND t.{ident:email}::text IS NOT DISTINCT FROM p.email
 
 -- name: requeue_to_queued
 -- Put planned stale claims back to queued where the guard still holds (same claim, still old, not in the sent-log); one audit row per change.
+-- The sent-log is checked on the plan's own rows (CTE planned, fenced), as a column, not a WHERE: a subplan the
+-- planner runs hashed (one pass over the scope's sent-log rows) or as one index probe per lead, by the plan's row
+-- count it knows (ANALYZE); never a join it could order into a rows x sends loop on an unanalysed sent_log.
 -- dialect: postgres
-WITH planned AS (
-    SELECT * FROM unnest(CAST(:key_texts AS text[]), CAST(:claimed_bys AS text[]), CAST(:claimed_epochs AS numeric[]))
-        AS p(key_text, claimed_by, claimed_epoch)
+WITH planned AS MATERIALIZED (
+    SELECT p.*, {block:requeue_planned_in_sent_log} AS in_sent_log
+    FROM pg_temp.mm_requeue_planned AS p
+    WHERE NOT p.to_sent
 ), prior AS (
-    SELECT t.{ident:lead_id} AS lead_key, t.{ident:status} AS status, t.{ident:claimed_by} AS claimed_by, t.{ident:claimed_at} AS claimed_at
+    SELECT t.tableoid AS row_table, t.ctid AS row_id,
+           t.{ident:status} AS status, t.{ident:claimed_by} AS claimed_by, t.{ident:claimed_at} AS claimed_at
     {block:requeue_guard}
-      AND NOT {block:requeue_in_sent_log}
+      AND NOT p.in_sent_log
     FOR UPDATE OF t SKIP LOCKED
 ), changed AS (
     UPDATE {ident:table} AS t
     SET {ident:status} = :new_status, {ident:claimed_by} = NULL, {ident:claimed_at} = NULL
     FROM prior
-    WHERE t.{ident:lead_id} = prior.lead_key
+    WHERE t.ctid = prior.row_id AND t.tableoid = prior.row_table
     RETURNING t.{ident:lead_id}::text AS key_text, prior.status AS old_status, prior.claimed_by AS old_claimed_by,
               prior.claimed_at AS old_claimed_at, t.{ident:status} AS new_status, t.{ident:claimed_by} AS new_claimed_by,
               t.{ident:claimed_at} AS new_claimed_at
@@ -157,17 +209,16 @@ RETURNING row_key
 -- Mark planned stale claims sent (the sent-log proves the email went out) where the guard still holds; one audit row per change.
 -- dialect: postgres
 WITH planned AS (
-    SELECT * FROM unnest(CAST(:key_texts AS text[]), CAST(:claimed_bys AS text[]), CAST(:claimed_epochs AS numeric[]))
-        AS p(key_text, claimed_by, claimed_epoch)
+    SELECT p.* FROM pg_temp.mm_requeue_planned AS p WHERE p.to_sent
 ), prior AS (
-    SELECT t.{ident:lead_id} AS lead_key, t.{ident:status} AS status
+    SELECT t.tableoid AS row_table, t.ctid AS row_id, t.{ident:status} AS status
     {block:requeue_guard}
     FOR UPDATE OF t SKIP LOCKED
 ), changed AS (
     UPDATE {ident:table} AS t
     SET {ident:status} = :new_status
     FROM prior
-    WHERE t.{ident:lead_id} = prior.lead_key
+    WHERE t.ctid = prior.row_id AND t.tableoid = prior.row_table
     RETURNING t.{ident:lead_id}::text AS key_text, prior.status AS old_status, t.{ident:status} AS new_status
 )
 INSERT INTO mailmortem_audit (run_id, command, table_name, key_column, row_key, old_values, new_values, os_user)

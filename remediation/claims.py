@@ -7,36 +7,36 @@ Three steps, each testable alone:
   already holds its recipient;
 * `requeue_plan` (pure) turns that snapshot into ordered statements + params + a
   summary: sent-log'd leads → sent, the others → queued (claim cleared);
-* `apply_plan` runs exactly those statements in ONE transaction. Planned rows a
-  live transaction holds are skipped (`FOR UPDATE SKIP LOCKED`) and reported;
-  every UPDATE re-checks its guard (still in progress, still older than the
-  cutoff, same claimed_by and claimed_at as planned, and for re-queues still not
-  in the sent-log), so a claim renewed in between keeps its row. Each change
-  writes one audit row in the same statement. A second apply finds nothing.
+* `apply_plan` (remediation.requeue_apply) runs exactly those statements in ONE
+  transaction, each UPDATE re-checking its guard. A second apply finds nothing.
+
+The sent-log scope of the filters is remediation.requeue_scope; the lease check
+against the logs' worst batch is remediation.lease (both re-exported here).
 """
 
 from __future__ import annotations
 
 import re
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import queries
 from forensics.addresses import WHITESPACE, install_pg, normalize_label
-from forensics.errors import ConfigError, DatabaseError, MailmortemError
-from remediation.errors import RefusedError
+from forensics.errors import ConfigError
 from forensics.textsafe import terminal_safe
 from remediation import audit, reservations
+from remediation.errors import RefusedError
 from remediation.identifiers import TableName, parse_mapping, parse_table
+from remediation.lease import LEASE_MARGIN, lease_warnings, worst_batch, worst_batch_from_logs  # noqa: F401
+from remediation.requeue_apply import ApplyResult, apply_plan, plan_statements  # noqa: F401
+from remediation.requeue_scope import Scope, db_error, require_postgres, resolve_scope, sent_log_pairs  # noqa: F401
 
 LOGICAL_COLUMNS = ("lead_id", "email", "status", "claimed_by", "claimed_at")
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|sec|secs|m|min|mins|h|hr|hrs|d)?", re.IGNORECASE)
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "sec": 1, "secs": 1, "m": 60, "min": 60, "mins": 60,
                  "h": 3600, "hr": 3600, "hrs": 3600, "d": 86400, None: 1}
-LEASE_MARGIN = 1.5
 TIMESTAMP_OID = 1114  # PostgreSQL's `timestamp without time zone`
-SHOWN_VALUES = 20  # existing campaigns/steps named in a refusal
 
 
 def parse_duration(text: object) -> float:
@@ -86,8 +86,9 @@ def leads_table(table: str = "leads", cols: tuple[str, ...] = (), queued: str | 
     return result
 
 
-@dataclass(frozen=True)
-class StaleLead:
+class StaleLead(NamedTuple):
+    """One stale claim as scanned (a tuple: a scan makes one per stale lead, up to millions)."""
+
     key: Any  # the key as the database returned it (int, str, UUID…)
     key_text: str
     email: str | None
@@ -103,17 +104,6 @@ class StaleLead:
         return "sent" if self.already_sent else "held" if self.reserved else "queued"
 
 
-def _db_error(doing: str, exc: Exception) -> DatabaseError:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return DatabaseError(f"{doing}: {text}")
-
-
-def _require_postgres(conn) -> None:
-    if not type(conn).__module__.startswith("psycopg"):
-        raise ConfigError("requeue-stale and audit need PostgreSQL (row locks, SKIP LOCKED): "
-                          "pass --db postgresql://… (DuckDB files are not supported)")
-
-
 def scan(conn, table: LeadsTable, older_than_s: float, campaign: str | None = None, step: str | None = None,
          *, claimed_at_zone: str | None = None, no_sends_yet: bool = False) -> tuple[list[StaleLead], Scope]:
     """Read the stale claims and the sent-log scope they were checked against (read-only, rolled back)."""
@@ -122,23 +112,20 @@ def scan(conn, table: LeadsTable, older_than_s: float, campaign: str | None = No
             raise RefusedError("no sent_log table in this database: without it a stale lead that was already "
                                "emailed would be re-queued; run `mailmortem backfill-sentlog` first")
         _check_claim_time(conn, table, claimed_at_zone)
-        scope = resolve_scope(_sent_log_pairs(conn), campaign, step, no_sends_yet)
+        scope = resolve_scope(sent_log_pairs(conn), campaign, step, no_sends_yet)
         install_pg(conn)
         params = {"status_in_progress": table.in_progress, "older_than_s": older_than_s,
                   "claimed_at_zone": claimed_at_zone, **scope.params()}
-        stale = [StaleLead(*row) for row in queries.run(conn, "requeue_scan_stale", params, **table.idents())]
+        rows = queries.run(conn, "requeue_scan_stale", params, **table.idents()).fetchall()  # one call, not per row
+        stale = [StaleLead(*row) for row in rows]
         reserved = _reserved(conn, table, stale, campaign, step)
-    return [replace(lead, reserved=True) if lead.key_text in reserved else lead for lead in stale], scope
+    return [lead._replace(reserved=True) if lead.key_text in reserved else lead for lead in stale], scope
 
 
 def scan_stale(conn, table: LeadsTable, older_than_s: float, campaign: str | None = None,
                step: str | None = None, **options) -> list[StaleLead]:
     """The stale claims of `scan` alone, for a plan built by hand (its apply reads the sent-log scope again)."""
     return scan(conn, table, older_than_s, campaign, step, **options)[0]
-
-
-def _sent_log_pairs(conn) -> list[tuple[str, str]]:
-    return [tuple(row) for row in queries.run(conn, "requeue_sent_log_pairs").fetchall()]
 
 
 def _check_claim_time(conn, table: LeadsTable, zone: str | None) -> None:
@@ -163,56 +150,14 @@ def _check_claim_time(conn, table: LeadsTable, zone: str | None) -> None:
                               "knows (e.g. UTC, Europe/Berlin)") from None
 
 
-@dataclass(frozen=True)
-class Scope:
-    """The sent-log rows that prove a send: (campaign, step) pairs spelled as the sent-log spells them."""
-
-    campaigns: tuple[str, ...] = ()
-    steps: tuple[str, ...] = ()
-    no_sends_yet: str | None = None  # the filter that matched no sent-log row, allowed by --no-sends-yet
-
-    def params(self) -> dict:
-        return {"scope_campaigns": list(self.campaigns), "scope_steps": list(self.steps)}
-
-
-def resolve_scope(pairs: list[tuple[str, str]], campaign: str | None, step: str | None,
-                  no_sends_yet: bool = False) -> Scope:
-    """Pure: the sent-log's (campaign, step) pairs the filters select, compared normalised (normalize_label).
-
-    A filter that selects nothing is refused, naming the values that exist, unless `no_sends_yet`
-    (a new campaign: nobody is in the sent-log for it). Rows of unknown step ('') count for any step.
-    """
-    in_campaign = [p for p in pairs if campaign is None or normalize_label(p[0]) == normalize_label(campaign)]
-    if campaign is not None and not in_campaign:
-        return _matched_nothing(f"--campaign {campaign!r}", "campaigns", {c for c, _ in pairs}, no_sends_yet)
-    chosen = [p for p in in_campaign if step is None or normalize_label(p[1]) == normalize_label(step)]
-    if step is not None and not chosen:
-        where = f" of campaign {campaign!r}" if campaign is not None else ""
-        return _matched_nothing(f"--step {step!r}", f"steps{where}", {s for _, s in in_campaign}, no_sends_yet)
-    if step is not None:
-        chosen += [p for p in in_campaign if p[1] == "" and p not in chosen]
-    return Scope(tuple(c for c, _ in chosen), tuple(s for _, s in chosen))
-
-
-def _matched_nothing(flag: str, kind: str, existing: set, no_sends_yet: bool) -> Scope:
-    if no_sends_yet:
-        return Scope(no_sends_yet=flag)
-    shown = ", ".join(repr(v) for v in sorted(existing)[:SHOWN_VALUES]) or "none (the sent-log is empty)"
-    more = f" (and {len(existing) - SHOWN_VALUES} more)" if len(existing) > SHOWN_VALUES else ""
-    raise RefusedError(terminal_safe(
-        f"{flag} matches no sent-log row (compared trimmed and case-folded), so no stale lead could be found "
-        f"sent and every one would be re-queued; the sent-log's {kind}: {shown}{more}. Nothing changed. "
-        "Pass one of those, or --no-sends-yet if this campaign has sent nothing yet"))
-
-
 def _reserved(conn, table: LeadsTable, stale: list[StaleLead], campaign: str | None, step: str | None) -> set:
-    """Key texts of the stale leads whose person holds an unconfirmed send reservation."""
+    """Key texts of in-progress leads (the stale among them) whose person holds an unconfirmed send reservation."""
     if not stale or not reservations.table_exists(conn):
         return set()
-    params = {"keys": [lead.key for lead in stale], "label_ws": WHITESPACE,
+    params = {"status_in_progress": table.in_progress, "label_ws": WHITESPACE,
               "campaign_key": None if campaign is None else normalize_label(campaign),
               "step_key": None if step is None else normalize_label(step)}
-    return _column(queries.run(conn, "requeue_reserved_unconfirmed", params, **table.idents()))
+    return {row[0] for row in queries.run(conn, "requeue_reserved_unconfirmed", params, **table.idents()).fetchall()}
 
 
 def count_unconfirmed(conn, campaign: str | None = None, step: str | None = None) -> int:
@@ -235,11 +180,12 @@ def _reading(conn, table: LeadsTable):
     """Read-only access: psycopg errors become one-line DatabaseErrors; the transaction is rolled back."""
     import psycopg
 
-    _require_postgres(conn)
+    require_postgres(conn)
     try:
+        queries.run(conn, "requeue_read_settings")
         yield
     except psycopg.Error as exc:
-        raise _db_error(f"cannot read stale claims from {table.table}", exc) from None
+        raise db_error(f"cannot read stale claims from {table.table}", exc) from None
     finally:
         conn.rollback()
 
@@ -252,6 +198,7 @@ class Step:
     params: dict
     rows: int | None = None  # planned rows it covers (None for a setting)
     changes_rows: bool = False
+    copy_rows: tuple | None = None  # a COPY … FROM STDIN step: the rows it sends
 
 
 @dataclass(frozen=True)
@@ -297,8 +244,8 @@ def requeue_plan(table: LeadsTable, stale: list[StaleLead], older_than_s: float,
     A lead whose person holds an unconfirmed reservation counts as sent, but nothing proves it
     was: it is held (listed, untouched) until a backfill or a person settles the reservation.
     """
-    held = tuple(lead for lead in stale if lead.action == "held")
-    stale = [lead for lead in stale if lead.action != "held"]
+    held = tuple(lead for lead in stale if lead.reserved and not lead.already_sent)  # action "held"
+    stale = [lead for lead in stale if lead.already_sent or not lead.reserved]
     common = {
         "run_id": run_id, "table_name": str(table.table), "key_column": table.col("lead_id"),
         "col_status": table.col("status"), "col_claimed_by": table.col("claimed_by"),
@@ -309,95 +256,22 @@ def requeue_plan(table: LeadsTable, stale: list[StaleLead], older_than_s: float,
     if not stale:
         return Plan(run_id, table, older_than_s, (), (), without_claim_time, held, unconfirmed, scope,
                     (campaign, step))
-    steps = [Step("requeue_lock_timeout", {}),
-             Step("requeue_lock_planned", {"keys": [lead.key for lead in stale]}, len(stale))]
-    for query, new_status, chosen in (("requeue_to_sent", table.sent, [s for s in stale if s.already_sent]),
-                                      ("requeue_to_queued", table.queued, [s for s in stale if not s.already_sent])):
-        if chosen:
-            steps.append(Step(query, {**common, **_guard_params(chosen), "new_status": new_status},
-                              len(chosen), changes_rows=True))
+    steps = [Step("requeue_apply_settings", {}), Step("requeue_planned_create", {}),
+             Step("requeue_planned_copy", {}, len(stale), copy_rows=_planned_rows(stale)),
+             Step("requeue_planned_analyze", {}), Step("requeue_lock_planned", {}, len(stale))]
+    to_sent = sum(1 for lead in stale if lead.already_sent)
+    for query, new_status, rows in (("requeue_to_sent", table.sent, to_sent),
+                                    ("requeue_to_queued", table.queued, len(stale) - to_sent)):
+        if rows:
+            steps.append(Step(query, {**common, "new_status": new_status}, rows, changes_rows=True))
     return Plan(run_id, table, older_than_s, tuple(stale), tuple(steps), without_claim_time, held, unconfirmed,
                 scope, (campaign, step))
 
 
-def _guard_params(leads: list[StaleLead]) -> dict:
-    return {"keys": [lead.key for lead in leads], "key_texts": [lead.key_text for lead in leads],
-            "claimed_bys": [lead.claimed_by for lead in leads],
-            "claimed_epochs": [lead.claimed_epoch for lead in leads]}
-
-
-@dataclass
-class ApplyResult:
-    run_id: str
-    to_sent: list[str] = field(default_factory=list)
-    to_queued: list[str] = field(default_factory=list)
-    skipped_locked: list[str] = field(default_factory=list)  # held by a live transaction
-    left_changed: list[str] = field(default_factory=list)  # guard failed: renewed, finished, now in sent-log
-
-    @property
-    def counts(self) -> dict[str, int]:
-        return {"to_sent": len(self.to_sent), "to_queued": len(self.to_queued),
-                "skipped_locked": len(self.skipped_locked), "left_changed": len(self.left_changed)}
-
-
-def apply_plan(conn, plan: Plan, on_commit=None) -> ApplyResult:
-    """Run exactly the plan's statements, in order, in ONE transaction (all or nothing).
-
-    `on_commit(result)` is called as soon as the transaction has committed, with the rows changed
-    known and before the per-lead bookkeeping, so a caller can say the run id at once.
-    """
-    import psycopg
-
-    _require_postgres(conn)
-    result, locked = ApplyResult(plan.run_id), set()
-    if not plan.leads:
-        return result
-    idents = plan.table.idents()
-    conn.rollback()  # the transaction below must be the outermost one, so it commits
-    try:
-        with conn.transaction():
-            audit.ensure_table(conn)
-            install_pg(conn)
-            scope = {} if plan.scope else _scope_now(conn, plan)
-            for step in plan.steps:
-                keys = _column(queries.run(conn, step.query, {**scope, **step.params}, **idents))
-                _collect(step, keys, result, locked)
-    except psycopg.Error as exc:
-        raise _db_error(f"requeue of {plan.table.table} rolled back, nothing changed", exc) from None
-    if on_commit is not None:
-        on_commit(result)
-    _sort_out_unchanged(plan, result, locked)
-    return result
-
-
-def _scope_now(conn, plan: Plan) -> dict:
-    """A plan built without a scope: its filters' sent-log rows as they are now (they passed the scan)."""
-    return resolve_scope(_sent_log_pairs(conn), *plan.filters, no_sends_yet=True).params()
-
-
-def _sort_out_unchanged(plan: Plan, result: ApplyResult, locked: set) -> None:
-    """Planned leads not changed: skipped (a live transaction held them) or left (their guard failed). Linear."""
-    unchanged = locked.difference(result.to_sent, result.to_queued)
-    result.skipped_locked = [lead.key_text for lead in plan.leads if lead.key_text not in locked]
-    result.left_changed = [lead.key_text for lead in plan.leads if lead.key_text in unchanged]
-
-
-def _collect(step: Step, keys: set, result: ApplyResult, locked: set) -> None:
-    if step.query == "requeue_lock_planned":
-        locked.update(keys)
-    elif step.changes_rows:
-        (result.to_sent if step.query == "requeue_to_sent" else result.to_queued).extend(sorted(keys))
-
-
-def plan_statements(conn, plan: Plan) -> list[dict]:
-    """The plan's statements as the server will receive them (placeholders as %(name)s)."""
-    idents = plan.table.idents()
-    return [{"query": step.query, "description": queries.get(step.query).description, "rows": step.rows,
-             "sql": queries.sql(conn, step.query, **idents)} for step in plan.steps]
-
-
-def _column(cursor) -> set:
-    return {row[0] for row in cursor.fetchall()}
+def _planned_rows(leads: list[StaleLead]) -> tuple:
+    """mm_requeue_planned's rows: key, the claim as planned (claimer, exact claim time, address), proved sent."""
+    return tuple((lead.key_text, lead.claimed_by, lead.claimed_epoch, lead.email, lead.already_sent)
+                 for lead in leads)
 
 
 def requeue_stale(conn, table: LeadsTable, older_than_s: float, apply: bool = False,
@@ -420,44 +294,3 @@ def requeue_stale(conn, table: LeadsTable, older_than_s: float, apply: bool = Fa
         raise RefusedError(f"the plan would change {len(plan.leads)} rows, more than --max-changes {max_changes}: "
                            "nothing changed; review the plan again")
     return plan, (apply_plan(conn, plan, on_commit) if apply else None)
-
-
-# --------------------------------------------------------------------------- lease vs. worst batch
-
-
-def worst_batch(con) -> dict | None:
-    """Longest claim→release span in a DuckDB connection holding an `events` table."""
-    return queries.one(con, "requeue_worst_batch")
-
-
-def worst_batch_from_logs(paths: list[str]) -> dict | None:
-    """Ingest the logs (forensics.ingest.case) and find the worst batch; RefusedError if ingest is unavailable."""
-    import importlib.util
-
-    if importlib.util.find_spec("forensics.ingest.case") is None:
-        raise RefusedError("log ingest (forensics.ingest.case) is not available in this build")
-    from forensics.ingest.case import load_case
-
-    case = load_case(list(paths))
-    try:
-        return worst_batch(case.con)
-    except MailmortemError:
-        raise
-    except Exception as exc:  # an events table without claims/releases, or an older layout
-        raise RefusedError(f"cannot measure batch durations from these logs: {_db_error('query', exc)}") from None
-
-
-def lease_warnings(older_than_s: float, worst: dict | None) -> list[str]:
-    """Warn when --older-than, or the lease seen in the logs, is under 1.5× the worst batch."""
-    if not worst or not worst.get("batch_s"):
-        return []
-    need = LEASE_MARGIN * float(worst["batch_s"])
-    warnings = []
-    if older_than_s < need:
-        warnings.append(f"--older-than {older_than_s:g}s is under {LEASE_MARGIN}× the worst batch "
-                        f"({float(worst['batch_s']):.0f}s): live batches may be re-queued; use at least {need:.0f}s")
-    lease = worst.get("max_lease_s")
-    if lease and float(lease) < need:
-        warnings.append(f"the lease in the logs ({float(lease):g}s) is under {LEASE_MARGIN}× the worst batch: "
-                        f"raise it to at least {need:.0f}s and renew it with a heartbeat")
-    return warnings

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from forensics.errors import ConfigError
 from remediation.errors import RefusedError
-from remediation import audit, claims, sentlog
+from remediation import audit, claims, requeue_apply, sentlog
 from remediation.identifiers import parse_mapping, parse_name, parse_table
 
 STALE = "now() - interval '2 hours'"
@@ -52,11 +52,15 @@ def test_plan_is_a_pure_ordered_list_of_statements():
 
     table = claims.leads_table(queued="ready")
     plan = claims.requeue_plan(table, [lead(1, True), lead(2, False), lead(3, False)], 60.0, "run-1")
-    assert [s.query for s in plan.steps] == ["requeue_lock_timeout", "requeue_lock_planned",
+    assert [s.query for s in plan.steps] == ["requeue_apply_settings", "requeue_planned_create", "requeue_planned_copy",
+                                             "requeue_planned_analyze", "requeue_lock_planned",
                                              "requeue_to_sent", "requeue_to_queued"]
-    to_queued = plan.steps[3]
-    assert to_queued.params["key_texts"] == ["2", "3"] and to_queued.params["new_status"] == "ready"
-    assert to_queued.params["claimed_epochs"] == ["1764489600.5"] * 2 and to_queued.params["run_id"] == "run-1"
+    assert plan.steps[2].copy_rows == (("1", "w1", "1764489600.5", "p1@x.co", True),
+                                       ("2", "w1", "1764489600.5", "p2@x.co", False),
+                                       ("3", "w1", "1764489600.5", "p3@x.co", False))
+    to_sent, to_queued = plan.steps[5:]
+    assert (to_sent.rows, to_queued.rows) == (1, 2) and to_queued.params["new_status"] == "ready"
+    assert to_queued.params["run_id"] == "run-1" and to_sent.params["new_status"] == "sent"
     assert plan.counts == {"stale": 3, "to_sent": 1, "to_queued": 2}
     assert claims.requeue_plan(table, [], 60.0, "run-2").steps == ()
 
@@ -132,6 +136,16 @@ def test_claim_renewed_between_plan_and_apply_is_left_alone(db, pg_dsn):
     assert sorted(result.left_changed) == ["2", "6"] and result.to_sent == ["1"] and result.to_queued == []
     rows = {row[0]: row for row in snapshot(db)}
     assert rows[2][1:3] == ("in-progress", "w2") and rows[6][1:3] == ("in-progress", "w9")
+
+
+def test_address_changed_between_plan_and_apply_is_left_alone(db, pg_dsn):
+    """The apply checks the sent-log by the address the lead was planned with: the guard holds it unchanged."""
+    plan = claims.requeue_plan(claims.LeadsTable(), claims.scan_stale(db, claims.LeadsTable(), HOUR), HOUR, "r-3")
+    with psycopg.connect(pg_dsn, autocommit=True) as editor:
+        editor.execute("UPDATE leads SET email = 'Sent.Already@example.com' WHERE lead_id = 2")
+    result = claims.apply_plan(db, plan)
+    assert result.left_changed == ["2"] and result.to_sent == ["1"] and result.to_queued == ["6"]
+    assert snapshot(db)[1][1:3] == ("in-progress", "w2")
 
 
 def test_lead_recorded_in_sent_log_after_planning_is_not_requeued(db, pg_dsn):
@@ -372,6 +386,19 @@ def test_campaign_and_step_compare_trimmed_and_case_folded(db, campaign, step):
     assert plan.counts == {"stale": 3, "to_sent": 1, "to_queued": 2}
 
 
+_LABELS = st.sampled_from(["c-1", "C-1", " c-1", "c-2", "", "1", "01", " 1 ", "2"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_LABELS, _LABELS), unique=True), st.none() | _LABELS, st.none() | _LABELS)
+def test_the_scope_is_every_sent_log_pair_of_its_campaigns_and_steps(pairs, campaign, step):
+    """requeue_in_sent_log probes campaign = ANY(campaigns) AND step = ANY(steps): that must select the scope."""
+    scope = claims.resolve_scope(pairs, campaign, step, no_sends_yet=True)
+    chosen = set(zip(scope.campaigns, scope.steps))
+    assert chosen <= set(pairs)
+    assert {(c, s) for c, s in pairs if c in scope.campaigns and s in scope.steps} == chosen
+
+
 @pytest.mark.parametrize("campaign,step,named", [("C1", None, "the sent-log's campaigns: 'c-1'"),
                                                  ("c-1", "01", "the sent-log's steps of campaign 'c-1': '1'")])
 def test_a_filter_that_matches_no_sent_log_row_is_refused_with_the_values_that_exist(db, campaign, step, named):
@@ -386,8 +413,8 @@ def test_a_filter_that_matches_no_sent_log_row_is_refused_with_the_values_that_e
 
 def test_run_id_is_reported_on_commit_before_any_bookkeeping(db, monkeypatch):
     events = []
-    real = claims._sort_out_unchanged
-    monkeypatch.setattr(claims, "_sort_out_unchanged", lambda *a: (events.append("bookkeeping"), real(*a)))
+    real = requeue_apply._sort_out_unchanged
+    monkeypatch.setattr(requeue_apply, "_sort_out_unchanged", lambda *a: (events.append("bookkeeping"), real(*a)))
     plan, result = claims.requeue_stale(db, claims.LeadsTable(), HOUR, apply=True,
                                         on_commit=lambda r: events.append(("committed", r.run_id, len(r.to_queued))))
     assert events == [("committed", plan.run_id, 2), "bookkeeping"]
@@ -424,9 +451,10 @@ def test_bookkeeping_after_commit_is_linear(monkeypatch):
     plan = claims.requeue_plan(claims.LeadsTable(), [lead(k) for k in range(n)], 60.0, "r")
     answers = {"requeue_lock_planned": [(str(k),) for k in range(n - 1)],  # the last one held by a live worker
                "requeue_to_queued": [(str(k),) for k in range(0, n, 2)]}  # the odd ones' claims were renewed
-    monkeypatch.setattr(claims.queries, "run", lambda conn, name, *a, **k: _Rows(answers.get(name, [])))
-    monkeypatch.setattr(claims.audit, "ensure_table", lambda conn: None)
-    monkeypatch.setattr(claims, "install_pg", lambda conn: None)
+    monkeypatch.setattr(requeue_apply.queries, "run", lambda conn, name, *a, **k: _Rows(answers.get(name, [])))
+    monkeypatch.setattr(requeue_apply, "_copy_rows", lambda conn, step, idents: None)
+    monkeypatch.setattr(requeue_apply.audit, "ensure_table", lambda conn: None)
+    monkeypatch.setattr(requeue_apply, "install_pg", lambda conn: None)
     started = time.perf_counter()
     result = claims.apply_plan(_Connection(), plan)
     assert time.perf_counter() - started < 1.0
@@ -448,9 +476,12 @@ def test_requeue_sent_log_lookup_uses_the_index_on_an_unanalysed_sent_log(leads,
                      "('c-2', '1', 'p4@x.co', 'v')")
         conn.commit()
         install_pg(conn)
-        keys = list(range(1, 20001))
-        params = {"keys": keys, "key_texts": [str(k) for k in keys], "claimed_bys": ["w"] * len(keys),
-                  "claimed_epochs": ["0"] * len(keys), "status_in_progress": "in-progress", "older_than_s": 60.0,
+        idents = claims.LeadsTable().idents()
+        stale = [claims.StaleLead(k, str(k), f"p{k}@x.co", "w", None, "0", 7200.0, False) for k in range(1, 20001)]
+        planned = claims.requeue_plan(claims.LeadsTable(), stale, 60.0, "r")
+        for step in planned.steps[:4]:  # the planned leads in mm_requeue_planned, as apply_plan puts them there
+            requeue_apply._run_step(conn, step, step.params, idents, requeue_apply.ApplyResult("r"), set())
+        params = {"status_in_progress": "in-progress", "older_than_s": 60.0,
                   "claimed_at_zone": None, "new_status": "queued",
                   "scope_campaigns": [c for c, _ in scope], "scope_steps": [s for _, s in scope],
                   "campaign": campaign, "step": step,
@@ -458,9 +489,11 @@ def test_requeue_sent_log_lookup_uses_the_index_on_an_unanalysed_sent_log(leads,
                   "col_claimed_by": "claimed_by", "col_claimed_at": "claimed_at", "os_user": "t"}
         audit.ensure_table(conn)
         for name in ("requeue_scan_stale", "requeue_to_queued"):
-            text = "EXPLAIN " + queries.sql(conn, name, **claims.LeadsTable().idents())
+            text = "EXPLAIN " + queries.sql(conn, name, **idents)
             query = queries.get(name)
             plan = "\n".join(r[0] for r in conn.execute(text, {k: params[k] for k in query.params}))
             assert "Index" in plan and "sent_log_campaign_step_recipient" in plan, plan
             assert "Seq Scan on sent_log" not in plan, plan
+            # never a nested loop that walks the scope's sent-log rows for every lead (rows x sends)
+            assert "Join Filter: (s.recipient" not in plan, plan
         conn.rollback()

@@ -63,7 +63,7 @@ def test_apply_then_audit_then_undo(cli, db):
 def test_show_sql_prints_the_plan_statements_with_quoted_names(cli, db):
     result = cli("requeue-stale", "--db", db, "--older-than", "45m", "--show-sql", "--col", "status=status")
     assert result.exit_code == 0
-    assert "-- 3. requeue_to_sent (1 rows)" in result.stderr and "-- 4. requeue_to_queued (1 rows)" in result.stderr
+    assert "-- 6. requeue_to_sent (1 rows)" in result.stderr and "-- 7. requeue_to_queued (1 rows)" in result.stderr
     assert 'UPDATE "leads" AS t' in result.stderr and "FOR UPDATE SKIP LOCKED" in result.stderr
     assert statuses(db)[2] == "in-progress"
 
