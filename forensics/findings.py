@@ -61,7 +61,7 @@ def build_document(case, include_affected: bool = True, logs=(), exports=()) -> 
     from forensics.providers import ExportSpec
 
     con, export_args = case.con, ExportSpec.of(exports).arguments()
-    classify.classify(con)
+    classify.classify(con, save=case.saved)
     lost = evidence.lost_evidence(con, unread=case.unread)
     document = {
         "version": 1,

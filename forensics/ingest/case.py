@@ -29,6 +29,7 @@ class Case:
     inputs: list[ingest.InputSummary]
     unread: list[dict] = field(default_factory=list)  # files and folders left out under --skip-unreadable
     reading: ingest.Reading = ingest.Reading()  # --envelope, --tz, --year
+    saved: bool = False  # kept in a database file (--save): its tables are for `mailmortem sql`
 
     @property
     def records(self) -> int:
@@ -120,7 +121,7 @@ def load_case(paths, syntax: str | None = None, field_map: FieldMap | dict | Non
     reading = reading or ingest.Reading()
     inputs = ingest.load(con, resolved, syntax=syntax, field_map=field_map, strict=strict, progress=progress,
                          keep_raw=database is not None, reading=reading)
-    case = Case(con, inputs, unreadable.found, reading)
+    case = Case(con, inputs, unreadable.found, reading, saved=database is not None)
     if case.records == 0:
         raise InputError(_nothing_read(inputs))
     return case
