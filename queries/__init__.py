@@ -73,13 +73,14 @@ def script(conn, name: str, params: dict | None = None, **values) -> None:
     dialect = dialect_of(conn)
     bound = _bound(query, params)
     with _profiled(name):
-        for template, text in zip(query.statements, statements(query, dialect, values)):
+        for at, (template, text) in enumerate(zip(query.statements, statements(query, dialect, values)), 1):
             names = {name for code in code_parts(template) for name in PARAM.findall(code)}
             used = {k: v for k, v in bound.items() if k in names}
-            if used or dialect == "postgres":
-                conn.execute(text, used)
-            else:
-                conn.execute(text)
+            with _profiled(f"{name}#{at}"):
+                if used or dialect == "postgres":
+                    conn.execute(text, used)
+                else:
+                    conn.execute(text)
 
 
 def arrow(con, name: str, params: dict | None = None, **values):
@@ -127,8 +128,9 @@ def _bound(query: Query, params: dict | None) -> dict:
 
 @contextmanager
 def _profiled(name: str):
-    """With MAILMORTEM_PROFILE set, write each block's wall time to stderr (`profile: NAME SECONDS`), to see
-    which block grows with a case (benchmarks/diagnose_bench.py). A SELECT's rows may still be fetched later."""
+    """With MAILMORTEM_PROFILE set, write each block's wall time to stderr (`profile: NAME SECONDS`; the
+    statements of a script also as NAME#1, NAME#2, …), to see which block grows with a case
+    (benchmarks/diagnose_bench.py). A SELECT's rows may still be fetched later."""
     if not os.environ.get("MAILMORTEM_PROFILE"):
         yield
         return

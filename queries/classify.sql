@@ -400,15 +400,22 @@ SELECT coalesce(campaign, '') AS campaign, count(*) AS sends FROM sends GROUP BY
 
 -- name: candidates_at_two_addresses
 -- Candidates (a person's id from the logs) sent one campaign step at two or more different addresses: the
--- same person emailed twice under two addresses, which the (campaign, step, recipient) key cannot see.
+-- same person emailed twice under two addresses, which the (campaign, step, recipient) key cannot see. Only
+-- the sends whose (candidate, campaign, step) hash has two addresses are grouped exactly and listed: no list
+-- is built for the millions of candidates reached at one address.
 -- dialect: duckdb
+WITH named AS NOT MATERIALIZED (
+    SELECT * FROM sends WHERE candidate IS NOT NULL AND trim(candidate) <> ''
+), split AS (
+    SELECT hash(candidate, campaign, step) AS h FROM named GROUP BY h HAVING min(recipient) <> max(recipient)
+)
 SELECT candidate, nullif(campaign, '') AS campaign, nullif(step, '') AS step,
        list(DISTINCT recipient ORDER BY recipient) AS recipients, count(*) AS sends,
        list(msg_id ORDER BY ts, msg_id) AS msg_ids,
        strftime(min(ts), '%Y-%m-%dT%H:%M:%S.%g') || 'Z' AS first_send,
        strftime(max(ts), '%Y-%m-%dT%H:%M:%S.%g') || 'Z' AS last_send
-FROM sends
-WHERE candidate IS NOT NULL AND trim(candidate) <> ''
+FROM named
+WHERE hash(candidate, campaign, step) IN (SELECT h FROM split)
 GROUP BY candidate, campaign, step
 HAVING count(DISTINCT recipient) >= 2
 ORDER BY candidate, campaign, step
