@@ -67,8 +67,8 @@ WHERE e.what = 'failure'
 -- step's reach: people and shards it sent to, and people each worker reached (of the steps with duplicates).
 -- dialect: duckdb
 CREATE OR REPLACE TEMP TABLE mm_dup_sends AS
-SELECT p.p, p.cs, p.n_sends, s.rowid AS sid, w.w, i.i AS inc, s.ts, h.sh, s.attempt, t.t, v.v, r.r, c.c,
-       row_number() OVER (PARTITION BY p.p ORDER BY s.ts, s.msg_id) AS seq
+SELECT p.p, p.cs, s.rowid AS sid, w.w, i.i AS inc, s.ts, h.sh, s.attempt, t.t, v.v, r.r, c.c,
+       (row_number() OVER (PARTITION BY p.p ORDER BY s.ts, s.msg_id))::INTEGER AS seq
 FROM sends s
 JOIN mm_cs k ON k.campaign = s.campaign AND k.step = s.step
 JOIN mm_people p ON p.cs = k.cs AND p.recipient = s.recipient
@@ -99,11 +99,11 @@ GROUP BY ALL
 CREATE OR REPLACE TEMP TABLE mm_pairs AS
 WITH bare AS MATERIALIZED (
     SELECT * FROM (
-        SELECT p, cs, n_sends, seq, sid, w AS w1, lead(w) OVER win AS w2, inc AS inc1, lead(inc) OVER win AS inc2,
+        SELECT p, cs, seq, sid, w AS w1, lead(w) OVER win AS w2, inc AS inc1, lead(inc) OVER win AS inc2,
                ts AS ts1, lead(ts) OVER win AS ts2, sh AS sh1, lead(sh) OVER win AS sh2,
                lead(attempt) OVER win AS attempt2, r, c, coalesce(t, lead(t) OVER win) AS t
         FROM mm_dup_sends WINDOW win AS (PARTITION BY p ORDER BY seq))
-    WHERE seq < n_sends
+    WHERE ts2 IS NOT NULL
 ), start_hits AS (
     SELECT DISTINCT q.p, q.seq FROM mm_evidence e
     JOIN bare q ON e.w = q.w2 AND e.ts > q.ts1 AND e.ts <= q.ts2
@@ -122,7 +122,7 @@ FROM bare q LEFT JOIN start_hits sh USING (p, seq) LEFT JOIN failure_hits fh USI
 -- A saved case's dup_pairs: the consecutive sends of each duplicated person with their evidence, as text.
 -- dialect: duckdb
 CREATE OR REPLACE TABLE dup_pairs AS
-SELECT k.campaign, k.step, pe.recipient, q.n_sends, q.seq, w1.worker AS worker1, w2.worker AS worker2,
+SELECT k.campaign, k.step, pe.recipient, pe.n_sends, q.seq::BIGINT AS seq, w1.worker AS worker1, w2.worker AS worker2,
        i1.incarnation AS inc1, i2.incarnation AS inc2, q.ts1, q.ts2, h1.shard AS shard1, h2.shard AS shard2,
        q.attempt2, s.candidate, t.test_id, q.gap_s, q.start_between, q.incarnation_changed, q.error_between
 FROM mm_pairs q JOIN mm_people pe USING (p) JOIN mm_cs k ON k.cs = q.cs
@@ -249,12 +249,21 @@ WITH mech AS (
     LEFT JOIN mm_groups g ON g.cs = q.cs AND g.w = q.w1
     LEFT JOIN mm_coverage cov ON cov.cs = q.cs AND cov.wa = least(q.w1, q.w2) AND cov.wb = greatest(q.w1, q.w2)
     WHERE q.seq = 1
+), sent AS (
+    -- a few sends per person: lists of codes, made distinct and sorted per row (codes sort like their text)
+    SELECT p, list(v) AS vs, list(w) AS ws, count(*) AS n_sends, count(v) AS with_variant, count(w) AS with_worker
+    FROM mm_dup_sends GROUP BY p
+), names AS (
+    SELECT (SELECT list(variant ORDER BY v) FROM mm_variants) AS variants,
+           (SELECT list(worker ORDER BY w) FROM mm_workers) AS workers
 ), variants AS (
-    SELECT d.p, count(DISTINCT v.variant) AS n_variants,
-           list(DISTINCT v.variant ORDER BY v.variant) AS variants,
-           list(DISTINCT w.worker ORDER BY w.worker) AS workers, count(*) AS n_sends
-    FROM mm_dup_sends d LEFT JOIN mm_variants v USING (v) LEFT JOIN mm_workers w USING (w)
-    GROUP BY d.p
+    -- as list(DISTINCT x ORDER BY x) of the text: the distinct values in order, then NULL if one was missing
+    SELECT d.p, len(list_distinct(d.vs)) AS n_variants, d.n_sends,
+           list_transform(list_sort(list_distinct(d.vs)), lambda x: n.variants[x])
+             || CASE WHEN d.with_variant < d.n_sends THEN [NULL::VARCHAR] ELSE [] END AS variants,
+           list_transform(list_sort(list_distinct(d.ws)), lambda x: n.workers[x])
+             || CASE WHEN d.with_worker < d.n_sends THEN [NULL::VARCHAR] ELSE [] END AS workers
+    FROM sent d CROSS JOIN names n
 )
 SELECT k.campaign, k.step, pe.recipient, t.test_id, v.n_sends, v.n_sends - 1 AS extra_sends,
        CASE WHEN v.n_variants >= 2 THEN 'ab-contamination' ELSE m.mechanism END AS kind,
@@ -310,14 +319,20 @@ WITH keyed AS (
            any_value(inc1) AS inc_before, any_value(inc2) AS inc_after
     FROM keyed GROUP BY kind, campaign, step, incident_test
 ), incident_sends AS (
-    SELECT d.kind, d.campaign, d.step, d.incident_test AS test_id, d.recipient, s.ts, w.worker, h.shard
+    SELECT d.kind, d.campaign, d.step, d.incident_test AS test_id, d.p, s.ts, s.w, s.sh
     FROM keyed d JOIN mm_dup_sends s USING (p)
-    LEFT JOIN mm_workers w ON w.w = s.w LEFT JOIN mm_shards h ON h.sh = s.sh
+), names AS (
+    SELECT (SELECT list(worker ORDER BY w) FROM mm_workers) AS workers,
+           (SELECT list(shard ORDER BY sh) FROM mm_shards) AS shards
 ), spans AS (
-    SELECT kind, campaign, step, test_id, min(ts) AS first_send, max(ts) AS last_send,
-           list(DISTINCT worker ORDER BY worker) FILTER (WHERE worker IS NOT NULL) AS workers,
-           list(DISTINCT shard ORDER BY shard) FILTER (WHERE shard IS NOT NULL) AS shards
-    FROM incident_sends GROUP BY ALL
+    -- distinct codes, sorted (like their text), then decoded
+    SELECT i.kind, i.campaign, i.step, i.test_id, i.first_send, i.last_send,
+           list_transform(list_sort(i.ws), lambda x: n.workers[x]) AS workers,
+           list_transform(list_sort(i.shs), lambda x: n.shards[x]) AS shards
+    FROM (SELECT kind, campaign, step, test_id, min(ts) AS first_send, max(ts) AS last_send,
+                 list_distinct(list(w) FILTER (WHERE w IS NOT NULL)) AS ws,
+                 list_distinct(list(sh) FILTER (WHERE sh IS NOT NULL)) AS shs
+          FROM incident_sends GROUP BY ALL) i CROSS JOIN names n
 ), reach AS (
     SELECT k.campaign, k.step, w.worker, r.reached
     FROM mm_reach r JOIN mm_cs k USING (cs) JOIN mm_workers w USING (w)
@@ -326,8 +341,9 @@ WITH keyed AS (
     SELECT i.kind, i.campaign, i.step, i.test_id,
            list({'worker': i.worker, 'reached': r.reached, 'duplicated_people': i.duplicated_people}
                 ORDER BY r.reached DESC, i.worker) AS per_worker
-    FROM (SELECT kind, campaign, step, test_id, worker, count(DISTINCT recipient) AS duplicated_people
-          FROM incident_sends WHERE worker IS NOT NULL GROUP BY ALL) i
+    FROM (SELECT x.kind, x.campaign, x.step, x.test_id, w.worker, x.duplicated_people
+          FROM (SELECT kind, campaign, step, test_id, w, count(DISTINCT p) AS duplicated_people
+                FROM incident_sends WHERE w IS NOT NULL GROUP BY ALL) x JOIN mm_workers w USING (w)) i
     JOIN reach r USING (campaign, step, worker)
     GROUP BY ALL
 ), by_shard AS (
