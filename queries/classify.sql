@@ -290,6 +290,33 @@ CREATE OR REPLACE TEMP VIEW dup_people AS SELECT * EXCLUDE (p, cs) FROM mm_verdi
 -- dialect: duckdb
 CREATE OR REPLACE TABLE dup_people AS SELECT * EXCLUDE (p, cs) FROM mm_verdicts
 
+-- name: classify_release_pairs
+-- Free the working tables of pairs and evidence once every person has a kind (incidents read the people and
+-- their sends only): memory for the incidents and the affected list.
+-- dialect: duckdb
+DROP TABLE IF EXISTS mm_pairs;
+DROP TABLE IF EXISTS mm_pair_claims;
+DROP TABLE IF EXISTS mm_groups;
+DROP TABLE IF EXISTS mm_coverage;
+DROP TABLE IF EXISTS mm_steps;
+DROP TABLE IF EXISTS mm_evidence;
+DROP TABLE IF EXISTS mm_failures;
+DROP TABLE IF EXISTS mm_failed_recipients;
+DROP TABLE IF EXISTS mm_failed_candidates;
+DROP TABLE IF EXISTS mm_people;
+DROP TABLE IF EXISTS mm_incarnations;
+DROP TABLE IF EXISTS mm_tests;
+DROP TABLE IF EXISTS mm_variants
+
+-- name: classify_release_sends
+-- Free the coded sends and the dictionaries once the incidents are built (dup_people reads mm_verdicts only).
+-- dialect: duckdb
+DROP TABLE IF EXISTS mm_dup_sends;
+DROP TABLE IF EXISTS mm_reach;
+DROP TABLE IF EXISTS mm_cs;
+DROP TABLE IF EXISTS mm_workers;
+DROP TABLE IF EXISTS mm_shards
+
 -- name: build_incidents
 -- One incident per kind, campaign and step (and test, for ab-contamination): the people it hit, its evidence
 -- counts, and figures per worker (people of the campaign step each reached, duplicated people each sent to)
