@@ -48,6 +48,11 @@ SELECT to_regclass('send_reservation') IS NOT NULL AS present
 -- dialect: duckdb
 SELECT count(*) > 0 AS present FROM duckdb_tables() WHERE table_name = 'send_reservation' AND schema_name = current_schema()
 
+-- name: reservation_labels
+-- Every (campaign, step) that holds a reservation, confirmed or not: what a filter could have named.
+-- dialect: duckdb postgres
+SELECT DISTINCT campaign, step FROM send_reservation ORDER BY campaign, step
+
 -- name: reservation_insert_key
 -- Reserve one key of a send; returns a row only when the key was free (a taken key returns nothing, waits for nobody's commit but the holder's).
 -- dialect: duckdb postgres
@@ -98,13 +103,16 @@ ORDER BY r.reserved_at DESC
 LIMIT 1
 
 -- name: reservation_unconfirmed
--- Unconfirmed reservations (no msg_id, no matching sent_log row), one row per reservation, oldest first.
+-- Unconfirmed reservations (no msg_id, no matching sent_log row), one row per reservation, oldest first;
+-- :campaign and :step come in normal form (forensics.addresses.normalize_label) and are compared with it.
 -- dialect: duckdb postgres
 SELECT r.campaign, r.step, r.recipient, r.candidate, r.reservation, r.worker, r.token, r.reserved_at
 FROM send_reservation AS r
 WHERE r.key_kind = 'address' AND r.msg_id IS NULL
-  AND (CAST(:campaign AS TEXT) IS NULL OR r.campaign = :campaign)
-  AND (CAST(:step AS TEXT) IS NULL OR r.step = :step)
+  AND (CAST(:campaign AS TEXT) IS NULL
+       OR translate(trim(BOTH CAST(:label_ws AS TEXT) FROM r.campaign), 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') = :campaign)
+  AND (CAST(:step AS TEXT) IS NULL
+       OR translate(trim(BOTH CAST(:label_ws AS TEXT) FROM r.step), 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') = :step)
   AND NOT EXISTS (
       SELECT 1 FROM sent_log AS s
       WHERE s.campaign = r.campaign AND (s.step = r.step OR s.step = '') AND s.recipient = r.recipient

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import queries
-from forensics.addresses import normalize_address
+from forensics.addresses import WHITESPACE, normalize_address, normalize_label
 from forensics.errors import InputError
 from remediation.errors import RefusedError
 from remediation.store import connection_kind
@@ -47,9 +47,11 @@ def ensure_tables(conn: Any) -> None:
         queries.run(conn, name)
 
 
+_TABLE_EXISTS = {"postgres": "reservation_table_exists_pg", "duckdb": "reservation_table_exists_duckdb"}
+
+
 def table_exists(conn: Any) -> bool:
-    suffix = "pg" if queries.dialect_of(conn) == "postgres" else "duckdb"
-    return bool(queries.one(conn, f"reservation_table_exists_{suffix}")["present"])
+    return bool(queries.one(conn, _TABLE_EXISTS[queries.dialect_of(conn)])["present"])
 
 
 # --------------------------------------------------------------------------- the sender's side
@@ -114,15 +116,47 @@ def for_address(conn_or_store: Any, campaign: str, step: str | None, recipient: 
 
 
 def unconfirmed(conn_or_store: Any, campaign: str | None = None, step: str | None = None) -> list[dict]:
-    """Unconfirmed reservations, oldest first: people who may have been emailed, nobody knows yet."""
+    """Unconfirmed reservations, oldest first: people who may have been emailed, nobody knows yet.
+    Campaign and step compare in normal form (`normalize_label`), as requeue-stale's filters do."""
     conn, _kind = connection_kind(conn_or_store)
     if not table_exists(conn):
         return []
-    return queries.rows(conn, "reservation_unconfirmed", {"campaign": campaign, "step": step})
+    return queries.rows(conn, "reservation_unconfirmed", _label_params(campaign, step))
 
 
 def count_unconfirmed(conn: Any, campaign: str | None = None, step: str | None = None) -> int:
     return len(unconfirmed(conn, campaign, step))
+
+
+def listed_unconfirmed(conn_or_store: Any, campaign: str | None = None, step: str | None = None) -> list[dict]:
+    """`unconfirmed` for a person asking: a store without reservations, or a filter that names no
+    reservation at all, is refused (an empty list would read as "nobody may have been emailed")."""
+    conn, _kind = connection_kind(conn_or_store)
+    if not table_exists(conn):
+        raise RefusedError("no send_reservation table here: nothing reserves sends in this store (the claim "
+                           "loop creates it); pass the --db your senders use")
+    rows = unconfirmed(conn, campaign, step)
+    if not rows and (campaign is not None or step is not None):
+        _refuse_unmatched(conn, campaign, step)
+    return rows
+
+
+def _refuse_unmatched(conn: Any, campaign: str | None, step: str | None) -> None:
+    pairs = [(r["campaign"], r["step"]) for r in queries.rows(conn, "reservation_labels")]
+    wanted = (None if campaign is None else normalize_label(campaign), None if step is None else normalize_label(step))
+    if any(wanted[0] in (None, normalize_label(c)) and wanted[1] in (None, normalize_label(s)) for c, s in pairs):
+        return
+    known = ", ".join(f"{c} step {s}" for c, s in pairs[:20]) or "none"
+    raise RefusedError(f"no reservation matches {_filter_text(campaign, step)}; reservations exist for: {known}")
+
+
+def _filter_text(campaign: str | None, step: str | None) -> str:
+    return " ".join(part for part in (campaign and f"--campaign {campaign!r}", step and f"--step {step!r}") if part)
+
+
+def _label_params(campaign: str | None, step: str | None) -> dict:
+    return {"campaign": None if campaign is None else normalize_label(campaign),
+            "step": None if step is None else normalize_label(step), "label_ws": WHITESPACE}
 
 
 # --------------------------------------------------------------------------- releasing

@@ -102,12 +102,13 @@ class Store:
         self.conn.close()
 
 
-def open_store(db: str | None, read_only: bool = False) -> Store:
-    """Open the store for writing (a DuckDB file is created if missing), or `read_only` for a read:
-    then a DuckDB file must already exist and is opened read-only, so a read never creates anything."""
+def open_store(db: str | None, read_only: bool = False, must_exist: bool = False) -> Store:
+    """Open the store for writing (a DuckDB file is created if missing, unless `must_exist`), or
+    `read_only` for a read: then a DuckDB file must already exist and is opened read-only, so a read
+    never creates anything. `must_exist` is for writes that only change what is there (a release)."""
     if read_only:
         return open_existing(db)
-    target = resolve_db(db)
+    target = _existing_or_refuse(db) if must_exist else resolve_db(db)
     if is_postgres(target):
         return _open_postgres(target)
     return _open_duckdb(target, False)
@@ -126,15 +127,20 @@ def existing_target(db: str | None) -> str | None:
 
 def open_existing(db: str | None) -> Store:
     """Open the store for a read: PostgreSQL, or a DuckDB file that exists (opened read-only)."""
+    target = _existing_or_refuse(db)
+    if is_postgres(target):
+        return _open_postgres(target)
+    return _open_duckdb(target, True)
+
+
+def _existing_or_refuse(db: str | None) -> str:
     target = existing_target(db)
     if target is None:
         given = db or os.environ.get("DATABASE_URL")
         where = f"no DuckDB file at {safe_label(given)}" if given else \
             f"no --db or DATABASE_URL given and no ./{DEFAULT_DUCKDB} here"
         raise DatabaseError(f"{where}: {WHICH_STORE}")
-    if is_postgres(target):
-        return _open_postgres(target)
-    return _open_duckdb(target, True)
+    return target
 
 
 def connection_kind(conn_or_store: Any) -> tuple[Any, str]:

@@ -187,27 +187,26 @@ def test_parse_weights_examples():
             parse_weights(bad)
 
 
-@pytest.mark.slow
-@settings(max_examples=300, deadline=None)
-@given(st.text())
-def test_parse_weights_never_crashes(text):
-    try:
-        weights = parse_weights(text)
-    except ConfigError:
-        return
+def _weights_hold(weights) -> None:
     assert len(weights) >= 2 and all(w > 0 and math.isfinite(w) for w in weights.values())
     assert all(arm == arm.strip() and arm for arm in weights)
 
 
+def _arms_hold(arms) -> None:
+    assert len(arms) == len(set(arms)) >= 2
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("parse, holds", [(parse_weights, _weights_hold), (parse_arms, _arms_hold)],
+                         ids=["weights", "arms"])
 @settings(max_examples=300, deadline=None)
-@given(st.text())
-def test_parse_arms_never_crashes(text):
+@given(text=st.text())
+def test_option_parsers_never_crash(parse, holds, text):
     try:
-        arms = parse_arms(text)
+        parsed = parse(text)
     except ConfigError:
         return
-    assert len(arms) == len(set(arms)) >= 2
+    holds(parsed)
 
 
 def test_resolve_weights():

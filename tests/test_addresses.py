@@ -6,6 +6,7 @@ import re
 
 import duckdb
 import psycopg
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from psycopg import sql
@@ -53,6 +54,7 @@ def _locale_databases(dsn: str, drop: bool = False) -> list[str]:
     return [f"{base}/{own}_{name}" for name in LOCALES]
 
 
+@pytest.mark.slow
 def test_python_duckdb_and_postgresql_agree_on_every_locale(pg_dsn):
     duck = duckdb.connect()
     queries.script(duck, "address_duckdb_macro")

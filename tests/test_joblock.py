@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
+from types import SimpleNamespace
 
 import psycopg
 import pytest
@@ -199,43 +200,47 @@ def cuttable(redis_client):
     def restore():
         admin.acl_setuser(user, enabled=True)
 
-    yield client, cut, restore
+    def held(ttl_s: int) -> RedisJobLock:
+        """A keepalive lock on "job" taken through the cuttable client."""
+        lock = RedisJobLock(client, "job", ttl_s=ttl_s, keepalive=True, prefix=prefix)
+        assert lock.acquire()
+        return lock
+
+    def rival(ttl_s: int) -> RedisJobLock:
+        """A second runner's lock on "job", through the admin client that is never cut."""
+        return RedisJobLock(admin, "job", ttl_s=ttl_s, prefix=prefix)
+
+    yield SimpleNamespace(cut=cut, restore=restore, held=held, rival=rival, admin=admin)
     admin.acl_deluser(user)
     client.close()
 
-@pytest.mark.slow
 
-def test_redis_keepalive_retries_through_a_killed_connection(redis_client, cuttable):
-    admin, prefix = redis_client
-    client, cut, restore = cuttable
-    lock = RedisJobLock(client, "job", ttl_s=3, keepalive=True, prefix=prefix)
-    assert lock.acquire()
+@pytest.mark.slow
+def test_redis_keepalive_retries_through_a_killed_connection(cuttable):
+    lock = cuttable.held(ttl_s=3)
     acquired = time.monotonic()
-    cut()
+    cuttable.cut()
     time.sleep(1.6)  # the renewal due after ttl/3 fails, and so do its retries
-    restore()
+    cuttable.restore()
     time.sleep(max(0.0, acquired + 3.5 - time.monotonic()))  # past the TTL it was acquired with
-    assert not RedisJobLock(admin, "job", ttl_s=3, prefix=prefix).acquire(), "keepalive died on one error"
+    assert not cuttable.rival(ttl_s=3).acquire(), "keepalive died on one error"
     assert lock.retries >= 1 and "AuthenticationError" in lock.last_error
     lock.check()
     assert lock.release() is True
 
-@pytest.mark.slow
 
-def test_redis_keepalive_marks_the_lock_lost_when_errors_outlast_the_ttl(redis_client, cuttable):
-    admin, prefix = redis_client
-    client, cut, restore = cuttable
-    lock = RedisJobLock(client, "job", ttl_s=1, keepalive=True, prefix=prefix)
-    assert lock.acquire()
-    cut()
-    successor = RedisJobLock(admin, "job", ttl_s=30, prefix=prefix)
+@pytest.mark.slow
+def test_redis_keepalive_marks_the_lock_lost_when_errors_outlast_the_ttl(cuttable):
+    lock = cuttable.held(ttl_s=1)
+    cuttable.cut()
+    successor = cuttable.rival(ttl_s=30)
     until(successor.acquire, "the cut-off runner's key expiring")
     with pytest.raises(JobLockLost, match=r"not renewed within its 1s TTL \(last Redis error: Authentication"):
         lock.check()
-    restore()
+    cuttable.restore()
     with pytest.raises(JobLockLost, match="'job' lost its Redis lock"):
         lock.release()
-    assert admin.get(successor.key).decode() == successor.value
+    assert cuttable.admin.get(successor.key).decode() == successor.value
 
 
 def test_redis_check_raises_once_the_ttl_ran_out_without_keepalive(redis_client):

@@ -171,7 +171,8 @@ def unconfirmed(db, campaign, step, fmt):
     A sender reserves a person before calling the provider and confirms after; a
     reservation left unconfirmed (the sender died or lost its session in between)
     counts as sent until `backfill-sentlog` shows no send to that person, or a
-    person runs `sentlog release`. Exit 0 with no rows when there are none.
+    person runs `sentlog release`. Exit 0 with no rows when there are none; a store
+    without reservations, or a --campaign/--step that names none, is an error.
 
     \b
     Examples:
@@ -184,7 +185,7 @@ def unconfirmed(db, campaign, step, fmt):
 
     store = open_store(db, read_only=True)
     try:
-        rows = reservations.unconfirmed(store, campaign, step)
+        rows = reservations.listed_unconfirmed(store, campaign, step)
     finally:
         store.close()
     if not rows and fmt == "table":
@@ -219,7 +220,7 @@ def release(db, campaign, step, recipient, candidate, reason, apply):
     from remediation import audit, reservations
     from remediation.store import open_store
 
-    store = open_store(db)
+    store = open_store(db, must_exist=True)  # releasing from a store that is not there creates none
     try:
         plan = reservations.release_plan(store, campaign, step, recipient, candidate)
         for row in plan.reservations:

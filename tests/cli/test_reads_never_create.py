@@ -28,6 +28,9 @@ def here(tmp_path, monkeypatch):
     ("sentlog", "unconfirmed"),
     ("ab-assign", "--test-id", "t", "--candidate", "c1", "--db", "typo.duckdb"),
     ("audit",),
+    ("sentlog", "release", "--campaign", "c-42", "--step", "1", "--recipient", "jane@acme.com"),
+    ("sentlog", "release", "--campaign", "c-42", "--step", "1", "--recipient", "jane@acme.com", "--apply",
+     "--db", "typo.duckdb"),
 ])
 def test_a_read_with_no_store_creates_none_and_says_what_to_pass(cli, here, args):
     result = cli(*args)

@@ -109,3 +109,27 @@ def test_an_unconfirmed_reservation_is_sent_for_check_listed_and_released_by_a_p
     assert again.exit_code == 1 and again.stderr.startswith("Error: no reservation for jane@acme.com")
     empty = cli("sentlog", "unconfirmed", "--db", pg_dsn)
     assert (empty.exit_code, empty.stdout, empty.stderr) == (0, "", "No unconfirmed send reservations.\n")
+
+
+def test_unconfirmed_filters_compare_normalised_and_one_that_names_nothing_is_refused(cli, pg_dsn):
+    import psycopg
+
+    from remediation import reservations, sentlog
+
+    with psycopg.connect(pg_dsn) as conn:
+        sentlog.ensure_schema(conn)
+        reservations.reserve(conn, "c-42", "1", "jane@acme.com", None, "host:1", 1)
+        conn.commit()
+    variant = cli("sentlog", "unconfirmed", "--db", pg_dsn, "--campaign", " C-42", "--step", "1 ", "--format", "json")
+    assert variant.exit_code == 0 and [r["recipient"] for r in json.loads(variant.stdout)] == ["jane@acme.com"]
+    other = cli("sentlog", "unconfirmed", "--db", pg_dsn, "--campaign", "c-43")
+    assert (other.exit_code, other.stdout) == (1, "")
+    assert other.stderr == "Error: no reservation matches --campaign 'c-43'; reservations exist for: c-42 step 1\n"
+    step = cli("sentlog", "unconfirmed", "--db", pg_dsn, "--campaign", "c-42", "--step", "2")
+    assert step.exit_code == 1 and "no reservation matches --campaign 'c-42' --step '2'" in step.stderr
+
+
+def test_unconfirmed_on_a_store_without_reservations_is_an_error_not_none(cli, pg_dsn):
+    result = cli("sentlog", "unconfirmed", "--db", pg_dsn)
+    assert (result.exit_code, result.stdout) == (1, "")
+    assert result.stderr.startswith("Error: no send_reservation table here")
