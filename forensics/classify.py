@@ -8,14 +8,24 @@ from forensics.kinds import KINDS
 # Clock skew tolerated between workers when comparing claim and send times.
 DEFAULT_SKEW_S = 5.0
 
-_STEPS = ("classify_pairs", "classify_leases", "classify_groups", "classify_coverage",
-          "classify_people", "build_incidents")
+_STEPS = ("classify_codes", "classify_dup_sends", "classify_pairs", "classify_leases", "classify_groups",
+          "classify_coverage", "classify_people")
 
 
-def classify(con, skew_s: float = DEFAULT_SKEW_S) -> None:
-    """Create dup_pairs, dup_people and incidents tables in the case database."""
+def classify(con, skew_s: float = DEFAULT_SKEW_S, save: bool = False, keep_working: bool = False) -> None:
+    """Create dup_people and incidents in the case database (over TEMP working tables). `save`: the case is
+    kept (--save), so dup_people is a table of its own and dup_pairs is written too; otherwise dup_people is
+    a view over the working tables, which go with the connection. The working tables are dropped as soon
+    as they have served, unless `keep_working` (to inspect them)."""
     for step in _STEPS:
-        queries.run(con, step, {"skew_s": skew_s})
+        queries.script(con, step, {"skew_s": skew_s})
+    for step in ("save_dup_pairs", "save_dup_people") if save else ("dup_people_view",):
+        queries.run(con, step)
+    if not keep_working:
+        queries.script(con, "classify_release_pairs")
+    queries.run(con, "build_incidents")
+    if not keep_working:
+        queries.script(con, "classify_release_sends")
 
 
 def incidents(con) -> list[dict]:

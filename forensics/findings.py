@@ -64,7 +64,7 @@ def build_document(case, include_affected: bool = True, logs=(), exports=()) -> 
 
     con, export_args = case.con, ExportSpec.of(exports).arguments()
     cut = getattr(case, "window", None)
-    classify.classify(con)
+    classify.classify(con, save=getattr(case, "saved", False))
     lost = evidence.lost_evidence(con, unread=case.unread)
     document = {
         "version": 1,

@@ -15,6 +15,11 @@ a psycopg connection or cursor. `run` executes a block, `rows` and `one` return 
 
 from __future__ import annotations
 
+import os
+import sys
+import time
+from contextlib import contextmanager
+
 from queries.blocks import PARAM, Query, QueryError, all_queries, code_parts, get
 from queries.render import Fragment, fragment, quote_ident, quote_literal, statements
 
@@ -42,9 +47,10 @@ def run(conn, name: str, params: dict | None = None, **values):
     query = get(name)
     dialect = dialect_of(conn)
     text, bound = _single(query, dialect, values), _bound(query, params)
-    if dialect == "postgres":
-        return conn.execute(text, bound)
-    return conn.execute(text, bound) if bound else conn.execute(text)
+    with _profiled(name):
+        if dialect == "postgres":
+            return conn.execute(text, bound)
+        return conn.execute(text, bound) if bound else conn.execute(text)
 
 
 def rows(conn, name: str, params: dict | None = None, **values) -> list[dict]:
@@ -66,13 +72,15 @@ def script(conn, name: str, params: dict | None = None, **values) -> None:
     query = get(name)
     dialect = dialect_of(conn)
     bound = _bound(query, params)
-    for template, text in zip(query.statements, statements(query, dialect, values)):
-        names = {name for code in code_parts(template) for name in PARAM.findall(code)}
-        used = {k: v for k, v in bound.items() if k in names}
-        if used or dialect == "postgres":
-            conn.execute(text, used)
-        else:
-            conn.execute(text)
+    with _profiled(name):
+        for at, (template, text) in enumerate(zip(query.statements, statements(query, dialect, values)), 1):
+            names = {name for code in code_parts(template) for name in PARAM.findall(code)}
+            used = {k: v for k, v in bound.items() if k in names}
+            with _profiled(f"{name}#{at}"):
+                if used or dialect == "postgres":
+                    conn.execute(text, used)
+                else:
+                    conn.execute(text)
 
 
 def arrow(con, name: str, params: dict | None = None, **values):
@@ -116,3 +124,18 @@ def _bound(query: Query, params: dict | None) -> dict:
     if missing:
         raise QueryError(f"{query.name}: no value for parameter {', '.join(':' + m for m in missing)}")
     return {name: given[name] for name in wanted}
+
+
+@contextmanager
+def _profiled(name: str):
+    """With MAILMORTEM_PROFILE set, write each block's wall time to stderr (`profile: NAME SECONDS`; the
+    statements of a script also as NAME#1, NAME#2, …), to see which block grows with a case
+    (benchmarks/diagnose_bench.py). A SELECT's rows may still be fetched later."""
+    if not os.environ.get("MAILMORTEM_PROFILE"):
+        yield
+        return
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        print(f"profile: {name} {time.perf_counter() - started:.3f}", file=sys.stderr, flush=True)

@@ -1,188 +1,331 @@
 -- Classification: every duplicate (two or more real sends, different msg_ids, same
 -- campaign + step + recipient) gets exactly one of the five kinds, with the evidence.
 -- Input tables: events, sends (see ingest.sql). Parameter :skew_s tolerates clock skew between workers.
+-- The working tables (mm_*) are TEMP tables (in memory, spilled only past the memory limit) holding
+-- identities as exact integer codes: a campaign step, worker, shard, incarnation, test and variant by
+-- dictionaries numbered in the order of their text (so least/greatest and ORDER BY on codes agree with the
+-- text), a duplicated person by number. The duplicated people are found first; every window and evidence
+-- join then runs over their sends only, and evidence is matched by joins from its small side. Text comes
+-- back only in dup_people and incidents (and dup_pairs, kept in a saved case).
+
+-- name: classify_codes
+-- The dictionaries of the identities the classification compares (codes follow the order of the text),
+-- the duplicated people (two or more real sends to one campaign step), and the evidence records of the
+-- workers that sent: starts, claims, renews and failures (error records and failed attempts).
+-- dialect: duckdb
+CREATE OR REPLACE TEMP TABLE mm_cs AS
+SELECT (row_number() OVER (ORDER BY campaign, step))::INTEGER AS cs, campaign, step
+FROM (SELECT DISTINCT campaign, step FROM sends);
+CREATE OR REPLACE TEMP TABLE mm_workers AS
+SELECT (row_number() OVER (ORDER BY worker))::INTEGER AS w, worker
+FROM (SELECT DISTINCT worker FROM sends WHERE worker IS NOT NULL);
+CREATE OR REPLACE TEMP TABLE mm_shards AS
+SELECT (row_number() OVER (ORDER BY shard))::INTEGER AS sh, shard
+FROM (SELECT DISTINCT shard FROM sends WHERE shard IS NOT NULL);
+CREATE OR REPLACE TEMP TABLE mm_incarnations AS
+SELECT (row_number() OVER (ORDER BY incarnation))::INTEGER AS i, incarnation
+FROM (SELECT DISTINCT incarnation FROM sends WHERE incarnation IS NOT NULL);
+CREATE OR REPLACE TEMP TABLE mm_tests AS
+SELECT (row_number() OVER (ORDER BY test_id))::INTEGER AS t, test_id
+FROM (SELECT DISTINCT test_id FROM sends WHERE test_id IS NOT NULL);
+CREATE OR REPLACE TEMP TABLE mm_variants AS
+SELECT (row_number() OVER (ORDER BY variant))::INTEGER AS v, variant
+FROM (SELECT DISTINCT variant FROM sends WHERE variant IS NOT NULL);
+-- people whose key hash occurs twice are then counted exactly: no wide hash table over every send
+CREATE OR REPLACE TEMP TABLE mm_people AS
+WITH repeated AS (
+    SELECT hash(campaign, step, recipient) AS h FROM sends GROUP BY h HAVING count(*) >= 2
+), people AS (
+    SELECT campaign, step, recipient, count(*) AS n_sends FROM sends
+    WHERE hash(campaign, step, recipient) IN (SELECT h FROM repeated)
+    GROUP BY campaign, step, recipient HAVING count(*) >= 2
+)
+SELECT (row_number() OVER ())::INTEGER AS p, c.cs, x.recipient, x.n_sends
+FROM people x JOIN mm_cs c USING (campaign, step);
+CREATE OR REPLACE TEMP TABLE mm_evidence AS
+SELECT CASE WHEN e.event IN ('start', 'claim', 'renew') THEN e.event ELSE 'failure' END AS what,
+       w.w, h.sh, e.ts, e.lease_s,
+       CASE WHEN e.event NOT IN ('start', 'claim', 'renew') THEN e.recipient END AS recipient,
+       CASE WHEN e.event NOT IN ('start', 'claim', 'renew') THEN e.candidate END AS candidate
+FROM events e JOIN mm_workers w ON w.worker = e.worker
+LEFT JOIN mm_shards h ON h.shard = e.shard
+WHERE e.event IN ('start', 'claim', 'renew', 'error') OR (e.event = 'send' AND NOT mm_ok_status(e.status));
+-- recipients and candidates named by a failure, numbered: what a pair's first send is matched on
+CREATE OR REPLACE TEMP TABLE mm_failed_recipients AS
+SELECT (row_number() OVER ())::INTEGER AS r, recipient
+FROM (SELECT DISTINCT recipient FROM mm_evidence WHERE what = 'failure' AND recipient IS NOT NULL);
+CREATE OR REPLACE TEMP TABLE mm_failed_candidates AS
+SELECT (row_number() OVER ())::INTEGER AS c, candidate
+FROM (SELECT DISTINCT candidate FROM mm_evidence WHERE what = 'failure' AND candidate IS NOT NULL);
+CREATE OR REPLACE TEMP TABLE mm_failures AS
+SELECT e.w, r.r, c.c, e.ts FROM mm_evidence e
+LEFT JOIN mm_failed_recipients r USING (recipient) LEFT JOIN mm_failed_candidates c USING (candidate)
+WHERE e.what = 'failure'
+
+-- name: classify_dup_sends
+-- The sends of the duplicated people, coded, numbered per person in time order (seq), and each campaign
+-- step's reach: people and shards it sent to, and people each worker reached (of the steps with duplicates).
+-- dialect: duckdb
+CREATE OR REPLACE TEMP TABLE mm_dup_sends AS
+SELECT p.p, p.cs, s.rowid AS sid, w.w, i.i AS inc, s.ts, h.sh, s.attempt, t.t, v.v, r.r, c.c,
+       (row_number() OVER (PARTITION BY p.p ORDER BY s.ts, s.msg_id))::INTEGER AS seq
+FROM sends s
+JOIN mm_cs k ON k.campaign = s.campaign AND k.step = s.step
+JOIN mm_people p ON p.cs = k.cs AND p.recipient = s.recipient
+LEFT JOIN mm_workers w ON w.worker = s.worker
+LEFT JOIN mm_incarnations i ON i.incarnation = s.incarnation
+LEFT JOIN mm_shards h ON h.shard = s.shard
+LEFT JOIN mm_tests t ON t.test_id = s.test_id
+LEFT JOIN mm_variants v ON v.variant = s.variant
+LEFT JOIN mm_failed_recipients r ON r.recipient = s.recipient
+LEFT JOIN mm_failed_candidates c ON c.candidate = s.candidate;
+CREATE OR REPLACE TEMP TABLE mm_steps AS
+SELECT k.cs, count(DISTINCT s.recipient) AS people, count(DISTINCT s.shard) AS shards
+FROM (SELECT DISTINCT cs FROM mm_people) d JOIN mm_cs k USING (cs)
+JOIN sends s ON s.campaign = k.campaign AND s.step = k.step
+GROUP BY k.cs;
+CREATE OR REPLACE TEMP TABLE mm_reach AS
+SELECT k.cs, w.w, count(DISTINCT s.recipient) AS reached
+FROM (SELECT DISTINCT cs FROM mm_people) d JOIN mm_cs k USING (cs)
+JOIN sends s ON s.campaign = k.campaign AND s.step = k.step
+JOIN mm_workers w ON w.worker = s.worker
+GROUP BY ALL
 
 -- name: classify_pairs
--- Consecutive sends of each duplicated person, with what the logs show between them.
+-- Consecutive sends of each duplicated person, with what the logs show between them: a start record of
+-- the second sender, a new incarnation, an error record or failed attempt of the first sender (to that
+-- recipient or candidate) or an attempt number ≥ 2.
+-- dialect: duckdb
+CREATE OR REPLACE TEMP TABLE mm_pairs AS
+WITH bare AS MATERIALIZED (
+    SELECT * FROM (
+        SELECT p, cs, seq, sid, w AS w1, lead(w) OVER win AS w2, inc AS inc1, lead(inc) OVER win AS inc2,
+               ts AS ts1, lead(ts) OVER win AS ts2, sh AS sh1, lead(sh) OVER win AS sh2,
+               lead(attempt) OVER win AS attempt2, r, c, coalesce(t, lead(t) OVER win) AS t
+        FROM mm_dup_sends WINDOW win AS (PARTITION BY p ORDER BY seq))
+    WHERE ts2 IS NOT NULL
+), start_hits AS (
+    SELECT DISTINCT q.p, q.seq FROM mm_evidence e
+    JOIN bare q ON e.w = q.w2 AND e.ts > q.ts1 AND e.ts <= q.ts2
+    WHERE e.what = 'start'
+), failure_hits AS (
+    SELECT q.p, q.seq FROM mm_failures f JOIN bare q ON f.w = q.w1 AND f.r = q.r AND f.ts >= q.ts1 AND f.ts <= q.ts2
+    UNION
+    SELECT q.p, q.seq FROM mm_failures f JOIN bare q ON f.w = q.w1 AND f.c = q.c AND f.ts >= q.ts1 AND f.ts <= q.ts2
+)
+SELECT q.* EXCLUDE (r, c), epoch(q.ts2) - epoch(q.ts1) AS gap_s, sh.p IS NOT NULL AS start_between,
+       (q.inc1 IS NOT NULL AND q.inc2 IS NOT NULL AND q.inc1 <> q.inc2) AS incarnation_changed,
+       (coalesce(q.attempt2, 1) >= 2 OR fh.p IS NOT NULL) AS error_between
+FROM bare q LEFT JOIN start_hits sh USING (p, seq) LEFT JOIN failure_hits fh USING (p, seq)
+
+-- name: save_dup_pairs
+-- A saved case's dup_pairs: the consecutive sends of each duplicated person with their evidence, as text.
 -- dialect: duckdb
 CREATE OR REPLACE TABLE dup_pairs AS
-WITH repeated AS (
-    -- people whose key hash occurs twice; the windows below then run over those sends only
-    SELECT hash(campaign, step, recipient) AS h FROM sends GROUP BY h HAVING count(*) >= 2
-), dup AS (
-    SELECT campaign, step, recipient, candidate, test_id, worker, incarnation, ts, shard,
-           row_number() OVER w AS seq, count(*) OVER (PARTITION BY campaign, step, recipient) AS n_sends,
-           lead(worker) OVER w AS next_worker, lead(incarnation) OVER w AS next_incarnation,
-           lead(ts) OVER w AS next_ts, lead(shard) OVER w AS next_shard, lead(attempt) OVER w AS next_attempt,
-           lead(test_id) OVER w AS next_test_id
-    FROM sends
-    WHERE hash(campaign, step, recipient) IN (SELECT h FROM repeated)
-    WINDOW w AS (PARTITION BY campaign, step, recipient ORDER BY ts, msg_id)
-), failures AS (
-    -- error records and failed attempts: what a retry leaves between two sends
-    SELECT worker, recipient, candidate, ts FROM events
-    WHERE event = 'error' OR (event = 'send' AND NOT mm_ok_status(status))
-), pairs AS (
-    -- each send with the next one to the same person
-    SELECT campaign, step, recipient, n_sends, seq,
-           worker AS worker1, next_worker AS worker2, incarnation AS inc1, next_incarnation AS inc2,
-           ts AS ts1, next_ts AS ts2, shard AS shard1, next_shard AS shard2, next_attempt AS attempt2,
-           candidate, coalesce(test_id, next_test_id) AS test_id
-    FROM dup WHERE n_sends >= 2 AND seq < n_sends
-)
-SELECT p.*,
-       epoch(p.ts2) - epoch(p.ts1) AS gap_s,
-       EXISTS (SELECT 1 FROM events e WHERE e.event = 'start' AND e.worker = p.worker2
-                 AND e.ts > p.ts1 AND e.ts <= p.ts2) AS start_between,
-       (p.inc1 IS NOT NULL AND p.inc2 IS NOT NULL AND p.inc1 <> p.inc2) AS incarnation_changed,
-       (coalesce(p.attempt2, 1) >= 2
-        OR EXISTS (SELECT 1 FROM failures f WHERE f.worker = p.worker1 AND f.recipient = p.recipient
-                     AND f.ts >= p.ts1 AND f.ts <= p.ts2)
-        OR EXISTS (SELECT 1 FROM failures f WHERE f.worker = p.worker1 AND f.candidate = p.candidate
-                     AND f.ts >= p.ts1 AND f.ts <= p.ts2)) AS error_between
-FROM pairs p
+SELECT k.campaign, k.step, pe.recipient, pe.n_sends, q.seq::BIGINT AS seq, w1.worker AS worker1, w2.worker AS worker2,
+       i1.incarnation AS inc1, i2.incarnation AS inc2, q.ts1, q.ts2, h1.shard AS shard1, h2.shard AS shard2,
+       q.attempt2, s.candidate, t.test_id, q.gap_s, q.start_between, q.incarnation_changed, q.error_between
+FROM mm_pairs q JOIN mm_people pe USING (p) JOIN mm_cs k ON k.cs = q.cs
+JOIN sends s ON s.rowid = q.sid
+LEFT JOIN mm_workers w1 ON w1.w = q.w1 LEFT JOIN mm_workers w2 ON w2.w = q.w2
+LEFT JOIN mm_incarnations i1 ON i1.i = q.inc1 LEFT JOIN mm_incarnations i2 ON i2.i = q.inc2
+LEFT JOIN mm_shards h1 ON h1.sh = q.sh1 LEFT JOIN mm_shards h2 ON h2.sh = q.sh2
+LEFT JOIN mm_tests t ON t.t = q.t
 
 -- name: classify_leases
--- For pairs on one shard by two workers: the claims covering each send, and whether the earlier
--- claim's lease had run out (no renew in between) when the other worker claimed the shard.
+-- For first pairs on one shard by two workers: the latest claim of each before its send (as-of joins), and
+-- whether the earlier claim's lease had run out (no renew in between) when the other worker claimed the shard.
+-- The renew and later-send checks run once per (holder, shard, claims), however many people share them.
 -- dialect: duckdb
-CREATE OR REPLACE TABLE dup_pair_claims AS
+CREATE OR REPLACE TEMP TABLE mm_pair_claims AS
 WITH claims AS (
-    SELECT worker, shard, ts, max(lease_s) AS lease_s FROM events
-    WHERE event = 'claim' AND shard IS NOT NULL GROUP BY ALL
-), renews AS (
-    SELECT worker, shard, ts FROM events WHERE event = 'renew' AND shard IS NOT NULL
+    SELECT w, sh, ts, max(lease_s) AS lease_s FROM mm_evidence WHERE what = 'claim' AND sh IS NOT NULL GROUP BY ALL
+), shared AS (
+    SELECT p, sh1, w1, w2, ts1 + to_seconds(:skew_s) AS until_a, ts2 + to_seconds(:skew_s) AS until_b
+    FROM mm_pairs WHERE seq = 1 AND w1 <> w2 AND sh1 IS NOT NULL AND sh1 = sh2
 ), covering AS (
-    SELECT p.campaign, p.step, p.recipient, p.seq, p.shard1,
-           (SELECT max(c.ts) FROM claims c WHERE c.worker = p.worker1 AND c.shard = p.shard1
-              AND c.ts <= p.ts1 + to_seconds(:skew_s)) AS claim_a_ts,
-           (SELECT max(c.ts) FROM claims c WHERE c.worker = p.worker2 AND c.shard = p.shard1
-              AND c.ts <= p.ts2 + to_seconds(:skew_s)) AS claim_b_ts,
-           p.worker1, p.worker2
-    FROM dup_pairs p
-    WHERE p.worker1 <> p.worker2 AND p.shard1 IS NOT NULL AND p.shard1 = p.shard2
+    SELECT q.p, q.sh1, q.w1, q.w2, a.ts AS claim_a_ts, b.ts AS claim_b_ts
+    FROM shared q
+    ASOF JOIN claims a ON a.w = q.w1 AND a.sh = q.sh1 AND q.until_a >= a.ts
+    ASOF JOIN claims b ON b.w = q.w2 AND b.sh = q.sh1 AND q.until_b >= b.ts
 ), ordered AS (
-    SELECT campaign, step, recipient, seq, shard1,
-           CASE WHEN claim_a_ts <= claim_b_ts THEN worker1 ELSE worker2 END AS holder,
-           CASE WHEN claim_a_ts <= claim_b_ts THEN worker2 ELSE worker1 END AS claimer,
+    SELECT p, sh1,
+           CASE WHEN claim_a_ts <= claim_b_ts THEN w1 ELSE w2 END AS holder,
            least(claim_a_ts, claim_b_ts) AS claim1_ts, greatest(claim_a_ts, claim_b_ts) AS claim2_ts
-    FROM covering WHERE claim_a_ts IS NOT NULL AND claim_b_ts IS NOT NULL
+    FROM covering
+), spans AS (
+    SELECT DISTINCT holder, sh1, claim1_ts, claim2_ts FROM ordered
+), renewed AS (
+    SELECT DISTINCT o.holder, o.sh1, o.claim1_ts, o.claim2_ts FROM mm_evidence r
+    JOIN spans o ON r.w = o.holder AND r.sh = o.sh1 AND r.ts > o.claim1_ts AND r.ts < o.claim2_ts
+    WHERE r.what = 'renew'
+), after_claim AS (
+    SELECT o.holder, o.sh1, o.claim2_ts, count(*) AS sends_after
+    FROM (SELECT DISTINCT holder, sh1, claim2_ts FROM ordered) o
+    JOIN mm_workers w ON w.w = o.holder JOIN mm_shards h ON h.sh = o.sh1
+    JOIN sends s ON s.worker = w.worker AND s.shard = h.shard AND s.ts > o.claim2_ts
+    GROUP BY ALL
 )
-SELECT o.*, c1.lease_s,
+SELECT o.p, o.claim1_ts, o.claim2_ts, c1.lease_s,
        o.claim2_ts > o.claim1_ts AND c1.lease_s IS NOT NULL
          AND epoch(o.claim2_ts) >= epoch(o.claim1_ts) + c1.lease_s - :skew_s
-         AND NOT EXISTS (SELECT 1 FROM renews r WHERE r.worker = o.holder AND r.shard = o.shard1
-                           AND r.ts > o.claim1_ts AND r.ts < o.claim2_ts) AS lease_ran_out,
-       (SELECT count(*) FROM sends s WHERE s.worker = o.holder AND s.shard = o.shard1
-          AND s.ts > o.claim2_ts) AS holder_sends_after_second_claim
+         AND rn.holder IS NULL AS lease_ran_out,
+       coalesce(a.sends_after, 0) AS holder_sends_after_second_claim
 FROM ordered o
-LEFT JOIN claims c1 ON c1.worker = o.holder AND c1.shard = o.shard1 AND c1.ts = o.claim1_ts
+LEFT JOIN claims c1 ON c1.w = o.holder AND c1.sh = o.sh1 AND c1.ts = o.claim1_ts
+LEFT JOIN renewed rn ON rn.holder = o.holder AND rn.sh1 = o.sh1 AND rn.claim1_ts = o.claim1_ts
+     AND rn.claim2_ts = o.claim2_ts
+LEFT JOIN after_claim a ON a.holder = o.holder AND a.sh1 = o.sh1 AND a.claim2_ts = o.claim2_ts
 
 -- name: classify_groups
--- Group-level shape: how much of the list each worker pair covered, whether one worker replayed a run,
--- and whether duplicates are confined to a few shards.
+-- Per campaign step and worker that re-sent to its own people: how many, and how dense the re-sends were
+-- among that worker's sends in the replay window (whether one worker replayed a run).
 -- dialect: duckdb
-CREATE OR REPLACE TABLE dup_groups AS
-WITH first_pairs AS (SELECT * FROM dup_pairs WHERE seq = 1),
-same_worker AS (
-    SELECT campaign, step, worker1 AS worker, count(*) AS replayed,
-           min(ts2) AS replay_start, max(ts2) AS replay_end,
-           corr(epoch(ts1), epoch(ts2)) AS order_corr,
-           median(gap_s) AS median_gap_s
-    FROM first_pairs WHERE worker1 = worker2 GROUP BY ALL
-), density AS (
-    SELECT w.*, (SELECT count(*) FROM sends s WHERE s.worker = w.worker AND s.campaign = w.campaign
-                   AND s.step = w.step AND s.ts BETWEEN w.replay_start AND w.replay_end) AS sends_in_replay,
-           (SELECT count(*) FROM sends s WHERE s.worker = w.worker AND s.campaign = w.campaign
-                   AND s.step = w.step) AS worker_sends
-    FROM same_worker w
+CREATE OR REPLACE TEMP TABLE mm_groups AS
+WITH same_worker AS (
+    SELECT cs, w1 AS w, count(*) AS replayed, min(ts2) AS replay_start, max(ts2) AS replay_end
+    FROM mm_pairs WHERE seq = 1 AND w1 = w2 GROUP BY ALL
+), in_replay AS (
+    SELECT g.cs, g.w, count(*) AS sends_in_replay
+    FROM same_worker g JOIN mm_cs k USING (cs) JOIN mm_workers w USING (w)
+    JOIN sends s ON s.campaign = k.campaign AND s.step = k.step AND s.worker = w.worker
+         AND s.ts BETWEEN g.replay_start AND g.replay_end
+    GROUP BY ALL
 )
-SELECT *, replayed / greatest(sends_in_replay, 1) AS replay_density FROM density
+SELECT g.cs, g.w, g.replayed, g.replayed / greatest(coalesce(r.sends_in_replay, 0), 1) AS replay_density
+FROM same_worker g LEFT JOIN in_replay r USING (cs, w)
 
 -- name: classify_coverage
--- For each pair of workers that both sent one campaign step: how much of its people each reached.
+-- For each pair of workers that both sent one campaign step: how much of its people each reached, on how
+-- many shards their duplicates fell, and how many claims they logged.
 -- dialect: duckdb
-CREATE OR REPLACE TABLE dup_coverage AS
-WITH people AS (
-    SELECT campaign, step, count(DISTINCT recipient) AS people, count(DISTINCT shard) AS shards
-    FROM sends GROUP BY ALL
-), per_worker AS (
-    SELECT campaign, step, worker, count(DISTINCT recipient) AS reached, min(ts) AS first_ts, max(ts) AS last_ts
-    FROM sends GROUP BY ALL
-), pair_groups AS (
-    SELECT campaign, step, least(worker1, worker2) AS wa, greatest(worker1, worker2) AS wb,
-           count(*) AS dup_people, count(DISTINCT shard1) FILTER (WHERE shard1 = shard2) AS dup_shards
-    FROM dup_pairs WHERE seq = 1 AND worker1 <> worker2 GROUP BY ALL
+CREATE OR REPLACE TEMP TABLE mm_coverage AS
+WITH pair_groups AS (
+    SELECT cs, least(w1, w2) AS wa, greatest(w1, w2) AS wb,
+           count(*) AS dup_people, count(DISTINCT sh1) FILTER (WHERE sh1 = sh2) AS dup_shards
+    FROM mm_pairs WHERE seq = 1 AND w1 <> w2 GROUP BY ALL
+), claims AS (
+    SELECT w, count(*) AS claims FROM mm_evidence WHERE what = 'claim' GROUP BY w
 )
-SELECT g.*, p.people, p.shards, a.reached AS reached_a, b.reached AS reached_b,
-       a.first_ts AS first_a, b.first_ts AS first_b, a.last_ts AS last_a, b.last_ts AS last_b,
-       (SELECT count(*) FROM events e WHERE e.event = 'claim' AND e.worker IN (g.wa, g.wb)) AS claims
-FROM pair_groups g
-JOIN people p USING (campaign, step)
-JOIN per_worker a ON a.campaign = g.campaign AND a.step = g.step AND a.worker = g.wa
-JOIN per_worker b ON b.campaign = g.campaign AND b.step = g.step AND b.worker = g.wb
+SELECT g.*, st.people, st.shards, a.reached AS reached_a, b.reached AS reached_b,
+       coalesce(ca.claims, 0) + coalesce(cb.claims, 0) AS claims
+FROM pair_groups g JOIN mm_steps st USING (cs)
+JOIN mm_reach a ON a.cs = g.cs AND a.w = g.wa
+JOIN mm_reach b ON b.cs = g.cs AND b.w = g.wb
+LEFT JOIN claims ca ON ca.w = g.wa LEFT JOIN claims cb ON cb.w = g.wb
 
 -- name: classify_people
 -- One row per duplicated person: the kind (precedence: differing variants in a test → ab-contamination,
--- the mechanism kept as cause) and the confidence.
+-- the mechanism kept as cause) and the confidence, as text (and the person's codes p, cs).
 -- dialect: duckdb
-CREATE OR REPLACE TABLE dup_people AS
+CREATE OR REPLACE TEMP TABLE mm_verdicts AS
 WITH mech AS (
-    SELECT p.*, lc.lease_ran_out, lc.claim1_ts, lc.claim2_ts, lc.lease_s, lc.holder_sends_after_second_claim,
+    SELECT q.*, lc.lease_ran_out, lc.claim1_ts, lc.claim2_ts, lc.lease_s, lc.holder_sends_after_second_claim,
            cov.dup_shards, cov.shards AS campaign_shards, cov.claims AS pair_claims,
            cov.reached_a, cov.reached_b, cov.people AS campaign_people,
            g.replay_density, g.replayed,
            CASE
-             WHEN p.worker1 <> p.worker2 AND lc.lease_ran_out THEN 'lease-expiry'
-             WHEN p.worker1 <> p.worker2 AND coalesce(cov.claims, 0) = 0 AND p.shard1 = p.shard2
+             WHEN q.w1 <> q.w2 AND lc.lease_ran_out THEN 'lease-expiry'
+             WHEN q.w1 <> q.w2 AND coalesce(cov.claims, 0) = 0 AND q.sh1 = q.sh2
                   AND cov.shards >= 3 AND cov.dup_shards * 3 <= cov.shards THEN 'lease-expiry'
-             WHEN p.worker1 <> p.worker2 THEN 'parallel-worker'
-             WHEN p.incarnation_changed OR p.start_between THEN 'state-loss'
-             WHEN p.error_between THEN 'retry'
+             WHEN q.w1 <> q.w2 THEN 'parallel-worker'
+             WHEN q.incarnation_changed OR q.start_between THEN 'state-loss'
+             WHEN q.error_between THEN 'retry'
              WHEN g.replayed >= 3 AND g.replay_density >= 0.5 THEN 'state-loss'
              ELSE 'retry' END AS mechanism,
            CASE
-             WHEN p.worker1 <> p.worker2 AND lc.lease_ran_out THEN 0.95
-             WHEN p.worker1 <> p.worker2 AND coalesce(cov.claims, 0) = 0 AND p.shard1 = p.shard2
+             WHEN q.w1 <> q.w2 AND lc.lease_ran_out THEN 0.95
+             WHEN q.w1 <> q.w2 AND coalesce(cov.claims, 0) = 0 AND q.sh1 = q.sh2
                   AND cov.shards >= 3 AND cov.dup_shards * 3 <= cov.shards THEN 0.6
-             WHEN p.worker1 <> p.worker2 AND least(cov.reached_a, cov.reached_b) >= 0.5 * cov.people THEN 0.95
-             WHEN p.worker1 <> p.worker2 THEN 0.75
-             WHEN p.incarnation_changed OR p.start_between THEN 0.95
-             WHEN p.error_between THEN 0.95
+             WHEN q.w1 <> q.w2 AND least(cov.reached_a, cov.reached_b) >= 0.5 * cov.people THEN 0.95
+             WHEN q.w1 <> q.w2 THEN 0.75
+             WHEN q.incarnation_changed OR q.start_between THEN 0.95
+             WHEN q.error_between THEN 0.95
              WHEN g.replayed >= 3 AND g.replay_density >= 0.5 THEN 0.65
-             WHEN p.inc1 IS NOT NULL AND p.inc1 = p.inc2 THEN 0.8
+             WHEN q.inc1 IS NOT NULL AND q.inc1 = q.inc2 THEN 0.8
              ELSE 0.6 END AS mechanism_confidence
-    FROM dup_pairs p
-    LEFT JOIN dup_pair_claims lc USING (campaign, step, recipient, seq)
-    LEFT JOIN dup_groups g ON g.campaign = p.campaign AND g.step = p.step AND g.worker = p.worker1
-    LEFT JOIN dup_coverage cov ON cov.campaign = p.campaign AND cov.step = p.step
-         AND cov.wa = least(p.worker1, p.worker2) AND cov.wb = greatest(p.worker1, p.worker2)
-    WHERE p.seq = 1
+    FROM mm_pairs q
+    LEFT JOIN mm_pair_claims lc USING (p)
+    LEFT JOIN mm_groups g ON g.cs = q.cs AND g.w = q.w1
+    LEFT JOIN mm_coverage cov ON cov.cs = q.cs AND cov.wa = least(q.w1, q.w2) AND cov.wb = greatest(q.w1, q.w2)
+    WHERE q.seq = 1
+), sent AS (
+    -- a few sends per person: lists of codes, made distinct and sorted per row (codes sort like their text)
+    SELECT p, list(v) AS vs, list(w) AS ws, count(*) AS n_sends, count(v) AS with_variant, count(w) AS with_worker
+    FROM mm_dup_sends GROUP BY p
+), names AS (
+    SELECT (SELECT list(variant ORDER BY v) FROM mm_variants) AS variants,
+           (SELECT list(worker ORDER BY w) FROM mm_workers) AS workers
 ), variants AS (
-    SELECT campaign, step, recipient, count(DISTINCT variant) AS n_variants,
-           list(DISTINCT variant ORDER BY variant) AS variants,
-           list(DISTINCT worker ORDER BY worker) AS workers, count(*) AS n_sends
-    FROM sends WHERE (campaign, step, recipient) IN (SELECT (campaign, step, recipient) FROM mech)
-    GROUP BY campaign, step, recipient
+    -- as list(DISTINCT x ORDER BY x) of the text: the distinct values in order, then NULL if one was missing
+    SELECT d.p, len(list_distinct(d.vs)) AS n_variants, d.n_sends,
+           list_transform(list_sort(list_distinct(d.vs)), lambda x: n.variants[x])
+             || CASE WHEN d.with_variant < d.n_sends THEN [NULL::VARCHAR] ELSE [] END AS variants,
+           list_transform(list_sort(list_distinct(d.ws)), lambda x: n.workers[x])
+             || CASE WHEN d.with_worker < d.n_sends THEN [NULL::VARCHAR] ELSE [] END AS workers
+    FROM sent d CROSS JOIN names n
 )
-SELECT m.campaign, m.step, m.recipient, m.test_id, v.n_sends, v.n_sends - 1 AS extra_sends,
+SELECT k.campaign, k.step, pe.recipient, t.test_id, v.n_sends, v.n_sends - 1 AS extra_sends,
        CASE WHEN v.n_variants >= 2 THEN 'ab-contamination' ELSE m.mechanism END AS kind,
        CASE WHEN v.n_variants >= 2 THEN m.mechanism END AS cause,
        CASE WHEN v.n_variants >= 2 THEN 0.97 ELSE m.mechanism_confidence END AS confidence,
-       v.variants, v.workers, m.worker1, m.worker2, m.gap_s, m.start_between, m.incarnation_changed,
-       m.error_between, m.inc1, m.inc2, m.shard1, m.lease_ran_out, m.claim1_ts, m.claim2_ts, m.lease_s,
+       v.variants, v.workers, w1.worker AS worker1, w2.worker AS worker2, m.gap_s, m.start_between,
+       m.incarnation_changed, m.error_between, i1.incarnation AS inc1, i2.incarnation AS inc2, h1.shard AS shard1,
+       m.lease_ran_out, m.claim1_ts, m.claim2_ts, m.lease_s,
        m.holder_sends_after_second_claim, m.replay_density, m.replayed,
-       m.reached_a, m.reached_b, m.campaign_people, m.pair_claims, m.dup_shards, m.campaign_shards
-FROM mech m JOIN variants v USING (campaign, step, recipient)
+       m.reached_a, m.reached_b, m.campaign_people, m.pair_claims, m.dup_shards, m.campaign_shards, m.p, m.cs
+FROM mech m JOIN variants v USING (p) JOIN mm_people pe USING (p) JOIN mm_cs k ON k.cs = m.cs
+LEFT JOIN mm_tests t ON t.t = m.t
+LEFT JOIN mm_workers w1 ON w1.w = m.w1 LEFT JOIN mm_workers w2 ON w2.w = m.w2
+LEFT JOIN mm_incarnations i1 ON i1.i = m.inc1 LEFT JOIN mm_incarnations i2 ON i2.i = m.inc2
+LEFT JOIN mm_shards h1 ON h1.sh = m.sh1
+
+-- name: dup_people_view
+-- dup_people: the duplicated people as text (mm_verdicts without the codes), a view: nothing copied.
+-- dialect: duckdb
+CREATE OR REPLACE TEMP VIEW dup_people AS SELECT * EXCLUDE (p, cs) FROM mm_verdicts
+
+-- name: save_dup_people
+-- A saved case's dup_people: the duplicated people as text (mm_verdicts without the codes), a table of its own.
+-- dialect: duckdb
+CREATE OR REPLACE TABLE dup_people AS SELECT * EXCLUDE (p, cs) FROM mm_verdicts
+
+-- name: classify_release_pairs
+-- Free the working tables of pairs and evidence once every person has a kind (incidents read the people and
+-- their sends only): memory for the incidents and the affected list.
+-- dialect: duckdb
+DROP TABLE IF EXISTS mm_pairs;
+DROP TABLE IF EXISTS mm_pair_claims;
+DROP TABLE IF EXISTS mm_groups;
+DROP TABLE IF EXISTS mm_coverage;
+DROP TABLE IF EXISTS mm_steps;
+DROP TABLE IF EXISTS mm_evidence;
+DROP TABLE IF EXISTS mm_failures;
+DROP TABLE IF EXISTS mm_failed_recipients;
+DROP TABLE IF EXISTS mm_failed_candidates;
+DROP TABLE IF EXISTS mm_people;
+DROP TABLE IF EXISTS mm_incarnations;
+DROP TABLE IF EXISTS mm_tests;
+DROP TABLE IF EXISTS mm_variants
+
+-- name: classify_release_sends
+-- Free the coded sends and the dictionaries once the incidents are built (dup_people reads mm_verdicts only).
+-- dialect: duckdb
+DROP TABLE IF EXISTS mm_dup_sends;
+DROP TABLE IF EXISTS mm_reach;
+DROP TABLE IF EXISTS mm_cs;
+DROP TABLE IF EXISTS mm_workers;
+DROP TABLE IF EXISTS mm_shards
 
 -- name: build_incidents
 -- One incident per kind, campaign and step (and test, for ab-contamination): the people it hit, its evidence
 -- counts, and figures per worker (people of the campaign step each reached, duplicated people each sent to)
 -- and per shard (duplicated people whose first send was in it, and that shard's first and second claim).
+-- Reads the duplicated people with their codes (mm_verdicts) and their coded sends (mm_dup_sends).
 -- dialect: duckdb
 CREATE OR REPLACE TABLE incidents AS
 WITH keyed AS (
-    SELECT *, CASE WHEN kind = 'ab-contamination' THEN test_id END AS incident_test FROM dup_people
+    SELECT *, CASE WHEN kind = 'ab-contamination' THEN test_id END AS incident_test FROM mm_verdicts
 ), grouped AS (
     SELECT kind, campaign, step, incident_test AS test_id,
            count(*) AS people, sum(extra_sends) AS extra_sends, round(avg(confidence), 2) AS confidence,
@@ -203,23 +346,31 @@ WITH keyed AS (
            any_value(inc1) AS inc_before, any_value(inc2) AS inc_after
     FROM keyed GROUP BY kind, campaign, step, incident_test
 ), incident_sends AS (
-    SELECT d.kind, d.campaign, d.step, d.incident_test AS test_id, d.recipient, s.ts, s.worker, s.shard
-    FROM keyed d JOIN sends s USING (campaign, step, recipient)
+    SELECT d.kind, d.campaign, d.step, d.incident_test AS test_id, d.p, s.ts, s.w, s.sh
+    FROM keyed d JOIN mm_dup_sends s USING (p)
+), names AS (
+    SELECT (SELECT list(worker ORDER BY w) FROM mm_workers) AS workers,
+           (SELECT list(shard ORDER BY sh) FROM mm_shards) AS shards
 ), spans AS (
-    SELECT kind, campaign, step, test_id, min(ts) AS first_send, max(ts) AS last_send,
-           list(DISTINCT worker ORDER BY worker) FILTER (WHERE worker IS NOT NULL) AS workers,
-           list(DISTINCT shard ORDER BY shard) FILTER (WHERE shard IS NOT NULL) AS shards
-    FROM incident_sends GROUP BY ALL
+    -- distinct codes, sorted (like their text), then decoded
+    SELECT i.kind, i.campaign, i.step, i.test_id, i.first_send, i.last_send,
+           list_transform(list_sort(i.ws), lambda x: n.workers[x]) AS workers,
+           list_transform(list_sort(i.shs), lambda x: n.shards[x]) AS shards
+    FROM (SELECT kind, campaign, step, test_id, min(ts) AS first_send, max(ts) AS last_send,
+                 list_distinct(list(w) FILTER (WHERE w IS NOT NULL)) AS ws,
+                 list_distinct(list(sh) FILTER (WHERE sh IS NOT NULL)) AS shs
+          FROM incident_sends GROUP BY ALL) i CROSS JOIN names n
 ), reach AS (
-    SELECT campaign, step, worker, count(DISTINCT recipient) AS reached
-    FROM sends WHERE worker IS NOT NULL AND (campaign, step) IN (SELECT (campaign, step) FROM grouped)
-    GROUP BY ALL
+    SELECT k.campaign, k.step, w.worker, r.reached
+    FROM mm_reach r JOIN mm_cs k USING (cs) JOIN mm_workers w USING (w)
+    WHERE (k.campaign, k.step) IN (SELECT (campaign, step) FROM grouped)
 ), by_worker AS (
     SELECT i.kind, i.campaign, i.step, i.test_id,
            list({'worker': i.worker, 'reached': r.reached, 'duplicated_people': i.duplicated_people}
                 ORDER BY r.reached DESC, i.worker) AS per_worker
-    FROM (SELECT kind, campaign, step, test_id, worker, count(DISTINCT recipient) AS duplicated_people
-          FROM incident_sends WHERE worker IS NOT NULL GROUP BY ALL) i
+    FROM (SELECT x.kind, x.campaign, x.step, x.test_id, w.worker, x.duplicated_people
+          FROM (SELECT kind, campaign, step, test_id, w, count(DISTINCT p) AS duplicated_people
+                FROM incident_sends WHERE w IS NOT NULL GROUP BY ALL) x JOIN mm_workers w USING (w)) i
     JOIN reach r USING (campaign, step, worker)
     GROUP BY ALL
 ), by_shard AS (
@@ -292,15 +443,22 @@ SELECT coalesce(campaign, '') AS campaign, count(*) AS sends FROM sends GROUP BY
 
 -- name: candidates_at_two_addresses
 -- Candidates (a person's id from the logs) sent one campaign step at two or more different addresses: the
--- same person emailed twice under two addresses, which the (campaign, step, recipient) key cannot see.
+-- same person emailed twice under two addresses, which the (campaign, step, recipient) key cannot see. Only
+-- the sends whose (candidate, campaign, step) hash has two addresses are grouped exactly and listed: no list
+-- is built for the millions of candidates reached at one address.
 -- dialect: duckdb
+WITH named AS NOT MATERIALIZED (
+    SELECT * FROM sends WHERE candidate IS NOT NULL AND trim(candidate) <> ''
+), split AS (
+    SELECT hash(candidate, campaign, step) AS h FROM named GROUP BY h HAVING min(recipient) <> max(recipient)
+)
 SELECT candidate, nullif(campaign, '') AS campaign, nullif(step, '') AS step,
        list(DISTINCT recipient ORDER BY recipient) AS recipients, count(*) AS sends,
        list(msg_id ORDER BY ts, msg_id) AS msg_ids,
        strftime(min(ts), '%Y-%m-%dT%H:%M:%S.%g') || 'Z' AS first_send,
        strftime(max(ts), '%Y-%m-%dT%H:%M:%S.%g') || 'Z' AS last_send
-FROM sends
-WHERE candidate IS NOT NULL AND trim(candidate) <> ''
+FROM named
+WHERE hash(candidate, campaign, step) IN (SELECT h FROM split)
 GROUP BY candidate, campaign, step
 HAVING count(DISTINCT recipient) >= 2
 ORDER BY candidate, campaign, step

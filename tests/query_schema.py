@@ -46,7 +46,7 @@ def duckdb_schema():
     from remediation import ab as ab_plan
 
     con = load_case([str(SAMPLE_CASE)]).con
-    classify.classify(con)
+    classify.classify(con, keep_working=True)  # the classification blocks read its working tables
     report = ab.analyse(con, TEST_ID)
     queries.script(con, "report_marks_build")
     reconcile.load_provider_sends(con, [str(FIXTURES / "sendgrid-events.jsonl")])

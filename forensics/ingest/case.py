@@ -30,6 +30,7 @@ class Case:
     unread: list[dict] = field(default_factory=list)  # files and folders left out under --skip-unreadable
     reading: ingest.Reading = ingest.Reading()  # --envelope, --tz, --year
     window: window.Cut | None = None  # --since/--until as applied, and what they left out
+    saved: bool = False  # kept in a database file (--save): its tables are for `mailmortem sql`
 
     @property
     def records(self) -> int:
@@ -122,7 +123,7 @@ def load_case(paths, syntax: str | None = None, field_map: FieldMap | dict | Non
     reading = reading or ingest.Reading()
     inputs, cut = ingest.load(con, resolved, syntax=syntax, field_map=field_map, strict=strict, progress=progress,
                               keep_raw=database is not None, reading=reading, limits=limits)
-    case = Case(con, inputs, unreadable.found, reading, cut)
+    case = Case(con, inputs, unreadable.found, reading, cut, saved=database is not None)
     if case.records == 0:
         raise InputError(_nothing_read(inputs))
     if cut:
