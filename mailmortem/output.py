@@ -114,7 +114,8 @@ def write_texts(texts, out, first: str, between: str) -> bool:
     wrote = False
     for frame in texts:
         if frame.height:
-            lead = pl.when(pl.int_range(pl.len()) == 0).then(pl.lit(between if wrote else first)).otherwise(pl.lit(between))
+            opening = pl.lit(between if wrote else first)
+            lead = pl.when(pl.int_range(pl.len()) > 0).then(pl.lit(between)).otherwise(opening)
             _write_frame(frame.select(pl.concat_str(lead, pl.col("text"))), out, include_header=False,
                          quote_style="never", line_terminator="")
             wrote = True

@@ -184,7 +184,8 @@ def _affected_table(frames) -> None:
     for frame in frames:
         shown += [_flat(r) for r in frame.head(TABLE_PEOPLE - len(shown)).to_dicts()]
         total += frame.height
-    title = f"{total} people affected" + (f" (the first {len(shown)}; all with --format csv)" if total > len(shown) else "")
+    capped = f" (the first {len(shown)}; all with --format csv)" if total > len(shown) else ""
+    title = f"{total} people affected{capped}"
     write_rows(shown, "table", columns=CSV_COLUMNS, title=title)
 
 
