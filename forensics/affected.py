@@ -36,24 +36,49 @@ def check_filters(con, incidents: list[dict], kind: str | None, incident: str | 
 # The "affected" list (docs/diagnose-json.md) leaves DuckDB as Arrow batches of rows and reaches the columnar
 # writers (mailmortem/output.py) as polars frames of text, escaped on the way: never one Python object a person.
 
-AFFECTED_BATCH_PEOPLE = 200_000  # people per affected_people query: bounds DuckDB's list aggregation
+AFFECTED_BATCH_PEOPLE = 200_000  # people per affected_people_sends query: bounds DuckDB's sort
 BATCH_ROWS = 50_000  # rows per Arrow batch handed to polars
 SEND_KEYS = ("ts", "worker", "incarnation", "msg_id", "variant", "shard")
-ENTRY_KEYS = ("recipient", "campaign", "step", "kind", "cause", "incident", "sends")
+PERSON_KEYS = ("recipient", "campaign", "step", "kind", "cause", "incident")
+ENTRY_KEYS = PERSON_KEYS + ("sends",)
 CSV_COLUMNS = ("recipient", "campaign", "step", "kind", "cause", "incident", "sends", "first_send",
                "last_send", "workers", "msg_ids")
 
 
 def frames(con, kind: str | None = None, incident: str | None = None, campaign: str | None = None):
-    """The affected people (filtered like `select`), in the list's order, as polars frames of ENTRY_KEYS."""
+    """The affected people (filtered as the options ask), in the list's order, as polars frames of ENTRY_KEYS
+    ("sends" a list of structs of SEND_KEYS)."""
     import polars as pl
 
     wanted = {"kind": kind or None, "incident": incident or None, "campaign": campaign}
     for ids in _incident_batches(queries.run(con, "incident_sizes").fetchall()):
-        reader = queries.arrow_reader(con, "affected_people", BATCH_ROWS, {"incident_ids": ids, **wanted})
-        for batch in reader:
-            if batch.num_rows:
-                yield pl.from_arrow(batch)
+        reader = queries.arrow_reader(con, "affected_people_sends", BATCH_ROWS, {"incident_ids": ids, **wanted})
+        yield from _people(pl.from_arrow(batch) for batch in reader if batch.num_rows)
+
+
+def _people(sends):
+    """Sorted send rows grouped into one row a person; the last person of a batch waits for the next batch,
+    which may hold more of their sends."""
+    import polars as pl
+
+    carry = None
+    for frame in sends:
+        frame = frame if carry is None else pl.concat([carry, frame])
+        person = frame.select(pl.struct(PERSON_KEYS).rle_id()).to_series()
+        last = person.search_sorted(person[-1])  # run ids ascend: the first row of the last person
+        carry = frame[last:]
+        if last:
+            yield _grouped(frame[:last])
+    if carry is not None:
+        yield _grouped(carry)
+
+
+def _grouped(sends):
+    import polars as pl
+
+    person = pl.struct(PERSON_KEYS).rle_id().alias("person")
+    return (sends.group_by(person, maintain_order=True)
+            .agg(*(pl.col(k).first() for k in PERSON_KEYS), pl.struct(SEND_KEYS).alias("sends")).drop("person"))
 
 
 def _incident_batches(sizes: list[tuple[str, int]]):

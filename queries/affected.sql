@@ -1,14 +1,13 @@
--- name: affected_people
--- Every duplicated person of the incidents :incident_ids, narrowed by :kind, :incident and :campaign (NULL: any),
--- with their incident and the sends they received, oldest first: one row each, in the order of the "affected"
--- list (docs/diagnose-json.md). Read as Arrow batches and written by the columnar writers (forensics/affected.py);
--- asked for a batch of incidents at a time so the lists stay within the memory limit.
+-- name: affected_people_sends
+-- Every send to a duplicated person of the incidents :incident_ids, narrowed by :kind, :incident and :campaign
+-- (NULL: any), with the person and their incident: one row a send, in the order of the "affected" list
+-- (docs/diagnose-json.md) and oldest send first within a person. Read as Arrow batches and grouped into one
+-- row a person by polars (forensics/affected.py): a plain sort, where an ordered list() per person costs
+-- several times more; asked for a batch of incidents at a time to bound the sort.
 -- dialect: duckdb
 SELECT d.recipient, nullif(d.campaign, '') AS campaign, nullif(d.step, '') AS step, d.kind, d.cause,
-       i.id AS incident,
-       list({'ts': strftime(s.ts, '%Y-%m-%dT%H:%M:%S.%g') || 'Z', 'worker': s.worker,
-             'incarnation': s.incarnation, 'msg_id': s.msg_id, 'variant': s.variant, 'shard': s.shard}
-            ORDER BY s.ts, s.msg_id) AS sends
+       i.id AS incident, strftime(s.ts, '%Y-%m-%dT%H:%M:%S.%g') || 'Z' AS ts, s.worker, s.incarnation, s.msg_id,
+       s.variant, s.shard
 FROM dup_people d
 JOIN incidents i ON i.kind = d.kind AND i.campaign = d.campaign AND i.step = d.step
      AND i.test_id IS NOT DISTINCT FROM CASE WHEN d.kind = 'ab-contamination' THEN d.test_id END
@@ -17,5 +16,4 @@ JOIN sends s ON s.campaign = d.campaign AND s.step = d.step AND s.recipient = d.
 WHERE (:kind::VARCHAR IS NULL OR d.kind = :kind::VARCHAR)
   AND (:incident::VARCHAR IS NULL OR i.id = :incident::VARCHAR)
   AND (:campaign::VARCHAR IS NULL OR coalesce(d.campaign, '') = :campaign::VARCHAR)
-GROUP BY d.recipient, d.campaign, d.step, d.kind, d.cause, i.id
-ORDER BY i.id, d.campaign, d.step, d.recipient
+ORDER BY i.id, d.campaign, d.step, d.recipient, s.ts, s.msg_id
