@@ -142,6 +142,9 @@ TABLE_PEOPLE = 1_000  # people shown in the table; the full list is one --format
 def affected(paths, syntax, fields, config, strict, memory_limit, skip_unreadable, fmt, kind, incident, campaign):
     """List every person who got a duplicate, one row each (csv makes an exclusion list).
 
+    The table shows the first 1,000 people and counts the rest; csv, json and
+    jsonl list everyone.
+
     \b
     Examples:
       mailmortem affected logs/ --kind parallel-worker --format csv > apology-exclusions.csv
