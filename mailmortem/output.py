@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import errno
 import sys
 from typing import Any, Iterable, Sequence
 
@@ -101,9 +102,14 @@ def _write_frame(frame, out, **options) -> None:
     sink = _bytes_sink(out)
     if sink is None:  # a text-only stream (e.g. io.StringIO): polars renders the batch to text
         out.write(frame.write_csv(**options))
-    else:
+        return
+    try:
         frame.write_csv(sink, **options)
         sink.flush()
+    except OSError as exc:  # polars reports a closed pipe (`| head`) as a plain OSError
+        if isinstance(exc, BrokenPipeError) or f"os error {errno.EPIPE})" in str(exc):
+            raise BrokenPipeError(errno.EPIPE, "Broken pipe") from exc
+        raise
 
 
 def write_texts(texts, out, first: str, between: str) -> bool:

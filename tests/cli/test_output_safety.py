@@ -162,3 +162,16 @@ def test_the_columnar_writers_print_what_the_python_writers_printed(cli, hostile
     expected = _python_writers(build_document(load_case([str(hostile_log)])))
     for fmt, text in expected.items():
         assert cli("affected", hostile_log, "--format", fmt).stdout == text, fmt
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_a_reader_that_stops_early_ends_the_columnar_writer_quietly(fmt):
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-m", "mailmortem", "affected", "sample_logs/mixed", "--format", fmt],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert child.stdout.readline()  # like `| head -1`: the rest (over a pipe's buffer) meets a closed pipe
+    child.stdout.close()
+    stderr = child.stderr.read().decode()
+    assert child.wait() == 0 and "Error" not in stderr, stderr
