@@ -11,7 +11,7 @@ from forensics.jsonfmt import iso_utc
 from forensics.kinds import affected_command, kind_named
 
 
-def incident_document(i: dict, logs=(), export_args=()) -> dict:
+def incident_document(i: dict, logs=(), export_args=(), window_args=()) -> dict:
     kind = i["kind"]
     entry = kind_named(kind)
     return {
@@ -23,7 +23,9 @@ def incident_document(i: dict, logs=(), export_args=()) -> dict:
         "evidence": entry.evidence(i),
         "per_worker": [dict(w) for w in i["per_worker"]],
         "per_shard": [{"shard": s["shard"], "duplicated_people": s["duplicated_people"]} for s in i["per_shard"]],
-        "remediation": [entry.fix, entry.command_for(i, logs, export_args), affected_command(i, logs, export_args)],
+        # the next commands read the same --since/--until window (else INC-n would name another incident)
+        "remediation": [entry.fix, entry.command_for(i, logs, export_args, window_args),
+                        affected_command(i, logs, export_args, window_args)],
     }
 
 
@@ -35,17 +37,19 @@ def build_document(case, include_affected: bool = True, logs=(), exports=()) -> 
     from forensics.providers import ExportSpec
 
     con, export_args = case.con, ExportSpec.of(exports).arguments()
+    cut = getattr(case, "window", None)
     classify.classify(con)
     lost = evidence.lost_evidence(con, unread=case.unread)
     document = {
         "version": 1,
         "complete": evidence.is_complete(lost),
         "lost_evidence": lost,
+        "window": cut.to_json() if cut else None,  # --since/--until (forensics/ingest/window.py)
         "inputs": [{"path": i.path, "envelope": i.envelope, "syntax": i.syntax, "lines": i.lines,
                     "records": i.records, "skipped": i.skipped, "first_skipped_lines": i.first_skipped_lines,
                     "note": i.note} for i in case.inputs],
         "summary": classify.summary(con),
-        "incidents": [incident_document(i, [str(p) for p in logs], export_args)
+        "incidents": [incident_document(i, [str(p) for p in logs], export_args, cut.arguments() if cut else ())
                       for i in classify.incidents(con)],
         # Not one of the five kinds: one person (by candidate id) reached at two addresses in one step.
         "candidates_at_two_addresses": queries.rows(con, "candidates_at_two_addresses"),

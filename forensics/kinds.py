@@ -25,10 +25,11 @@ class Kind:
     sentence: str       # the report's account: {who}, {what}, {shards}, {test}
     evidence: Callable[[dict], list[str]]   # an incident row (incident_rows) → evidence lines
 
-    def command_for(self, incident: dict, logs: list[str] = (), export_args: list[str] = ()) -> str:
+    def command_for(self, incident: dict, logs: list[str] = (), export_args: list[str] = (),
+                    window_args: list[str] = ()) -> str:
         """The next command, complete: the case's own paths and values, each quoted so that a value from the
         logs (a campaign `$(...)`, say) stays an argument when the line is pasted into a shell."""
-        return self.next_command.format(**command_values(incident, logs, export_args))
+        return self.next_command.format(**command_values(incident, logs, export_args, window_args))
 
 
 # An address is put in a command only when it is plainly one: log text is hostile, and a report shows commands
@@ -36,8 +37,10 @@ class Kind:
 _PLAIN_ADDRESS = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+")
 
 
-def command_values(incident: dict, logs: list[str] = (), export_args: list[str] = ()) -> dict[str, str]:
-    """`export_args`: --provider-export with how it was read (ExportSpec.arguments), so the command reads it alike."""
+def command_values(incident: dict, logs: list[str] = (), export_args: list[str] = (),
+                   window_args: list[str] = ()) -> dict[str, str]:
+    """`export_args`: --provider-export with how it was read (ExportSpec.arguments), so the command reads it alike;
+    `window_args`: --since/--until, after the logs of a command that reads logs the way diagnose does."""
     q = shlex.quote
     address = incident.get("first_recipient") or ""
     return {
@@ -46,15 +49,16 @@ def command_values(incident: dict, logs: list[str] = (), export_args: list[str] 
         "address": address if _PLAIN_ADDRESS.fullmatch(address) else '"$RECIPIENT"',
         "id": q(incident["id"]),
         # Not known to this run: a variable the responder sets, like $DATABASE_URL.
-        "logs": " ".join(q(p) for p in logs) or '"$LOGS"',
+        "logs": " ".join([*(map(q, logs) if logs else ['"$LOGS"']), *map(q, window_args)]),
         "logs_options": " ".join(f"--logs {q(p)}" for p in logs) or '--logs "$LOGS"',
         "exports": " ".join(q(arg) for arg in export_args) or '--provider-export "$PROVIDER_EXPORT"',
     }
 
 
-def affected_command(incident: dict, logs: list[str] = (), export_args: list[str] = ()) -> str:
+def affected_command(incident: dict, logs: list[str] = (), export_args: list[str] = (),
+                     window_args: list[str] = ()) -> str:
     return "mailmortem affected {logs} --incident {id} --format csv > apology-exclusions.csv".format(
-        **command_values(incident, logs, export_args))
+        **command_values(incident, logs, export_args, window_args))
 
 
 def _pct(part, whole) -> str:

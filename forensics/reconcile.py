@@ -1,7 +1,9 @@
 """Reconcile what the mail-send log says with what the provider really sent (by message id).
 
 Works on a DuckDB connection that has the log's `sends` table (built by ingest) and the
-provider rows in `provider_sends` (see `load_provider_sends`).
+provider rows in `provider_sends` (see `load_provider_sends`). Provider-confirmed duplicates are the
+provider's sends grouped per person by one grouping (`GROUPINGS`), the same with or without logs
+(forensics.provider_only diagnoses an export alone).
 """
 
 from __future__ import annotations
@@ -9,6 +11,14 @@ from __future__ import annotations
 import queries
 
 SAMPLE = 20
+# How provider sends are grouped into "one campaign step", strongest first, and how the output names it.
+GROUPINGS = {
+    "metadata": "the provider's campaign and step (custom args, tags or metadata)",
+    "template": "the template (within the campaign where the provider names one)",
+    "subject": "the subject (within the campaign where the provider names one)",
+    "log": "the log's campaign and step, by message id",
+}
+NO_LOG = "provider_no_log"  # the empty stand-in for the log's sends (provider_no_log_sends)
 
 
 def load_provider_sends(con, exports, provider: str | None = None, **opts) -> int:
@@ -21,7 +31,12 @@ def load_provider_sends(con, exports, provider: str | None = None, **opts) -> in
 
     if not isinstance(exports, ExportSpec):
         exports = ExportSpec(tuple(str(p) for p in exports), provider, **opts)
-    table = exports.read().sends()
+    return store_provider_sends(con, exports.read())
+
+
+def store_provider_sends(con, read) -> int:
+    """(Re)create table provider_sends from a ProviderRead; returns its row count (unsorted: every query orders)."""
+    table = read.collapsed()
     con.register("provider_sends_arrow", table)
     try:
         queries.run(con, "reconcile_provider_table_create")
@@ -30,16 +45,64 @@ def load_provider_sends(con, exports, provider: str | None = None, **opts) -> in
     return table.num_rows
 
 
+def grouping_coverage(con, log_sends: str, provider_table: str = "provider_sends") -> list[dict]:
+    """Per export file: its sends, and how many carry each grouping (provider_grouping_coverage)."""
+    return queries.rows(con, "provider_grouping_coverage", provider_table=provider_table, log_sends=log_sends)
+
+
+def choose_grouping(coverage: list[dict], with_log: bool) -> str | None:
+    """The grouping that covers the most sends (the stronger on a tie); None when none covers any."""
+    totals = {name: sum(row[name] for row in coverage) for name in GROUPINGS if with_log or name != "log"}
+    best = max(totals, key=lambda name: totals[name])  # max keeps the first (strongest) of equal totals
+    return best if totals[best] else None
+
+
+def grouping_note(coverage: list[dict], grouped_by: str | None, with_log: bool = True) -> dict:
+    """What the duplicates were grouped by, and how many sends that grouping could not place."""
+    sends = sum(row["sends"] for row in coverage)
+    grouped = sum(row[grouped_by] for row in coverage) if grouped_by else 0
+    return {"grouped_by": grouped_by, "described": GROUPINGS.get(grouped_by, "nothing: no grouping fits"),
+            "sends": sends, "grouped": grouped, "not_grouped": sends - grouped,
+            "without_id_or_address": sum(row["unkeyed"] for row in coverage),
+            "files_not_grouped": [row["source_file"] for row in coverage
+                                  if row["sends"] and not (grouped_by and row[grouped_by])],
+            "coverage": {name: sum(row[name] for row in coverage) for name in GROUPINGS if with_log or name != "log"}}
+
+
+def find_provider_duplicates(con, grouped_by: str | None, log_sends: str, provider_table: str = "provider_sends"):
+    """(Re)create table provider_duplicates for this grouping (empty when there is none)."""
+    queries.run(con, "provider_duplicate_groups", {"grouped_by": grouped_by or ""},
+                provider_table=provider_table, log_sends=log_sends)
+
+
+def provider_duplicates(con, missed_by_log: bool = False) -> list[dict]:
+    return queries.rows(con, "provider_duplicate_rows", {"missed_by_log": missed_by_log})
+
+
 def _finding(con, name: str, table: str) -> dict:
     rows = queries.rows(con, name, provider_table=table)
     return {"count": len(rows), "sample": rows[:SAMPLE]}
 
 
+def _counted(rows: list[dict]) -> dict:
+    return {"count": len(rows), "sample": rows[:SAMPLE]}
+
+
+def _missed(rows: list[dict]) -> dict:
+    return {"count": len(rows), "sends_not_in_log": sum(r["not_in_log"] for r in rows), "sample": rows[:SAMPLE]}
+
+
 def reconcile(con, provider_table: str = "provider_sends") -> dict:
     """Counts and samples: log sends the provider never saw, provider sends missing from the log,
-    and provider-confirmed duplicates (two or more sends per person, campaign and step)."""
+    provider-confirmed duplicates (two or more sends per person and campaign step), and those of them
+    the log cannot show (it holds fewer than two of their sends)."""
+    coverage = grouping_coverage(con, "sends", provider_table)
+    grouped_by = choose_grouping(coverage, with_log=True)
+    find_provider_duplicates(con, grouped_by, "sends", provider_table)
     return {
         "log_sends_not_at_provider": _finding(con, "reconcile_log_not_at_provider", provider_table),
         "provider_sends_not_in_log": _finding(con, "reconcile_provider_not_in_log", provider_table),
-        "provider_confirmed_duplicates": _finding(con, "reconcile_provider_duplicates", provider_table),
+        "provider_confirmed_duplicates": {**_counted(provider_duplicates(con)),
+                                          "grouping": grouping_note(coverage, grouped_by)},
+        "provider_duplicates_missed_by_log": _missed(provider_duplicates(con, missed_by_log=True)),
     }

@@ -7,6 +7,8 @@
 -- Every block reads its lines through {frag:lines}: a file (mm_lines) or the entries of a JSON document
 -- (mm_entries). A line that is not an entry of its envelope is passed on whole, without envelope: nothing is
 -- lost to a format the detection did not expect.
+-- The pieces, entries and joined lines are TEMP tables: they live for one file's read, and writing them into a
+-- large case's database file (compressed, on disk) cost more than taking the envelope off.
 
 -- name: envelope_macros
 -- Helper macros: read the unwrapped lines or a document's entries as lines; times from epoch microseconds and
@@ -47,7 +49,7 @@ CREATE OR REPLACE TEMP MACRO mm_payload(rest) AS CASE
 -- :items (e.g. $.events), else the document itself. Each is one line of compact JSON. A top-level array is
 -- read element by element; one document (a page of events, say) may be up to 128 MiB.
 -- dialect: duckdb
-CREATE OR REPLACE TABLE {ident:entries} AS
+CREATE OR REPLACE TEMP TABLE {ident:entries} AS
 SELECT json(unnest(CASE WHEN json_type(json) = 'ARRAY' THEN json_extract(json, '$[*]')
                         WHEN :items <> '$' AND json_exists(json, :items) THEN json_extract(json, :items || '[*]')
                         ELSE [json] END))::VARCHAR AS line
@@ -59,7 +61,7 @@ FROM read_json_objects(:path, format := 'auto', maximum_object_size := 134217728
 -- container is attrs.tag, else :container (from the file's path).
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
-CREATE OR REPLACE TABLE {ident:pieces} AS
+CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
     SELECT row_number() OVER () AS line_no, line,
            CASE WHEN starts_with(line, '{')
@@ -83,7 +85,7 @@ FROM read
 -- file's path.
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
-CREATE OR REPLACE TABLE {ident:pieces} AS
+CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
     SELECT row_number() OVER () AS line_no, line,
            regexp_extract(line, '^(\S+) (stdout|stderr) ([FP])(?::\S*)?(?: (.*))?$', ['ts', 'stream', 'tag', 'text']) AS m
@@ -102,7 +104,7 @@ FROM entries
 -- next of its stream (_STREAM_ID); one the stream ended before its newline (_LINE_BREAK=eof) is unfinished.
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
-CREATE OR REPLACE TABLE {ident:pieces} AS
+CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
     SELECT row_number() OVER () AS line_no, ltrim(line, chr(30)) AS line FROM {frag:lines}(:path, :delim)
 ), read AS (
@@ -123,7 +125,7 @@ FROM read
 -- (:year, or :year - 1 for a month after :last_month) and no zone (the session's, --tz).
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
-CREATE OR REPLACE TABLE {ident:pieces} AS
+CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
     SELECT row_number() OVER () AS line_no, line,
            regexp_extract(line, '^(?:<[0-9]{1,3}>)?([A-Z][a-z]{2} +[0-9]{1,2} [0-9]{2}:[0-9]{2}:[0-9]{2}) (\S+) ([^\s\[:]+)(?:\[([0-9]+)\])?: ?(.*)$',
@@ -139,7 +141,7 @@ FROM entries
 -- rsyslog's high-precision file format (RSYSLOG_FileFormat): `<RFC 3339> host tag[pid]: message`.
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
-CREATE OR REPLACE TABLE {ident:pieces} AS
+CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
     SELECT row_number() OVER () AS line_no, line,
            regexp_extract(line, '^([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(?:Z|[+-][0-9]{2}:?[0-9]{2})?) (\S+) ([^\s\[:]+)(?:\[([0-9]+)\])?: ?(.*)$',
@@ -156,7 +158,7 @@ FROM entries
 -- byte-order mark before MSG is dropped.
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
-CREATE OR REPLACE TABLE {ident:pieces} AS
+CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
     SELECT row_number() OVER () AS line_no, line,
            regexp_extract(line, '^<([0-9]{1,3})>1 (\S+) (\S+) (\S+) (\S+) (\S+) (-|(?:\[(?:[^\]"\\]|\\.|"(?:[^"\\]|\\.)*")*\])+)(?: (.*))?$',
@@ -174,7 +176,7 @@ FROM entries
 -- CloudWatch's export to S3 (milliseconds). A line without the time continues a multi-line message.
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
-CREATE OR REPLACE TABLE {ident:pieces} AS
+CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
     SELECT row_number() OVER () AS line_no, line,
            regexp_extract(line, '^([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})) (.*)$',
@@ -191,7 +193,7 @@ FROM entries
 -- zone (the session's, --tz); the record is the message's JSON object or key=value pairs.
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
-CREATE OR REPLACE TABLE {ident:pieces} AS
+CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
     SELECT row_number() OVER () AS line_no, line,
            regexp_extract(line, '^([0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2},[0-9]{3})[ :-]*(.*)$',
@@ -208,7 +210,7 @@ FROM entries
 -- stamp has a zone); the record is its key=value pairs (or a JSON object).
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
-CREATE OR REPLACE TABLE {ident:pieces} AS
+CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
     SELECT row_number() OVER () AS line_no, line,
            regexp_extract(line, '^([0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?) +\[ *[A-Za-z]+ *\] ?(.*)$',
@@ -225,7 +227,7 @@ FROM entries
 -- object (the record); a message of key=value pairs is read too.
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
-CREATE OR REPLACE TABLE {ident:pieces} AS
+CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
     SELECT row_number() OVER () AS line_no, line,
            regexp_extract(line, '^([0-9][^\t]*)\t([A-Za-z]+)\t(.*)$', ['stamp', 'level', 'rest']) AS m
@@ -241,7 +243,7 @@ FROM entries
 -- (`time="…" level=… msg="…" key=value …`): the record is the pairs after msg.
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
-CREATE OR REPLACE TABLE {ident:pieces} AS
+CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
     SELECT row_number() OVER () AS line_no, line,
            regexp_extract(line, '^time=("[^"]*"|\S+) level=\S+ (?:source=\S+ )?msg=("(?:[^"\\]|\\.)*"|\S*) ?(.*)$',
@@ -258,7 +260,7 @@ FROM entries
 -- labels give the stream, host, pod or container, and app, service or job.
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
-CREATE OR REPLACE TABLE {ident:pieces} AS
+CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
     SELECT row_number() OVER () AS line_no, line,
            CASE WHEN starts_with(line, '{') THEN try(json_extract_string(line, [
@@ -280,7 +282,7 @@ FROM read
 -- name (…/logs/stdout); host, pod or container, and service from the resource's labels.
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
-CREATE OR REPLACE TABLE {ident:pieces} AS
+CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
     SELECT row_number() OVER () AS line_no, line,
            CASE WHEN starts_with(line, '{') THEN try(json_extract_string(line, [
@@ -305,7 +307,7 @@ FROM read
 -- :container, from the file's path).
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
-CREATE OR REPLACE TABLE {ident:pieces} AS
+CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
     SELECT row_number() OVER () AS line_no, line,
            CASE WHEN starts_with(line, '{') THEN try(json_extract_string(line, [
@@ -324,7 +326,7 @@ FROM read
 -- key=value pairs), else the parsed `attributes`; `date` (or `timestamp`), `host`, `service`.
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
-CREATE OR REPLACE TABLE {ident:pieces} AS
+CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
     SELECT row_number() OVER () AS line_no, line,
            CASE WHEN starts_with(line, '{') THEN try(json_extract_string(line, [
@@ -345,7 +347,7 @@ FROM read
 -- one, else the document itself; @timestamp, host.name, container or pod, service.name.
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
-CREATE OR REPLACE TABLE {ident:pieces} AS
+CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
     SELECT row_number() OVER () AS line_no, line,
            CASE WHEN starts_with(line, '{') THEN try(json_extract_string(coalesce(try(json_extract(line, '$._source')), line), [
@@ -384,7 +386,7 @@ FROM {ident:pieces}
 -- including the piece that completes it; the line keeps the first piece's number and envelope. Then split at
 -- newlines like envelope_lines, in the file's order.
 -- dialect: duckdb
-CREATE OR REPLACE TABLE {ident:unwrapped} AS
+CREATE OR REPLACE TEMP TABLE {ident:unwrapped} AS
 WITH marked AS (
     SELECT *, coalesce(lag(NOT complete) OVER (PARTITION BY chain ORDER BY line_no), false) AS continues
     FROM {ident:pieces}

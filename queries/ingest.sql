@@ -298,20 +298,68 @@ DROP TABLE IF EXISTS {ident:staged}
 -- tables (TABLE: a union of hundreds of tables would be planned again in every query). {union:events} and
 -- {union:skipped} hold those blocks, one per staged table. `envelope` is where a record came from when its
 -- file was wrapped by a platform (time, stream, host, unit, container, pid; NULL otherwise).
+-- {frag:window} keeps the records of the --since/--until window (TRUE without one), and the skipped lines in it
+-- or without a readable time (those cannot be placed; see forensics/ingest/window.py).
 -- dialect: duckdb
 -- fragments: relation=VIEW|TABLE
 -- fragments: events=events_part|events_part_of_many|events_part_enveloped
 -- fragments: skipped=skipped_part|skipped_part_of_many|skipped_part_enveloped
+-- fragments: window=in_window|TRUE
 CREATE OR REPLACE {frag:relation} events AS
 SELECT f.source, u.line_no, u.ts, u.event, u.worker, u.incarnation, u.campaign, u.step, u.recipient, u.candidate,
        u.msg_id, u.shard, u.lease_s, u.test_id, u.variant, u.status, u.attempt, u.error, u.count,
        u.recipient_raw, u.raw, u.envelope
 FROM ({union:events}) u JOIN files f USING (file_id)
-WHERE u.line_no > f.header_line;
+WHERE u.line_no > f.header_line AND {frag:window};
 CREATE OR REPLACE {frag:relation} skipped AS
 SELECT f.source, u.line_no, u.reason, u.text
 FROM ({union:skipped}) u JOIN files f USING (file_id)
+WHERE u.line_no > f.header_line AND (u.ts IS NULL OR {frag:window})
+
+-- name: in_window
+-- Template: whether a line's time (u.ts) is inside the --since/--until window, both ends included; an open end
+-- is -infinity or infinity. The ends are literals ({lit:since}, {lit:until}: ISO texts in UTC) because a
+-- view's body takes no parameter.
+-- dialect: duckdb
+u.ts BETWEEN {lit:since}::TIMESTAMPTZ AND {lit:until}::TIMESTAMPTZ
+
+-- name: time_in_session_zone
+-- A --since/--until time given without a zone, read in the session's zone (--tz, set while files are read) the
+-- way the logs' own zone-less times are.
+-- dialect: duckdb
+SELECT CAST(:at AS TIMESTAMPTZ) AS at
+
+-- name: records_time_range
+-- The first and last time among the records of every staged file, and how many there are: what a --since or
+-- --until duration counts back from, and the range named when a window holds no send.
+-- dialect: duckdb
+-- fragments: events=events_part|events_part_of_many|events_part_enveloped
+SELECT min(u.ts) AS first_record, max(u.ts) AS last_record, count(*) AS records
+FROM ({union:events}) u JOIN files f USING (file_id)
 WHERE u.line_no > f.header_line
+
+-- name: records_outside_window
+-- Records before :since and after :until (NULL: an open end), over every staged file.
+-- dialect: duckdb
+-- fragments: events=events_part|events_part_of_many|events_part_enveloped
+SELECT count(*) FILTER (WHERE u.ts < :since::TIMESTAMPTZ) AS before,
+       count(*) FILTER (WHERE u.ts > :until::TIMESTAMPTZ) AS after
+FROM ({union:events}) u JOIN files f USING (file_id)
+WHERE u.line_no > f.header_line
+
+-- name: provider_sends_cut_to_window
+-- A provider export read beside windowed logs keeps the same --since/--until window (:since, :until; NULL: an
+-- open end), so a log send outside the window is not taken for one the log misses; a provider row without a
+-- time cannot be placed and stays. Returns how many rows were left out.
+-- dialect: duckdb
+DELETE FROM provider_sends WHERE sent_at < :since::TIMESTAMPTZ OR sent_at > :until::TIMESTAMPTZ
+
+-- name: window_kept
+-- What a --since/--until window kept: real sends, and lines that would be records but carry no readable time
+-- (kept among the skipped lines, since they cannot be placed).
+-- dialect: duckdb
+SELECT (SELECT count(*) FROM sends) AS sends,
+       (SELECT count(*) FROM skipped WHERE reason = 'no readable timestamp') AS undated
 
 -- name: events_part
 -- Template: the records of one staged table ({ident:staged}, the file numbered {lit:file_id}).
@@ -324,7 +372,7 @@ FROM {ident:staged} WHERE problem IS NULL
 -- name: skipped_part
 -- Template: the lines of one staged table that are not records.
 -- dialect: duckdb
-SELECT {lit:file_id} AS file_id, rowid + 1 AS line_no, problem AS reason, line AS text
+SELECT {lit:file_id} AS file_id, rowid + 1 AS line_no, problem AS reason, line AS text, ts
 FROM {ident:staged} WHERE problem IS NOT NULL
 
 -- name: events_part_enveloped
@@ -340,7 +388,7 @@ FROM {ident:staged} WHERE problem IS NULL
 -- name: skipped_part_enveloped
 -- Template: the lines inside a staged file's envelope that are not records, numbered like events_part_enveloped.
 -- dialect: duckdb
-SELECT {lit:file_id} AS file_id, env.line_no AS line_no, problem AS reason, line AS text
+SELECT {lit:file_id} AS file_id, env.line_no AS line_no, problem AS reason, line AS text, ts
 FROM {ident:staged} WHERE problem IS NOT NULL
 
 -- name: events_part_of_many
@@ -356,7 +404,7 @@ WHERE s.problem IS NULL
 -- name: skipped_part_of_many
 -- Template: the lines of a staged table holding many files ({ident:staged}) that are not records.
 -- dialect: duckdb
-SELECT f.file_id, s.rowid - f.first_row + 1 AS line_no, s.problem AS reason, s.line AS text
+SELECT f.file_id, s.rowid - f.first_row + 1 AS line_no, s.problem AS reason, s.line AS text, s.ts
 FROM {ident:staged} s ASOF JOIN (SELECT file_id, first_row FROM files WHERE staged = {lit:staged}) f
   ON s.rowid >= f.first_row
 WHERE s.problem IS NOT NULL

@@ -4,7 +4,7 @@
 -- Verdicts and normalisation: docs/sentlog.md, section What counts as "went out".
 
 -- name: provider_macros
--- Helper macros: metadata paths, message-id normalisation, tolerant timestamps (addresses: address_duckdb_macro).
+-- Helper macros: metadata paths, message-id normalisation, labels, tolerant timestamps (addresses: address_duckdb_macro).
 -- Each event is parsed ONCE per provider: every field comes from one json_extract_string(e, [paths])
 -- call; the paths list is built from constants and bound parameters only, so DuckDB plans it once.
 -- dialect: duckdb
@@ -34,6 +34,8 @@ CREATE OR REPLACE TEMP MACRO mm_msgid(x) AS (
                      THEN trim(x)[2:-2] ELSE trim(x) END), '')
 );
 CREATE OR REPLACE TEMP MACRO mm_some(l) AS (CASE WHEN len(l) > 0 THEN l END);
+-- A subject or template as a grouping label: whitespace runs made one space, trimmed; empty is NULL.
+CREATE OR REPLACE TEMP MACRO mm_label(x) AS (nullif(trim(regexp_replace(x, '\s+', ' ', 'g')), ''));
 CREATE OR REPLACE TEMP MACRO mm_ts(x) AS (
     CASE
         WHEN x IS NULL OR trim(x) = '' THEN NULL
@@ -96,12 +98,14 @@ SELECT provider, source_file, source_line, e FROM provider_events_unwrapped
 -- dialect: duckdb
 WITH picked AS (
     SELECT source_file, source_line,
-        json_extract_string(e, ['$.event', '$.sg_message_id', '$."smtp-id"', '$.email', '$.timestamp']
+        json_extract_string(e, ['$.event', '$.sg_message_id', '$."smtp-id"', '$.email', '$.timestamp',
+                                '$.subject', '$.sg_template_id', '$.template_id']
             || mm_meta_all(['$', '$.unique_args', '$.custom_args'], '', :campaign_keys, :step_keys, :candidate_keys)) AS v
     FROM provider_events WHERE provider = 'sendgrid'
 ), named AS (
     SELECT source_file, source_line, v[1] AS event, nullif(trim(v[2]), '') AS sg, v[3] AS smtp_id, v[4] AS email,
-        v[5] AS ts, mm_meta_at(v, 6, 3, :campaign_keys, :step_keys, :candidate_keys) AS m
+        v[5] AS ts, mm_label(v[6]) AS subject, mm_label(coalesce(v[7], v[8])) AS template,
+        mm_meta_at(v, 9, 3, :campaign_keys, :step_keys, :candidate_keys) AS m
     FROM picked
 )
 SELECT 'sendgrid' AS provider, source_file, source_line,
@@ -116,7 +120,7 @@ SELECT 'sendgrid' AS provider, source_file, source_line,
     coalesce(sg, smtp_id) AS provider_msg_id,
     mm_address(email) AS recipient,
     mm_ts(ts) AS sent_at,
-    m.campaign, m.step, m.candidate
+    m.campaign, m.step, m.candidate, subject, template
 FROM named
 
 -- name: provider_rows_mailgun
@@ -125,12 +129,12 @@ FROM named
 WITH picked AS (
     SELECT source_file, source_line,
         json_extract_string(e, ['$.event', '$.message.headers."message-id"', '$."Message-Id"', '$.recipient',
-                                '$.message.headers.to', '$.timestamp']
+                                '$.message.headers.to', '$.timestamp', '$.message.headers.subject']
             || mm_meta_all(['$."user-variables"', '$'], '', :campaign_keys, :step_keys, :candidate_keys)) AS v
     FROM provider_events WHERE provider = 'mailgun'
 ), named AS (
     SELECT source_file, source_line, v[1] AS event, coalesce(v[2], v[3]) AS raw_id, v[4] AS rcpt, v[5] AS header_to,
-        v[6] AS ts, mm_meta_at(v, 7, 2, :campaign_keys, :step_keys, :candidate_keys) AS m
+        v[6] AS ts, mm_label(v[7]) AS subject, mm_meta_at(v, 8, 2, :campaign_keys, :step_keys, :candidate_keys) AS m
     FROM picked
 )
 SELECT 'mailgun' AS provider, source_file, source_line,
@@ -143,7 +147,7 @@ SELECT 'mailgun' AS provider, source_file, source_line,
     raw_id AS provider_msg_id,
     mm_address(coalesce(rcpt, CASE WHEN header_to NOT LIKE '%,%' THEN header_to END)) AS recipient,
     mm_ts(ts) AS sent_at,
-    m.campaign, m.step, m.candidate
+    m.campaign, m.step, m.candidate, subject, NULL::VARCHAR AS template
 FROM named
 
 -- name: provider_rows_ses
@@ -151,12 +155,13 @@ FROM named
 -- dialect: duckdb
 WITH picked AS (
     SELECT source_file, source_line, e,
-        json_extract_string(e, ['$.eventType', '$.notificationType', '$.Type', '$.mail.messageId', '$.mail.timestamp']
+        json_extract_string(e, ['$.eventType', '$.notificationType', '$.Type', '$.mail.messageId', '$.mail.timestamp',
+                                '$.mail.commonHeaders.subject']
             || mm_meta_all(['$.mail.tags'], '[0]', :campaign_keys, :step_keys, :candidate_keys)) AS v,
         json_type(e, '$.mail') = 'OBJECT' AS has_mail
     FROM provider_events WHERE provider = 'ses'
 ), typed AS (
-    SELECT *, coalesce(v[1], v[2], v[3]) AS kind, mm_meta_at(v, 6, 1, :campaign_keys, :step_keys, :candidate_keys) AS m
+    SELECT *, coalesce(v[1], v[2], v[3]) AS kind, mm_meta_at(v, 7, 1, :campaign_keys, :step_keys, :candidate_keys) AS m
     FROM picked
 ), exploded AS (
     SELECT *, unnest(coalesce(
@@ -180,7 +185,7 @@ SELECT 'ses' AS provider, source_file, source_line,
     v[4] AS provider_msg_id,
     mm_address(raw_recipient) AS recipient,
     mm_ts(v[5]) AS sent_at,
-    m.campaign, m.step, m.candidate
+    m.campaign, m.step, m.candidate, mm_label(v[6]) AS subject, NULL::VARCHAR AS template
 FROM exploded
 
 -- name: provider_rows_postmark
@@ -189,12 +194,12 @@ FROM exploded
 WITH picked AS (
     SELECT source_file, source_line, e,
         json_extract_string(e, ['$.RecordType', '$.Status', '$.Recipient', '$.Email', '$.MessageID', '$.MessageId',
-                                '$.messageid', '$.ReceivedAt', '$.DeliveredAt', '$.BouncedAt', '$.ChangedAt']
+                                '$.messageid', '$.ReceivedAt', '$.DeliveredAt', '$.BouncedAt', '$.ChangedAt', '$.Subject']
             || mm_meta_all(['$.Metadata'], '', :campaign_keys, :step_keys, :candidate_keys)) AS v
     FROM provider_events WHERE provider = 'postmark'
 ), typed AS (
     SELECT *, coalesce(v[1], v[2]) AS kind, v[1] IS NULL AS is_outbound,
-        mm_meta_at(v, 12, 1, :campaign_keys, :step_keys, :candidate_keys) AS m
+        mm_meta_at(v, 13, 1, :campaign_keys, :step_keys, :candidate_keys) AS m
     FROM picked
 ), exploded AS (
     SELECT *, unnest(CASE
@@ -214,7 +219,7 @@ SELECT 'postmark' AS provider, source_file, source_line,
     coalesce(v[5], v[6], v[7]) AS provider_msg_id,
     mm_address(raw_recipient) AS recipient,
     mm_ts(coalesce(v[8], v[9], v[10], v[11])) AS sent_at,
-    m.campaign, m.step, m.candidate
+    m.campaign, m.step, m.candidate, mm_label(v[12]) AS subject, NULL::VARCHAR AS template
 FROM exploded
 
 -- name: provider_rows_resend
@@ -223,11 +228,11 @@ FROM exploded
 WITH picked AS (
     SELECT source_file, source_line, e,
         json_extract_string(e, ['$.type', '$.data.bounce.message', '$.data.email_id', '$.data.created_at',
-                                '$.created_at', '$.data.to']
+                                '$.created_at', '$.data.to', '$.data.subject']
             || mm_meta_all(['$.data.tags'], '', :campaign_keys, :step_keys, :candidate_keys)) AS v
     FROM provider_events WHERE provider = 'resend'
 ), exploded AS (
-    SELECT *, v[1] AS kind, mm_meta_at(v, 7, 1, :campaign_keys, :step_keys, :candidate_keys) AS m,
+    SELECT *, v[1] AS kind, mm_meta_at(v, 8, 1, :campaign_keys, :step_keys, :candidate_keys) AS m,
         unnest(coalesce(mm_some(json_extract_string(e, '$.data.to[*]')), [v[6]])) AS raw_recipient
     FROM picked
 )
@@ -242,7 +247,7 @@ SELECT 'resend' AS provider, source_file, source_line,
     v[3] AS provider_msg_id,
     mm_address(raw_recipient) AS recipient,
     mm_ts(coalesce(v[4], v[5])) AS sent_at,
-    m.campaign, m.step, m.candidate
+    m.campaign, m.step, m.candidate, mm_label(v[7]) AS subject, NULL::VARCHAR AS template
 FROM exploded
 
 -- name: provider_rows_brevo
@@ -251,7 +256,8 @@ FROM exploded
 -- dialect: duckdb
 WITH picked AS (
     SELECT source_file, source_line,
-        json_extract_string(e, ['$.event', '$."message-id"', '$.email', '$.ts_epoch', '$.ts_event', '$."X-Mailin-custom"']
+        json_extract_string(e, ['$.event', '$."message-id"', '$.email', '$.ts_epoch', '$.ts_event', '$."X-Mailin-custom"',
+                                '$.subject', '$.template_id', '$.templateId']
             || mm_meta_all(['$'], '', :campaign_keys, :step_keys, :candidate_keys)) AS v
     FROM provider_events WHERE provider = 'brevo'
 ), custom AS (
@@ -260,7 +266,7 @@ WITH picked AS (
     FROM picked
 ), named AS (
     SELECT *, mm_meta_at(xv, 1, 1, :campaign_keys, :step_keys, :candidate_keys) AS xm,
-        mm_meta_at(v, 7, 1, :campaign_keys, :step_keys, :candidate_keys) AS m
+        mm_meta_at(v, 10, 1, :campaign_keys, :step_keys, :candidate_keys) AS m
     FROM custom
 )
 SELECT 'brevo' AS provider, source_file, source_line,
@@ -275,7 +281,8 @@ SELECT 'brevo' AS provider, source_file, source_line,
     coalesce(mm_ts(v[4]), mm_ts(v[5])) AS sent_at,
     coalesce(xm.campaign, m.campaign) AS campaign,
     coalesce(xm.step, m.step) AS step,
-    coalesce(xm.candidate, m.candidate) AS candidate
+    coalesce(xm.candidate, m.candidate) AS candidate,
+    mm_label(v[7]) AS subject, mm_label(coalesce(v[8], v[9])) AS template
 FROM named
 
 -- name: provider_rows_generic
@@ -286,6 +293,7 @@ WITH picked AS (
     SELECT source_file, source_line,
         json_extract_string(e, mm_meta_paths(['$'], :event_keys, '') || mm_meta_paths(['$'], :msg_id_keys, '')
             || mm_meta_paths(['$'], :recipient_keys, '') || mm_meta_paths(['$'], :sent_at_keys, '')
+            || mm_meta_paths(['$'], :subject_keys, '') || mm_meta_paths(['$'], :template_keys, '')
             || mm_meta_all(['$'], '', :campaign_keys, :step_keys, :candidate_keys)) AS v
     FROM provider_events WHERE provider = 'generic'
 ), named AS (
@@ -294,8 +302,12 @@ WITH picked AS (
         mm_first_in(v, 1 + len(:event_keys), len(:msg_id_keys)) AS raw_id,
         mm_first_in(v, 1 + len(:event_keys) + len(:msg_id_keys), len(:recipient_keys)) AS rcpt,
         mm_first_in(v, 1 + len(:event_keys) + len(:msg_id_keys) + len(:recipient_keys), len(:sent_at_keys)) AS ts,
-        mm_meta_at(v, 1 + len(:event_keys) + len(:msg_id_keys) + len(:recipient_keys) + len(:sent_at_keys), 1,
-                   :campaign_keys, :step_keys, :candidate_keys) AS m
+        mm_first_in(v, 1 + len(:event_keys) + len(:msg_id_keys) + len(:recipient_keys) + len(:sent_at_keys),
+                    len(:subject_keys)) AS subject,
+        mm_first_in(v, 1 + len(:event_keys) + len(:msg_id_keys) + len(:recipient_keys) + len(:sent_at_keys)
+                       + len(:subject_keys), len(:template_keys)) AS template,
+        mm_meta_at(v, 1 + len(:event_keys) + len(:msg_id_keys) + len(:recipient_keys) + len(:sent_at_keys)
+                      + len(:subject_keys) + len(:template_keys), 1, :campaign_keys, :step_keys, :candidate_keys) AS m
     FROM picked
 )
 SELECT 'generic' AS provider, source_file, source_line,
@@ -309,7 +321,7 @@ SELECT 'generic' AS provider, source_file, source_line,
     raw_id AS provider_msg_id,
     mm_address(rcpt) AS recipient,
     mm_ts(ts) AS sent_at,
-    m.campaign, m.step, m.candidate
+    m.campaign, m.step, m.candidate, mm_label(subject) AS subject, mm_label(template) AS template
 FROM named
 
 -- name: provider_rows_postfix
@@ -364,7 +376,8 @@ SELECT 'postfix' AS provider, d.source_file, d.source_line,
     d.qid AS provider_msg_id,
     mm_address(d.d.rcpt) AS recipient,
     d.ts AS sent_at,
-    NULL::VARCHAR AS campaign, NULL::VARCHAR AS step, NULL::VARCHAR AS candidate
+    NULL::VARCHAR AS campaign, NULL::VARCHAR AS step, NULL::VARCHAR AS candidate,
+    NULL::VARCHAR AS subject, NULL::VARCHAR AS template
 FROM deliveries AS d
 ASOF LEFT JOIN cleanups AS c
     ON d.source_file = c.source_file AND d.qid = c.qid AND d.source_line >= c.source_line
@@ -386,7 +399,8 @@ SELECT :provider AS provider, source_file, source_line,
     msg_id AS provider_msg_id,
     mm_address(recipient) AS recipient,
     mm_ts(sent_at) AS sent_at,
-    nullif(trim(campaign), '') AS campaign, nullif(trim(step), '') AS step, nullif(trim(candidate), '') AS candidate
+    nullif(trim(campaign), '') AS campaign, nullif(trim(step), '') AS step, nullif(trim(candidate), '') AS candidate,
+    mm_label(subject) AS subject, mm_label(template) AS template
 FROM provider_csv
 
 -- name: provider_collapse
@@ -414,22 +428,24 @@ WITH numbered AS (
     SELECT provider, key_id, recipient, min(vrank) AS vrank,
         arg_min(rid, struct_pack(vrank, no_time := sent_at IS NULL,
                                  t := coalesce(sent_at, TIMESTAMPTZ '1970-01-01 00:00:00+00'), source_file, source_line)) AS kept,
-        max(campaign) AS any_campaign, max(step) AS any_step, max(candidate) AS any_candidate
+        max(campaign) AS any_campaign, max(step) AS any_step, max(candidate) AS any_candidate,
+        max(subject) AS any_subject, max(template) AS any_template
     FROM ranked WHERE key_id IS NOT NULL AND recipient IS NOT NULL
     GROUP BY provider, key_id, recipient
 ), chosen AS (
     SELECT g.provider, r.source_file, r.source_line, r.event_type, g.vrank, g.key_id AS msg_id, r.provider_msg_id,
         g.recipient, r.sent_at, coalesce(r.campaign, g.any_campaign) AS campaign,
-        coalesce(r.step, g.any_step) AS step, coalesce(r.candidate, g.any_candidate) AS candidate
+        coalesce(r.step, g.any_step) AS step, coalesce(r.candidate, g.any_candidate) AS candidate,
+        coalesce(r.subject, g.any_subject) AS subject, coalesce(r.template, g.any_template) AS template
     FROM grouped AS g JOIN numbered AS r ON r.rid = g.kept
     UNION ALL
     SELECT provider, source_file, source_line, event_type, vrank, key_id AS msg_id, provider_msg_id,
-        recipient, sent_at, campaign, step, candidate
+        recipient, sent_at, campaign, step, candidate, subject, template
     FROM ranked WHERE key_id IS NULL OR recipient IS NULL
 )
 SELECT provider, source_file, source_line, event_type,
     CASE vrank WHEN 0 THEN 'sent' WHEN 1 THEN 'not_sent' ELSE 'not_a_send_event' END AS verdict,
-    msg_id, provider_msg_id, recipient, sent_at, campaign, step, candidate
+    msg_id, provider_msg_id, recipient, sent_at, campaign, step, candidate, subject, template
 FROM chosen
 
 -- name: provider_session_utc

@@ -25,15 +25,95 @@ WHERE p.verdict = 'sent' AND p.msg_id IS NOT NULL
   AND NOT EXISTS (SELECT 1 FROM sends AS s WHERE s.msg_id = p.msg_id AND s.recipient = p.recipient)
 ORDER BY p.sent_at NULLS LAST, p.recipient
 
--- name: reconcile_provider_duplicates
--- People with two or more provider-confirmed sends for the same campaign and step.
+-- name: provider_no_log_sends
+-- An empty stand-in for the log's sends when only exports are read (the grouping blocks join it).
 -- dialect: duckdb
-SELECT coalesce(p.campaign, s.campaign, '') AS campaign, coalesce(p.step, s.step, '') AS step, p.recipient,
-       count(DISTINCT p.msg_id) AS sends, list(DISTINCT p.msg_id ORDER BY p.msg_id) AS msg_ids,
-       min(p.sent_at) AS first_sent_at, max(p.sent_at) AS last_sent_at
+CREATE OR REPLACE TEMP VIEW provider_no_log AS
+SELECT NULL::VARCHAR AS msg_id, NULL::VARCHAR AS recipient, NULL::VARCHAR AS campaign, NULL::VARCHAR AS step
+WHERE false
+
+-- name: provider_grouping_coverage
+-- Per export file, its provider-confirmed sends and how many of those carry each grouping: the provider's
+-- campaign and step (metadata), a template, a subject, the log's campaign and step (log); `unkeyed` sends have
+-- no message id or address and cannot be compared at all.
+-- dialect: duckdb
+SELECT p.source_file, any_value(p.provider) AS provider, count(*) AS sends,
+    count(*) FILTER (WHERE p.msg_id IS NULL OR p.recipient IS NULL) AS unkeyed,
+    count(*) FILTER (WHERE p.msg_id IS NOT NULL AND p.recipient IS NOT NULL
+                     AND p.campaign IS NOT NULL AND p.step IS NOT NULL) AS metadata,
+    count(*) FILTER (WHERE p.msg_id IS NOT NULL AND p.recipient IS NOT NULL AND p.template IS NOT NULL) AS template,
+    count(*) FILTER (WHERE p.msg_id IS NOT NULL AND p.recipient IS NOT NULL AND p.subject IS NOT NULL) AS subject,
+    count(*) FILTER (WHERE p.msg_id IS NOT NULL AND p.recipient IS NOT NULL AND l.step <> '') AS log
 FROM {ident:provider_table} AS p
-LEFT JOIN sends AS s ON s.msg_id = p.msg_id AND s.recipient = p.recipient
-WHERE p.verdict = 'sent' AND p.msg_id IS NOT NULL
-GROUP BY ALL
-HAVING count(DISTINCT p.msg_id) >= 2
-ORDER BY sends DESC, campaign, step, recipient
+LEFT JOIN {ident:log_sends} AS l ON l.msg_id = p.msg_id AND l.recipient = p.recipient
+WHERE p.verdict = 'sent'
+GROUP BY p.source_file
+ORDER BY p.source_file
+
+-- name: provider_duplicate_groups
+-- Provider-confirmed duplicates (table provider_duplicates): the provider's sends grouped by :grouped_by
+-- (metadata: campaign and step; template or subject, within the campaign when it is known; log: the log's
+-- campaign and step) and normalised address, kept where a group holds two or more message ids. A group the log
+-- splits into two campaign steps is not a duplicate. `in_log`: how many of its message ids the log holds.
+-- dialect: duckdb
+CREATE OR REPLACE TEMP TABLE provider_duplicates AS
+WITH sent AS (
+    SELECT p.*, l.campaign AS log_campaign, l.step AS log_step, l.msg_id IS NOT NULL AS in_log
+    FROM {ident:provider_table} AS p
+    LEFT JOIN {ident:log_sends} AS l ON l.msg_id = p.msg_id AND l.recipient = p.recipient
+    WHERE p.verdict = 'sent' AND p.msg_id IS NOT NULL AND p.recipient IS NOT NULL
+), keyed AS (
+    SELECT *,
+        CASE :grouped_by WHEN 'metadata' THEN CASE WHEN step IS NOT NULL THEN campaign END
+                         WHEN 'log' THEN CASE WHEN log_step <> '' THEN log_campaign END
+                         ELSE coalesce(campaign, '') END AS k1,
+        CASE :grouped_by WHEN 'metadata' THEN CASE WHEN campaign IS NOT NULL THEN step END
+                         WHEN 'template' THEN template WHEN 'subject' THEN subject
+                         WHEN 'log' THEN nullif(log_step, '') END AS k2
+    FROM sent
+), candidates AS (  -- two or more rows per key: the few groups the exact aggregates below look at
+    SELECT recipient, k1, k2 FROM keyed WHERE k1 IS NOT NULL AND k2 IS NOT NULL
+    GROUP BY recipient, k1, k2 HAVING count(*) >= 2
+)
+SELECT recipient, :grouped_by AS grouped_by,
+    CASE WHEN :grouped_by IN ('metadata', 'log') THEN k1 ELSE coalesce(nullif(k1, ''), max(log_campaign)) END AS campaign,
+    CASE WHEN :grouped_by IN ('metadata', 'log') THEN k2 ELSE max(log_step) END AS step,
+    CASE WHEN :grouped_by IN ('template', 'subject') THEN k2 END AS label,
+    count(DISTINCT msg_id) AS sends,
+    list(msg_id ORDER BY sent_at NULLS LAST, msg_id) AS msg_ids,
+    min(sent_at) AS first_sent_at, max(sent_at) AS last_sent_at,
+    count(DISTINCT msg_id) FILTER (WHERE in_log) AS in_log,
+    list(DISTINCT provider ORDER BY provider) AS providers
+FROM keyed SEMI JOIN candidates USING (recipient, k1, k2)
+GROUP BY recipient, k1, k2
+HAVING count(DISTINCT msg_id) >= 2 AND count(DISTINCT [log_campaign, log_step]) FILTER (WHERE in_log) <= 1
+
+-- name: provider_duplicate_rows
+-- The provider-confirmed duplicates, one row per person and campaign step (or template/subject); :missed_by_log
+-- keeps only those the log cannot show (it holds fewer than two of their message ids).
+-- dialect: duckdb
+SELECT campaign, step, grouped_by, label, recipient, sends, msg_ids, first_sent_at, last_sent_at,
+    sends - in_log AS not_in_log, providers
+FROM provider_duplicates
+WHERE NOT :missed_by_log OR in_log < 2
+ORDER BY campaign NULLS LAST, step NULLS LAST, label NULLS LAST, recipient
+
+-- name: provider_duplicate_summary
+-- Counts of a provider-only diagnosis: provider-confirmed sends that can be compared, the people they reached,
+-- duplicated people (per campaign step or template/subject) and the sends beyond the first to each.
+-- dialect: duckdb
+SELECT (SELECT count(*) FROM {ident:provider_table} WHERE verdict = 'sent' AND msg_id IS NOT NULL
+            AND recipient IS NOT NULL) AS sends,
+    (SELECT count(DISTINCT recipient) FROM {ident:provider_table} WHERE verdict = 'sent' AND msg_id IS NOT NULL)
+        AS people,
+    (SELECT count(*) FROM provider_duplicates) AS duplicated_people,
+    (SELECT coalesce(sum(sends - 1), 0) FROM provider_duplicates)::BIGINT AS extra_sends
+
+-- name: provider_send_campaigns
+-- The campaigns the provider's sends name (what `affected --campaign` may pick), most sends first.
+-- dialect: duckdb
+SELECT campaign, count(*) AS sends
+FROM provider_sends
+WHERE verdict = 'sent' AND campaign IS NOT NULL
+GROUP BY campaign
+ORDER BY sends DESC, campaign

@@ -30,7 +30,7 @@ POSTGRES_SCHEMA = ("address_pg_function", "audit_create_table", "audit_create_in
 # The user's table that requeue-stale and the claim loop work on (not the project's to create).
 LEADS = "CREATE TABLE leads (lead_id INT PRIMARY KEY, email TEXT, status TEXT, claimed_by TEXT, claimed_at TIMESTAMPTZ)"
 
-IDENTS = {"staged": "staged_1", "provider_table": "provider_sends", "table": "leads", "lead_id": "lead_id",
+IDENTS = {"staged": "staged_1", "provider_table": "provider_sends", "log_sends": "sends", "table": "leads", "lead_id": "lead_id",
           "email": "email", "status": "status", "claimed_by": "claimed_by", "claimed_at": "claimed_at",
           "claim_token": "claim_token", "sequence": "mailmortem_fencing_seq", "key_column": "lead_id",
           "cols": ["status", "claimed_by"], "r_cols": [("r", "status"), ("r", "claimed_by")], "candidate": "NULL",
@@ -49,6 +49,7 @@ def duckdb_schema():
     report = ab.analyse(con, TEST_ID)
     queries.script(con, "report_marks_build")
     reconcile.load_provider_sends(con, [str(FIXTURES / "sendgrid-events.jsonl")])
+    reconcile.find_provider_duplicates(con, "metadata", "sends")  # table provider_duplicates
     plan = ab_plan.build_plan(con, report, "run-1")
     for name, table in {**_provider_inputs(), "ab_stage_exclusions": plan.exclusions,
                         "ab_stage_assignments": plan.assignments}.items():
@@ -120,7 +121,11 @@ def values(name: str) -> dict:
     if name == "stage_csv":
         found["picks"] = load.pick_columns(["ts", "timestamp", "event", "recipient"], FieldMap())
     if name == "create_views":
-        found.update(relation="VIEW", **load.view_parts([1], ["staged_2"], [3]))
+        found.update(relation="VIEW", window=queries.fragment("in_window", since="2026-11-28T09:00:00+00:00",
+                                                              until="infinity"),
+                     **load.view_parts([1], ["staged_2"], [3]))
+    if name in ("records_time_range", "records_outside_window"):
+        found["events"] = load.view_parts([1], ["staged_2"], [3])["events"]
     if name == "envelope_drop":
         found["relation"] = "VIEW"
     if "lines" in wanted:

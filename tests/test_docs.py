@@ -111,6 +111,18 @@ def test_every_field_of_the_json_is_in_its_table(mixed_document):
         assert produced == documented, key
 
 
+def test_every_field_of_the_window_is_in_its_table():
+    from forensics.findings import build_document
+    from forensics.ingest.case import load_case
+    from forensics.ingest.window import Window, parse_bound
+
+    case = load_case([str(ROOT / "sample_logs" / "mixed")], limits=Window(parse_bound("1h"), None))
+    window = build_document(case, include_affected=False)["window"]
+    documented = {name for row in _table_rows(_page("diagnose-json.md"), "## `window`") for name in _names(row[0])}
+    assert set(window) == documented
+    assert window["since_given"] == "1h" and window["records_in_window"] < window["records"]
+
+
 def test_the_contract_pages_point_nowhere_outside_the_repository():
     for page in ("log-vocabulary.md", "incident-kinds.md", "diagnose-json.md", "benchmarks.md"):
         text = _page(page)
@@ -126,3 +138,42 @@ def test_every_provider_has_its_marker_fields_documented():
     rows = _table_rows(_page("sentlog.md"), "### Which provider wrote a file")
     named = " ".join(row[0] for row in rows).lower()
     assert all(provider in named for provider in DETECTED) and "`csv`" in named and "`jsonl`" in named
+
+
+@pytest.fixture(scope="module")
+def provider_only_document(tmp_path_factory):
+    from forensics.provider_only import diagnose_exports
+    from forensics.providers import ExportSpec
+
+    export = tmp_path_factory.mktemp("export") / "sent.csv"
+    export.write_text("recipient,msg_id,sent_at,campaign,step\na@b.c,m1,2026-11-28T09:00:00Z,c,1\n"
+                      "a@b.c,m2,2026-11-28T09:01:00Z,c,1\n")
+    return json.loads(json.dumps(diagnose_exports(ExportSpec((str(export),))), default=str))
+
+
+def test_every_field_of_the_provider_only_json_is_in_its_table(provider_only_document):
+    page = _page("diagnose-json.md")
+    section = provider_only_document["provider_only"]
+    tables = {"## `provider_only`": section, "`grouping`:": section["grouping"], "`summary`:": section["summary"],
+              "A provider duplicate": section["duplicates"][0]}
+    for heading, value in tables.items():
+        documented = {name for row in _table_rows(page, heading) for name in _names(row[0])}
+        assert set(value) == documented, heading
+    assert list(provider_only_document) == ["version", "complete", "provider_only"]
+
+
+def test_every_reconciliation_finding_is_in_its_table(tmp_path):
+    from forensics.ingest.case import load_case
+    from forensics.reconcile import load_provider_sends, reconcile
+
+    log, export = tmp_path / "send.log", tmp_path / "sent.csv"
+    log.write_text("ts=2026-11-28T09:00:00Z event=send campaign=c step=1 email=a@b.c msg_id=m1\n")
+    export.write_text("recipient,msg_id,campaign,step\na@b.c,m1,c,1\na@b.c,m2,c,1\n")
+    con = load_case([str(log)]).con
+    load_provider_sends(con, [str(export)])
+    found = reconcile(con)
+    page = _page("diagnose-json.md")
+    assert [_names(row[0])[0] for row in _table_rows(page, "## `reconciliation`")] == list(found)
+    duplicate = found["provider_duplicates_missed_by_log"]["sample"][0]
+    documented = {name for row in _table_rows(page, "A provider duplicate") for name in _names(row[0])}
+    assert set(duplicate) == documented | {"not_in_log"}

@@ -453,3 +453,35 @@ def test_address_variants_in_an_export_are_one_recipient(tmp_path):
         encoding="utf-8")
     read = read_events([str(export)], provider="csv", mapping={"recipient": "To", "msg_id": "Message ID"})
     assert set(read.sends().column("recipient").to_pylist()) == {"jane@acme.com"}
+
+
+@pytest.mark.parametrize("provider, event, expected", [
+    ("sendgrid", {"event": "processed", "email": "a@b.c", "sg_message_id": "S1.filter", "sg_event_id": "e",
+                  "sg_template_id": "d-123", "timestamp": 1764400000}, (None, "d-123")),
+    ("mailgun", {"event-data": {"event": "accepted", "recipient": "a@b.c", "timestamp": 1764400000,
+                                "message": {"headers": {"message-id": "m1@mg", "subject": "Hello\n  there"}}}},
+     ("Hello there", None)),
+    ("ses", {"eventType": "Send", "mail": {"messageId": "s1", "destination": ["a@b.c"], "timestamp": "2026-11-28T10:00:00Z",
+                                           "commonHeaders": {"subject": "Your trial"}}, "send": {}}, ("Your trial", None)),
+    ("postmark", {"RecordType": "Bounce", "MessageID": "p1", "Email": "a@b.c", "BouncedAt": "2026-11-28T10:00:00Z",
+                  "Subject": " Welcome "}, ("Welcome", None)),
+    ("resend", {"type": "email.sent", "created_at": "2026-11-28T10:00:00Z",
+                "data": {"email_id": "r1", "to": ["a@b.c"], "subject": "Hi"}}, ("Hi", None)),
+    ("brevo", {"event": "request", "email": "a@b.c", "message-id": "<b1@relay>", "subject": "Hey", "template_id": 12,
+               "ts_epoch": 1764400000000}, ("Hey", "12")),
+])
+def test_each_provider_keeps_the_subject_and_template_that_group_sends_without_metadata(tmp_path, provider, event,
+                                                                                          expected):
+    path = tmp_path / f"{provider}.json"
+    path.write_text(json.dumps(event))
+    row = read_events([str(path)]).sends().to_pylist()[0]
+    assert (row["subject"], row["template"]) == expected
+
+
+def test_a_csv_subject_or_template_column_is_found_by_name_or_mapped(tmp_path):
+    path = tmp_path / "sent.csv"
+    path.write_text("recipient,msg_id,Subject,Template_Name,Other\na@b.c,m1,Hi,welcome-1,x\n")
+    row = read_events([str(path)]).sends().to_pylist()[0]
+    assert (row["subject"], row["template"]) == ("Hi", "welcome-1")
+    mapped = read_events([str(path)], mapping={"template": "Other"}).sends().to_pylist()[0]
+    assert mapped["template"] == "x"

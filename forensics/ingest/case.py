@@ -12,7 +12,7 @@ import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from forensics.ingest import load as ingest, sources
+from forensics.ingest import load as ingest, sources, window
 from forensics.errors import ConfigError, InputError
 from forensics.ingest.fields import FieldMap
 
@@ -29,6 +29,7 @@ class Case:
     inputs: list[ingest.InputSummary]
     unread: list[dict] = field(default_factory=list)  # files and folders left out under --skip-unreadable
     reading: ingest.Reading = ingest.Reading()  # --envelope, --tz, --year
+    window: window.Cut | None = None  # --since/--until as applied, and what they left out
 
     @property
     def records(self) -> int:
@@ -106,10 +107,11 @@ def _checked_size(value: str) -> str:
 def load_case(paths, syntax: str | None = None, field_map: FieldMap | dict | None = None,
               strict: bool = False, database: str | None = None, memory_limit: str | None = None,
               progress: ingest.Progress | None = None, skip_unreadable: bool = False,
-              reading: ingest.Reading | None = None) -> Case:
+              reading: ingest.Reading | None = None, limits: window.Window = window.Window()) -> Case:
     """Read logs (files, folders, globs, .gz, `-`) into DuckDB and build events and sends. A file or folder
     that cannot be read is an error, or with `skip_unreadable` left out and listed in `Case.unread`.
-    `reading` forces an envelope and says how to read times without a zone or a year."""
+    `reading` forces an envelope and says how to read times without a zone or a year; `limits` (--since,
+    --until) keeps one window of time, and a window without a send is refused."""
     if isinstance(field_map, dict):
         field_map = FieldMap(field_map)
     unreadable = sources.Unreadable(skip=skip_unreadable)
@@ -118,11 +120,13 @@ def load_case(paths, syntax: str | None = None, field_map: FieldMap | dict | Non
         raise InputError(f"nothing could be read: {_listed(unreadable.found)}")
     con = connect(database, memory_limit, sum(_input_bytes(s) for s in resolved))
     reading = reading or ingest.Reading()
-    inputs = ingest.load(con, resolved, syntax=syntax, field_map=field_map, strict=strict, progress=progress,
-                         keep_raw=database is not None, reading=reading)
-    case = Case(con, inputs, unreadable.found, reading)
+    inputs, cut = ingest.load(con, resolved, syntax=syntax, field_map=field_map, strict=strict, progress=progress,
+                              keep_raw=database is not None, reading=reading, limits=limits)
+    case = Case(con, inputs, unreadable.found, reading, cut)
     if case.records == 0:
         raise InputError(_nothing_read(inputs))
+    if cut:
+        window.check_kept(con, cut)
     return case
 
 

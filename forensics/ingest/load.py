@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import queries
-from forensics.ingest import envelopes, sources
+from forensics.ingest import envelopes, sources, window
 from forensics.ingest.detect import csv_header, detect_syntax, first_lines
 from forensics.ingest.envelopes import Reading
 from forensics.errors import ConfigError, InputError, ParseError
@@ -50,8 +50,10 @@ class InputSummary:
 
 def load(con, sources: list[Source], syntax: str | None = None, field_map: FieldMap | None = None,
          strict: bool = False, progress: Progress | None = None, keep_raw: bool = False,
-         reading: Reading = Reading()) -> list[InputSummary]:
-    """Read every source into events/skipped/sends; `keep_raw` keeps each record's line in events.raw."""
+         reading: Reading = Reading(), limits: window.Window = window.Window()
+         ) -> tuple[list[InputSummary], window.Cut | None]:
+    """Read every source into events/skipped/sends; `keep_raw` keeps each record's line in events.raw. `limits`
+    (--since/--until) keeps the records of a window only: the Cut says what it kept (None without one)."""
     if syntax is not None and syntax not in SYNTAXES:
         raise ConfigError(f"unknown --syntax {syntax!r} (choose from {', '.join(SYNTAXES)})")
     queries.script(con, "ingest_macros")
@@ -63,14 +65,15 @@ def load(con, sources: list[Source], syntax: str | None = None, field_map: Field
     files = [_detected(index + 1, source, syntax, reading) for index, source in enumerate(sources)]
     queries.run(con, "set_time_zone", zone=reading.tz)
     try:
+        limits = limits.placed(con)  # a zone-less --since/--until is read in --tz, like the logs
         summaries = _load_all(con, files, field_map, keep_raw, progress)
     finally:
         queries.run(con, "set_time_zone", zone="UTC")
-    _create_views(con, files, summaries)
+    cut = _create_views(con, files, summaries, limits)
     queries.run(con, "build_sends")
     if strict:
         _refuse_skips(con)
-    return [summaries[file.file_id] for file in files]
+    return [summaries[file.file_id] for file in files], cut
 
 
 def _load_all(con, files: list[_File], field_map: FieldMap, keep_raw: bool,
@@ -239,18 +242,23 @@ def _stage(con, source: Source, staged: str, file: _File, field_map: FieldMap,
     return header_line, readable is not source, unwrapped
 
 
-def _create_views(con, files: list[_File], summaries: dict[int, InputSummary]) -> None:
-    """The events and skipped views over the staged tables (file ids and table names are ours); tables
-    instead when there are more than MANY_FILES files, whose staged tables are then dropped."""
+def _create_views(con, files: list[_File], summaries: dict[int, InputSummary],
+                  limits: window.Window) -> window.Cut | None:
+    """The events and skipped views over the staged tables (file ids and table names are ours), cut to the
+    --since/--until window; tables instead when there are more than MANY_FILES files, whose staged tables are
+    then dropped."""
     read = [f for f in files if f.group is None and summaries[f.file_id].lines]
     alone = [0] + [f.file_id for f in read if not f.envelope]
     enveloped = [f.file_id for f in read if f.envelope]
     groups = list(dict.fromkeys(f.group for f in files if f.group))
-    many = len(files) > MANY_FILES
-    queries.script(con, "create_views", relation="TABLE" if many else "VIEW", **view_parts(alone, groups, enveloped))
+    many, parts = len(files) > MANY_FILES, view_parts(alone, groups, enveloped)
+    cut = window.cut(con, limits, parts["events"])
+    queries.script(con, "create_views", relation="TABLE" if many else "VIEW", window=cut.predicate() if cut else "TRUE",
+                   **parts)
     if many:
         for staged in [f"staged_{i}" for i in alone[1:] + enveloped] + groups:
             queries.run(con, "drop_staged", staged=staged)
+    return cut
 
 
 def view_parts(alone: list[int], groups: list[str], enveloped: list[int] = ()) -> dict[str, list[queries.Fragment]]:

@@ -1,6 +1,6 @@
 """Generic CSV / JSON Lines exports described by `--map field=Column`, and SendGrid's activity CSV.
 
-Canonical fields: recipient and msg_id (required), sent_at, event, campaign, step, candidate.
+Canonical fields: recipient and msg_id (required), sent_at, event, campaign, step, candidate, subject, template.
 A `--map` names columns; every field it leaves out is still looked for by name (the canonical name,
 a time column, the metadata keys), so mapping two columns never drops the others.
 """
@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from forensics.errors import ConfigError, InputError
 
-FIELDS = ("recipient", "msg_id", "sent_at", "event", "campaign", "step", "candidate")
+FIELDS = ("recipient", "msg_id", "sent_at", "event", "campaign", "step", "candidate", "subject", "template")
+# Where an unmapped subject or template is looked for (what groups sends when campaign and step are absent).
+SUBJECT_NAMES = ("subject",)
+TEMPLATE_NAMES = ("template", "template_id", "template_name")
 SENT_WORDS = ["sent", "send", "processed", "delivered", "delivery", "accepted", "request", "queued"]
 NOT_SENT_WORDS = ["dropped", "rejected", "reject", "failed", "blocked", "error", "invalid", "invalid_email",
                   "not delivered", "not_sent", "suppressed"]
@@ -22,6 +25,8 @@ SENDGRID_CSV_ALIASES = {
     "recipient": ("email", "to_email", "recipient", "to"),
     "sent_at": ("processed", "timestamp", "last_event_time", "event_time", "date"),
     "event": ("status", "event"),
+    "subject": SUBJECT_NAMES,
+    "template": TEMPLATE_NAMES,
 }
 
 
@@ -42,7 +47,8 @@ def parse_map(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
 def field_names(mapping: dict[str, str], keys) -> dict[str, tuple[str, ...]]:
     """Per field, the names looked for: the mapped one alone, else the canonical name, times, metadata keys."""
     names = {"recipient": ("recipient",), "msg_id": ("msg_id",), "sent_at": TIME_NAMES, "event": ("event",),
-             "campaign": tuple(keys.campaign), "step": tuple(keys.step), "candidate": tuple(keys.candidate)}
+             "campaign": tuple(keys.campaign), "step": tuple(keys.step), "candidate": tuple(keys.candidate),
+             "subject": SUBJECT_NAMES, "template": TEMPLATE_NAMES}
     return {f: (mapping[f],) if f in mapping else names[f] for f in FIELDS}
 
 

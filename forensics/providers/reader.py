@@ -10,7 +10,7 @@ from forensics.errors import ConfigError, InputError
 from forensics.providers import detect, files, generic
 
 COLUMNS = ("provider", "source_file", "source_line", "event_type", "verdict", "msg_id", "provider_msg_id",
-           "recipient", "sent_at", "campaign", "step", "candidate")
+           "recipient", "sent_at", "campaign", "step", "candidate", "subject", "template")
 MAPPED = ("csv", "jsonl", "sendgrid")  # the --provider values a --map can describe
 EVENT_COLUMNS = COLUMNS + ("alt_id",)  # alt_id: smtp-id / queue id used to collapse id-less events
 # The query that turns each JSON provider's unwrapped events into rows (queries/providers.sql).

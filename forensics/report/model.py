@@ -120,7 +120,7 @@ def _ab_tests(con) -> tuple[list[dict], list[str]]:
     return tests, notes
 
 
-def _reconciliation(con, exports) -> tuple[dict | None, list[str]]:
+def _reconciliation(con, exports, window_cut=None) -> tuple[dict | None, list[str]]:
     if not exports:
         return None, []
     try:
@@ -128,7 +128,10 @@ def _reconciliation(con, exports) -> tuple[dict | None, list[str]]:
     except ImportError:
         return None, ["--provider-export: provider reconciliation is not available in this build; "
                       "the report covers the logs only"]
+    from forensics.ingest.window import cut_provider_sends
+
     load_provider_sends(con, exports)
+    cut_provider_sends(con, window_cut)  # compared within the logs' --since/--until window
     return reconciliation_counts(reconcile(con)), []
 
 
@@ -145,12 +148,15 @@ def reconciliation_counts(result: dict) -> dict:
 def build_report(case, paths, exports=(), title: str | None = None, now: dt.datetime | None = None) -> Report:
     """Classify the case and gather everything the report shows (no rendering, no escaping)."""
     from forensics.findings import build_document
+    from forensics.ingest.window import headline, read_lines
     from forensics.report.timeline import timeline_data
 
     document = build_document(case, include_affected=False, logs=paths, exports=exports)
-    con, logs_arg = case.con, logs_argument(paths)
+    window = document["window"]  # --since/--until: said first, and repeated in the commands shown
+    con = case.con
+    logs_arg = logs_argument([*paths, *(case.window.arguments() if window else [])])
     incidents = [_with_steps(i) for i in document["incidents"]]
-    reconciliation, notes = _reconciliation(con, exports)
+    reconciliation, notes = _reconciliation(con, exports, case.window)
     ab_tests, ab_notes = _ab_tests(con)
     return Report(
         title=title or "Duplicate outreach: postmortem",
@@ -159,7 +165,7 @@ def build_report(case, paths, exports=(), title: str | None = None, now: dt.date
         timeline=timeline_data(con, incidents), ab_tests=ab_tests,
         affected=queries.rows(con, "report_affected_first", {"limit": AFFECTED_SHOWN}),
         affected_total=queries.one(con, "report_affected_count")["people"],
-        reconciliation=reconciliation, notes=notes + ab_notes,
+        reconciliation=reconciliation, notes=([headline(window), *read_lines(window)] if window else []) + notes + ab_notes,
     )
 
 

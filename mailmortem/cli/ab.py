@@ -74,6 +74,10 @@ def ab_contamination(paths, syntax, fields, config, strict, memory_limit, skip_u
     from remediation import ab
 
     case = open_case(paths, syntax, fields, config, strict, memory_limit, skip_unreadable)
+    if case.window:
+        from mailmortem.cli.window import note
+
+        note(case.window.to_json())
     report = analyse(case.con, test_id, weights)
     _warn_about(report)
     plan = applied = None

@@ -8,6 +8,7 @@ import sys
 import click
 
 from mailmortem.cli.options import TZ_HELP, YEAR_HELP, export_options, format_option
+from mailmortem.cli.window import given_window, window_options
 from forensics.ingest.envelopes import NAMES as ENVELOPES, NONE as NO_ENVELOPE
 from forensics.ingest.sources import SYNTAXES
 from forensics.kinds import KINDS
@@ -15,11 +16,16 @@ from forensics.kinds import KINDS
 _READING = "mailmortem.reading"  # where case_options leaves --envelope/--tz/--year (open_case, export_options)
 
 
-def case_options(func):
+def case_options(func=None, *, logs_required: bool = True):
     """The options every command that reads logs shares. How to read envelopes and times (--envelope, --tz,
-    --year) reaches open_case through the click context, so the commands' own signatures stay as they are."""
+    --year) reaches open_case through the click context, so the commands' own signatures stay as they are.
+    `logs_required=False` (`@case_options(logs_required=False)`): LOGS may be left out, for a command that then
+    reads --provider-export alone (mailmortem.cli.provider_only)."""
+    if func is None:
+        return functools.partial(case_options, logs_required=logs_required)
     decorators = [
-        click.argument("paths", nargs=-1, required=True, metavar="LOGS..."),
+        click.argument("paths", nargs=-1, required=logs_required,
+                       metavar="LOGS..." if logs_required else "[LOGS]..."),
         click.option("--syntax", type=click.Choice(SYNTAXES), help="Force the syntax of every file (default: detect per file)."),
         click.option("--field", "fields", multiple=True, metavar="CANONICAL=NAME",
                      help="Map one of your keys to a canonical field, e.g. --field recipient=To (repeatable)."),
@@ -42,6 +48,7 @@ def case_options(func):
         click.get_current_context().meta[_READING] = Reading(envelope, tz or "UTC", year)
         return func(*args, **kwargs)
 
+    command = window_options(command)  # --since/--until: the same on every command that reads logs
     for decorator in reversed(decorators):
         command = decorator(command)
     return command
@@ -59,11 +66,11 @@ def open_case(paths, syntax, fields, config, strict, memory_limit, skip_unreadab
     with delayed_status("reading logs") as progress:
         return load_case(paths, syntax=syntax, field_map=overrides, strict=strict, database=save,
                          memory_limit=memory_limit, progress=progress, skip_unreadable=skip_unreadable,
-                         reading=reading)
+                         reading=reading, limits=given_window())
 
 
 @click.command()
-@case_options
+@case_options(logs_required=False)
 @format_option(choices=("table", "json"))
 @click.option("--save", type=click.Path(dir_okay=False), help="Keep the loaded case in this DuckDB file (query it with `mailmortem sql`).")
 @export_options(what="Provider send history to reconcile with the log", times=False)
@@ -86,7 +93,16 @@ def diagnose(paths, syntax, fields, config, strict, memory_limit, skip_unreadabl
       cat mail-send.log | mailmortem diagnose - --fail-on-duplicates
       journalctl -o json -u mailer --since today | mailmortem diagnose -
       mailmortem diagnose /var/log/syslog --year 2026 --tz Europe/Berlin
+      mailmortem diagnose --provider-export sendgrid-events.json --fail-on-duplicates
+
+    With --provider-export and no LOGS (the app logs are gone), the provider's
+    history alone names who got a campaign step twice; the mechanism needs the logs.
     """
+    if not paths:
+        from mailmortem.cli import provider_only
+
+        provider_only.require_exports(exports, locals())
+        return provider_only.diagnose(exports, fmt, fail_on_duplicates)
     from forensics import affected as people
     from forensics.findings import build_document
     from forensics.rowjson import COMPACT
@@ -97,6 +113,9 @@ def diagnose(paths, syntax, fields, config, strict, memory_limit, skip_unreadabl
     if exports:
         document["reconciliation"] = _reconcile(case, exports)
     if fmt == "json":
+        from mailmortem.cli.window import note
+
+        note(document["window"])
         write_document(document, people.json_texts(people.frames(case.con), COMPACT), sys.stdout)
     else:
         from mailmortem.cli.diagnose_view import show_diagnosis
@@ -107,12 +126,20 @@ def diagnose(paths, syntax, fields, config, strict, memory_limit, skip_unreadabl
                        zone_note=zone_note([i.envelope for i in case.inputs], case.reading.tz))
     if fail_on_duplicates and not document["complete"]:
         sys.exit(4)  # evidence was lost: "no duplicates" cannot be trusted, and neither can a count
-    if fail_on_duplicates and (document["summary"]["duplicated_people"] or document["candidates_at_two_addresses"]):
+    if fail_on_duplicates and (document["summary"]["duplicated_people"] or document["candidates_at_two_addresses"]
+                               or _provider_confirmed(document)):
         sys.exit(3)
 
 
+def _provider_confirmed(document: dict) -> int:
+    """Duplicates the provider's history confirms (with --provider-export): duplicates even where the log lost a send."""
+    return document.get("reconciliation", {}).get("provider_confirmed_duplicates", {}).get("count", 0)
+
+
 def warn_if_incomplete(document: dict) -> None:
-    """Lost evidence is said before any list a person might act on (the list may be missing people)."""
+    """Lost evidence is said before any list a person might act on (the list may be missing people), and so is a
+    --since/--until window (people whose earlier send falls before it are not on the list)."""
+    from mailmortem.cli.window import note as note_window
     from mailmortem.console import warn
 
     lost = document["lost_evidence"]
@@ -121,12 +148,15 @@ def warn_if_incomplete(document: dict) -> None:
              + "; ".join(f"{u['path']} ({u['reason']})" for u in lost["files_not_read"][:5]))
     if lost["lines"]:
         warn(f"{lost['lines']} skipped line(s) look like mail-send records: the list may miss people")
+    note_window(document.get("window"))
 
 
 def _reconcile(case, exports) -> dict:
+    from forensics.ingest.window import cut_provider_sends
     from forensics.reconcile import load_provider_sends, reconcile
 
     load_provider_sends(case.con, exports)
+    cut_provider_sends(case.con, case.window)  # the export is compared within the logs' --since/--until window
     return reconcile(case.con)
 
 
@@ -134,22 +164,31 @@ TABLE_PEOPLE = 1_000  # people shown in the table; the full list is one --format
 
 
 @click.command()
-@case_options
+@case_options(logs_required=False)
 @format_option()
 @click.option("--kind", type=click.Choice(KINDS), help="Only people hit by this kind of incident.")
 @click.option("--incident", metavar="ID", help="Only people of this incident (e.g. INC-1).")
 @click.option("--campaign", metavar="ID", help="Only this campaign.")
-def affected(paths, syntax, fields, config, strict, memory_limit, skip_unreadable, fmt, kind, incident, campaign):
+@export_options(what="Without LOGS: provider send history whose duplicates to list", times=False)
+def affected(paths, syntax, fields, config, strict, memory_limit, skip_unreadable, fmt, kind, incident, campaign,
+             exports):
     """List every person who got a duplicate, one row each (csv makes an exclusion list).
 
     The table shows the first 1,000 people and counts the rest; csv, json and
-    jsonl list everyone.
+    jsonl list everyone. With --provider-export and no LOGS: the people the
+    provider's history alone shows (see `diagnose --provider-export`).
 
     \b
     Examples:
       mailmortem affected logs/ --kind parallel-worker --format csv > apology-exclusions.csv
       mailmortem affected logs/*.log.gz --incident INC-2 --format jsonl
+      mailmortem affected --provider-export events.jsonl --format csv > apology-exclusions.csv
     """
+    if not paths or exports:
+        from mailmortem.cli import provider_only
+
+        provider_only.require_exports(exports, locals())
+        return provider_only.affected(exports, fmt, kind, incident, campaign)
     from forensics import affected as chosen
     from forensics.findings import build_document
 

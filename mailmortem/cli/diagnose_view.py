@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from forensics.ingest.window import headline as window_headline, read_lines as window_lines
 from forensics.textsafe import terminal_safe as safe
 
 # Incidents shown in full; the rest get a line each so a diagnosis stays within one screen.
@@ -81,9 +82,17 @@ def show_diagnosis(document: dict, saved_to: str | None = None, zone_note: str |
     from mailmortem.console import make_console
 
     console = make_console()
+    missed = _missed_by_log(document)
+    if missed["count"]:  # the provider saw duplicates the log cannot show: said before anything else
+        console.print(_missed_headline(missed), soft_wrap=True)
     if not document["complete"]:
         console.print(_lost_headline(document["lost_evidence"]), soft_wrap=True)
+    window = document.get("window")  # --since/--until: who the window cannot see, said before any figure
+    if window:
+        console.print(window_headline(window), soft_wrap=True)
     console.print(_inputs_table(document["inputs"]))
+    for line in window_lines(window):
+        console.print(line, soft_wrap=True)
     skipped = sum(i["skipped"] for i in document["inputs"])
     if skipped:
         console.print(f"{skipped:,} lines were not records and were skipped (see 'first skipped').")
@@ -110,6 +119,8 @@ def show_diagnosis(document: dict, saved_to: str | None = None, zone_note: str |
         console.print(_two_addresses_lines(document["candidates_at_two_addresses"]), soft_wrap=True)
     if "reconciliation" in document:
         console.print(_reconciliation_lines(document["reconciliation"]))
+        if missed["count"]:
+            console.print(_missed_lines(missed), soft_wrap=True)
     if saved_to:
         console.print(f"Case saved to {safe(saved_to)}: mailmortem sql {safe(saved_to)} \"select * from incidents\"")
 
@@ -117,6 +128,10 @@ def show_diagnosis(document: dict, saved_to: str | None = None, zone_note: str |
 def _reconciliation_lines(rec: dict) -> str:
     parts = [f"{safe(name.replace('_', ' '))}: {finding['count']:,}" for name, finding in rec.items()
              if isinstance(finding, dict) and "count" in finding]
+    grouping = rec["provider_confirmed_duplicates"]["grouping"]
+    if grouping.get("grouped_by"):
+        parts.append(f"duplicates grouped by {grouping['described']} ({grouping['grouped']:,} of "
+                     f"{grouping['sends']:,} provider sends)")
     return "Reconciliation with the provider export: " + "; ".join(parts)
 
 
@@ -142,7 +157,46 @@ def _two_addresses_lines(rows: list[dict], shown: int = 5) -> str:
     return "\n".join(lines)
 
 
+def _unplaced_provider_sends(document: dict) -> int:
+    """Provider sends no grouping placed, when the provider has sends the log lacks (0 without an export)."""
+    rec = document.get("reconciliation")
+    if not rec or not rec["provider_sends_not_in_log"]["count"]:
+        return 0
+    return rec["provider_confirmed_duplicates"]["grouping"]["not_grouped"]
+
+
+def _missed_by_log(document: dict) -> dict:
+    return document.get("reconciliation", {}).get("provider_duplicates_missed_by_log", {"count": 0})
+
+
+def _missed_headline(missed: dict) -> str:
+    people, sends = missed["count"], missed["sends_not_in_log"]
+    return (f"PROVIDER-CONFIRMED DUPLICATES: the provider sent {_people(people)} a campaign step more than once, "
+            f"which the log does not show ({sends:,} send{'' if sends == 1 else 's'} missing from the log). "
+            "See the reconciliation below.")
+
+
+def _missed_lines(missed: dict, shown: int = 5) -> str:
+    lines = [f"Duplicates only the provider shows ({_people(missed['count'])}):"]
+    for row in missed["sample"][:shown]:
+        scope = f"step {safe(row['step'])}" if row["label"] is None else f"{row['grouped_by']} {safe(row['label'])!r}"
+        lines.append(f"  {safe(row['recipient'])}  campaign {safe(row['campaign'] or '-')} {scope}  "
+                     f"{row['sends']} sends, {row['not_in_log']} not in the log: "
+                     + ", ".join(safe(m) for m in row["msg_ids"]))
+    if missed["count"] > shown:
+        lines.append(f"  … {missed['count'] - shown:,} more (--format json lists the first {len(missed['sample'])})")
+    return "\n".join(lines)
+
+
 def _no_incident_line(document: dict) -> str:
+    if _missed_by_log(document)["count"]:
+        return ("The log's records alone show every person once per step; the provider's history shows otherwise "
+                "(see the first line).")
+    unplaced = _unplaced_provider_sends(document)
+    if unplaced:
+        return (f"The log's records show every person once per step, but {unplaced:,} provider send(s) could not be "
+                "placed in a campaign step (the export names none for them, and the log lacks some of its sends): "
+                "duplicates among them cannot be seen (see the reconciliation).")
     if not document["complete"]:
         return "No duplicates among the records read, but evidence was lost (see the first line)."
     if document["candidates_at_two_addresses"]:

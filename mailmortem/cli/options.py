@@ -75,7 +75,7 @@ def export_options(required: bool = False, what: str = "Provider send history", 
                           "a file no provider claims, or two do, is refused)."),
         click.option("--map", "export_maps", multiple=True, metavar="FIELD=COLUMN",
                      help="Your own CSV/JSONL: the column of recipient and msg_id (unless so named), and of sent_at, "
-                          "event, campaign, step, candidate (looked for by name when not mapped)."),
+                          "event, campaign, step, candidate, subject, template (looked for by name when not mapped)."),
         click.option("--campaign-key", "campaign_keys", multiple=True,
                      help="Metadata key holding the campaign (default: campaign, campaign_id)."),
         click.option("--step-key", "step_keys", multiple=True, help="Metadata key holding the step (default: step)."),

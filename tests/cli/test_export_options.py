@@ -31,7 +31,7 @@ def _options(command) -> dict:
 
 def test_every_command_that_reads_exports_takes_the_same_reading_options():
     readers = {name: _options(cmd) for name, cmd in _commands() if "--provider-export" in _options(cmd)}
-    assert set(readers) == {"backfill-sentlog", "diagnose", "report"}
+    assert set(readers) == {"affected", "backfill-sentlog", "diagnose", "report"}
     reference = readers["backfill-sentlog"]
     for name, options in readers.items():
         for flag in READING:
@@ -65,7 +65,7 @@ def test_a_one_for_one_export_reconciles_with_nothing_missing_and_nothing_extra(
     log, export = _log_and_export(tmp_path, "recipient,msg_id,sent_at,campaign,step")
     counts = _reconciled(cli("diagnose", log, "--provider-export", export, "--format", "json"))
     assert counts == {"log_sends_not_at_provider": 0, "provider_sends_not_in_log": 0,
-                      "provider_confirmed_duplicates": 0}
+                      "provider_confirmed_duplicates": 0, "provider_duplicates_missed_by_log": 0}
 
 
 @pytest.mark.parametrize("command", ["diagnose", pytest.param("report", marks=pytest.mark.slow), "backfill-sentlog"])
