@@ -32,6 +32,98 @@ def check_filters(con, incidents: list[dict], kind: str | None, incident: str | 
                              "pass one of them to --campaign")
 
 
-def select(rows: list[dict], kind: str | None, incident: str | None, campaign: str | None) -> list[dict]:
-    return [r for r in rows if (not kind or r["kind"] == kind) and (not incident or r["incident"] == incident)
-            and (campaign is None or (r["campaign"] or "") == campaign)]
+
+# The "affected" list (docs/diagnose-json.md) leaves DuckDB as Arrow batches of rows and reaches the columnar
+# writers (mailmortem/output.py) as polars frames of text, escaped on the way: never one Python object a person.
+
+AFFECTED_BATCH_PEOPLE = 200_000  # people per affected_people_sends query: bounds DuckDB's sort
+BATCH_ROWS = 50_000  # rows per Arrow batch handed to polars
+SEND_KEYS = ("ts", "worker", "incarnation", "msg_id", "variant", "shard")
+PERSON_KEYS = ("recipient", "campaign", "step", "kind", "cause", "incident")
+ENTRY_KEYS = PERSON_KEYS + ("sends",)
+CSV_COLUMNS = ("recipient", "campaign", "step", "kind", "cause", "incident", "sends", "first_send",
+               "last_send", "workers", "msg_ids")
+
+
+def frames(con, kind: str | None = None, incident: str | None = None, campaign: str | None = None):
+    """The affected people (filtered as the options ask), in the list's order, as polars frames of ENTRY_KEYS
+    ("sends" a list of structs of SEND_KEYS)."""
+    import polars as pl
+
+    wanted = {"kind": kind or None, "incident": incident or None, "campaign": campaign}
+    for ids in _incident_batches(queries.run(con, "incident_sizes").fetchall()):
+        reader = queries.arrow_reader(con, "affected_people_sends", BATCH_ROWS, {"incident_ids": ids, **wanted})
+        yield from _people(pl.from_arrow(batch) for batch in reader if batch.num_rows)
+
+
+def _people(sends):
+    """Sorted send rows grouped into one row a person; the last person of a batch waits for the next batch,
+    which may hold more of their sends."""
+    import polars as pl
+
+    carry = None
+    for frame in sends:
+        frame = frame if carry is None else pl.concat([carry, frame])
+        person = frame.select(pl.struct(PERSON_KEYS).rle_id()).to_series()
+        last = person.search_sorted(person[-1])  # run ids ascend: the first row of the last person
+        carry = frame[last:]
+        if last:
+            yield _grouped(frame[:last])
+    if carry is not None:
+        yield _grouped(carry)
+
+
+def _grouped(sends):
+    import polars as pl
+
+    person = pl.struct(PERSON_KEYS).rle_id().alias("person")
+    return (sends.group_by(person, maintain_order=True)
+            .agg(*(pl.col(k).first() for k in PERSON_KEYS), pl.struct(SEND_KEYS).alias("sends")).drop("person"))
+
+
+def _incident_batches(sizes: list[tuple[str, int]]):
+    batch, people = [], 0
+    for incident_id, size in sizes:
+        if batch and people + size > AFFECTED_BATCH_PEOPLE:
+            yield batch
+            batch, people = [], 0
+        batch.append(incident_id)
+        people += size
+    if batch:
+        yield batch
+
+
+def json_texts(frames, layout: str, depth: int = 0):
+    """Each person's entry as JSON text in `layout` (forensics.rowjson), json_safe-escaped: one-column frames."""
+    import polars as pl
+
+    from forensics.rowjson import COMPACT, Items, row_text
+    from forensics.textsafe import json_safe_columns
+
+    if layout == COMPACT:  # the layout of DuckDB's to_json and polars' own encoder: one call
+        text = pl.struct(*ENTRY_KEYS).struct.json_encode()
+    else:
+        text = row_text([(k, Items(k, SEND_KEYS) if k == "sends" else k) for k in ENTRY_KEYS], layout, depth)
+    for frame in frames:
+        yield json_safe_columns(frame.select(text.alias("text")), ["text"])
+
+
+def csv_frames(frames):
+    """One row a person in CSV_COLUMNS, lists joined with ';', every text cell terminal- then spreadsheet-safe."""
+    import polars as pl
+
+    from forensics.textsafe import spreadsheet_safe_expr, terminal_safe_columns
+
+    sends = pl.col("sends")
+    field = pl.element().struct.field
+    flat = [pl.col(c) for c in ENTRY_KEYS[:-1]] + [
+        sends.list.len().alias("sends"),
+        sends.list.first().struct.field("ts").alias("first_send"),
+        sends.list.last().struct.field("ts").alias("last_send"),
+        sends.list.eval(field("worker").fill_null("")).list.unique().list.sort().list.join(";").alias("workers"),
+        sends.list.eval(field("msg_id").fill_null("None")).list.join(";").alias("msg_ids")]  # as str(None)
+    texts = [c for c in CSV_COLUMNS if c != "sends"]
+    for frame in frames:
+        frame = terminal_safe_columns(frame.select(flat), texts)
+        # An empty text is written as nothing (as csv.writer does), not as "".
+        yield frame.with_columns(spreadsheet_safe_expr(pl.col(c)).replace("", None) for c in texts)

@@ -5,14 +5,10 @@ What each incident says (evidence, fix, next command) comes from its kind in for
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Iterator
-
 import queries
-from forensics import classify, evidence
-from forensics.jsonfmt import iso_utc, to_json
+from forensics import affected, classify, evidence
+from forensics.jsonfmt import iso_utc
 from forensics.kinds import affected_command, kind_named
-from forensics.textsafe import json_safe
 
 
 def incident_document(i: dict, logs=(), export_args=(), window_args=()) -> dict:
@@ -33,31 +29,9 @@ def incident_document(i: dict, logs=(), export_args=(), window_args=()) -> dict:
     }
 
 
-AFFECTED_BATCH_PEOPLE = 200_000  # people per affected_sends query: bounds DuckDB's list aggregation
-
-
-def affected_json(con) -> Iterator[str]:
-    """The "affected" entries as ready JSON texts (made by DuckDB; see affected_sends), streamed."""
-    for ids in _incident_batches(queries.run(con, "incident_sizes").fetchall()):
-        cursor = queries.run(con, "affected_sends", {"incident_ids": ids})
-        while rows := cursor.fetchmany(10_000):
-            yield from (row[0] for row in rows)
-
-
-def _incident_batches(sizes: list[tuple[str, int]]) -> Iterator[list[str]]:
-    batch, people = [], 0
-    for incident_id, size in sizes:
-        if batch and people + size > AFFECTED_BATCH_PEOPLE:
-            yield batch
-            batch, people = [], 0
-        batch.append(incident_id)
-        people += size
-    if batch:
-        yield batch
-
-
 def build_document(case, include_affected: bool = True, logs=(), exports=()) -> dict:
-    """The diagnose document; `affected` is parsed from affected_json (use that directly to stream).
+    """The diagnose document; `affected` as Python objects, for library use (the commands stream
+    forensics.affected.frames through the columnar writers instead).
 
     `exports`: export paths or a forensics.providers.ExportSpec, for the next commands to read them alike."""
     from forensics.providers import ExportSpec
@@ -81,16 +55,6 @@ def build_document(case, include_affected: bool = True, logs=(), exports=()) -> 
         "candidates_at_two_addresses": queries.rows(con, "candidates_at_two_addresses"),
     }
     if include_affected:
-        document["affected"] = [json.loads(text) for text in affected_json(con)]
+        document["affected"] = [row for frame in affected.frames(con) for row in frame.to_dicts()]
     return document
 
-
-def write_document(document: dict, affected: Iterable[str], out) -> None:
-    """Write the document as JSON with the pre-serialised affected entries spliced in, one per line."""
-    head = to_json({k: v for k, v in document.items() if k != "affected"})
-    out.write(head[:-2] + ',\n  "affected": [')
-    separator = "\n    "
-    for text in affected:
-        out.write(separator + json_safe(text))
-        separator = ",\n    "
-    out.write("]\n}\n" if separator == "\n    " else "\n  ]\n}\n")

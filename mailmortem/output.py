@@ -1,9 +1,13 @@
-"""One output path: rows or documents to table | json | jsonl | csv on stdout."""
+"""One output path: rows or documents to table | json | jsonl | csv on stdout.
+
+Small results are Python rows; large ones (the affected list) arrive as polars frames of ready, escaped text
+(forensics.affected) and are written by polars' CSV writer straight to the byte stream, a batch at a time."""
 
 from __future__ import annotations
 
 import csv
 import datetime as dt
+import errno
 import sys
 from typing import Any, Iterable, Sequence
 
@@ -86,3 +90,72 @@ def write_rows(rows: Sequence[dict], fmt: str, columns: Sequence[str] | None = N
         write_csv(rows, columns)
     else:
         write_table(rows, columns, title=title)
+
+
+def _bytes_sink(out):
+    """The byte stream under a text stream (text written so far flushed first, to keep the order)."""
+    out.flush()
+    return getattr(out, "buffer", None)
+
+
+def _write_frame(frame, out, **options) -> None:
+    sink = _bytes_sink(out)
+    if sink is None:  # a text-only stream (e.g. io.StringIO): polars renders the batch to text
+        out.write(frame.write_csv(**options))
+        return
+    try:
+        frame.write_csv(sink, **options)
+        sink.flush()
+    except OSError as exc:  # polars reports a closed pipe (`| head`) as a plain OSError
+        if isinstance(exc, BrokenPipeError) or f"os error {errno.EPIPE})" in str(exc):
+            raise BrokenPipeError(errno.EPIPE, "Broken pipe") from exc
+        raise
+
+
+def write_texts(texts, out, first: str, between: str) -> bool:
+    """Write one-column frames of text: `first` before the first row, `between` before every other; raw (never
+    quoted). Returns whether any row was written."""
+    import polars as pl
+
+    wrote = False
+    for frame in texts:
+        if frame.height:
+            opening = pl.lit(between if wrote else first)
+            lead = pl.when(pl.int_range(pl.len()) > 0).then(pl.lit(between)).otherwise(opening)
+            _write_frame(frame.select(pl.concat_str(lead, pl.col("text"))), out, include_header=False,
+                         quote_style="never", line_terminator="")
+            wrote = True
+    return wrote
+
+
+def write_json_array(texts, out=None) -> None:
+    """A JSON array of ready element texts (indented as json.dumps(indent=2) indents a list)."""
+    out = out or sys.stdout
+    out.write("[")
+    out.write("\n]\n" if write_texts(texts, out, "\n  ", ",\n  ") else "]\n")
+
+
+def write_json_lines(texts, out=None) -> None:
+    """JSON Lines from ready one-line texts."""
+    out = out or sys.stdout
+    if write_texts(texts, out, "", "\n"):
+        out.write("\n")
+
+
+def write_csv_frames(frames, columns: Sequence[str], out=None) -> None:
+    """CSV of frames already made safe (forensics.affected.csv_frames), quoted as csv.writer quotes."""
+    import polars as pl
+
+    out = out or sys.stdout
+    _write_frame(pl.DataFrame(schema={c: pl.String for c in columns}), out, line_terminator="\n")
+    for frame in frames:
+        _write_frame(frame.select(columns), out, include_header=False, line_terminator="\n")
+
+
+def write_document(document: dict, affected_texts, out=None) -> None:
+    """The diagnose document as JSON with the affected entries (one-column frames of compact JSON text,
+    forensics.affected.json_texts) spliced in, one per line."""
+    out = out or sys.stdout
+    head = to_json({k: v for k, v in document.items() if k != "affected"})
+    out.write(head[:-2] + ',\n  "affected": [')
+    out.write("\n  ]\n}\n" if write_texts(affected_texts, out, "\n    ", ",\n    ") else "]\n}\n")

@@ -103,7 +103,10 @@ def diagnose(paths, syntax, fields, config, strict, memory_limit, skip_unreadabl
 
         provider_only.require_exports(exports, locals())
         return provider_only.diagnose(exports, fmt, fail_on_duplicates)
-    from forensics.findings import affected_json, build_document, write_document
+    from forensics import affected as people
+    from forensics.findings import build_document
+    from forensics.rowjson import COMPACT
+    from mailmortem.output import write_document
 
     case = open_case(paths, syntax, fields, config, strict, memory_limit, skip_unreadable, save)
     document = build_document(case, include_affected=False, logs=paths, exports=exports)
@@ -113,7 +116,7 @@ def diagnose(paths, syntax, fields, config, strict, memory_limit, skip_unreadabl
         from mailmortem.cli.window import note
 
         note(document["window"])
-        write_document(document, affected_json(case.con), sys.stdout)
+        write_document(document, people.json_texts(people.frames(case.con), COMPACT), sys.stdout)
     else:
         from mailmortem.cli.diagnose_view import show_diagnosis
 
@@ -157,8 +160,7 @@ def _reconcile(case, exports) -> dict:
     return reconcile(case.con)
 
 
-AFFECTED_COLUMNS = ("recipient", "campaign", "step", "kind", "cause", "incident", "sends", "first_send",
-                    "last_send", "workers", "msg_ids")
+TABLE_PEOPLE = 1_000  # people shown in the table; the full list is one --format csv away
 
 
 @click.command()
@@ -172,8 +174,9 @@ def affected(paths, syntax, fields, config, strict, memory_limit, skip_unreadabl
              exports):
     """List every person who got a duplicate, one row each (csv makes an exclusion list).
 
-    With --provider-export and no LOGS: the people the provider's history alone shows
-    (see `diagnose --provider-export`).
+    The table shows the first 1,000 people and counts the rest; csv, json and
+    jsonl list everyone. With --provider-export and no LOGS: the people the
+    provider's history alone shows (see `diagnose --provider-export`).
 
     \b
     Examples:
@@ -188,17 +191,44 @@ def affected(paths, syntax, fields, config, strict, memory_limit, skip_unreadabl
         return provider_only.affected(exports, fmt, kind, incident, campaign)
     from forensics import affected as chosen
     from forensics.findings import build_document
-    from mailmortem.output import write_rows
 
     case = open_case(paths, syntax, fields, config, strict, memory_limit, skip_unreadable)
-    document = build_document(case)
+    document = build_document(case, include_affected=False)
     chosen.check_filters(case.con, document["incidents"], kind, incident, campaign)
     warn_if_incomplete(document)
-    rows = chosen.select(document["affected"], kind, incident, campaign)
-    if fmt in ("csv", "table"):
-        rows = [_flat(r) for r in rows]
-    write_rows(rows, fmt, columns=AFFECTED_COLUMNS if fmt in ("csv", "table") else None,
-               title=f"{len(rows)} people affected")
+    frames = chosen.frames(case.con, kind, incident, campaign)
+    if fmt == "table":
+        _affected_table(frames)
+    else:
+        _write_affected(frames, fmt)
+
+
+def _write_affected(frames, fmt: str) -> None:
+    """json, jsonl and csv through the columnar writers, spelled as json.dumps and csv.writer would."""
+    from forensics import affected as chosen
+    from forensics.rowjson import INDENTED, ONE_LINE
+    from mailmortem.output import write_csv_frames, write_json_array, write_json_lines
+
+    if fmt == "csv":
+        write_csv_frames(chosen.csv_frames(frames), chosen.CSV_COLUMNS)
+    elif fmt == "json":
+        write_json_array(chosen.json_texts(frames, INDENTED, depth=1))
+    else:
+        write_json_lines(chosen.json_texts(frames, ONE_LINE))
+
+
+def _affected_table(frames) -> None:
+    """The first TABLE_PEOPLE people as a table; the rest are counted, never held."""
+    from forensics.affected import CSV_COLUMNS
+    from mailmortem.output import write_rows
+
+    shown, total = [], 0
+    for frame in frames:
+        shown += [_flat(r) for r in frame.head(TABLE_PEOPLE - len(shown)).to_dicts()]
+        total += frame.height
+    capped = f" (the first {len(shown)}; all with --format csv)" if total > len(shown) else ""
+    title = f"{total} people affected{capped}"
+    write_rows(shown, "table", columns=CSV_COLUMNS, title=title)
 
 
 def _flat(row: dict) -> dict:

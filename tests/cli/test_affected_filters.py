@@ -26,3 +26,24 @@ def test_matching_filters_still_list_people(cli):
     assert rows and {r["incident"] for r in rows} == {"INC-1"}
     by_campaign = cli("affected", CASE, "--campaign", "cto-outreach", "--format", "csv")
     assert by_campaign.exit_code == 0 and "cto-outreach" in by_campaign.stdout
+
+
+MIXED = "sample_logs/mixed"
+
+
+def test_each_filter_keeps_exactly_the_rows_it_names(cli):
+    every = list(csv.DictReader(io.StringIO(cli("affected", MIXED, "--format", "csv").stdout)))
+    last = every[-1]
+    for option, column in (("--kind", "kind"), ("--incident", "incident"), ("--campaign", "campaign")):
+        result = cli("affected", MIXED, option, last[column], "--format", "csv")
+        assert list(csv.DictReader(io.StringIO(result.stdout))) == [r for r in every if r[column] == last[column]]
+
+
+def test_the_table_shows_a_capped_list_and_counts_the_rest(cli, monkeypatch):
+    from mailmortem.cli import diagnose
+
+    people = len(cli("affected", MIXED, "--format", "jsonl").stdout.splitlines())
+    monkeypatch.setattr(diagnose, "TABLE_PEOPLE", 7)
+    lines = cli("affected", MIXED).stdout.splitlines()
+    assert f"{people} people affected (the first 7; all with --format csv)" in " ".join(lines)
+    assert sum("@" in line for line in lines) == 7

@@ -95,3 +95,83 @@ def test_help_offers_exactly_the_formats_each_command_accepts():
                 assert offered <= set(param.type.choices), (name, param.help)
                 examples = set(re.findall(r"--format (\w+)", command.help or ""))
                 assert examples <= set(param.type.choices), (name, examples)
+
+
+# The affected list is written by polars' columnar writer: its escaping and spelling, done by polars expressions,
+# must be exactly what the Python functions and encoders give for the same text.
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+HOSTILE_TEXT = st.one_of(st.none(), st.text(), st.sampled_from(["=1", "\t=x", "\u3000＠x", "a\u2028b", "\U000e0041",
+                                                                  "\x1b[2J", "\x9b", "é日本", 'q"u,o\\te', ""]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(HOSTILE_TEXT, min_size=1, max_size=12))
+def test_the_columnar_escapes_equal_the_python_ones(texts):
+    import polars as pl
+
+    from forensics.textsafe import json_safe_columns, spreadsheet_safe_expr, terminal_safe, terminal_safe_columns
+
+    frame = pl.DataFrame({"t": texts}, schema={"t": pl.String})
+    assert terminal_safe_columns(frame, ["t"])["t"].to_list() == [t if t is None else terminal_safe(t) for t in texts]
+    assert json_safe_columns(frame, ["t"])["t"].to_list() == [t if t is None else json_safe(t) for t in texts]
+    assert frame.select(spreadsheet_safe_expr(pl.col("t")))["t"].to_list() == [spreadsheet_safe(t) for t in texts]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(HOSTILE_TEXT, st.lists(st.tuples(HOSTILE_TEXT, HOSTILE_TEXT), max_size=3)),
+                min_size=1, max_size=6))
+def test_the_columnar_json_is_spelled_as_json_dumps(rows):
+    import polars as pl
+
+    from forensics.jsonfmt import to_json
+    from forensics.rowjson import COMPACT, INDENTED, ONE_LINE, Items, row_text
+
+    data = [{"a": a, "sends": [{"ts": ts, "worker": w} for ts, w in sends]} for a, sends in rows]
+    send = pl.Struct({"ts": pl.String, "worker": pl.String})
+    frame = pl.DataFrame(data, schema={"a": pl.String, "sends": pl.List(send)})
+    shape = [("a", "a"), ("sends", Items("sends", ("ts", "worker")))]
+    texts = {layout: frame.select(row_text(shape, layout, 1 if layout == INDENTED else 0))[:, 0].to_list()
+             for layout in (COMPACT, ONE_LINE, INDENTED)}
+    assert texts[ONE_LINE] == [json.dumps(row, ensure_ascii=False) for row in data]
+    assert texts[COMPACT] == [json.dumps(row, ensure_ascii=False, separators=(",", ":")) for row in data]
+    indented = to_json(data) if data else "[]"
+    assert json_safe("[\n  " + ",\n  ".join(texts[INDENTED]) + "\n]") == indented
+
+
+def _python_writers(document: dict) -> dict:
+    """What the writers printed before the columnar path: json.dumps and csv.writer over Python rows."""
+    from mailmortem.cli.diagnose import _flat
+    from forensics.affected import CSV_COLUMNS
+    from mailmortem.output import write_csv, write_json, write_jsonl
+
+    outputs = {}
+    for fmt, write in (("json", lambda rows, out: write_json(rows, out)), ("jsonl", write_jsonl),
+                       ("csv", lambda rows, out: write_csv([_flat(r) for r in rows], CSV_COLUMNS, out))):
+        out = io.StringIO()
+        write(document["affected"], out)
+        outputs[fmt] = out.getvalue()
+    return outputs
+
+
+def test_the_columnar_writers_print_what_the_python_writers_printed(cli, hostile_log):
+    from forensics.findings import build_document
+    from forensics.ingest.case import load_case
+
+    expected = _python_writers(build_document(load_case([str(hostile_log)])))
+    for fmt, text in expected.items():
+        assert cli("affected", hostile_log, "--format", fmt).stdout == text, fmt
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_a_reader_that_stops_early_ends_the_columnar_writer_quietly(fmt):
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-m", "mailmortem", "affected", "sample_logs/mixed", "--format", fmt],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert child.stdout.readline()  # like `| head -1`: the rest (over a pipe's buffer) meets a closed pipe
+    child.stdout.close()
+    stderr = child.stderr.read().decode()
+    assert child.wait() == 0 and "Error" not in stderr, stderr
