@@ -43,14 +43,14 @@ def _choice() -> str:
 
 def active() -> bool:
     """Whether logfmt files are read by the compiled tokenizer."""
-    return _logfmt is not None and _choice() != "sql"
+    return _choice() != "sql" and _logfmt is not None
 
 
 def describe() -> str:
     """Which logfmt parser is active, for `mailmortem --version`."""
-    if _logfmt is None:
-        return "SQL (no compiled tokenizer)"
-    return "C (forensics._logfmt)" if active() else f"SQL ({ENV}=sql)"
+    if active():
+        return "C (forensics._logfmt)"
+    return "SQL (no compiled tokenizer)" if _logfmt is None else f"SQL ({ENV}=sql)"
 
 
 def fits(keys: list[list[bytes]]) -> bool:
