@@ -24,12 +24,14 @@ KEYS = ["ts", "time", "event", "evt", "email", "Email", "to", "msg_id", "message
 HOSTILE = st.sampled_from(["a", "b", "7", " ", "\t", '"', "\\", "=", "é", "\x0b", "\x0c", "<", ">", "@", ".", "-",
                            ":", "\u00a0", "\ufeff", "x=1", ' k="', '\\"', "\\\\"])
 text = st.lists(HOSTILE, max_size=12).map("".join)
-quoted = text.map(lambda t: '"' + t + '"')
+inside_quotes = st.lists(st.sampled_from(["a", " ", "\t", '\\"', "\\\\", "\\", " k=v", ' x="y', "é", "=", '"']),
+                         max_size=10).map("".join)
+quoted = st.one_of(text, inside_quotes).map(lambda t: '"' + t + '"')
 value = st.one_of(text, quoted, st.sampled_from(["send", "sent", "claim", "2026-11-28T09:00:00Z", "1764320400",
                                                  "30s", "<m@x>", "a@b.co", "A@B.CO", "ok", "failed", ""]))
 pair = st.tuples(st.sampled_from(KEYS), value).map(lambda kv: f"{kv[0]}={kv[1]}")
 separator = st.sampled_from([" ", " ", "  ", "\t", "", " \t"])
-leading = st.sampled_from(["", "2026-11-28T09:00:00Z ", " 2026-11-28 09:00:00.5+01:00\t", "2026-11-28T09:00:00Z",
+leading = st.sampled_from(["", "2026-11-28T09:00:00Z ", "2026-11-28T09:00:00Z ", "2026-11-28T09:00:00Z ", " 2026-11-28 09:00:00.5+01:00\t", "2026-11-28T09:00:00Z",
                            "2026-02-30T09:00:00Z ", "2026-11-28T09:00Zx ", "2026-11-28T09:00:00-05 "])
 
 
@@ -45,6 +47,9 @@ def logfmt_line(draw) -> bytes:
     if kind == "bytes":  # invalid UTF-8 and control bytes: the file is repaired first, on both paths
         return draw(st.binary(min_size=1, max_size=20)).replace(b"\x00", b"").replace(b"\n", b"").replace(b"\r", b"")
     pairs = draw(st.lists(st.tuples(separator, pair), max_size=8))
+    if draw(st.integers(0, 3)):  # most lines are records, so that their fields are compared too
+        at = draw(st.integers(0, len(pairs)))
+        pairs[at:at] = [(" ", "event=send"), (draw(separator), f"msg_id=m{at}")]
     line = draw(leading) + "".join(sep + p for sep, p in pairs)
     if draw(st.integers(0, 30)) == 0:  # a very long value
         line += " error=" + "x" * draw(st.sampled_from([70_000, 300_000]))
@@ -121,12 +126,13 @@ def test_quotes_escapes_tabs_and_keys_inside_quotes_read_alike(tmp_path):
     body = ('2026-11-28T09:00:00Z event=send email="a b@c.co" msg_id=<m1@x> error="retry lead=x to=y"\n'
             'ts=2026-11-28T09:00:01Z\tevent=send to=b@c.co msg_id="m\\"2" status=\\\\ok\n'
             'ts=2026-11-28T09:00:02Z event=send to=c@c.co msg_id=m3 error="a\\ to=z" x="=\\"y z=1"\n'
+            'ts=2026-11-28T09:00:02Z event=send to=e@c.co msg_id=m6 error="a\\\\\\\\b\\\\\\"c"\n'
             '   \n\nno pairs here\nts=nope event=send msg_id=m4\n'
             'ts=2026-11-28T09:00:03Z event="send" to="d@c.co" msg_id="m5" count=5 attempt=x lease=30s')
     events, skipped, _ = assert_same(body.encode())
-    assert len(events) == 4 and [row[:2] for row in skipped] == [(4, "blank line"), (5, "blank line"),
-                                                                 (6, "no key=value pairs"),
-                                                                 (7, "no readable timestamp")]
+    assert len(events) == 5 and [row[:2] for row in skipped] == [(5, "blank line"), (6, "blank line"),
+                                                                 (7, "no key=value pairs"),
+                                                                 (8, "no readable timestamp")]
 
 
 @needs_c
