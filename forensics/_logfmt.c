@@ -313,6 +313,21 @@ static int valid_utf8(const unsigned char *s, size_t n) {
     return 1;
 }
 
+/* trim(line) = '': DuckDB's trim() takes the Unicode space separators (Zs), not tabs or other controls. */
+static int is_blank(const unsigned char *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        if (s[i] == ' ') i += 1;
+        else if (i + 1 < n && s[i] == 0xC2 && s[i + 1] == 0xA0) i += 2; /* U+00A0 */
+        else if (i + 2 < n && s[i] == 0xE1 && s[i + 1] == 0x9A && s[i + 2] == 0x80) i += 3; /* U+1680 */
+        else if (i + 2 < n && s[i] == 0xE2 && s[i + 1] == 0x80 && (s[i + 2] <= 0x8A || s[i + 2] == 0xAF)) i += 3;
+        else if (i + 2 < n && s[i] == 0xE2 && s[i + 1] == 0x81 && s[i + 2] == 0x9F) i += 3; /* U+205F */
+        else if (i + 2 < n && s[i] == 0xE3 && s[i + 1] == 0x80 && s[i + 2] == 0x80) i += 3; /* U+3000 */
+        else return 0;
+    }
+    return 1;
+}
+
 /* ---- one line ---- */
 
 /* Where each vocabulary key first occurs as ` key=` in ' ' || line (seen_at), and on a shady line each key's
@@ -394,9 +409,7 @@ static int add_line(Job *job, const unsigned char *s, size_t n) {
         job->problem[row] = P_BLANK;
     } else {
         if (put(&job->cols[0], row, (const char *)s, n)) return -1;
-        size_t i = 0;
-        while (i < n && s[i] == ' ') i++; /* DuckDB's trim() takes spaces only */
-        job->problem[row] = i == n ? P_BLANK : memchr(s, '=', n) == NULL ? P_NO_PAIRS : P_NONE;
+        job->problem[row] = is_blank(s, n) ? P_BLANK : memchr(s, '=', n) == NULL ? P_NO_PAIRS : P_NONE;
         if (job->problem[row] == P_BLANK) {
             for (int c = 1; c < NCOLS; c++) put_null(&job->cols[c], row);
         } else if (line_fields(job, row, s, n)) {

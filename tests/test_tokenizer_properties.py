@@ -189,3 +189,12 @@ def test_an_unknown_parser_choice_is_refused(monkeypatch, tmp_path):
     monkeypatch.setattr(tokenizer, "_logfmt", None)
     with pytest.raises(ConfigError, match="not installed"):
         tokenizer.active()
+
+
+@needs_c
+def test_lines_of_unicode_spaces_are_blank_as_duckdbs_trim_says(tmp_path):
+    spaces = [0x20, 0xA0, 0x1680, *range(0x2000, 0x200B), 0x202F, 0x205F, 0x3000]
+    others = [0x200B, 0x85, 0x2028, 0xFEFF, 0x09, 0x0B]
+    body = "ts=2026-11-28T09:00:00Z event=send msg_id=m1\n" + "".join(chr(c) + "\n" for c in spaces + others)
+    _, skipped, _ = assert_same(body.encode())
+    assert [reason for _, reason, _ in skipped] == ["blank line"] * len(spaces) + ["no key=value pairs"] * len(others)
