@@ -173,11 +173,13 @@ def test_version_names_the_active_parser(monkeypatch):
 
     from mailmortem.cli import main
 
+    monkeypatch.delenv(tokenizer.ENV, raising=False)
     assert "parser: C (forensics._logfmt)" in CliRunner().invoke(main, ["--version"]).output
     monkeypatch.setenv(tokenizer.ENV, "sql")
     assert "parser: SQL (MAILMORTEM_PARSER=sql)" in CliRunner().invoke(main, ["--version"]).output
     monkeypatch.setattr(tokenizer, "_logfmt", None)
     monkeypatch.delenv(tokenizer.ENV)
+    assert not tokenizer.active()
     assert "parser: SQL (no compiled tokenizer)" in CliRunner().invoke(main, ["--version"]).output
 
 
