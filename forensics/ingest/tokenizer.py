@@ -105,23 +105,40 @@ def stage(con, path: str, staged: str, keys: list[list[bytes]], keep_raw: bool) 
 
 
 def _batches(path: str, keys: list[list[bytes]], seen: _Seen):
-    """The file's Arrow batches, range by range; stops at a dirty range (the file is read again repaired)."""
+    """The file's Arrow batches, range by range, the next range tokenized (GIL released) while DuckDB types
+    this one; stops at a dirty range (the file is then read again, repaired)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     with open(path, "rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
-        if size == 0:
+        if os.fstat(handle.fileno()).st_size == 0:
             return
-        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            start = len(_BOM) if mapped[:len(_BOM)] == _BOM else 0
-            while start < size:
-                end = _range_end(mapped, start, size)
-                for rows, flags, problem, cols in _logfmt.tokenize(mapped, start, end, keys, THREADS):
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped, ThreadPoolExecutor(1) as pool:
+            ranges = _ranges(mapped)
+            pending = [(span, pool.submit(_logfmt.tokenize, mapped, *span, keys, THREADS)) for span in ranges[:1]]
+            for index, span in enumerate(ranges):
+                ahead = ranges[index + 1:index + 2]
+                pending += [(nxt, pool.submit(_logfmt.tokenize, mapped, *nxt, keys, THREADS)) for nxt in ahead]
+                (start, end), done = pending.pop(0)
+                for rows, flags, problem, cols in done.result():
                     seen.flags |= flags
                     if flags & _logfmt.DIRTY:
                         return
                     if rows:
                         yield _batch(rows, problem, cols)
-                mapped.madvise(mmap.MADV_DONTNEED, start - start % mmap.PAGESIZE, end - start + start % mmap.PAGESIZE)
-                start = end
+                aligned = start - start % mmap.PAGESIZE
+                mapped.madvise(mmap.MADV_DONTNEED, aligned, end - aligned)  # read once: keep RSS down
+
+
+def _ranges(mapped: mmap.mmap) -> list[tuple[int, int]]:
+    """The file cut into ranges of about RANGE_BYTES at line ends (after a leading byte-order mark)."""
+    size = len(mapped)
+    start = len(_BOM) if mapped[:len(_BOM)] == _BOM else 0
+    spans = []
+    while start < size:
+        end = _range_end(mapped, start, size)
+        spans.append((start, end))
+        start = end
+    return spans
 
 
 def _range_end(mapped: mmap.mmap, start: int, size: int) -> int:
