@@ -4,7 +4,7 @@
 
 One logfmt case from diagnose_bench's generator (the simulator's `mixed` kind, cached in the workdir). Every
 row runs each parser (MAILMORTEM_PARSER=sql, then =c) as a subprocess on a warm page cache, and measures wall
-time and peak RSS:
+time, CPU time (user + system) and peak RSS:
 
 - parse: the file staged into typed columns (forensics.ingest.load._parse_logfmt), nothing else;
 - diagnose: `mailmortem diagnose FILE` end to end (table output), and `--format json`;
@@ -21,6 +21,8 @@ import hashlib
 import os
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -60,7 +62,7 @@ def parse_only(case: bench.Case, parser: str) -> bench.Run:
 
 
 def diagnose(case: bench.Case, parser: str, json_output: bool) -> bench.Run:
-    run = bench.run_captured([bench.mailmortem(), "diagnose", str(case.path),
+    run = measured([bench.mailmortem(), "diagnose", str(case.path),
                               *(["--format", "json"] if json_output else [])], env_for(parser))
     run.output = hashlib.sha256(run.output.encode()).hexdigest()  # compared, not shown
     return run
@@ -73,7 +75,7 @@ def uptime() -> str:
 def row(name: str, sql: bench.Run, c: bench.Run) -> str:
     same = "yes" if sql.ok and c.ok and sql.output == c.output else "NO"
     return (f"| {name} | {bench.fmt_s(sql)} | {bench.fmt_s(c)} | {sql.wall / c.wall:.2f}× | "
-            f"{sql.rss_mb:,.0f} / {c.rss_mb:,.0f} | {same} |")
+            f"{sql.cpu:.1f} | {c.cpu:.1f} | {sql.cpu / c.cpu:.2f}× | {sql.rss_mb:,.0f} / {c.rss_mb:,.0f} | {same} |")
 
 
 def main(argv=None) -> None:
@@ -85,8 +87,9 @@ def main(argv=None) -> None:
     lines = [f"logfmt, {case.lines:,} lines, {case.bytes / 1e6:,.0f} MB; {version}; "
              f"{os.cpu_count()} cores; {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC",
              f"before: {uptime()}", "",
-             "| step | SQL path | C tokenizer | SQL / C | peak RSS MB (SQL / C) | same answer |",
-             "|---|---|---|---|---|---|"]
+             "| step | SQL path s | C tokenizer s | SQL / C | SQL CPU s | C CPU s | SQL / C (CPU) | "
+             "peak RSS MB (SQL / C) | same answer |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     steps = [("parse only", lambda p: parse_only(case, p)),
              ("diagnose (table)", lambda p: diagnose(case, p, False)),
              ("diagnose --format json", lambda p: diagnose(case, p, True))]
