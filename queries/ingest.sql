@@ -176,6 +176,22 @@ WITH lines AS (
     FROM fields
 ), {block:typed_columns}
 
+-- name: stage_logfmt_tokens
+-- logfmt read by the compiled tokenizer (forensics.ingest.tokenizer): {ident:tokens} is its Arrow stream, one
+-- row per line in file order, of the text columns stage_logfmt computes with regexes (the line, each canonical
+-- field's unquoted text, the leading timestamp already in ts_text) and a problem code; typed here exactly as
+-- stage_logfmt types them. {block:typed_columns} is that block.
+-- dialect: duckdb
+CREATE OR REPLACE TABLE {ident:staged} AS
+WITH unquoted AS (
+    SELECT line, NULL::STRUCT(line_no BIGINT, ts TIMESTAMPTZ, stream VARCHAR, host VARCHAR, unit VARCHAR,
+                              container VARCHAR, pid VARCHAR, worker VARCHAR, cut BOOLEAN) AS env,
+           ts_text, event_text, worker, incarnation, campaign, step, recipient_text, candidate, msg_id_text, shard,
+           lease_text, test_id, variant, status, attempt_text, error, count_text,
+           CASE problem_code WHEN 1 THEN 'blank line' WHEN 2 THEN 'no key=value pairs' END AS problem
+    FROM {ident:tokens}
+), {block:typed_columns}
+
 -- name: stage_jsonl
 -- JSON Lines: one object per line; nested keys are read as dotted paths through JSONPaths (:paths), and
 -- :rare_paths only on lines where :rare_keys matches; {list:picks} (from pick_value) reads each canonical

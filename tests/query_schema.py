@@ -36,7 +36,8 @@ IDENTS = {"staged": "staged_1", "provider_table": "provider_sends", "log_sends":
           "claim_token": "claim_token", "sequence": "mailmortem_fencing_seq", "key_column": "lead_id",
           "cols": ["status", "claimed_by"], "r_cols": [("r", "status"), ("r", "claimed_by")], "candidate": "NULL",
           "pieces": "staged_1_pieces", "unwrapped": "staged_1_lines", "entries": "staged_1_entries",
-          "as_json": "staged_1_as_json", "as_logfmt": "staged_1_as_logfmt"}
+          "as_json": "staged_1_as_json", "as_logfmt": "staged_1_as_logfmt",
+          "tokens": "staged_1_tokens"}
 
 
 def duckdb_schema():
@@ -58,6 +59,9 @@ def duckdb_schema():
     for name in DUCKDB_SCHEMA:
         queries.script(con, name)
     _envelope_tables(con)
+    from forensics.ingest import tokenizer
+
+    con.register(IDENTS["tokens"], tokenizer.schema().empty_table())  # what the compiled tokenizer streams
     return con
 
 

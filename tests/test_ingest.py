@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from forensics.ingest import tokenizer
 from forensics.ingest.case import load_case
 from forensics.errors import InputError, ParseError
 
@@ -293,8 +294,11 @@ def test_many_files_are_read_at_once_each_with_its_own_line_numbers(tmp_path):
         write(tmp_path / f"j{n:02d}.jsonl", "\n" + json.dumps({"ts": "2026-11-28T09:00:00Z", "event": "send",
                                                               "email": "a@b.c", "msg_id": f"j{n}"}) + "\n")
     case = load_case([str(tmp_path)])
-    staged = case.con.execute("SELECT DISTINCT staged FROM files ORDER BY 1").fetchall()
-    assert staged == [("staged_many_jsonl",), ("staged_many_logfmt",)]  # one statement per syntax
+    staged = {row[0] for row in case.con.execute("SELECT DISTINCT staged FROM files").fetchall()}
+    # one statement per syntax; the compiled tokenizer reads logfmt files one by one (it has no plan to repeat)
+    grouped = {"staged_many_jsonl"} if tokenizer.active() else {"staged_many_jsonl", "staged_many_logfmt"}
+    assert {name for name in staged if name.startswith("staged_many")} == grouped
+    assert len(staged) == len(grouped) + (21 if tokenizer.active() else 0)
     kinds = dict(case.con.execute("SELECT table_name, 'table' FROM duckdb_tables() "
                                   "WHERE table_name IN ('events', 'skipped')").fetchall())
     assert kinds == {"events": "table", "skipped": "table"}

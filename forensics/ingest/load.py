@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import queries
-from forensics.ingest import envelopes, sources, window
+from forensics.ingest import envelopes, sources, tokenizer, window
 from forensics.ingest.detect import csv_header, detect_syntax, first_lines
 from forensics.ingest.envelopes import Reading
 from forensics.errors import ConfigError, InputError, ParseError
@@ -119,7 +119,9 @@ def _detected(file_id: int, source: Source, forced: str | None, reading: Reading
 def _groups(files: list[_File]) -> list[list[_File]]:
     """More than MANY_FILES logfmt (or JSON Lines) files are read in one statement: a statement per file is
     planned again each time (hundreds of regexes), whatever the file's size."""
-    groups = [[f for f in files if f.syntax == syntax and f.head and not f.envelope] for syntax in ("logfmt", "jsonl")]
+    # The compiled tokenizer has no plan to repeat: it reads logfmt files one by one.
+    grouped = ("jsonl",) if tokenizer.active() else ("logfmt", "jsonl")
+    groups = [[f for f in files if f.syntax == syntax and f.head and not f.envelope] for syntax in grouped]
     return [members for members in groups if len(members) > MANY_FILES]
 
 
@@ -273,6 +275,8 @@ def view_parts(alone: list[int], groups: list[str], enveloped: list[int] = ()) -
 
 
 def _is_dirty_file_error(exc: Exception) -> bool:
+    if isinstance(exc, tokenizer.DirtyFile):
+        return True
     text = str(exc).lower()
     return "unicode" in text or "utf-8" in text or "line size" in text or "csv error on line" in text
 
@@ -318,6 +322,12 @@ def _parse_logfmt(con, source: Source, staged: str, head: bytes, field_map: Fiel
     # vocabulary, and --field names, are tried only on lines where one regex says one of them occurs.
     sampled = {m.group(1) for line in first_lines(head, 200) for m in _HEAD_KEY.finditer(line)}
     sampled |= {row[0] for row in queries.run(con, "sample_logfmt_keys", _lines_of(source), lines=reader).fetchall()}
+    if reader == "mm_lines" and isinstance(source.path, str) and tokenizer.active():
+        keys = [[key.encode("utf-8", "surrogateescape") for key in common + rare]
+                for common, rare in _logfmt_keys(sampled, field_map)]
+        if tokenizer.fits(keys) and tokenizer.stage(con, source.path, staged, keys, keep_raw):
+            return 0
+        queries.run(con, "drop_staged", staged=staged)  # mixed line endings: read as DuckDB reads them
     fields, rare_keys = logfmt_fields(sampled, field_map)
     pattern = r"\s(?:" + "|".join(re.escape(k) for k in rare_keys) + ")=" if rare_keys else "$^"
     queries.run(con, "stage_logfmt", {**_lines_of(source), "rare_keys": pattern, "keep_raw": keep_raw},
@@ -327,19 +337,26 @@ def _parse_logfmt(con, source: Source, staged: str, head: bytes, field_map: Fiel
 
 def logfmt_fields(sampled: set[str], field_map: FieldMap) -> tuple[list[queries.Fragment], list[str]]:
     """The text columns of a logfmt line (sampled keys first) and the keys looked for only on `rare` lines."""
-    resolved = field_map.resolve(sorted(set(ALL_ALIASES) | sampled | set(field_map.overrides.values())))
     fields, rare_keys = [], []
-    for canon, column in _TEXT_COLUMNS:
-        common = [k for k in resolved[canon] if k in sampled]
-        rare = [k for k in resolved[canon] if k not in sampled and _LOGFMT_KEY.fullmatch(k)]
+    for (common, rare), (_canon, column) in zip(_logfmt_keys(sampled, field_map), _TEXT_COLUMNS):
         rare_keys.extend(rare)
         fields.append(_text_column(logfmt_field_with_fallback(common, rare), column))
     return fields, rare_keys
 
 
+def _logfmt_keys(sampled: set[str], field_map: FieldMap) -> list[tuple[list[str], list[str]]]:
+    """Per canonical field, the keys that feed it: those seen in the sample, then the rare ones (the compiled
+    tokenizer takes them in that order too; keys a logfmt line cannot hold are left out)."""
+    resolved = field_map.resolve(sorted(set(ALL_ALIASES) | sampled | set(field_map.overrides.values())))
+    return [([k for k in resolved[canon] if k in sampled and _LOGFMT_KEY.fullmatch(k)],
+             [k for k in resolved[canon] if k not in sampled and _LOGFMT_KEY.fullmatch(k)])
+            for canon in CANONICAL]
+
+
 _TEXT_COLUMNS = tuple((canon, {"ts": "ts_text", "event": "event_text", "recipient": "recipient_text",
                                "msg_id": "msg_id_text", "lease": "lease_text", "attempt": "attempt_text",
                                "count": "count_text"}.get(canon, canon)) for canon in CANONICAL)
+TEXT_COLUMN_NAMES = tuple(column for _canon, column in _TEXT_COLUMNS)
 
 
 def pick_columns(keys: list[str], field_map: FieldMap, rare: list[str] = ()) -> list[queries.Fragment]:

@@ -81,8 +81,23 @@ def _abort(message: str, code: int) -> None:
     sys.exit(code)
 
 
+def _show_version(ctx, _param, value):
+    """The version, and which logfmt parser this install reads with (the compiled one or the SQL fallback)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from forensics.ingest import tokenizer
+
+    try:
+        parser = tokenizer.describe()
+    except MailmortemError as exc:
+        _abort(str(exc), exc.exit_code)
+    click.echo(f"mailmortem, version {__version__}\nparser: {parser}")
+    ctx.exit()
+
+
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(__version__, prog_name="mailmortem")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_show_version,
+              help="Show the version and the active logfmt parser, and exit.")
 def main():
     """Find out why your outreach agents emailed people twice, who was hit, and repair the state.
 

@@ -1,0 +1,600 @@
+/* forensics._logfmt: the compiled logfmt tokenizer (optional; the SQL in queries/ingest.sql is the fallback).
+ *
+ * tokenize(buffer, start, end, fields, threads) reads the lines of buffer[start:end) (which starts at a line and
+ * ends after one) into the text columns that stage_logfmt computes in SQL: the line, each canonical field's
+ * unquoted text (the first of its keys, in order, present on the line) and why the line is not a record. It
+ * mirrors those regexes byte for byte (see forensics/ingest/tokenizer.py), on up to two threads with the GIL
+ * released, and hands back Arrow buffers (validity, int32 offsets, data) that pyarrow wraps without a copy.
+ * A range holding invalid UTF-8 or an overlong line is reported dirty (the caller repairs the file as the
+ * SQL path does); line-ending styles seen are reported (DuckDB's reader treats mixed ones its own way).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NFIELDS 17
+#define NCOLS (NFIELDS + 1) /* the line, then the fields */
+#define MAX_THREADS 2
+#define MAX_LINE 16000000 /* DuckDB's max_line_size in mm_named_lines */
+#define HASH_SIZE 1024
+#define MAX_KEYS 512
+#define MAX_FIELD_KEYS 256
+
+enum { P_NONE = 0, P_BLANK = 1, P_NO_PAIRS = 2 };
+enum { F_DIRTY = 1, F_CRLF = 2, F_LONE = 4, F_NOMEM = 8 };
+
+/* ---- owned memory exposed through the buffer protocol (pyarrow.py_buffer keeps it alive) ---- */
+
+typedef struct {
+    PyObject_HEAD
+    char *data;
+    Py_ssize_t size;
+} Block;
+
+static void block_dealloc(Block *self) {
+    free(self->data);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int block_getbuffer(Block *self, Py_buffer *view, int flags) {
+    return PyBuffer_FillInfo(view, (PyObject *)self, self->data, self->size, 1, flags);
+}
+
+static PyBufferProcs block_as_buffer = {(getbufferproc)block_getbuffer, NULL};
+
+static PyTypeObject BlockType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "forensics._logfmt.Block",
+    .tp_basicsize = sizeof(Block),
+    .tp_dealloc = (destructor)block_dealloc,
+    .tp_as_buffer = &block_as_buffer,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Memory filled by the tokenizer, readable as a buffer.",
+};
+
+/* Takes ownership of data (freed with the block, or now if the block cannot be made). */
+static PyObject *block_of(char *data, Py_ssize_t size) {
+    if (data == NULL && (data = malloc(1)) == NULL) return PyErr_NoMemory(); /* pyarrow refuses NULL */
+    Block *block = PyObject_New(Block, &BlockType);
+    if (block == NULL) {
+        free(data);
+        return NULL;
+    }
+    block->data = data;
+    block->size = size;
+    return (PyObject *)block;
+}
+
+/* ---- growable column buffers ---- */
+
+typedef struct {
+    char *data;
+    size_t len, cap;
+    int32_t *offsets; /* rows + 1 */
+    uint8_t *valid;   /* Arrow validity bitmap */
+    size_t nulls;
+} Column;
+
+typedef struct {
+    const char *key; /* the key, without space or '=' */
+    size_t len;
+    int field;
+} Key;
+
+typedef struct {
+    Key keys[HASH_SIZE]; /* the vocabulary's keys; a key's id is its index in keys */
+    int nkeys;
+    int16_t table[HASH_SIZE]; /* open addressing: key id + 1, 0 = empty */
+    int field_keys[NFIELDS][MAX_FIELD_KEYS]; /* key ids of each field, best first */
+    int nfield_keys[NFIELDS];
+} Vocabulary;
+
+typedef struct {
+    const unsigned char *buf;
+    size_t start, end;
+    const Vocabulary *vocab;
+    size_t rows, rows_cap;
+    Column cols[NCOLS];
+    int8_t *problem;
+    int flags;
+    /* per line scratch: where each key was first seen after a space (value position + 1, 0 = absent), and the
+     * span of its first key=value pair (shady lines) */
+    size_t seen_at[HASH_SIZE];
+    size_t pair_start[HASH_SIZE], pair_len[HASH_SIZE];
+    int pair_seen[HASH_SIZE];
+    char *scratch;
+    size_t scratch_cap;
+} Job;
+
+static uint32_t hash_of(const unsigned char *s, size_t n) {
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 16777619u;
+    return h;
+}
+
+static int key_id(const Vocabulary *v, const unsigned char *s, size_t n) {
+    uint32_t slot = hash_of(s, n) & (HASH_SIZE - 1);
+    for (;;) {
+        int id = v->table[slot] - 1;
+        if (id < 0) return -1;
+        if (v->keys[id].len == n && memcmp(v->keys[id].key, s, n) == 0) return id;
+        slot = (slot + 1) & (HASH_SIZE - 1);
+    }
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t unit) {
+    if (need <= *cap) return 0;
+    size_t cap2 = *cap ? *cap : 64;
+    while (cap2 < need) cap2 *= 2;
+    void *q = realloc(*p, cap2 * unit);
+    if (q == NULL) return -1;
+    *p = q;
+    *cap = cap2;
+    return 0;
+}
+
+static int reserve_rows(Job *job) {
+    size_t need = job->rows + 2;
+    if (need <= job->rows_cap) return 0;
+    size_t cap = job->rows_cap ? job->rows_cap * 2 : 4096;
+    while (cap < need) cap *= 2;
+    for (int c = 0; c < NCOLS; c++) {
+        Column *col = &job->cols[c];
+        int32_t *o = realloc(col->offsets, (cap + 1) * sizeof(int32_t));
+        if (o == NULL) return -1;
+        col->offsets = o;
+        uint8_t *v = realloc(col->valid, cap / 8 + 1);
+        if (v == NULL) return -1;
+        memset(v + job->rows_cap / 8, 0, cap / 8 + 1 - job->rows_cap / 8);
+        col->valid = v;
+        if (job->rows == 0) col->offsets[0] = 0;
+    }
+    int8_t *p = realloc(job->problem, cap);
+    if (p == NULL) return -1;
+    job->problem = p;
+    job->rows_cap = cap;
+    return 0;
+}
+
+static int put(Column *col, size_t row, const char *s, size_t n) {
+    if (grow((void **)&col->data, &col->cap, col->len + n, 1)) return -1;
+    memcpy(col->data + col->len, s, n);
+    col->len += n;
+    col->offsets[row + 1] = (int32_t)col->len;
+    col->valid[row / 8] |= (uint8_t)(1u << (row % 8));
+    return 0;
+}
+
+static void put_null(Column *col, size_t row) {
+    col->offsets[row + 1] = (int32_t)col->len;
+    col->nulls++;
+}
+
+/* ---- the regexes of stage_logfmt, by hand ---- */
+
+static inline int is_space(unsigned char c) { /* RE2's \s */
+    return c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r';
+}
+
+static inline int is_key_char(unsigned char c) { /* [^\s="] */
+    return !is_space(c) && c != '=' && c != '"';
+}
+
+/* End of the key run [^\s="]+ from i when '=' follows it, else 0 (the run is at least one byte). */
+static size_t key_end(const unsigned char *s, size_t n, size_t i) {
+    size_t j = i;
+    while (j < n && is_key_char(s[j])) j++;
+    return (j > i && j < n && s[j] == '=') ? j : 0;
+}
+
+/* "(?:[^"\\]|\\.)*" from i (s[i] is the opening quote): the index after its closing quote, or 0. */
+static size_t quoted_end(const unsigned char *s, size_t n, size_t i) {
+    size_t j = i + 1;
+    while (j < n) {
+        if (s[j] == '"') return j + 1;
+        if (s[j] == '\\') {
+            if (j + 1 >= n) return 0;
+            j += 2;
+        } else {
+            j++;
+        }
+    }
+    return 0;
+}
+
+/* ("(?:[^"\\]|\\.)*"|[^\s"]*) from i: the end of the value. */
+static size_t value_end(const unsigned char *s, size_t n, size_t i) {
+    if (i < n && s[i] == '"') {
+        size_t q = quoted_end(s, n, i);
+        return q ? q : i;
+    }
+    while (i < n && !is_space(s[i]) && s[i] != '"') i++;
+    return i;
+}
+
+/* regexp_matches(line, '="(?:[^"\\]|\\.)*?\s[^\s="]+='): a quoted value that holds ` k=`. */
+static int is_shady(const unsigned char *s, size_t n) {
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (s[i] != '=' || s[i + 1] != '"') continue;
+        size_t j = i + 2;
+        while (j < n) {
+            if (is_space(s[j]) && key_end(s, n, j + 1)) return 1;
+            if (s[j] == '"') break;
+            if (s[j] == '\\') {
+                if (j + 1 >= n) break;
+                j += 2;
+            } else {
+                j++;
+            }
+        }
+        i = j - 2; /* the next `="` starts no earlier than the quote this scan stopped at, less one */
+    }
+    return 0;
+}
+
+/* ^\s*([0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9:.]+(?:Z|[+-][0-9:]+)?)(?:\s|$): the span of the leading timestamp. */
+static int lead_ts(const unsigned char *s, size_t n, size_t *from, size_t *to) {
+    size_t i = 0;
+    while (i < n && is_space(s[i])) i++;
+    size_t b = i;
+    static const char shape[] = "dddd-dd-dd";
+    for (int k = 0; k < 10; k++, i++) {
+        if (i >= n) return 0;
+        if (shape[k] == 'd' ? !(s[i] >= '0' && s[i] <= '9') : s[i] != '-') return 0;
+    }
+    if (i >= n || (s[i] != 'T' && s[i] != ' ')) return 0;
+    i++;
+    size_t r = i;
+    while (i < n && ((s[i] >= '0' && s[i] <= '9') || s[i] == ':' || s[i] == '.')) i++;
+    if (i == r) return 0;
+    if (i < n && s[i] == 'Z') {
+        if (i + 1 == n || is_space(s[i + 1])) i++;
+    } else if (i < n && (s[i] == '+' || s[i] == '-')) {
+        size_t z = i + 1;
+        while (z < n && ((s[z] >= '0' && s[z] <= '9') || s[z] == ':')) z++;
+        if (z > i + 1 && (z == n || is_space(s[z]))) i = z;
+    }
+    if (i < n && !is_space(s[i])) return 0;
+    *from = b;
+    *to = i;
+    return 1;
+}
+
+/* mm_unquote: a quoted value loses its quotes, then \" becomes " and then \\ becomes \ (two passes). */
+static int put_unquoted(Job *job, Column *col, size_t row, const unsigned char *v, size_t n) {
+    if (n < 2 || v[0] != '"' || v[n - 1] != '"') return put(col, row, (const char *)v, n);
+    if (grow((void **)&job->scratch, &job->scratch_cap, n, 1)) return -1;
+    char *t = job->scratch;
+    size_t m = 0;
+    for (size_t i = 1; i + 1 < n; i++) {
+        if (v[i] == '\\' && i + 2 < n && v[i + 1] == '"') {
+            t[m++] = '"';
+            i++;
+        } else {
+            t[m++] = (char)v[i];
+        }
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < m; i++) {
+        if (t[i] == '\\' && i + 1 < m && t[i + 1] == '\\') i++;
+        t[k++] = t[i];
+    }
+    return put(col, row, t, k);
+}
+
+/* Strict UTF-8 (what DuckDB's reader accepts): no overlongs, surrogates or code points above U+10FFFF. */
+static int valid_utf8(const unsigned char *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        while (i + 8 <= n) {
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (w & 0x8080808080808080ull) break;
+            i += 8;
+        }
+        if (i >= n) break;
+        unsigned char c = s[i];
+        if (c < 0x80) { i++; continue; }
+        size_t len;
+        unsigned char lo = 0x80, hi = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF) len = 2;
+        else if (c >= 0xE0 && c <= 0xEF) { len = 3; if (c == 0xE0) lo = 0xA0; if (c == 0xED) hi = 0x9F; }
+        else if (c >= 0xF0 && c <= 0xF4) { len = 4; if (c == 0xF0) lo = 0x90; if (c == 0xF4) hi = 0x8F; }
+        else return 0;
+        if (i + len > n) return 0;
+        if (s[i + 1] < lo || s[i + 1] > hi) return 0;
+        for (size_t k = 2; k < len; k++)
+            if (s[i + k] < 0x80 || s[i + k] > 0xBF) return 0;
+        i += len;
+    }
+    return 1;
+}
+
+/* trim(line) = '': DuckDB's trim() takes the Unicode space separators (Zs), not tabs or other controls. */
+static int is_blank(const unsigned char *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        if (s[i] == ' ') i += 1;
+        else if (i + 1 < n && s[i] == 0xC2 && s[i + 1] == 0xA0) i += 2; /* U+00A0 */
+        else if (i + 2 < n && s[i] == 0xE1 && s[i + 1] == 0x9A && s[i + 2] == 0x80) i += 3; /* U+1680 */
+        else if (i + 2 < n && s[i] == 0xE2 && s[i + 1] == 0x80 && (s[i + 2] <= 0x8A || s[i + 2] == 0xAF)) i += 3;
+        else if (i + 2 < n && s[i] == 0xE2 && s[i + 1] == 0x81 && s[i + 2] == 0x9F) i += 3; /* U+205F */
+        else if (i + 2 < n && s[i] == 0xE3 && s[i + 1] == 0x80 && s[i + 2] == 0x80) i += 3; /* U+3000 */
+        else return 0;
+    }
+    return 1;
+}
+
+/* ---- one line ---- */
+
+/* Where each vocabulary key first occurs as ` key=` in ' ' || line (seen_at), and on a shady line each key's
+ * first pair of regexp_extract_all(l, '\s([^\s="]+)=(value)') (pair_*). Returns the number of keys seen. */
+static void find_keys(Job *job, const unsigned char *s, size_t n, int shady) {
+    const Vocabulary *v = job->vocab;
+    for (int id = 0; id < v->nkeys; id++) {
+        job->seen_at[id] = 0;
+        job->pair_seen[id] = 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0 && s[i - 1] != ' ') continue;
+        size_t e = key_end(s, n, i);
+        if (!e) continue;
+        int id = key_id(v, s + i, e - i);
+        if (id >= 0 && !job->seen_at[id]) job->seen_at[id] = e + 2;
+    }
+    if (!shady) return;
+    /* l = ' ' || line: l[0] is a space, l[p] is s[p - 1] */
+    size_t p = 0, ln = n + 1;
+    while (p < ln) {
+        unsigned char c = p == 0 ? ' ' : s[p - 1];
+        size_t e = is_space(c) ? key_end(s, n, p) : 0; /* the key starts at l[p + 1] = s[p] */
+        if (!e) { p++; continue; }
+        size_t vend = value_end(s, n, e + 1);
+        int id = key_id(v, s + p, e - p);
+        if (id >= 0 && !job->pair_seen[id]) {
+            job->pair_seen[id] = 1;
+            job->pair_start[id] = e + 1;
+            job->pair_len[id] = vend - (e + 1);
+        }
+        p = vend + 1;
+    }
+}
+
+static int line_fields(Job *job, size_t row, const unsigned char *s, size_t n) {
+    const Vocabulary *v = job->vocab;
+    int shady = memchr(s, '"', n) != NULL && is_shady(s, n);
+    find_keys(job, s, n, shady);
+    for (int f = 0; f < NFIELDS; f++) {
+        Column *col = &job->cols[f + 1];
+        int done = 0;
+        for (int k = 0; k < v->nfield_keys[f] && !done; k++) {
+            int id = v->field_keys[f][k];
+            if (!job->seen_at[id]) continue;
+            size_t from, len;
+            if (shady) {
+                if (!job->pair_seen[id]) continue;
+                from = job->pair_start[id];
+                len = job->pair_len[id];
+            } else {
+                from = job->seen_at[id] - 1;
+                len = value_end(s, n, from) - from;
+            }
+            if (put_unquoted(job, col, row, s + from, len)) return -1;
+            done = 1;
+        }
+        if (!done && f == 0) { /* ts: else the timestamp leading the line */
+            size_t a, b;
+            if (lead_ts(s, n, &a, &b)) {
+                if (put(col, row, (const char *)s + a, b - a)) return -1;
+                done = 1;
+            }
+        }
+        if (!done) put_null(col, row);
+    }
+    return 0;
+}
+
+static int add_line(Job *job, const unsigned char *s, size_t n) {
+    if (n > MAX_LINE || !valid_utf8(s, n)) {
+        job->flags |= F_DIRTY;
+        return 1;
+    }
+    if (reserve_rows(job)) return -1;
+    size_t row = job->rows;
+    if (n == 0) {
+        for (int c = 0; c < NCOLS; c++) put_null(&job->cols[c], row);
+        job->problem[row] = P_BLANK;
+    } else {
+        if (put(&job->cols[0], row, (const char *)s, n)) return -1;
+        job->problem[row] = is_blank(s, n) ? P_BLANK : memchr(s, '=', n) == NULL ? P_NO_PAIRS : P_NONE;
+        if (job->problem[row] == P_BLANK) {
+            for (int c = 1; c < NCOLS; c++) put_null(&job->cols[c], row);
+        } else if (line_fields(job, row, s, n)) {
+            return -1;
+        }
+    }
+    job->rows++;
+    return 0;
+}
+
+/* Lines end at \n, \r\n or a lone \r; the last one may have no ending. */
+static void *run_job(void *arg) {
+    Job *job = arg;
+    const unsigned char *b = job->buf;
+    size_t i = job->start, end = job->end;
+    while (i < end) {
+        const unsigned char *nl = memchr(b + i, '\n', end - i);
+        size_t stop = nl ? (size_t)(nl - b) : end;
+        const unsigned char *cr = memchr(b + i, '\r', stop - i);
+        size_t line_end, next;
+        if (cr && (size_t)(cr - b) + 1 == stop && nl) {
+            line_end = stop - 1, next = stop + 1;
+            job->flags |= F_CRLF;
+        } else if (cr) {
+            line_end = (size_t)(cr - b), next = line_end + 1;
+            job->flags |= F_LONE;
+        } else {
+            line_end = stop, next = stop + 1;
+            if (nl) job->flags |= F_LONE;
+        }
+        int r = add_line(job, b + i, line_end - i);
+        if (r < 0) { job->flags |= F_NOMEM; return NULL; }
+        if (r > 0) return NULL;
+        i = next;
+    }
+    return NULL;
+}
+
+/* ---- Python interface ---- */
+
+static int read_vocabulary(PyObject *fields, Vocabulary *v) {
+    memset(v, 0, sizeof(*v));
+    if (!PyList_Check(fields) || PyList_GET_SIZE(fields) != NFIELDS) {
+        PyErr_SetString(PyExc_ValueError, "fields: a list of 17 lists of keys (bytes)");
+        return -1;
+    }
+    for (int f = 0; f < NFIELDS; f++) {
+        PyObject *keys = PyList_GET_ITEM(fields, f);
+        if (!PyList_Check(keys) || PyList_GET_SIZE(keys) > MAX_FIELD_KEYS) {
+            PyErr_SetString(PyExc_ValueError, "fields: each a list of at most MAX_FIELD_KEYS keys");
+            return -1;
+        }
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(keys); k++) {
+            PyObject *key = PyList_GET_ITEM(keys, k);
+            if (!PyBytes_Check(key) || PyBytes_GET_SIZE(key) == 0 || v->nkeys >= MAX_KEYS) {
+                PyErr_SetString(PyExc_ValueError, "fields: keys are non-empty bytes, at most 512 of them");
+                return -1;
+            }
+            const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(key);
+            size_t n = (size_t)PyBytes_GET_SIZE(key);
+            if (key_id(v, s, n) >= 0) {
+                PyErr_SetString(PyExc_ValueError, "fields: a key feeds one field once");
+                return -1;
+            }
+            int id = v->nkeys++;
+            v->keys[id] = (Key){(const char *)s, n, f};
+            uint32_t slot = hash_of(s, n) & (HASH_SIZE - 1);
+            while (v->table[slot]) slot = (slot + 1) & (HASH_SIZE - 1);
+            v->table[slot] = (int16_t)(id + 1);
+            v->field_keys[f][v->nfield_keys[f]++] = id;
+        }
+    }
+    return 0;
+}
+
+static void free_job(Job *job) {
+    for (int c = 0; c < NCOLS; c++) {
+        free(job->cols[c].data);
+        free(job->cols[c].offsets);
+        free(job->cols[c].valid);
+    }
+    free(job->problem);
+    free(job->scratch);
+}
+
+/* (rows, flags, problem, [(validity, offsets, data, nulls) per column]); the job's memory moves to Python. */
+static PyObject *batch_of(Job *job) {
+    PyObject *columns = PyList_New(NCOLS);
+    if (columns == NULL) return NULL;
+    size_t rows = job->rows;
+    for (int c = 0; c < NCOLS; c++) {
+        Column *col = &job->cols[c];
+        if (rows == 0) {
+            col->offsets = realloc(col->offsets, sizeof(int32_t));
+            if (col->offsets) col->offsets[0] = 0;
+        }
+        PyObject *valid = block_of((char *)col->valid, (Py_ssize_t)(rows + 7) / 8);
+        PyObject *offsets = block_of((char *)col->offsets, (Py_ssize_t)((rows + 1) * sizeof(int32_t)));
+        PyObject *data = block_of(col->data, (Py_ssize_t)col->len);
+        col->valid = NULL, col->offsets = NULL, col->data = NULL;
+        PyObject *item = (valid && offsets && data) ? Py_BuildValue("(NNNn)", valid, offsets, data,
+                                                                    (Py_ssize_t)col->nulls) : NULL;
+        if (item == NULL) {
+            Py_XDECREF(valid), Py_XDECREF(offsets), Py_XDECREF(data), Py_DECREF(columns);
+            return NULL;
+        }
+        PyList_SET_ITEM(columns, c, item);
+    }
+    PyObject *problem = block_of((char *)job->problem, (Py_ssize_t)rows);
+    job->problem = NULL;
+    if (problem == NULL) { Py_DECREF(columns); return NULL; }
+    return Py_BuildValue("(niNN)", (Py_ssize_t)rows, job->flags, problem, columns);
+}
+
+/* Where to cut [start, end) for the second thread: just after a \n near its middle (end when none). */
+static size_t split_point(const unsigned char *b, size_t start, size_t end) {
+    size_t mid = start + (end - start) / 2;
+    const unsigned char *nl = memchr(b + mid, '\n', end - mid);
+    return nl ? (size_t)(nl - b) + 1 : end;
+}
+
+static PyObject *tokenize(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t start, end;
+    PyObject *fields;
+    int threads;
+    if (!PyArg_ParseTuple(args, "y*nnOi", &view, &start, &end, &fields, &threads)) return NULL;
+    PyObject *result = NULL;
+    Vocabulary *vocab = calloc(1, sizeof(Vocabulary));
+    Job *jobs = calloc(MAX_THREADS, sizeof(Job));
+    if (vocab == NULL || jobs == NULL) { PyErr_NoMemory(); goto done; }
+    if (start < 0 || end > view.len || start > end) {
+        PyErr_SetString(PyExc_ValueError, "range outside the buffer");
+        goto done;
+    }
+    if (read_vocabulary(fields, vocab)) goto done;
+    const unsigned char *b = view.buf;
+    size_t cut = threads > 1 ? split_point(b, (size_t)start, (size_t)end) : (size_t)end;
+    int n = cut < (size_t)end ? 2 : 1;
+    for (int t = 0; t < n; t++) {
+        jobs[t].buf = b, jobs[t].vocab = vocab;
+        jobs[t].start = t == 0 ? (size_t)start : cut;
+        jobs[t].end = t == 0 ? cut : (size_t)end;
+    }
+    int failed = 0;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_t second;
+    int spawned = n > 1 && pthread_create(&second, NULL, run_job, &jobs[1]) == 0;
+    run_job(&jobs[0]);
+    if (spawned) pthread_join(second, NULL);
+    else if (n > 1) run_job(&jobs[1]);
+    for (int t = 0; t < n; t++) failed |= jobs[t].flags & F_NOMEM;
+    Py_END_ALLOW_THREADS
+    if (failed) { PyErr_NoMemory(); goto done; }
+    result = PyList_New(0);
+    for (int t = 0; result && t < n; t++) {
+        PyObject *batch = batch_of(&jobs[t]);
+        if (batch == NULL || PyList_Append(result, batch)) Py_CLEAR(result);
+        Py_XDECREF(batch);
+    }
+done:
+    if (jobs) for (int t = 0; t < MAX_THREADS; t++) free_job(&jobs[t]);
+    free(jobs);
+    free(vocab);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"tokenize", tokenize, METH_VARARGS,
+     "tokenize(buffer, start, end, fields, threads) -> [(rows, flags, problem, columns)] per thread's range"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "forensics._logfmt", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__logfmt(void) {
+    if (PyType_Ready(&BlockType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    if (PyModule_AddIntConstant(m, "DIRTY", F_DIRTY) || PyModule_AddIntConstant(m, "CRLF", F_CRLF)
+        || PyModule_AddIntConstant(m, "LONE", F_LONE) || PyModule_AddIntConstant(m, "NFIELDS", NFIELDS)
+        || PyModule_AddIntConstant(m, "MAX_KEYS", MAX_KEYS) || PyModule_AddIntConstant(m, "MAX_FIELD_KEYS", MAX_FIELD_KEYS)) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,202 @@
+"""The compiled logfmt tokenizer reads every file as the SQL path does: the same events, the same skips (line
+numbers, reasons, text) and the same file summaries, whatever the lines hold."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from forensics.errors import ConfigError, MailmortemError
+from forensics.ingest import tokenizer
+from forensics.ingest.case import load_case
+
+needs_c = pytest.mark.skipif(tokenizer._logfmt is None, reason="the compiled tokenizer was not built")
+
+KEYS = ["ts", "time", "event", "evt", "email", "Email", "to", "msg_id", "message-id", "worker", "host", "lease",
+        "attempt", "count", "status", "campaign", "step", "error", "x", "k", "é"]
+HOSTILE = st.sampled_from(["a", "b", "7", " ", "\t", '"', "\\", "=", "é", "\x0b", "\x0c", "<", ">", "@", ".", "-",
+                           ":", "\u00a0", "\ufeff", "x=1", ' k="', '\\"', "\\\\"])
+text = st.lists(HOSTILE, max_size=12).map("".join)
+inside_quotes = st.lists(st.sampled_from(["a", " ", "\t", '\\"', "\\\\", "\\", " k=v", ' x="y', "é", "=", '"']),
+                         max_size=10).map("".join)
+quoted = st.one_of(text, inside_quotes).map(lambda t: '"' + t + '"')
+value = st.one_of(text, quoted, st.sampled_from(["send", "sent", "claim", "2026-11-28T09:00:00Z", "1764320400",
+                                                 "30s", "<m@x>", "a@b.co", "A@B.CO", "ok", "failed", ""]))
+pair = st.tuples(st.sampled_from(KEYS), value).map(lambda kv: f"{kv[0]}={kv[1]}")
+separator = st.sampled_from([" ", " ", "  ", "\t", "", " \t"])
+leading = st.sampled_from(["", "2026-11-28T09:00:00Z ", "2026-11-28T09:00:00Z ", "2026-11-28T09:00:00Z ", " 2026-11-28 09:00:00.5+01:00\t", "2026-11-28T09:00:00Z",
+                           "2026-02-30T09:00:00Z ", "2026-11-28T09:00Zx ", "2026-11-28T09:00:00-05 "])
+
+
+@st.composite
+def logfmt_line(draw) -> bytes:
+    kind = draw(st.sampled_from(["pairs"] * 6 + ["blank", "spaces", "junk", "bytes"]))
+    if kind == "blank":
+        return b""
+    if kind == "spaces":
+        return draw(st.sampled_from([b" ", b"   ", b" \t ", b"\x0b"]))
+    if kind == "junk":
+        return draw(text).encode()
+    if kind == "bytes":  # invalid UTF-8 and control bytes: the file is repaired first, on both paths
+        return draw(st.binary(min_size=1, max_size=20)).replace(b"\x00", b"").replace(b"\n", b"").replace(b"\r", b"")
+    pairs = draw(st.lists(st.tuples(separator, pair), max_size=8))
+    if draw(st.integers(0, 3)):  # most lines are records, so that their fields are compared too
+        at = draw(st.integers(0, len(pairs)))
+        pairs[at:at] = [(" ", "event=send"), (draw(separator), f"msg_id=m{at}")]
+    line = draw(leading) + "".join(sep + p for sep, p in pairs)
+    if draw(st.integers(0, 30)) == 0:  # a very long value
+        line += " error=" + "x" * draw(st.sampled_from([70_000, 300_000]))
+    return line.encode()
+
+
+ENDINGS = {"lf": [b"\n"], "crlf": [b"\r\n"], "cr": [b"\r"], "mixed": [b"\n", b"\r\n", b"\r"]}
+
+
+@st.composite
+def log_file(draw) -> bytes:
+    lines = draw(st.lists(logfmt_line(), min_size=1, max_size=25))
+    endings = ENDINGS[draw(st.sampled_from(list(ENDINGS)))]
+    body = b"".join(line + draw(st.sampled_from(endings)) for line in lines)
+    if draw(st.booleans()):
+        body = body.rstrip(b"\r\n")  # no final newline (perhaps cut off mid-record)
+    if draw(st.integers(0, 5)) == 0:
+        body = b"\xef\xbb\xbf" + body
+    return body
+
+
+@contextlib.contextmanager
+def parser(name: str, range_bytes: int = tokenizer.RANGE_BYTES):
+    before, size = os.environ.get(tokenizer.ENV), tokenizer.RANGE_BYTES
+    os.environ[tokenizer.ENV], tokenizer.RANGE_BYTES = name, range_bytes
+    try:
+        yield
+    finally:
+        tokenizer.RANGE_BYTES = size
+        if before is None:
+            os.environ.pop(tokenizer.ENV)
+        else:
+            os.environ[tokenizer.ENV] = before
+
+
+def read(path: Path, name: str, range_bytes: int = tokenizer.RANGE_BYTES) -> tuple:
+    with parser(name, range_bytes):
+        try:
+            case = load_case([str(path)])
+        except MailmortemError as exc:  # refused (a file of blank lines, say): refused alike
+            return "refused", str(exc), None
+    con = case.con
+    events = con.execute("SELECT * EXCLUDE (source) FROM events ORDER BY line_no").fetchall()
+    skipped = con.execute("SELECT * EXCLUDE (source) FROM skipped ORDER BY line_no").fetchall()
+    summaries = [(s.lines, s.records, s.skipped, s.first_skipped_lines, s.encoding) for s in case.inputs]
+    return events, skipped, summaries
+
+
+def assert_same(body: bytes, gz: bool = False, range_bytes: int = tokenizer.RANGE_BYTES) -> tuple:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / ("case.log.gz" if gz else "case.log")
+        path.write_bytes(gzip.compress(body) if gz else body)
+        sql, compiled = read(path, "sql"), read(path, "c", range_bytes)
+    assert compiled[0] == sql[0], "events differ"
+    assert compiled[1] == sql[1], "skips differ"
+    assert compiled[2] == sql[2], "file summaries differ"
+    return compiled
+
+
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                           HealthCheck.data_too_large])
+
+
+@needs_c
+@pytest.mark.slow
+@SETTINGS
+@given(log_file(), st.booleans(), st.sampled_from([64, 300, 4096, tokenizer.RANGE_BYTES]))
+def test_compiled_and_sql_paths_read_any_logfmt_alike(body, gz, range_bytes):
+    assert_same(body, gz, range_bytes)
+
+
+@needs_c
+def test_quotes_escapes_tabs_and_keys_inside_quotes_read_alike(tmp_path):
+    body = ('2026-11-28T09:00:00Z event=send email="a b@c.co" msg_id=<m1@x> error="retry lead=x to=y"\n'
+            'ts=2026-11-28T09:00:01Z\tevent=send to=b@c.co msg_id="m\\"2" status=\\\\ok\n'
+            'ts=2026-11-28T09:00:02Z event=send to=c@c.co msg_id=m3 error="a\\ to=z" x="=\\"y z=1"\n'
+            'ts=2026-11-28T09:00:02Z event=send to=e@c.co msg_id=m6 error="a\\\\\\\\b\\\\\\"c"\n'
+            '   \n\nno pairs here\nts=nope event=send msg_id=m4\n'
+            'ts=2026-11-28T09:00:03Z event="send" to="d@c.co" msg_id="m5" count=5 attempt=x lease=30s')
+    events, skipped, _ = assert_same(body.encode())
+    assert len(events) == 5 and [row[:2] for row in skipped] == [(5, "blank line"), (6, "blank line"),
+                                                                 (7, "no key=value pairs"),
+                                                                 (8, "no readable timestamp")]
+
+
+@needs_c
+def test_ranges_and_threads_keep_every_line_number(tmp_path):
+    lines = [f"ts=2026-11-28T09:00:{n % 60:02d}Z event=send worker=w{n % 7} email=p{n}@x.co msg_id=m{n}"
+             if n % 13 else "not a record" for n in range(5000)]
+    events, skipped, _ = assert_same(("\n".join(lines) + "\n").encode(), range_bytes=10_000)
+    assert [row[0] for row in skipped] == [n + 1 for n in range(0, 5000, 13)]
+    assert events[-1][0] == 5000
+
+
+@needs_c
+def test_mixed_line_endings_are_read_as_duckdb_reads_them(tmp_path):
+    assert_same(b"ts=2026-11-28T09:00:00Z event=send to=a@b.co msg_id=m1\r\n"
+                b"ts=2026-11-28T09:00:01Z event=send to=a@b.co msg_id=m2\r"
+                b"ts=2026-11-28T09:00:02Z event=send to=a@b.co msg_id=m3\n")
+
+
+@needs_c
+def test_invalid_utf8_is_repaired_alike(tmp_path):
+    _, _, [summary] = assert_same(b"ts=2026-11-28T09:00:00Z event=send to=a@b.co msg_id=m1 error=\xff\xfe\n"
+                                  b"ts=2026-11-28T09:00:01Z event=send to=a@b.co msg_id=m\xed\xa0\x80\n")
+    assert summary[-1].startswith("utf-8 (repaired")
+
+
+@needs_c
+def test_more_spellings_of_a_key_than_the_tokenizer_takes_are_read_by_sql(tmp_path):
+    spellings = ["".join(c.upper() if (n >> i) & 1 else c for i, c in enumerate("candidate_email")) for n in range(300)]
+    lines = [f"ts=2026-11-28T09:00:00Z event=send msg_id=m{n} " + " ".join(f"{s}=p{n}{s}@x.co" for s in spellings[n:])
+             for n in range(20)]
+    events, _, _ = assert_same(("\n".join(lines) + "\n").encode())
+    assert len(events) == 20
+
+
+@needs_c
+def test_version_names_the_active_parser(monkeypatch):
+    from click.testing import CliRunner
+
+    from mailmortem.cli import main
+
+    monkeypatch.delenv(tokenizer.ENV, raising=False)
+    assert "parser: C (forensics._logfmt)" in CliRunner().invoke(main, ["--version"]).output
+    monkeypatch.setenv(tokenizer.ENV, "sql")
+    assert "parser: SQL (MAILMORTEM_PARSER=sql)" in CliRunner().invoke(main, ["--version"]).output
+    monkeypatch.setattr(tokenizer, "_logfmt", None)
+    monkeypatch.delenv(tokenizer.ENV)
+    assert not tokenizer.active()
+    assert "parser: SQL (no compiled tokenizer)" in CliRunner().invoke(main, ["--version"]).output
+
+
+def test_an_unknown_parser_choice_is_refused(monkeypatch, tmp_path):
+    monkeypatch.setenv(tokenizer.ENV, "fast")
+    with pytest.raises(ConfigError, match="MAILMORTEM_PARSER"):
+        tokenizer.active()
+    monkeypatch.setenv(tokenizer.ENV, "c")
+    monkeypatch.setattr(tokenizer, "_logfmt", None)
+    with pytest.raises(ConfigError, match="not installed"):
+        tokenizer.active()
+
+
+@needs_c
+def test_lines_of_unicode_spaces_are_blank_as_duckdbs_trim_says(tmp_path):
+    spaces = [0x20, 0xA0, 0x1680, *range(0x2000, 0x200B), 0x202F, 0x205F, 0x3000]
+    others = [0x200B, 0x85, 0x2028, 0xFEFF, 0x09, 0x0B]
+    body = "ts=2026-11-28T09:00:00Z event=send msg_id=m1\n" + "".join(chr(c) + "\n" for c in spaces + others)
+    _, skipped, _ = assert_same(body.encode())
+    assert [reason for _, reason, _ in skipped] == ["blank line"] * len(spaces) + ["no key=value pairs"] * len(others)
