@@ -8,29 +8,22 @@
 -- join then runs over their sends only, and evidence is matched by joins from its small side. Text comes
 -- back only in dup_people and incidents (and dup_pairs, kept in a saved case).
 
+-- name: classify_dictionary
+-- One identity's dictionary ({ident:column} of sends → {ident:code}, numbered in the order of the text, so
+-- least/greatest and ORDER BY on codes agree with the text) in the TEMP table {ident:dictionary}.
+-- dialect: duckdb
+CREATE OR REPLACE TEMP TABLE {ident:dictionary} AS
+SELECT (row_number() OVER (ORDER BY {ident:column}))::INTEGER AS {ident:code}, {ident:column}
+FROM (SELECT DISTINCT {ident:column} FROM sends WHERE {ident:column} IS NOT NULL)
+
 -- name: classify_codes
--- The dictionaries of the identities the classification compares (codes follow the order of the text),
--- the duplicated people (two or more real sends to one campaign step), and the evidence records of the
--- workers that sent: starts, claims, renews and failures (error records and failed attempts).
+-- The campaign-step dictionary (the other identities' are classify_dictionary's, made first), the
+-- duplicated people (two or more real sends to one campaign step), and the evidence records of the workers
+-- that sent: starts, claims, renews and failures (error records and failed attempts).
 -- dialect: duckdb
 CREATE OR REPLACE TEMP TABLE mm_cs AS
 SELECT (row_number() OVER (ORDER BY campaign, step))::INTEGER AS cs, campaign, step
 FROM (SELECT DISTINCT campaign, step FROM sends);
-CREATE OR REPLACE TEMP TABLE mm_workers AS
-SELECT (row_number() OVER (ORDER BY worker))::INTEGER AS w, worker
-FROM (SELECT DISTINCT worker FROM sends WHERE worker IS NOT NULL);
-CREATE OR REPLACE TEMP TABLE mm_shards AS
-SELECT (row_number() OVER (ORDER BY shard))::INTEGER AS sh, shard
-FROM (SELECT DISTINCT shard FROM sends WHERE shard IS NOT NULL);
-CREATE OR REPLACE TEMP TABLE mm_incarnations AS
-SELECT (row_number() OVER (ORDER BY incarnation))::INTEGER AS i, incarnation
-FROM (SELECT DISTINCT incarnation FROM sends WHERE incarnation IS NOT NULL);
-CREATE OR REPLACE TEMP TABLE mm_tests AS
-SELECT (row_number() OVER (ORDER BY test_id))::INTEGER AS t, test_id
-FROM (SELECT DISTINCT test_id FROM sends WHERE test_id IS NOT NULL);
-CREATE OR REPLACE TEMP TABLE mm_variants AS
-SELECT (row_number() OVER (ORDER BY variant))::INTEGER AS v, variant
-FROM (SELECT DISTINCT variant FROM sends WHERE variant IS NOT NULL);
 -- people whose key hash occurs twice are then counted exactly: no wide hash table over every send
 CREATE OR REPLACE TEMP TABLE mm_people AS
 WITH repeated AS (

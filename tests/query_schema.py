@@ -37,7 +37,7 @@ IDENTS = {"staged": "staged_1", "provider_table": "provider_sends", "log_sends":
           "cols": ["status", "claimed_by"], "r_cols": [("r", "status"), ("r", "claimed_by")], "candidate": "NULL",
           "pieces": "staged_1_pieces", "unwrapped": "staged_1_lines", "entries": "staged_1_entries",
           "as_json": "staged_1_as_json", "as_logfmt": "staged_1_as_logfmt",
-          "tokens": "staged_1_tokens"}
+          "tokens": "staged_1_tokens", "dictionary": "mm_workers", "code": "w", "column": "worker"}
 
 
 def duckdb_schema():
