@@ -129,6 +129,7 @@ def test_variant_missing_from_weights_is_an_error(hand_case):
         analysis.analyse(hand_case, "subj", weights={"A": 1, "C": 1})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("clean, bad, warned", [
     (990, 10, True),    # 1.0 % and 10 people
     (991, 9, False),    # fewer than 10 people
@@ -309,6 +310,7 @@ def _commit(store):
         store.conn.commit()
 
 
+@pytest.mark.slow
 def test_apply_writes_exactly_the_plan_then_nothing(store, plan_case):
     first = ab.apply_plan(store, plan_case)
     assert (first.exclusions_written, first.assignments_written, first.assignments_existing) == (3, 8, 0)

@@ -48,6 +48,7 @@ def count(conn, status):
     return conn.execute("SELECT count(*) FROM leads WHERE status = %s", (status,)).fetchone()[0]
 
 
+@pytest.mark.slow
 def test_run_sends_every_lead_once_and_records_it(dsn, conn):
     send = Recorder()
     stats = claimloop.run(dsn, cfg(), send)
@@ -69,12 +70,14 @@ def run_concurrently(dsn, send, loops: int, batch_size: int, timeout: float) -> 
         w.join(timeout=timeout)
 
 
+@pytest.mark.slow
 def test_two_concurrent_loops_never_send_one_lead_twice(dsn, conn):
     send = Recorder()
     run_concurrently(dsn, send, loops=3, batch_size=7, timeout=60)
     assert sorted(send.sent) == list(range(1, 121)) and count(conn, "sent") == 120
 
 
+@pytest.mark.slow
 def test_lead_already_in_sent_log_is_marked_sent_not_sent_again(dsn, conn):
     sentlog.record_send(conn, "c-1", "1", " LEAD3@example.com", "m-old")
     send = Recorder()
@@ -220,6 +223,7 @@ def _duplicate_people(conn, people: int, block: int) -> None:
         cur.executemany("INSERT INTO leads (lead_id, email) VALUES (%s, %s)", rows)
 
 
+@pytest.mark.slow
 def test_one_person_in_two_lead_rows_is_emailed_once_by_two_workers(dsn, conn):
     _duplicate_people(conn, 200, block=10)
     send = Deliveries(delay_s=0.003)
@@ -231,6 +235,7 @@ def test_one_person_in_two_lead_rows_is_emailed_once_by_two_workers(dsn, conn):
     assert sentlog.count_rows(conn) == 200
 
 
+@pytest.mark.slow
 def test_worker_paused_in_the_provider_call_with_its_session_ended_emails_nobody_twice(dsn, conn):
     """A worker stalls inside send() (the email is out) past its lease; its sessions are terminated; requeue-stale
     runs; another worker runs; the stalled one resumes. One delivery per person, and the first send recorded."""
@@ -315,6 +320,7 @@ def test_a_lead_held_by_an_unconfirmed_reservation_waits_and_counts_as_sent(dsn,
     assert send.calls.count("lead4@example.com") == 1 and count(conn, "sent") == 120
 
 
+@pytest.mark.slow
 def test_the_docs_example_runs_as_written_on_a_database_with_only_the_leads_table(leads):
     text = (Path(__file__).resolve().parent.parent / "docs" / "remediation.md").read_text(encoding="utf-8")
     example = re.search(r"## The reference claim loop.*?```python\n(.*?)```", text, re.S).group(1)

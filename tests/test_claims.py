@@ -380,6 +380,7 @@ def test_claimed_at_zone_is_refused_for_a_column_that_has_zones(db):
         claims.requeue_stale(db, claims.LeadsTable(), HOUR, claimed_at_zone="UTC")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("campaign,step", [(" C-1 ", None), ("c-1", " 1 "), (None, "1"), ("C-1", "1")])
 def test_campaign_and_step_compare_trimmed_and_case_folded(db, campaign, step):
     plan, _ = claims.requeue_stale(db, claims.LeadsTable(), HOUR, campaign=campaign, step=step)
@@ -389,6 +390,7 @@ def test_campaign_and_step_compare_trimmed_and_case_folded(db, campaign, step):
 _LABELS = st.sampled_from(["c-1", "C-1", " c-1", "c-2", "", "1", "01", " 1 ", "2"])
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(_LABELS, _LABELS), unique=True), st.none() | _LABELS, st.none() | _LABELS)
 def test_the_scope_is_every_sent_log_pair_of_its_campaigns_and_steps(pairs, campaign, step):
@@ -399,6 +401,7 @@ def test_the_scope_is_every_sent_log_pair_of_its_campaigns_and_steps(pairs, camp
     assert {(c, s) for c, s in pairs if c in scope.campaigns and s in scope.steps} == chosen
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("campaign,step,named", [("C1", None, "the sent-log's campaigns: 'c-1'"),
                                                  ("c-1", "01", "the sent-log's steps of campaign 'c-1': '1'")])
 def test_a_filter_that_matches_no_sent_log_row_is_refused_with_the_values_that_exist(db, campaign, step, named):
@@ -461,6 +464,7 @@ def test_bookkeeping_after_commit_is_linear(monkeypatch):
     assert result.skipped_locked == [str(n - 1)] and len(result.left_changed) == n // 2 - 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("campaign,step,scope", [(None, None, [("c-1", ""), ("c-1", "1"), ("c-2", "1")]),
                                                  ("c-1", "1", [("c-1", "1"), ("c-1", "")])])
 def test_requeue_sent_log_lookup_uses_the_index_on_an_unanalysed_sent_log(leads, campaign, step, scope):

@@ -22,6 +22,7 @@ def _score(tmp_path, kind, syntax, split, gz, thin):
     return truth, predicted
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind,syntax,split,gz", CASES)
 def test_full_evidence_f1_at_least_095(tmp_path, kind, syntax, split, gz):
     truth, predicted = _score(tmp_path, kind, syntax, split, gz, thin=False)
@@ -30,6 +31,7 @@ def test_full_evidence_f1_at_least_095(tmp_path, kind, syntax, split, gz):
     assert all(scores.get(k, 0) >= 0.95 for k in set(truth.values())), scores
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind,syntax,split,gz", CASES)
 def test_thin_evidence_f1_at_least_085(tmp_path, kind, syntax, split, gz):
     truth, predicted = _score(tmp_path, kind, syntax, split, gz, thin=True)

@@ -87,6 +87,7 @@ def mixed_document():
     return build_document(load_case([str(ROOT / "sample_logs" / "mixed")]))
 
 
+@pytest.mark.slow
 def test_the_json_example_is_real_output(mixed_document):
     page = _page("diagnose-json.md")
     example = json.loads(re.search(r"```json\n(.*?)```", page, re.S).group(1))
@@ -111,6 +112,7 @@ def test_every_field_of_the_json_is_in_its_table(mixed_document):
         assert produced == documented, key
 
 
+@pytest.mark.slow
 def test_every_field_of_the_window_is_in_its_table():
     from forensics.findings import build_document
     from forensics.ingest.case import load_case

@@ -75,6 +75,7 @@ def read(tmp_path, *paths, **reading):
     return load_case([str(p) for p in paths], database=str(tmp_path / "case.duckdb"), reading=Reading(**reading))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path,name,inner,ts,provenance,worker", SAMPLES, ids=[s[0].split("/")[0] + ":" + s[0][-12:]
                                                                             for s in SAMPLES])
 def test_a_documented_sample_is_detected_and_unwrapped(tmp_path, path, name, inner, ts, provenance, worker):
@@ -135,6 +136,7 @@ def test_an_unknown_zone_is_refused(tmp_path):
         read(tmp_path, FIXTURES / "python-logging" / "mailer.log", tz="Mars/Base")
 
 
+@pytest.mark.slow
 def test_envelope_option_forces_one_or_none(tmp_path):
     export = FIXTURES / "docker-logs" / "mailer.log"
     assert read(tmp_path, export, envelope="cloudwatch-export").inputs[0].envelope == "cloudwatch-export"
@@ -142,6 +144,7 @@ def test_envelope_option_forces_one_or_none(tmp_path):
         load_case([str(FIXTURES / "journald" / "mailer.json")], reading=Reading(envelope="none"))
 
 
+@pytest.mark.slow
 def test_mixed_envelopes_and_plain_files_make_one_case(tmp_path):
     case = read(tmp_path, FIXTURES / "journald" / "mailer.json", FIXTURES / "loki" / "mailer.jsonl",
                 Path(__file__).resolve().parent.parent / "sample_logs" / "parallel-worker" / "worker-sender-1.log")
@@ -184,6 +187,7 @@ def test_sample_logs_have_no_envelope():
         assert envelopes.detect_envelope(head[:65536], str(path)) is None, path
 
 
+@pytest.mark.slow
 def test_diagnose_shows_each_files_envelope_and_the_zone(cli):
     result = cli("diagnose", str(FIXTURES / "python-logging" / "mailer.log"), str(FIXTURES / "loki" / "mailer.jsonl"))
     assert result.exit_code == 0, result.stderr
@@ -195,6 +199,7 @@ def test_diagnose_shows_each_files_envelope_and_the_zone(cli):
     assert document["inputs"][0]["envelope"] == "loki"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["docker-json", "cri", "journald"])
 def test_a_line_the_platform_never_finished_is_a_truncated_last_line(tmp_path, name):
     from forensics.simulate.envelopes import wrap

@@ -71,6 +71,7 @@ def _matrix() -> list:
     return cases
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,syntax,document", _matrix())
 def test_a_wrapped_case_diagnoses_like_the_plain_one(simulated, tmp_path, name, syntax, document):
     files, plain = simulated[syntax]
@@ -80,6 +81,7 @@ def test_a_wrapped_case_diagnoses_like_the_plain_one(simulated, tmp_path, name, 
     assert diagnosis(wrapped) == plain
 
 
+@pytest.mark.slow
 def test_a_case_of_many_envelopes_diagnoses_like_the_plain_one(simulated, tmp_path):
     files, plain = simulated["logfmt"]
     names = ["docker-json", "cri", "syslog", "python-logging", "loki"]

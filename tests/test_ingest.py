@@ -69,6 +69,7 @@ def test_json_lines_that_are_not_objects_are_skipped_with_the_reason(tmp_path):
         (3, "not valid JSON"), (4, "JSON but not an object"), (5, "JSON but not an object"), (6, "not valid JSON")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key,canonical", [
     ("time", "ts"), ("@timestamp", "ts"), ("datetime", "ts"), ("evt", "event"), ("action", "event"),
     ("agent_id", "worker"), ("consumer", "worker"), ("hostname", "worker"), ("boot_id", "incarnation"),
@@ -99,6 +100,7 @@ def test_aliases_are_case_insensitive(tmp_path):
     assert (e["event"], e["recipient"], e["msg_id"]) == ("send", "x@y.z", "a@b")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("text,expected", [
     ("2026-11-28T09:14:03Z", utc(2026, 11, 28, 9, 14, 3)),
     ("2026-11-28T11:14:03+02:00", utc(2026, 11, 28, 9, 14, 3)),
@@ -112,6 +114,7 @@ def test_timestamp_forms(tmp_path, text, expected):
     assert events(load_case([log]))[0]["ts"] == expected
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lease,seconds", [("900", 900), ("900s", 900), ("15m", 900), ("1h", 3600), ("1.5h", 5400)])
 def test_lease_units(tmp_path, lease, seconds):
     log = write(tmp_path / "a.log", f"ts=2026-11-28T09:00:00Z event=claim worker=w shard=s-1 lease={lease}\n")
@@ -238,6 +241,7 @@ def test_gzip_is_read_through_a_plain_copy_that_is_removed(tmp_path):
     assert not list(__import__("pathlib").Path(spill).glob("mailmortem-gunzip-*"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("files", [1, 20])
 def test_a_gzip_cut_off_mid_line_has_its_last_line_flagged(tmp_path, files):
     # alone, or (more than 16) in one statement
@@ -269,6 +273,7 @@ def test_a_damaged_gzip_among_many_is_named_and_no_copies_are_left(tmp_path, mon
     assert not list(spill_root.rglob("mailmortem-gunzip-*"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("syntax", ["logfmt", "jsonl"])
 def test_a_key_first_seen_late_in_the_file_is_still_read(tmp_path, syntax):
     # keys are sampled from the first 20,000 lines; the vocabulary's other aliases are tried where they occur
@@ -283,6 +288,7 @@ def test_a_key_first_seen_late_in_the_file_is_still_read(tmp_path, syntax):
     assert rows == (499, 499)
 
 
+@pytest.mark.slow
 def test_many_files_are_read_at_once_each_with_its_own_line_numbers(tmp_path):
     for n in range(20):
         write(tmp_path / f"w{n:02d}.log", f"ts=2026-11-28T09:00:00Z event=send worker=w{n} email=a@b.c msg_id=m{n}\n"

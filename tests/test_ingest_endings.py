@@ -34,6 +34,7 @@ VARIANTS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("gz", [False, pytest.param(True, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 @pytest.mark.parametrize("syntax", sorted(EXT))
@@ -46,6 +47,7 @@ def test_every_complete_record_is_read(tmp_path, syntax, variant, gz):
     assert document["inputs"][0]["skipped"] == 0 and document["complete"] is True
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("syntax,cut", [("logfmt", 'ts=2026-11-28T09:12:00Z evt=sent worker=w3 campaign=c step=1 rec'),
                                         ("jsonl", '{"ts": "2026-11-28T09:12:00Z", "event": "sent", "recip'),
                                         ("csv", "2026-11-28T09:12:00Z,sent,w3,c")])

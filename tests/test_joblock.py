@@ -158,6 +158,7 @@ def test_redis_lock_is_set_nx_ex(redis_client):
     assert client.get(first.key) is None
 
 
+@pytest.mark.slow
 def test_redis_release_never_frees_someone_elses_lock(redis_client):
     client, prefix = redis_client
     expired = RedisJobLock(client, "job", ttl_s=1, prefix=prefix)
@@ -243,6 +244,7 @@ def test_redis_keepalive_marks_the_lock_lost_when_errors_outlast_the_ttl(cuttabl
     assert cuttable.admin.get(successor.key).decode() == successor.value
 
 
+@pytest.mark.slow
 def test_redis_check_raises_once_the_ttl_ran_out_without_keepalive(redis_client):
     client, prefix = redis_client
     lock = RedisJobLock(client, "job", ttl_s=1, prefix=prefix)

@@ -73,6 +73,7 @@ def test_the_simulator_plays_every_kind():
     assert set(INCIDENTS) | {"ab-contamination"} == set(KINDS)
 
 
+@pytest.mark.slow
 def test_summary_counts_every_kind_in_table_order():
     from forensics.classify import classify, summary
     from forensics.ingest.case import load_case
@@ -82,6 +83,7 @@ def test_summary_counts_every_kind_in_table_order():
     assert tuple(summary(case.con)["by_kind"]) == KINDS
 
 
+@pytest.mark.slow
 def test_every_kind_yields_evidence_a_command_and_a_sentence_on_the_mixed_sample():
     from forensics.findings import build_document
     from forensics.ingest.case import load_case
@@ -108,6 +110,7 @@ def _kind_lists(tree: ast.AST):
                 yield node.lineno
 
 
+@pytest.mark.slow
 def test_no_other_module_keeps_its_own_list_of_kinds():
     own = Path(kinds.__file__).resolve()
     copies = [f"{path.relative_to(REPO)}:{line}"

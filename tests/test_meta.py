@@ -64,6 +64,7 @@ def _duckdb_problem(con, name: str) -> str | None:
     return None
 
 
+@pytest.mark.slow
 def test_every_duckdb_block_binds_against_the_projects_schema(monkeypatch):
     made = []
     fragment = queries.fragment

@@ -76,6 +76,7 @@ def test_with_no_grouping_at_all_nothing_is_a_duplicate():
     assert _grouped(rows) == (None, [])
 
 
+@pytest.mark.slow
 def test_a_file_without_any_grouping_beside_one_with_it_makes_the_run_incomplete(tmp_path):
     from forensics.provider_only import diagnose_exports
     from forensics.providers import ExportSpec
@@ -112,6 +113,7 @@ def _export_of(case_dir: Path, out: Path, drop_metadata: bool = False) -> Path:
 MIXED = Path(__file__).resolve().parent.parent / "sample_logs" / "mixed"
 
 
+@pytest.mark.slow
 def test_the_providers_history_alone_finds_the_people_the_logs_do(tmp_path):
     # The simulated mixed case (all five kinds): the export of its real sends, read without the logs, names the
     # same duplicated (campaign, step, person) as the log diagnosis, and as the simulator's truth.
@@ -131,6 +133,7 @@ def test_the_providers_history_alone_finds_the_people_the_logs_do(tmp_path):
     assert by_provider == by_log == truth and len(truth) == found["summary"]["duplicated_people"] == 631
 
 
+@pytest.mark.slow
 def test_a_lost_worker_log_leaves_duplicates_only_the_provider_shows_and_they_are_said_first(tmp_path, cli):
     # The state-loss worker's log is gone (redeployed container): the other two logs with the full export.
     import shutil

@@ -391,6 +391,7 @@ def test_csv_headers_without_provider_columns_are_refused_not_guessed(tmp_path, 
     assert "unknown CSV layout, no provider's marker columns" in _refusal(path)
 
 
+@pytest.mark.slow
 def test_every_sample_provider_is_still_told_apart():
     sample = {"sendgrid-events.jsonl": "sendgrid", "mailgun-events-page.json": "mailgun", "ses-firehose.jsonl": "ses",
               "sns-envelope-send.json": "ses", "postmark-outbound.json": "postmark", "resend-sent.json": "resend",
@@ -455,6 +456,7 @@ def test_address_variants_in_an_export_are_one_recipient(tmp_path):
     assert set(read.sends().column("recipient").to_pylist()) == {"jane@acme.com"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("provider, event, expected", [
     ("sendgrid", {"event": "processed", "email": "a@b.c", "sg_message_id": "S1.filter", "sg_event_id": "e",
                   "sg_template_id": "d-123", "timestamp": 1764400000}, (None, "d-123")),

@@ -85,6 +85,7 @@ def _case_dirs(tmp_path_factory) -> dict[str, Path]:
 
 # --- the model -----------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_each_incident_gets_one_sentence_with_people_extra_sends_window_and_confidence(hostile_report):
     kinds = {i["kind"]: i for i in hostile_report.incidents}
     assert {"parallel-worker", "lease-expiry"} <= set(kinds)

@@ -80,6 +80,7 @@ def _sends(*rows):
                                       for n in names]))
 
 
+@pytest.mark.slow
 def test_a_backfill_confirms_the_sent_and_releases_those_it_shows_unsent(store):
     for address in ("sent@acme.com", "unsent@acme.com", "old@acme.com", "unknown-time@acme.com"):
         _reserve(store, address)

@@ -66,6 +66,7 @@ def test_record_send_does_not_commit_inside_a_callers_transaction(pg_dsn):
         assert not sentlog.already_sent(conn, "c-1", "1", "a@b.c")
 
 
+@pytest.mark.slow
 def test_backfill_then_rerun_inserts_nothing(db):
     read = read_events([str(FIX / "sendgrid-events.jsonl"), str(FIX / "ses-firehose.jsonl")])
     store = open_store(db)
@@ -80,6 +81,7 @@ def test_backfill_then_rerun_inserts_nothing(db):
     store.close()
 
 
+@pytest.mark.slow
 def test_export_without_sends_is_an_error(db):
     read = read_events([str(FIX / "opens-only.json")])
     with pytest.raises(InputError, match="no send events"):
@@ -126,6 +128,7 @@ def _schema(conn) -> list:
     return rows
 
 
+@pytest.mark.slow
 def test_first_backfill_indexes_after_loading_and_ends_with_the_ensure_schema_table(pg_dsn):
     import psycopg
 
@@ -150,6 +153,7 @@ def _rows(store) -> list[tuple]:
     return [tuple(r) for r in cur.fetchall()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("before", ["missing", "empty", "populated"])
 def test_every_load_path_stores_the_same_rows_as_duckdb(pg_dsn, tmp_path, before):
     paths = [str(FIX / "sendgrid-events.jsonl"), str(FIX / "ses-firehose.jsonl"), str(FIX / "mailgun-events-page.json")]
@@ -179,6 +183,7 @@ def test_every_load_path_stores_the_same_rows_as_duckdb(pg_dsn, tmp_path, before
     reference.close()
 
 
+@pytest.mark.slow
 def test_backfill_keeps_the_earliest_of_duplicate_sends(db):
     import pyarrow as pa
 
@@ -236,6 +241,7 @@ def test_backfill_waits_for_an_agents_uncommitted_record_and_then_skips_it(pg_ds
     store.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("before", ["missing", "empty", "populated"])
 def test_a_broken_unique_promise_fails_and_loads_nothing(pg_dsn, before):
     import pyarrow as pa

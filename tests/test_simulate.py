@@ -172,6 +172,7 @@ def case(tmp_path_factory):
 
 # --- ground truth ------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("options", [{}, {"thin": True, "syntax": "mixed"}, {"syntax": "jsonl", "gzip": True},
                                      {"syntax": "csv", "split_workers": False, "seed": 3}])
@@ -318,6 +319,7 @@ def test_thin_evidence_has_no_claims_starts_pids_attempts_or_errors(case):
         assert not any("incarnation" in r or "attempt" in r for r in records)
 
 
+@pytest.mark.slow
 def test_full_evidence_cases_mostly_use_claims_whatever_the_kind(case):
     with_claims = [kind for kind in FIVE for seed in range(3) if _of(case(kind, seed=seed)[1], "claim")]
     assert len(with_claims) >= 10

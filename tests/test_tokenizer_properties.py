@@ -135,6 +135,7 @@ def test_quotes_escapes_tabs_and_keys_inside_quotes_read_alike(tmp_path):
                                                                  (8, "no readable timestamp")]
 
 
+@pytest.mark.slow
 @needs_c
 def test_ranges_and_threads_keep_every_line_number(tmp_path):
     lines = [f"ts=2026-11-28T09:00:{n % 60:02d}Z event=send worker=w{n % 7} email=p{n}@x.co msg_id=m{n}"
@@ -158,6 +159,7 @@ def test_invalid_utf8_is_repaired_alike(tmp_path):
     assert summary[-1].startswith("utf-8 (repaired")
 
 
+@pytest.mark.slow
 @needs_c
 def test_more_spellings_of_a_key_than_the_tokenizer_takes_are_read_by_sql(tmp_path):
     spellings = ["".join(c.upper() if (n >> i) & 1 else c for i, c in enumerate("candidate_email")) for n in range(300)]

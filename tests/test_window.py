@@ -24,6 +24,7 @@ near_misses = st.builds(lambda parts: "".join(parts), st.lists(
                      "99999999999", "٣", "２", "W48", "\x00", "\u202e", "yesterday"]), max_size=12))
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(st.one_of(st.text(), iso_ish, near_misses))
 def test_any_text_is_a_bound_or_a_config_error(text):

@@ -48,6 +48,7 @@ def logs(tmp_path):
     return write_log(tmp_path / "worker-1.log", clean_a=45, clean_b=43, mixed=12)
 
 
+@pytest.mark.slow
 def test_report_table(cli, logs):
     result = cli("ab-contamination", "--test-id", TEST, logs)
     assert result.exit_code == 0, result.stderr
@@ -129,6 +130,7 @@ def _with_password(dsn):
     return dsn.replace("postgres@", "postgres:Sup3rS3cret@", 1)  # trust auth: accepted, never checked
 
 
+@pytest.mark.slow
 def test_dry_run_then_apply_then_nothing_on_postgres(cli, logs, pg_dsn):
     dsn = _with_password(pg_dsn)
     dry = cli("ab-contamination", "--test-id", TEST, logs, "--db", dsn)
@@ -147,6 +149,7 @@ def test_dry_run_then_apply_then_nothing_on_postgres(cli, logs, pg_dsn):
     assert "postgres:***@" in dry.stderr
 
 
+@pytest.mark.slow
 def test_apply_to_duckdb_file_and_ab_assign_reads_it_back(cli, logs, tmp_path):
     db = tmp_path / "state.duckdb"
     dry = cli("ab-contamination", "--test-id", TEST, logs, "--db", db, "--format", "jsonl")

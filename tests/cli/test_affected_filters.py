@@ -10,6 +10,7 @@ import pytest
 CASE = "sample_logs/parallel-worker"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args,named", [
     (("--incident", "INC-9"), "incidents: INC-1)"),
     (("--kind", "retry"), "kinds found: parallel-worker"),
@@ -21,6 +22,7 @@ def test_unmatched_filter_is_an_error_naming_what_exists(cli, args, named):
     assert result.stderr.startswith("Error: ") and named in result.stderr and result.stderr.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_matching_filters_still_list_people(cli):
     rows = list(csv.DictReader(io.StringIO(cli("affected", CASE, "--incident", "INC-1", "--format", "csv").stdout)))
     assert rows and {r["incident"] for r in rows} == {"INC-1"}
@@ -31,6 +33,7 @@ def test_matching_filters_still_list_people(cli):
 MIXED = "sample_logs/mixed"
 
 
+@pytest.mark.slow
 def test_each_filter_keeps_exactly_the_rows_it_names(cli):
     every = list(csv.DictReader(io.StringIO(cli("affected", MIXED, "--format", "csv").stdout)))
     last = every[-1]
@@ -39,6 +42,7 @@ def test_each_filter_keeps_exactly_the_rows_it_names(cli):
         assert list(csv.DictReader(io.StringIO(result.stdout))) == [r for r in every if r[column] == last[column]]
 
 
+@pytest.mark.slow
 def test_the_table_shows_a_capped_list_and_counts_the_rest(cli, monkeypatch):
     from mailmortem.cli import diagnose
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 LINES = [
     "2026-11-28T09:10:00Z evt=sent worker=w1 campaign=c-1 step=1 recipient=jane@acme.com lead_id=P-7 msg_id=m1",
     "2026-11-28T09:20:00Z evt=sent worker=w1 campaign=c-1 step=1 recipient=jane.doe@gmail.com lead_id=P-7 msg_id=m2",
@@ -13,6 +15,7 @@ LINES = [
 ]
 
 
+@pytest.mark.slow
 def test_a_candidate_at_two_addresses_is_listed_apart_from_the_kinds(cli, tmp_path):
     path = tmp_path / "mail-send.log"
     path.write_text("\n".join(LINES) + "\n", encoding="utf-8")

@@ -109,6 +109,7 @@ def test_json_output_is_the_contract(cli, good_log):
     assert [s["msg_id"] for s in person["sends"]] == ["1@m", "2@m"]
 
 
+@pytest.mark.slow
 def test_fail_on_duplicates_exits_3(cli, good_log):
     assert cli("diagnose", good_log, "--fail-on-duplicates").exit_code == 3
     assert cli("diagnose", good_log).exit_code == 0
@@ -158,6 +159,7 @@ def test_save_then_sql(cli, good_log, tmp_path):
     assert bad.exit_code == 1 and bad.stderr.startswith("Error: query failed: Catalog Error")
 
 
+@pytest.mark.slow
 def test_strict(cli, tmp_path):
     (tmp_path / "a.log").write_text(GOOD + "java.lang.RuntimeException: boom\n")
     assert cli("diagnose", tmp_path / "a.log").exit_code == 0
@@ -180,6 +182,7 @@ def test_python_dash_m_and_version():
     assert out.returncode == 0 and out.stdout.startswith("mailmortem, version ")
 
 
+@pytest.mark.slow
 def test_provider_export_reconciles_by_message_id(cli, tmp_path):
     (tmp_path / "send.log").write_text(
         "ts=2026-11-29T07:06:40Z event=send worker=w1 campaign=c-42 step=1 email=jane@acme.com "

@@ -68,6 +68,7 @@ def test_a_one_for_one_export_reconciles_with_nothing_missing_and_nothing_extra(
                       "provider_confirmed_duplicates": 0, "provider_duplicates_missed_by_log": 0}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["diagnose", pytest.param("report", marks=pytest.mark.slow), "backfill-sentlog"])
 def test_a_refused_export_says_what_to_pass_and_that_works(cli, tmp_path, command):
     log, export = _log_and_export(tmp_path, "email,message_id,timestamp,campaign,step")
@@ -112,6 +113,7 @@ def test_jsonl_map_without_an_event_means_every_row_is_a_send(cli, tmp_path):
     assert json.loads(result.stdout)["sends_found"] == 2
 
 
+@pytest.mark.slow
 def test_next_steps_read_the_export_as_this_run_did(cli, tmp_path, monkeypatch):
     export = tmp_path / "my export.csv"
     export.write_text("E Mail,Message ID\nsomeone@example.com,m-1\n")

@@ -24,6 +24,7 @@ def _sends(duplicated: bool):
     return [SEND.format(n=n, w=n, who=who) for n, who in enumerate(people)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("duplicated,code", [(False, 0), (True, 3)])
 def test_noise_loses_nothing(cli, tmp_path, duplicated, code):
     path = _log(tmp_path, _sends(duplicated)[:1] + NOISE + _sends(duplicated)[1:])
@@ -32,6 +33,7 @@ def test_noise_loses_nothing(cli, tmp_path, duplicated, code):
     assert cli("diagnose", path, "--fail-on-duplicates").exit_code == code
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("duplicated", [False, True])
 def test_a_skipped_send_line_makes_the_run_incomplete(cli, tmp_path, duplicated):
     path = _log(tmp_path, _sends(duplicated) + [BROKEN_SEND] + NOISE)

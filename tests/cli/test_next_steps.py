@@ -7,12 +7,15 @@ import json
 import shlex
 import subprocess
 
+import pytest
+
 from forensics.findings import build_document
 from forensics.ingest.case import load_case
 
 HOSTILE = "t$(touch PWNED)"
 
 
+@pytest.mark.slow
 def test_one_incident_per_kind_campaign_and_step_with_figures_per_worker():
     document = build_document(load_case(["sample_logs/parallel-worker"]), include_affected=False)
     keys = [(i["kind"], i["campaign"], i["step"], i["test_id"]) for i in document["incidents"]]
@@ -49,6 +52,7 @@ def test_next_steps_are_complete_and_quoted(cli, tmp_path):
     assert not (tmp_path / "PWNED").exists()
 
 
+@pytest.mark.slow
 def test_table_view_prints_the_same_commands(cli, tmp_path):
     path = _hostile_case(tmp_path)
     shown = [line.strip()[len("next: "):] for line in cli("diagnose", path).stdout.splitlines()

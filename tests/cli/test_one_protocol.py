@@ -12,6 +12,7 @@ from tests.cli.test_ab_cli import TEST, write_log
 from tests.cli.test_claims_cli import LEADS
 
 
+@pytest.mark.slow
 def test_a_second_ab_apply_plans_zero_changes(cli, tmp_path):
     logs, db = write_log(tmp_path / "w.log", clean_a=45, clean_b=43, mixed=12), tmp_path / "ab.duckdb"
     first = cli("ab-contamination", "--test-id", TEST, logs, "--db", db, "--apply")
@@ -51,6 +52,7 @@ def _shown(cli, db, run_id) -> list[dict]:
     return json.loads(shown.stdout)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["duckdb", "postgres"])
 def test_ab_and_backfill_runs_are_audited_and_a_backfill_undo_is_refused(cli, tmp_path, request, kind):
     db = str(tmp_path / "state.duckdb") if kind == "duckdb" else request.getfixturevalue("pg_dsn")

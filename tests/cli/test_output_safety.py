@@ -30,6 +30,7 @@ def hostile_log(tmp_path):
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [("affected", "--format", "csv"), ("affected", "--format", "json"),
                                   ("affected", "--format", "jsonl"), ("affected",), ("diagnose", "--format", "json"),
                                   ("diagnose",)])
@@ -106,6 +107,7 @@ HOSTILE_TEXT = st.one_of(st.none(), st.text(), st.sampled_from(["=1", "\t=x", "\
                                                                   "\x1b[2J", "\x9b", "é日本", 'q"u,o\\te', ""]))
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(st.lists(HOSTILE_TEXT, min_size=1, max_size=12))
 def test_the_columnar_escapes_equal_the_python_ones(texts):
@@ -155,6 +157,7 @@ def _python_writers(document: dict) -> dict:
     return outputs
 
 
+@pytest.mark.slow
 def test_the_columnar_writers_print_what_the_python_writers_printed(cli, hostile_log):
     from forensics.findings import build_document
     from forensics.ingest.case import load_case
@@ -164,6 +167,7 @@ def test_the_columnar_writers_print_what_the_python_writers_printed(cli, hostile
         assert cli("affected", hostile_log, "--format", fmt).stdout == text, fmt
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["jsonl", "csv"])
 def test_a_reader_that_stops_early_ends_the_columnar_writer_quietly(fmt):
     import subprocess

@@ -25,6 +25,7 @@ def _log_and_export(tmp_path, people: int = 4):
     return log, export
 
 
+@pytest.mark.slow
 def test_with_logs_provider_confirmed_duplicates_the_log_misses_come_first_and_fail(cli, tmp_path):
     log, export = _log_and_export(tmp_path)
     result = cli("diagnose", log, "--provider-export", export, "--fail-on-duplicates")
@@ -35,6 +36,7 @@ def test_with_logs_provider_confirmed_duplicates_the_log_misses_come_first_and_f
     assert "No duplicates" not in result.stdout
 
 
+@pytest.mark.slow
 def test_with_logs_the_json_names_the_duplicates_the_log_misses(cli, tmp_path):
     log, export = _log_and_export(tmp_path)
     result = cli("diagnose", log, "--provider-export", export, "--format", "json")
@@ -192,6 +194,7 @@ def test_a_template_groups_before_a_subject(cli, tmp_path):
     assert [(r["grouped_by"], r["label"], r["msg_ids"]) for r in rows] == [("template", "12", ["b1@relay", "b2@relay"])]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["csv", "json", "jsonl", "table"])
 def test_affected_lists_the_people_in_every_format(cli, tmp_path, fmt):
     export = _sendgrid(tmp_path, SEQUENCE)

@@ -48,6 +48,7 @@ def test_a_mistyped_duckdb_path_is_refused_not_created(cli, here):
     assert cli(*CHECK, "--recipient", "jane@acme.com", "--db", "real.duckdb").exit_code == 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("recipient", ["", "   ", "not-an-address", "@acme.com", "jane@"])
 def test_an_invalid_recipient_is_exit_1_not_not_sent(cli, here, recipient):
     cli("backfill-sentlog", "--provider-export", SG)
@@ -56,6 +57,7 @@ def test_an_invalid_recipient_is_exit_1_not_not_sent(cli, here, recipient):
     assert "not sent" not in result.stdout
 
 
+@pytest.mark.slow
 def test_a_missing_sent_log_is_an_error_and_the_read_does_not_create_it(cli, leads):
     dsn = leads("VALUES (1, 'a@x.co', 'in-progress', 'w1', now() - interval '2 hours')", sent_log=False)
     result = cli(*CHECK, "--recipient", "jane@acme.com", "--db", dsn)
@@ -64,6 +66,7 @@ def test_a_missing_sent_log_is_an_error_and_the_read_does_not_create_it(cli, lea
     assert requeue.exit_code == 1 and "no sent_log table" in requeue.stderr
 
 
+@pytest.mark.slow
 def test_a_missing_sent_log_in_duckdb_is_an_error(cli, here):
     cli("ab-contamination", "--test-id", TEST, write_log(here / "w.log", clean_a=3, clean_b=3, mixed=1), "--apply",
         "--db", "mailmortem.duckdb")
@@ -71,6 +74,7 @@ def test_a_missing_sent_log_in_duckdb_is_an_error(cli, here):
     assert result.exit_code == 1 and "no sent_log table" in result.stderr
 
 
+@pytest.mark.slow
 def test_check_by_candidate_spans_their_addresses_and_reservations(cli, here):
     from remediation import reservations, sentlog
     from remediation.store import open_store
@@ -93,6 +97,7 @@ def test_check_by_candidate_spans_their_addresses_and_reservations(cli, here):
     assert cli("sentlog", "check", "--campaign", "c-42").exit_code == 2  # neither --recipient nor --candidate
 
 
+@pytest.mark.slow
 def test_ab_assign_reads_the_default_store_that_ab_contamination_wrote(cli, here):
     logs = write_log(here / "w.log", clean_a=45, clean_b=43, mixed=12)
     assert cli("ab-contamination", "--test-id", TEST, logs, "--apply").exit_code == 0

@@ -44,6 +44,7 @@ def _leaks(result) -> list[str]:
     return [part for part in SECRET_PARTS if part in text]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form", sorted(FORMS))
 @pytest.mark.parametrize("via", ("--db", "DATABASE_URL"))
 def test_no_command_prints_the_password(cli, pg_dsn, form, via):

@@ -11,6 +11,7 @@ FIX = Path(__file__).resolve().parent.parent / "fixtures" / "providers"
 SG = str(FIX / "sendgrid-events.jsonl")
 
 
+@pytest.mark.slow
 def test_backfill_into_default_duckdb_says_so_and_rerun_inserts_zero(cli, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("DATABASE_URL", raising=False)
@@ -26,6 +27,7 @@ def test_backfill_into_default_duckdb_says_so_and_rerun_inserts_zero(cli, tmp_pa
     assert (tmp_path / "mailmortem.duckdb").exists()
 
 
+@pytest.mark.slow
 def test_backfill_postgres_and_check_exit_codes(cli, pg_dsn):
     result = cli("backfill-sentlog", "--provider-export", SG, "--db", pg_dsn)
     assert result.exit_code == 0, result.stderr

@@ -44,11 +44,13 @@ def _window(cli, *args) -> dict:
     return json.loads(result.stdout)
 
 
+@pytest.mark.slow
 def test_without_a_window_everyone_is_seen(cli, week):
     assert _people(cli, week) == {"old@x.co", "in@x.co", "edge@x.co"}
     assert _window(cli, week)["window"] is None
 
 
+@pytest.mark.slow
 def test_duplicates_outside_the_window_are_not_reported_inside_are(cli, week):
     assert _people(cli, week, "--since", "2026-11-28T10:00:00Z") == {"in@x.co"}
     assert _people(cli, week, "--since", "2026-11-28T09:00Z") == {"in@x.co", "edge@x.co"}
@@ -57,6 +59,7 @@ def test_duplicates_outside_the_window_are_not_reported_inside_are(cli, week):
     assert _people(cli, week, "--since", "2026-11-28T10:05Z", "--until", "2026-11-28T10:06Z") == {"in@x.co"}
 
 
+@pytest.mark.slow
 def test_a_duration_counts_back_from_the_newest_record_not_from_now(cli, week):
     document = _window(cli, week, "--since", "2h")  # the newest record is at 12:00, a claim
     window = document["window"]
@@ -70,6 +73,7 @@ def test_a_duration_counts_back_from_the_newest_record_not_from_now(cli, week):
     assert _people(cli, week, "--since", "1d", "--until", "1h30m") == {"in@x.co", "edge@x.co"}
 
 
+@pytest.mark.slow
 def test_a_time_without_a_zone_is_read_in_tz(cli, week):
     window = _window(cli, week, "--since", "2026-11-28T11:00", "--tz", "Europe/Berlin")["window"]
     assert window["since"] == "2026-11-28T10:00:00.000Z"
@@ -93,6 +97,7 @@ def test_an_until_is_named_in_the_caveat(cli, week):
     assert "(--since 3h --until 1h)" in first and "nor one whose later send falls after it" in first
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [("affected",), ("ab-contamination", "--test-id", "t1"), ("diagnose", "--format", "json")])
 def test_data_commands_say_it_on_stderr(cli, tmp_path, command):
     log = tmp_path / "ab.log"
@@ -115,6 +120,7 @@ def test_ab_contamination_before_the_window_is_not_seen(cli, tmp_path):
     assert whole["contaminated"] == 1 and cut["contaminated"] == 0
 
 
+@pytest.mark.slow
 def test_the_report_notes_the_window_and_repeats_it_in_its_commands(cli, week):
     result = cli("report", week, "--since", "2h", "--format", "md")
     assert result.exit_code == 0, result.stderr
@@ -161,6 +167,7 @@ def test_an_until_before_since_found_only_once_read_is_one_line(cli, week):
                              "(2026-11-28T11:00:00Z); pass an --until later than --since\n")
 
 
+@pytest.mark.slow
 def test_records_without_a_timestamp_are_counted_and_kept_not_dropped(cli, tmp_path):
     log = tmp_path / "m.log"
     log.write_text(WEEK + _send(None, "lost@x.co", "l1"))
@@ -176,6 +183,7 @@ def test_records_without_a_timestamp_are_counted_and_kept_not_dropped(cli, tmp_p
     assert _window(cli, log, "--since", "2h")["complete"] is True
 
 
+@pytest.mark.slow
 def test_the_window_applies_to_many_files_and_to_enveloped_ones(cli, tmp_path):
     # more than 16 files of one syntax are read in one statement into tables; a CRI envelope gives its time
     for n in range(17):
@@ -204,6 +212,7 @@ def _sendgrid(email: str, at: str, msg: str) -> str:
             f'"sg_message_id":"{msg}.filter0001.1.2.0","campaign":"c1","step":"1"}}]\n')
 
 
+@pytest.mark.slow
 def test_a_provider_export_is_compared_within_the_same_window(cli, tmp_path):
     log, export = tmp_path / "send.log", tmp_path / "sg.jsonl"
     ids = {"o1": "OLD0000000000000000001", "i1": "INN0000000000000000001", "i2": "INN0000000000000000002"}

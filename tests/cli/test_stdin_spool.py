@@ -23,6 +23,7 @@ def _spools(tmp_path) -> list[Path]:
     return list(tmp_path.glob("mailmortem-stdin-*"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("data,code", [(LOG, 0), (b"\x00\x01binary\x00", 1), (b"no records here\n", 1)])
 def test_the_copy_is_removed_after_success_and_error(tmp_path, data, code):
     assert _run(tmp_path, data).returncode == code
