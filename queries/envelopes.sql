@@ -126,20 +126,26 @@ FROM read
 
 -- name: envelope_rfc3164
 -- Traditional syslog files and RFC 3164: `[<PRI>]Mmm dd hh:mm:ss host tag[pid]: message`. The stamp has no year
--- (:year, or :year - 1 for a month after :last_month) and no zone (the session's, --tz).
+-- (:year, or :year - 1 for a month after :last_month) and no zone (the session's, --tz). The header is matched
+-- alone and the message taken as the rest of the line (capturing the long tail cost more than the unwrapping should).
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
     SELECT row_number() OVER () AS line_no, line,
-           regexp_extract(line, '^(?:<[0-9]{1,3}>)?([A-Z][a-z]{2} +[0-9]{1,2} [0-9]{2}:[0-9]{2}:[0-9]{2}) (\S+) ([^\s\[:]+)(?:\[([0-9]+)\])?: ?(.*)$',
-                          ['stamp', 'host', 'tag', 'pid', 'text']) AS m
+           regexp_extract(line, '^(?:<[0-9]{1,3}>)?[A-Z][a-z]{2} +[0-9]{1,2} [0-9]{2}:[0-9]{2}:[0-9]{2} \S+ [^\s\[:]+(?:\[[0-9]+\])?: ?') AS head
     FROM {frag:lines}(:path, :delim)
+), parts AS (
+    -- the fields from the short header alone, the message as the rest of the line
+    SELECT line_no, line, head,
+           regexp_extract(head, '^(?:<[0-9]{1,3}>)?([A-Z][a-z]{2} +[0-9]{1,2} [0-9]{2}:[0-9]{2}:[0-9]{2}) (\S+) ([^\s\[:]+)(?:\[([0-9]+)\])?: ?$',
+                          ['stamp', 'host', 'tag', 'pid']) AS m
+    FROM entries
 )
-SELECT line_no, '' AS chain, CASE WHEN m.stamp = '' THEN line ELSE m.text END AS text, true AS complete,
+SELECT line_no, '' AS chain, CASE WHEN m.stamp = '' THEN line ELSE line[length(head) + 1:] END AS text, true AS complete,
        CASE WHEN m.stamp <> '' THEN mm_syslog_ts(m.stamp, :year, :last_month) END AS ts, NULL::VARCHAR AS stream,
        nullif(m.host, '') AS host, nullif(m.tag, '') AS unit, NULL::VARCHAR AS container, nullif(m.pid, '') AS pid
-FROM entries
+FROM parts
 
 -- name: envelope_rsyslog
 -- rsyslog's high-precision file format (RSYSLOG_FileFormat): `<RFC 3339> host tag[pid]: message`.
