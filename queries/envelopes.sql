@@ -36,16 +36,14 @@ CREATE OR REPLACE TEMP MACRO mm_journal_text(j) AS CASE
 CREATE OR REPLACE TEMP MACRO mm_record_like(m) AS
     starts_with(ltrim(m), '{') OR regexp_matches(m, '(?:^|\s)[^\s="]+=[^\s]');
 -- what follows an application's prefix (time, level, logger, free text): its trailing JSON object, else its
--- key=value pairs from the first one on (with a bare ISO time just before them), else all of it. On one line
--- that is "drop the prefix up to them" (regexp_replace: only the short prefix is matched with its group, about
--- a third of the cost of extracting the long tail); text with newlines keeps the extraction, whose `.` stops there.
+-- key=value pairs from the first one on (with a bare ISO time just before them), else all of it: the prefix up
+-- to them is dropped (only that short prefix is matched with its group: extracting the long tail as a group cost
+-- three times as much). `rest` is the rest of one line, which never holds a newline.
 CREATE OR REPLACE TEMP MACRO mm_payload(rest) AS CASE
     WHEN ends_with(rtrim(rest), '}') AND contains(rest, '{') AND json_valid(rest[strpos(rest, '{'):])
          THEN rest[strpos(rest, '{'):]
-    WHEN NOT contains(rest, chr(10)) THEN regexp_replace(
-        rest, '^(?:.*?\s)??((?:[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9:.]+(?:Z|[+-][0-9:]+)?\s+)?[^\s="]+=)', '\1')
-    ELSE coalesce(nullif(regexp_extract(
-        rest, '(?:^|\s)((?:[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9:.]+(?:Z|[+-][0-9:]+)?\s+)?[^\s="]+=.*)$', 1), ''), rest) END
+    ELSE regexp_replace(
+        rest, '^(?:.*?\s)??((?:[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9:.]+(?:Z|[+-][0-9:]+)?\s+)?[^\s="]+=)', '\1') END
 
 -- name: envelope_document_entries
 -- The entries of JSON documents (`gcloud logging read --format=json`'s array, `aws logs` pages, an
