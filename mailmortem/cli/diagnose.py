@@ -7,13 +7,12 @@ import sys
 
 import click
 
-from mailmortem.cli.options import TZ_HELP, YEAR_HELP, export_options, format_option
+from mailmortem.cli.options import READING, TZ_HELP, YEAR_HELP, export_options, format_option, given_reading
 from mailmortem.cli.window import given_window, window_options
 from forensics.ingest.envelopes import NAMES as ENVELOPES, NONE as NO_ENVELOPE
 from forensics.ingest.sources import SYNTAXES
 from forensics.kinds import KINDS
 
-_READING = "mailmortem.reading"  # where case_options leaves --envelope/--tz/--year (open_case, export_options)
 
 
 def case_options(func=None, *, logs_required: bool = True):
@@ -45,7 +44,7 @@ def case_options(func=None, *, logs_required: bool = True):
     def command(*args, envelope=None, tz=None, year=None, **kwargs):
         from forensics.ingest.load import Reading
 
-        click.get_current_context().meta[_READING] = Reading(envelope, tz or "UTC", year)
+        click.get_current_context().meta[READING] = Reading(envelope, tz or "UTC", year)
         return func(*args, **kwargs)
 
     command = window_options(command)  # --since/--until: the same on every command that reads logs
@@ -61,8 +60,7 @@ def open_case(paths, syntax, fields, config, strict, memory_limit, skip_unreadab
 
     overrides = load_config(config) if config else {}
     overrides.update(parse_overrides(fields))
-    context = click.get_current_context(silent=True)
-    reading = context.meta.get(_READING) if context else None
+    reading = given_reading()
     with delayed_status("reading logs") as progress:
         return load_case(paths, syntax=syntax, field_map=overrides, strict=strict, database=save,
                          memory_limit=memory_limit, progress=progress, skip_unreadable=skip_unreadable,

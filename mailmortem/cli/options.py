@@ -8,6 +8,14 @@ import click
 
 from mailmortem.output import FORMATS
 
+READING = "mailmortem.reading"  # where diagnose.case_options leaves --envelope/--tz/--year for the command
+
+
+def given_reading():
+    """The Reading (--envelope/--tz/--year) of the running command, or None outside case_options."""
+    context = click.get_current_context(silent=True)
+    return context.meta.get(READING) if context else None
+
 
 def format_help(choices) -> str:
     """The --format help names exactly the formats the command accepts."""
@@ -105,7 +113,7 @@ def export_options(required: bool = False, what: str = "Provider send history", 
 
 def _log_times() -> tuple:
     """The --year and --tz the command's logs are read with (left by case_options in the click context)."""
-    reading = click.get_current_context().meta.get("mailmortem.reading")  # see diagnose.case_options
+    reading = given_reading()
     if reading is None:
         return None, None
     return reading.year, (reading.tz if reading.tz != "UTC" else None)

@@ -10,6 +10,7 @@ import sys
 import click
 
 from forensics.textsafe import terminal_safe as safe
+from mailmortem.cli.options import given_reading
 from mailmortem.cli.window import given_window
 
 SHOWN = 10  # people listed in the table view; all are in --format json and `affected`
@@ -29,7 +30,7 @@ def require_exports(exports, given: dict) -> None:
         raise click.UsageError("Missing argument 'LOGS...' (or --provider-export PATH to diagnose the provider's "
                                "history alone).")
     named = [flag for name, flag in _LOG_OPTIONS if given.get(name)]
-    reading = click.get_current_context().meta.get("mailmortem.reading")  # left by diagnose.case_options
+    reading = given_reading()
     if reading is not None and reading.envelope:
         named.append("--envelope")
     window = given_window()
