@@ -21,14 +21,9 @@ TABLE = "sent_log"
 STAGE_COLUMNS = ("campaign", "step", "recipient", "candidate", "msg_id", "sent_at", "provider", "source_file")
 
 
-def _conn_kind(conn_or_store: Any) -> tuple[Any, str]:
-    """(connection, "postgres" | "duckdb") for a Store or a raw connection."""
-    return connection_kind(conn_or_store)
-
-
 def ensure_schema(conn_or_store: Any) -> None:
     """Create sent_log, its index and the send reservations if missing. Commits only when given a Store."""
-    conn, kind = _conn_kind(conn_or_store)
+    conn, kind = connection_kind(conn_or_store)
     owns = conn is not conn_or_store
     if kind == "postgres":
         queries.run(conn, "sent_log_pg_ddl_lock")
@@ -59,7 +54,7 @@ def already_sent(conn_or_store: Any, campaign: Any, step: Any, recipient: str) -
 
 def recorded(conn_or_store: Any, campaign: Any, step: Any, recipient: str) -> bool:
     """Does sent_log itself hold a send matching `already_sent`'s rule? (Reservations not counted.)"""
-    conn, _kind = _conn_kind(conn_or_store)
+    conn, _kind = connection_kind(conn_or_store)
     params = {"campaign": "" if campaign is None else str(campaign), "step": _step_param(step),
               "recipient": normalize_address(recipient) or ""}
     row = queries.run(conn, "sent_log_already_sent", params).fetchone()
@@ -72,7 +67,7 @@ def last_send(conn_or_store: Any, campaign: Any, step: Any, recipient: str) -> d
     Without a recorded send, a reservation of the person is returned with `unconfirmed: True`
     (msg_id and sent_at None, reserved_at and worker set): it counts as sent.
     """
-    conn, _kind = _conn_kind(conn_or_store)
+    conn, _kind = connection_kind(conn_or_store)
     params = {"campaign": "" if campaign is None else str(campaign), "step": _step_param(step),
               "recipient": normalize_address(recipient) or ""}
     found = queries.one(conn, "sent_log_lookup", params)
@@ -84,7 +79,7 @@ def last_send(conn_or_store: Any, campaign: Any, step: Any, recipient: str) -> d
 
 def table_present(conn_or_store: Any) -> bool:
     """Does sent_log exist? Asked by reads, which never create it."""
-    conn, _kind = _conn_kind(conn_or_store)
+    conn, _kind = connection_kind(conn_or_store)
     return bool(queries.one(conn, "sent_log_present")["present"])
 
 
@@ -122,7 +117,7 @@ def check(conn_or_store: Any, campaign: Any, step: Any, recipient: str | None = 
 
 def candidate_addresses(conn_or_store: Any, candidate: str) -> list[str]:
     """Every address recorded (sent_log.candidate) or reserved for the candidate, sorted."""
-    conn, _kind = _conn_kind(conn_or_store)
+    conn, _kind = connection_kind(conn_or_store)
     found = {row["recipient"] for row in queries.rows(conn, "sent_log_candidate_addresses", {"candidate": candidate})}
     if reservations.table_exists(conn):
         found |= {row["recipient"] for row in
@@ -134,7 +129,7 @@ def record_send(conn_or_store: Any, campaign: Any, step: Any, recipient: str, ms
                 sent_at: dt.datetime | None = None, candidate: Any = None, provider: str | None = None,
                 source_file: str | None = None) -> bool:
     """Insert one send unless (msg_id, recipient) is already there; True if inserted. Never commits."""
-    conn, _kind = _conn_kind(conn_or_store)
+    conn, _kind = connection_kind(conn_or_store)
     recipient_n, msg_id_n = normalize_address(recipient), normalize_msg_id(msg_id)
     if not recipient_n or not msg_id_n:
         raise InputError("record_send needs a recipient and a msg_id")
@@ -147,7 +142,7 @@ def record_send(conn_or_store: Any, campaign: Any, step: Any, recipient: str, ms
 
 
 def count_rows(conn_or_store: Any) -> int:
-    conn, _kind = _conn_kind(conn_or_store)
+    conn, _kind = connection_kind(conn_or_store)
     return int(queries.run(conn, "sent_log_count").fetchone()[0])
 
 
@@ -222,7 +217,7 @@ def backfill(store: Any, sends: Any, unique_keys: bool = False,
     rows) and lets PostgreSQL skip the dedupe; a broken promise fails on the table's unique key and
     loads nothing. DuckDB targets always dedupe.
     """
-    conn, kind = _conn_kind(store)
+    conn, kind = connection_kind(store)
     run_id = audit.new_run_id()
     settle = _reservation_settler(sends, clock_margin_s, run_id)
     if kind == "postgres":
