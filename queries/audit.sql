@@ -34,6 +34,11 @@ CREATE INDEX IF NOT EXISTS mailmortem_audit_run_id ON mailmortem_audit (run_id)
 -- dialect: postgres
 SELECT to_regclass('mailmortem_audit') IS NOT NULL AS present
 
+-- name: audit_run_command
+-- The command one run was made by (NULL when the run is unknown): all undo needs to know before reading it.
+-- dialect: duckdb postgres
+SELECT command FROM mailmortem_audit WHERE run_id = :run_id LIMIT 1
+
 -- name: audit_run_rows
 -- Everything one run changed, in the order it changed it.
 -- dialect: duckdb postgres

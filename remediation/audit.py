@@ -168,8 +168,8 @@ def _require_run(conn, run_id: str) -> list[UndoGroup]:
 
 
 def _refuse_insert_only(conn, run_id: str) -> None:
-    rows = run_rows(conn, run_id)
-    command = rows[0]["command"] if rows else None
+    row = queries.one(conn, "audit_run_command", {"run_id": run_id}) if table_exists(conn) else None
+    command = row["command"] if row else None
     if command in NOT_UNDOABLE:
         raise RefusedError(f"run {run_id} ({command}): undo is refused, {NOT_UNDOABLE[command]}")
     if _duckdb(conn):
