@@ -75,13 +75,12 @@ def find_provider_duplicates(con, grouped_by: str | None, log_sends: str, provid
                 provider_table=provider_table, log_sends=log_sends)
 
 
-def provider_duplicates(con, missed_by_log: bool = False) -> list[dict]:
-    return queries.rows(con, "provider_duplicate_rows", {"missed_by_log": missed_by_log})
+def provider_duplicates(con) -> list[dict]:
+    return queries.rows(con, "provider_duplicate_rows")
 
 
 def _finding(con, name: str, table: str) -> dict:
-    rows = queries.rows(con, name, provider_table=table)
-    return {"count": len(rows), "sample": rows[:SAMPLE]}
+    return _counted(queries.rows(con, name, provider_table=table))
 
 
 def _counted(rows: list[dict]) -> dict:
@@ -99,10 +98,10 @@ def reconcile(con, provider_table: str = "provider_sends") -> dict:
     coverage = grouping_coverage(con, "sends", provider_table)
     grouped_by = choose_grouping(coverage, with_log=True)
     find_provider_duplicates(con, grouped_by, "sends", provider_table)
+    duplicates = provider_duplicates(con)
     return {
         "log_sends_not_at_provider": _finding(con, "reconcile_log_not_at_provider", provider_table),
         "provider_sends_not_in_log": _finding(con, "reconcile_provider_not_in_log", provider_table),
-        "provider_confirmed_duplicates": {**_counted(provider_duplicates(con)),
-                                          "grouping": grouping_note(coverage, grouped_by)},
-        "provider_duplicates_missed_by_log": _missed(provider_duplicates(con, missed_by_log=True)),
+        "provider_confirmed_duplicates": {**_counted(duplicates), "grouping": grouping_note(coverage, grouped_by)},
+        "provider_duplicates_missed_by_log": _missed([r for r in duplicates if r["sends"] - r["not_in_log"] < 2]),
     }

@@ -89,13 +89,12 @@ GROUP BY recipient, k1, k2
 HAVING count(DISTINCT msg_id) >= 2 AND count(DISTINCT [log_campaign, log_step]) FILTER (WHERE in_log) <= 1
 
 -- name: provider_duplicate_rows
--- The provider-confirmed duplicates, one row per person and campaign step (or template/subject); :missed_by_log
--- keeps only those the log cannot show (it holds fewer than two of their message ids).
+-- The provider-confirmed duplicates, one row per person and campaign step (or template/subject); those the log
+-- cannot show (it holds fewer than two of their message ids) have sends - not_in_log < 2.
 -- dialect: duckdb
 SELECT campaign, step, grouped_by, label, recipient, sends, msg_ids, first_sent_at, last_sent_at,
     sends - in_log AS not_in_log, providers
 FROM provider_duplicates
-WHERE NOT :missed_by_log OR in_log < 2
 ORDER BY campaign NULLS LAST, step NULLS LAST, label NULLS LAST, recipient
 
 -- name: provider_duplicate_summary
