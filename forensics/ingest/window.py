@@ -178,7 +178,7 @@ def check_kept(con, window_cut: Cut) -> None:
         return
     c = window_cut
     held = f"{c.in_window:,} record(s) in it, none a send" if c.in_window else "no record in it"
-    raise InputError(f"no mail-send record in the window {span_text(c)} ({given_text(c.window)}): {held}; "
+    raise InputError(f"no mail-send record in the window {span_text(c)} ({_given(c.to_json())}): {held}; "
                      f"the input's {c.records:,} records run from {_iso(c.first_record)} to "
                      f"{_iso(c.last_record)}; pass a --since/--until inside that range")
 
@@ -193,11 +193,6 @@ def cut_provider_sends(con, window_cut: Cut | None) -> int:
 
 def span_text(c: Cut) -> str:
     return f"{_iso(c.since) or 'the first record'} → {_iso(c.until) or 'the last record'}"
-
-
-def given_text(window: Window) -> str:
-    return " ".join(f"--{name} {bound.given}" for name, bound in (("since", window.since), ("until", window.until))
-                    if bound)
 
 
 # What the window is, told from its JSON form (the diagnose document's `window`).
