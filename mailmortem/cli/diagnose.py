@@ -8,7 +8,7 @@ import sys
 import click
 
 from mailmortem.cli.options import READING, TZ_HELP, YEAR_HELP, export_options, format_option, given_reading
-from mailmortem.cli.window import given_window, window_options
+from mailmortem.cli.window import given_window, note as note_window, window_options
 from forensics.ingest.envelopes import NAMES as ENVELOPES, NONE as NO_ENVELOPE
 from forensics.ingest.sources import SYNTAXES
 from forensics.kinds import KINDS
@@ -111,9 +111,7 @@ def diagnose(paths, syntax, fields, config, strict, memory_limit, skip_unreadabl
     if exports:
         document["reconciliation"] = _reconcile(case, exports)
     if fmt == "json":
-        from mailmortem.cli.window import note
-
-        note(document["window"])
+        note_window(document["window"])
         write_document(document, people.json_texts(people.frames(case.con), COMPACT), sys.stdout)
     else:
         from mailmortem.cli.diagnose_view import show_diagnosis
@@ -137,7 +135,6 @@ def _provider_confirmed(document: dict) -> int:
 def warn_if_incomplete(document: dict) -> None:
     """Lost evidence is said before any list a person might act on (the list may be missing people), and so is a
     --since/--until window (people whose earlier send falls before it are not on the list)."""
-    from mailmortem.cli.window import note as note_window
     from mailmortem.console import warn
 
     lost = document["lost_evidence"]
