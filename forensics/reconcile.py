@@ -21,17 +21,20 @@ GROUPINGS = {
 NO_LOG = "provider_no_log"  # the empty stand-in for the log's sends (provider_no_log_sends)
 
 
-def load_provider_sends(con, exports, provider: str | None = None, **opts) -> int:
+def load_provider_sends(con, exports, provider: str | None = None, window_cut=None, **opts) -> int:
     """Read provider exports and (re)create table provider_sends; returns its row count.
 
     `exports` is a forensics.providers.ExportSpec (what the commands pass: --provider-export with
     --provider, --map, …), or paths read with `provider` and `opts` (mapping, keys, year, tz).
+    `window_cut` (the logs' --since/--until, forensics.ingest.window.Cut): the export is kept to it, so
+    it is compared with the logs within the same window.
     """
+    from forensics.ingest.window import cut_provider_sends
     from forensics.providers import ExportSpec
 
     if not isinstance(exports, ExportSpec):
         exports = ExportSpec(tuple(str(p) for p in exports), provider, **opts)
-    return store_provider_sends(con, exports.read())
+    return store_provider_sends(con, exports.read()) - cut_provider_sends(con, window_cut)
 
 
 def store_provider_sends(con, read) -> int:

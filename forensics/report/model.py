@@ -128,10 +128,7 @@ def _reconciliation(con, exports, window_cut=None) -> tuple[dict | None, list[st
     except ImportError:
         return None, ["--provider-export: provider reconciliation is not available in this build; "
                       "the report covers the logs only"]
-    from forensics.ingest.window import cut_provider_sends
-
-    load_provider_sends(con, exports)
-    cut_provider_sends(con, window_cut)  # compared within the logs' --since/--until window
+    load_provider_sends(con, exports, window_cut=window_cut)
     return reconciliation_counts(reconcile(con)), []
 
 

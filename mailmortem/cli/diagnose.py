@@ -147,11 +147,9 @@ def warn_if_incomplete(document: dict) -> None:
 
 
 def _reconcile(case, exports) -> dict:
-    from forensics.ingest.window import cut_provider_sends
     from forensics.reconcile import load_provider_sends, reconcile
 
-    load_provider_sends(case.con, exports)
-    cut_provider_sends(case.con, case.window)  # the export is compared within the logs' --since/--until window
+    load_provider_sends(case.con, exports, window_cut=case.window)
     return reconcile(case.con)
 
 
