@@ -128,14 +128,16 @@ def _bound(query: Query, params: dict | None) -> dict:
 
 @contextmanager
 def _profiled(name: str):
-    """With MAILMORTEM_PROFILE set, write each block's wall time to stderr (`profile: NAME SECONDS`; the
-    statements of a script also as NAME#1, NAME#2, …), to see which block grows with a case
-    (benchmarks/diagnose_bench.py). A SELECT's rows may still be fetched later."""
+    """With MAILMORTEM_PROFILE set, write each block's wall time and the CPU time of every thread of the
+    process to stderr (`profile: NAME SECONDS cpu CPU_SECONDS`; the statements of a script also as NAME#1,
+    NAME#2, …), to see which block grows with a case (benchmarks/diagnose_bench.py). CPU time is the steadier
+    figure on a shared machine. A SELECT's rows may still be fetched later."""
     if not os.environ.get("MAILMORTEM_PROFILE"):
         yield
         return
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     try:
         yield
     finally:
-        print(f"profile: {name} {time.perf_counter() - started:.3f}", file=sys.stderr, flush=True)
+        print(f"profile: {name} {time.perf_counter() - started:.3f} cpu {time.process_time() - cpu:.3f}",
+              file=sys.stderr, flush=True)
