@@ -298,12 +298,12 @@ DROP TABLE IF EXISTS mm_failed_recipients;
 DROP TABLE IF EXISTS mm_failed_candidates;
 DROP TABLE IF EXISTS mm_people;
 DROP TABLE IF EXISTS mm_incarnations;
-DROP TABLE IF EXISTS mm_tests;
-DROP TABLE IF EXISTS mm_variants
+DROP TABLE IF EXISTS mm_tests
 
 -- name: classify_release_sends
 -- Free the coded sends and the dictionaries once the incidents are built (dup_people reads mm_verdicts only).
 -- dialect: duckdb
+DROP TABLE IF EXISTS mm_variants;
 DROP TABLE IF EXISTS mm_dup_sends;
 DROP TABLE IF EXISTS mm_reach;
 DROP TABLE IF EXISTS mm_cs;
@@ -314,78 +314,81 @@ DROP TABLE IF EXISTS mm_shards
 -- One incident per kind, campaign and step (and test, for ab-contamination): the people it hit, its evidence
 -- counts, and figures per worker (people of the campaign step each reached, duplicated people each sent to)
 -- and per shard (duplicated people whose first send was in it, and that shard's first and second claim).
--- Reads the duplicated people with their codes (mm_verdicts) and their coded sends (mm_dup_sends).
+-- Reads the duplicated people with their codes (mm_verdicts) and their coded sends (mm_dup_sends). Each
+-- incident is numbered (ik) once; the per-send work then runs on integer codes, distinct values are taken
+-- before any list is built, and text comes back from the dictionaries at the end.
 -- dialect: duckdb
 CREATE OR REPLACE TABLE incidents AS
 WITH keyed AS (
     SELECT *, CASE WHEN kind = 'ab-contamination' THEN test_id END AS incident_test FROM mm_verdicts
 ), grouped AS (
-    SELECT kind, campaign, step, incident_test AS test_id,
-           count(*) AS people, sum(extra_sends) AS extra_sends, round(avg(confidence), 2) AS confidence,
-           count(*) FILTER (WHERE start_between) AS with_start_record,
-           count(*) FILTER (WHERE incarnation_changed) AS with_new_incarnation,
-           count(*) FILTER (WHERE error_between) AS with_error_or_attempt,
-           count(*) FILTER (WHERE lease_ran_out) AS with_expired_lease,
-           count(*) FILTER (WHERE inc1 IS NOT NULL) AS with_incarnation,
-           median(gap_s) AS median_gap_s, max(gap_s) AS max_gap_s,
-           min(claim1_ts) AS first_claim_ts, max(claim2_ts) AS second_claim_ts, max(lease_s) AS lease_s,
-           max(holder_sends_after_second_claim) AS holder_sends_after_second_claim,
-           max(replay_density) AS replay_density, max(replayed) AS replayed,
-           max(campaign_people) AS campaign_people, min(recipient) AS first_recipient,
-           max(pair_claims) AS pair_claims, max(campaign_shards) AS campaign_shards,
-           list(DISTINCT cause) FILTER (WHERE cause IS NOT NULL) AS causes,
-           mode(cause) AS main_cause,
-           flatten(list(variants)) AS all_variants,
-           any_value(inc1) AS inc_before, any_value(inc2) AS inc_after
-    FROM keyed GROUP BY kind, campaign, step, incident_test
-), incident_sends AS (
-    SELECT d.kind, d.campaign, d.step, d.incident_test AS test_id, d.p, s.ts, s.w, s.sh
-    FROM keyed d JOIN mm_dup_sends s USING (p)
+    SELECT (row_number() OVER ())::INTEGER AS ik, * FROM (
+        SELECT kind, campaign, step, incident_test AS test_id, any_value(cs) AS cs,
+               count(*) AS people, sum(extra_sends) AS extra_sends, round(avg(confidence), 2) AS confidence,
+               count(*) FILTER (WHERE start_between) AS with_start_record,
+               count(*) FILTER (WHERE incarnation_changed) AS with_new_incarnation,
+               count(*) FILTER (WHERE error_between) AS with_error_or_attempt,
+               count(*) FILTER (WHERE lease_ran_out) AS with_expired_lease,
+               count(*) FILTER (WHERE inc1 IS NOT NULL) AS with_incarnation,
+               median(gap_s) AS median_gap_s, max(gap_s) AS max_gap_s,
+               min(claim1_ts) AS first_claim_ts, max(claim2_ts) AS second_claim_ts, max(lease_s) AS lease_s,
+               max(holder_sends_after_second_claim) AS holder_sends_after_second_claim,
+               max(replay_density) AS replay_density, max(replayed) AS replayed,
+               max(campaign_people) AS campaign_people, min(recipient) AS first_recipient,
+               max(pair_claims) AS pair_claims, max(campaign_shards) AS campaign_shards,
+               list(DISTINCT cause) FILTER (WHERE cause IS NOT NULL) AS causes,
+               mode(cause) AS main_cause,
+               -- one person's restart (the first by address among those whose incarnation changed)
+               arg_min(inc1, recipient) FILTER (WHERE incarnation_changed) AS inc_before,
+               arg_min(inc2, recipient) FILTER (WHERE incarnation_changed) AS inc_after
+        FROM keyed GROUP BY kind, campaign, step, incident_test)
+), person AS (
+    SELECT k.p, g.ik FROM keyed k JOIN grouped g ON g.kind = k.kind AND g.cs = k.cs
+         AND g.test_id IS NOT DISTINCT FROM k.incident_test
+), incident_sends AS MATERIALIZED (
+    SELECT pe.ik, s.p, s.ts, s.w, s.sh, s.v FROM person pe JOIN mm_dup_sends s USING (p)
 ), names AS (
     SELECT (SELECT list(worker ORDER BY w) FROM mm_workers) AS workers,
-           (SELECT list(shard ORDER BY sh) FROM mm_shards) AS shards
+           (SELECT list(shard ORDER BY sh) FROM mm_shards) AS shards,
+           (SELECT list(variant ORDER BY v) FROM mm_variants) AS variants
+), distinct_codes AS (
+    -- each incident's workers, shards and variants, distinct and sorted (codes sort like their text)
+    SELECT ik, list(DISTINCT w ORDER BY w) FILTER (WHERE what = 'w') AS ws,
+           list(DISTINCT w ORDER BY w) FILTER (WHERE what = 'sh') AS shs,
+           list(DISTINCT w ORDER BY w) FILTER (WHERE what = 'v') AS vs
+    FROM (SELECT DISTINCT ik, 'w' AS what, w FROM incident_sends WHERE w IS NOT NULL
+          UNION ALL SELECT DISTINCT ik, 'sh', sh FROM incident_sends WHERE sh IS NOT NULL
+          UNION ALL SELECT DISTINCT ik, 'v', v FROM incident_sends WHERE v IS NOT NULL)
+    GROUP BY ik
 ), spans AS (
-    -- distinct codes, sorted (like their text), then decoded
-    SELECT i.kind, i.campaign, i.step, i.test_id, i.first_send, i.last_send,
-           list_transform(list_sort(i.ws), lambda x: n.workers[x]) AS workers,
-           list_transform(list_sort(i.shs), lambda x: n.shards[x]) AS shards
-    FROM (SELECT kind, campaign, step, test_id, min(ts) AS first_send, max(ts) AS last_send,
-                 list_distinct(list(w) FILTER (WHERE w IS NOT NULL)) AS ws,
-                 list_distinct(list(sh) FILTER (WHERE sh IS NOT NULL)) AS shs
-          FROM incident_sends GROUP BY ALL) i CROSS JOIN names n
-), reach AS (
-    SELECT k.campaign, k.step, w.worker, r.reached
-    FROM mm_reach r JOIN mm_cs k USING (cs) JOIN mm_workers w USING (w)
-    WHERE (k.campaign, k.step) IN (SELECT (campaign, step) FROM grouped)
+    SELECT t.ik, t.first_send, t.last_send,
+           list_transform(coalesce(d.ws, []), lambda x: n.workers[x]) AS workers,
+           list_transform(coalesce(d.shs, []), lambda x: n.shards[x]) AS shards,
+           list_transform(coalesce(d.vs, []), lambda x: n.variants[x]) AS variants
+    FROM (SELECT ik, min(ts) AS first_send, max(ts) AS last_send FROM incident_sends GROUP BY ik) t
+    LEFT JOIN distinct_codes d USING (ik) CROSS JOIN names n
 ), by_worker AS (
-    SELECT i.kind, i.campaign, i.step, i.test_id,
-           list({'worker': i.worker, 'reached': r.reached, 'duplicated_people': i.duplicated_people}
-                ORDER BY r.reached DESC, i.worker) AS per_worker
-    FROM (SELECT x.kind, x.campaign, x.step, x.test_id, w.worker, x.duplicated_people
-          FROM (SELECT kind, campaign, step, test_id, w, count(DISTINCT p) AS duplicated_people
-                FROM incident_sends WHERE w IS NOT NULL GROUP BY ALL) x JOIN mm_workers w USING (w)) i
-    JOIN reach r USING (campaign, step, worker)
-    GROUP BY ALL
+    SELECT i.ik, list({'worker': w.worker, 'reached': r.reached, 'duplicated_people': i.duplicated_people}
+                      ORDER BY r.reached DESC, w.worker) AS per_worker
+    FROM (SELECT ik, w, count(DISTINCT p) AS duplicated_people FROM incident_sends WHERE w IS NOT NULL
+          GROUP BY ALL) i
+    JOIN grouped g USING (ik) JOIN mm_reach r ON r.cs = g.cs AND r.w = i.w JOIN mm_workers w ON w.w = i.w
+    GROUP BY i.ik
 ), by_shard AS (
-    SELECT kind, campaign, step, incident_test AS test_id,
-           list({'shard': shard1, 'duplicated_people': people, 'first_claim_ts': first_claim_ts,
-                 'second_claim_ts': second_claim_ts} ORDER BY people DESC, shard1) AS per_shard
-    FROM (SELECT kind, campaign, step, incident_test, shard1, count(*) AS people,
-                 min(claim1_ts) AS first_claim_ts, max(claim2_ts) AS second_claim_ts
-          FROM keyed WHERE shard1 IS NOT NULL GROUP BY ALL)
-    GROUP BY ALL
+    SELECT ik, list({'shard': shard1, 'duplicated_people': people, 'first_claim_ts': first_claim_ts,
+                     'second_claim_ts': second_claim_ts} ORDER BY people DESC, shard1) AS per_shard
+    FROM (SELECT pe.ik, k.shard1, count(*) AS people, min(k.claim1_ts) AS first_claim_ts,
+                 max(k.claim2_ts) AS second_claim_ts
+          FROM keyed k JOIN person pe USING (p) WHERE k.shard1 IS NOT NULL GROUP BY ALL)
+    GROUP BY ik
 )
 SELECT 'INC-' || row_number() OVER (ORDER BY g.people DESC, g.kind, g.campaign, g.step, g.test_id) AS id,
-       g.*, sp.first_send, sp.last_send, coalesce(sp.workers, []) AS workers, coalesce(sp.shards, []) AS shards,
-       coalesce(w.per_worker, []) AS per_worker, coalesce(sh.per_shard, []) AS per_shard,
-       list_sort(list_distinct(g.all_variants)) AS variants
+       g.* EXCLUDE (ik, cs), sp.first_send, sp.last_send, sp.workers, sp.shards,
+       coalesce(w.per_worker, []) AS per_worker, coalesce(sh.per_shard, []) AS per_shard, sp.variants
 FROM grouped g
-JOIN spans sp USING (kind, campaign, step)
-LEFT JOIN by_worker w USING (kind, campaign, step)
-LEFT JOIN by_shard sh USING (kind, campaign, step)
-WHERE sp.test_id IS NOT DISTINCT FROM g.test_id
-  AND (w.test_id IS NULL OR w.test_id IS NOT DISTINCT FROM g.test_id)
-  AND (sh.test_id IS NULL OR sh.test_id IS NOT DISTINCT FROM g.test_id)
+JOIN spans sp USING (ik)
+LEFT JOIN by_worker w USING (ik)
+LEFT JOIN by_shard sh USING (ik)
 
 -- name: incident_sizes
 -- Incidents in the order of the "affected" list, with their size (to batch affected_sends).
