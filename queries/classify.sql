@@ -439,14 +439,15 @@ SELECT coalesce(campaign, '') AS campaign, count(*) AS sends FROM sends GROUP BY
 
 -- name: candidates_at_two_addresses
 -- Candidates (a person's id from the logs) sent one campaign step at two or more different addresses: the
--- same person emailed twice under two addresses, which the (campaign, step, recipient) key cannot see. Only
--- the sends whose (candidate, campaign, step) hash has two addresses are grouped exactly and listed: no list
--- is built for the millions of candidates reached at one address.
+-- same person emailed twice under two addresses, which the (campaign, step, recipient) key cannot see. The
+-- sends are first grouped by 64-bit hashes alone (candidate step → smallest and largest address hash: no text
+-- held per group, which is what keeps millions of candidates linear); only the groups whose address hashes
+-- differ are then grouped exactly and listed. Two addresses hash alike only by a 64-bit collision.
 -- dialect: duckdb
 WITH named AS NOT MATERIALIZED (
     SELECT * FROM sends WHERE candidate IS NOT NULL AND trim(candidate) <> ''
 ), split AS (
-    SELECT hash(candidate, campaign, step) AS h FROM named GROUP BY h HAVING min(recipient) <> max(recipient)
+    SELECT hash(candidate, campaign, step) AS h FROM named GROUP BY h HAVING min(hash(recipient)) <> max(hash(recipient))
 )
 SELECT candidate, nullif(campaign, '') AS campaign, nullif(step, '') AS step,
        list(DISTINCT recipient ORDER BY recipient) AS recipients, count(*) AS sends,
