@@ -319,7 +319,7 @@ DROP TABLE IF EXISTS mm_shards
 -- before any list is built, and text comes back from the dictionaries at the end.
 -- dialect: duckdb
 CREATE OR REPLACE TABLE incidents AS
-WITH keyed AS (
+WITH keyed AS NOT MATERIALIZED (
     SELECT *, CASE WHEN kind = 'ab-contamination' THEN test_id END AS incident_test FROM mm_verdicts
 ), grouped AS (
     SELECT (row_number() OVER ())::INTEGER AS ik, * FROM (
@@ -342,10 +342,11 @@ WITH keyed AS (
                arg_min(inc1, recipient) FILTER (WHERE incarnation_changed) AS inc_before,
                arg_min(inc2, recipient) FILTER (WHERE incarnation_changed) AS inc_after
         FROM keyed GROUP BY kind, campaign, step, incident_test)
-), person AS (
+), person AS MATERIALIZED (  -- each duplicated person's incident: two integers a row, read three times
+
     SELECT k.p, g.ik FROM keyed k JOIN grouped g ON g.kind = k.kind AND g.cs = k.cs
          AND g.test_id IS NOT DISTINCT FROM k.incident_test
-), incident_sends AS MATERIALIZED (
+), incident_sends AS NOT MATERIALIZED (
     SELECT pe.ik, s.p, s.ts, s.w, s.sh, s.v FROM person pe JOIN mm_dup_sends s USING (p)
 ), names AS (
     SELECT (SELECT list(worker ORDER BY w) FROM mm_workers) AS workers,
