@@ -207,8 +207,9 @@ def _staged_rows(con, staged: str) -> int:
 
 
 def _decompressed(con, source: Source) -> Source | None:
-    """A .gz is decompressed first into DuckDB's spill folder (removed at exit): DuckDB reads a .gz on one
-    core and does not check its CRC, so a damaged archive would be read as garbled lines."""
+    """A .gz not streamed (_streamed_gzip) is decompressed first into DuckDB's spill folder (removed at exit):
+    DuckDB reads a .gz on one core and does not check its CRC, so a damaged archive would be read as garbled
+    lines."""
     return sources.decompressed_copy(source, _spill_folder(con)) if source.gzipped else None
 
 
