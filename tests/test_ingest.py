@@ -229,7 +229,7 @@ def test_line_numbers_follow_the_file_across_parallel_reads(tmp_path, monkeypatc
         assert mismatched == 0
 
 
-def test_gzip_is_read_through_a_plain_copy_that_is_removed(tmp_path):
+def test_gzip_reads_as_the_plain_file_and_no_plain_copy_is_left(tmp_path):
     text = "".join(f"ts=2026-11-28T09:00:0{n}Z event=send worker=w{n} email=a@b.c msg_id=m{n}\n" for n in range(5))
     with gzip.open(tmp_path / "a.log.gz", "wt") as handle:
         handle.write(text + "ts=2026-11-28T09:00:09Z event=send email=a@b")  # cut off mid-write

@@ -130,12 +130,15 @@ def _load_file(con, file: _File, field_map: FieldMap, keep_raw: bool) -> InputSu
     if not head:
         return InputSummary(source.label, file.syntax)
     staged = f"staged_{file_id}"
-    plain = _decompressed(con, source)
-    try:
-        header_line, repaired, unwrapped = _stage(con, plain or source, staged, file, field_map, keep_raw)
-    finally:
-        if plain:
-            os.unlink(plain.path)
+    if _streamed_gzip(con, file, staged, field_map, keep_raw):
+        header_line, repaired, unwrapped = 0, False, None
+    else:
+        plain = _decompressed(con, source)
+        try:
+            header_line, repaired, unwrapped = _stage(con, plain or source, staged, file, field_map, keep_raw)
+        finally:
+            if plain:
+                os.unlink(plain.path)
     queries.run(con, "register_file", {"file_id": file_id, "label": source.label, "header_line": header_line,
                                        "staged": staged, "first_row": 0,
                                        "envelope": file.envelope.name if file.envelope else None})
@@ -204,9 +207,37 @@ def _staged_rows(con, staged: str) -> int:
 
 
 def _decompressed(con, source: Source) -> Source | None:
-    """A .gz is decompressed first into DuckDB's spill folder (removed at exit): DuckDB reads a .gz on one
-    core and does not check its CRC, so a damaged archive would be read as garbled lines."""
+    """A .gz not streamed (_streamed_gzip) is decompressed first into DuckDB's spill folder (removed at exit):
+    DuckDB reads a .gz on one core and does not check its CRC, so a damaged archive would be read as garbled
+    lines."""
     return sources.decompressed_copy(source, _spill_folder(con)) if source.gzipped else None
+
+
+def _streamed_gzip(con, file: _File, staged: str, field_map: FieldMap, keep_raw: bool) -> bool:
+    """Parse a gzipped logfmt file with the compiled tokenizer as it is decompressed. False when it is to be
+    read through a decompressed copy instead (the other syntaxes, envelopes and the SQL path always are), which
+    then repairs a dirty file, reads mixed line endings or refuses a damaged stream, naming it."""
+    if not (file.source.gzipped and file.syntax == "logfmt" and not file.envelope and tokenizer.active()):
+        return False
+
+    def keys_of(sample: str) -> list[list[bytes]] | None:
+        try:
+            keys = _tokenizer_keys(_sampled_keys(con, Source(sample, file.source.label, False), file.head),
+                                   field_map)
+        except Exception:  # noqa: BLE001 - DuckDB refuses a dirty sample: the copy is repaired
+            return None
+        return keys if tokenizer.fits(keys) else None
+
+    try:
+        streamed = tokenizer.stage_gzipped(con, file.source.path, staged, keys_of, keep_raw, _spill_folder(con))
+    except Exception:  # noqa: BLE001 - whatever went wrong, the copy's path reports it (fail closed)
+        streamed = None
+    if streamed is None:
+        queries.run(con, "drop_staged", staged=staged)
+        return False
+    if streamed.cut_off is not None:
+        _mark_truncated(con, staged, _staged_rows(con, staged) - 1, streamed.cut_off)
+    return True
 
 
 def _spill_folder(con) -> str | None:
@@ -320,11 +351,9 @@ def _parse_logfmt(con, source: Source, staged: str, head: bytes, field_map: Fiel
                   reader: str = "mm_lines") -> int:
     # Keys seen in a sample of the file (and its head) get a regex each; every other alias of the
     # vocabulary, and --field names, are tried only on lines where one regex says one of them occurs.
-    sampled = {m.group(1) for line in first_lines(head, 200) for m in _HEAD_KEY.finditer(line)}
-    sampled |= {row[0] for row in queries.run(con, "sample_logfmt_keys", _lines_of(source), lines=reader).fetchall()}
+    sampled = _sampled_keys(con, source, head, reader)
     if reader == "mm_lines" and isinstance(source.path, str) and tokenizer.active():
-        keys = [[key.encode("utf-8", "surrogateescape") for key in common + rare]
-                for common, rare in _logfmt_keys(sampled, field_map)]
+        keys = _tokenizer_keys(sampled, field_map)
         if tokenizer.fits(keys) and tokenizer.stage(con, source.path, staged, keys, keep_raw):
             return 0
         queries.run(con, "drop_staged", staged=staged)  # mixed line endings: read as DuckDB reads them
@@ -333,6 +362,17 @@ def _parse_logfmt(con, source: Source, staged: str, head: bytes, field_map: Fiel
     queries.run(con, "stage_logfmt", {**_lines_of(source), "rare_keys": pattern, "keep_raw": keep_raw},
                 staged=staged, fields=fields, lines=reader)
     return 0
+
+
+def _sampled_keys(con, source: Source, head: bytes, reader: str = "mm_lines") -> set[str]:
+    sampled = {m.group(1) for line in first_lines(head, 200) for m in _HEAD_KEY.finditer(line)}
+    return sampled | {row[0] for row in queries.run(con, "sample_logfmt_keys", _lines_of(source),
+                                                    lines=reader).fetchall()}
+
+
+def _tokenizer_keys(sampled: set[str], field_map: FieldMap) -> list[list[bytes]]:
+    return [[key.encode("utf-8", "surrogateescape") for key in common + rare]
+            for common, rare in _logfmt_keys(sampled, field_map)]
 
 
 def logfmt_fields(sampled: set[str], field_map: FieldMap) -> tuple[list[queries.Fragment], list[str]]:

@@ -4,19 +4,25 @@ The C module reads a file's lines into the same text columns that queries/ingest
 with regexes (each canonical field's unquoted text, from the first of its keys present, in the same order),
 on two threads with the GIL released. Its Arrow batches reach DuckDB as a stream (one range of the file at a
 time, never the whole file in Python memory), where stage_logfmt_tokens types them exactly as stage_logfmt
-does. Everything else (sampling the keys, repairing a dirty file, the cut-off last line) is shared.
+does. Everything else (sampling the keys, repairing a dirty file, the cut-off last line) is shared. A gzipped
+logfmt file is read the same way as it is decompressed (stage_gzipped), not from a plain copy made first.
 
 MAILMORTEM_PARSER=sql forces the SQL path; =c refuses to run without the compiled one.
 """
 
 from __future__ import annotations
 
+import collections
 import functools
+import itertools
 import mmap
 import os
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from forensics.errors import ConfigError
+from forensics.ingest import sources
 
 try:
     from forensics import _logfmt
@@ -79,6 +85,8 @@ class DirtyFile(Exception):
 @dataclass
 class _Seen:
     flags: int = 0
+    tail: bytes = b""  # the last bytes tokenized (of a gzip stream: where a cut-off last line is found)
+    broken: bool = False  # a gzip stream turned out damaged or truncated
 
     @property
     def mixed_endings(self) -> bool:
@@ -88,51 +96,147 @@ class _Seen:
 def stage(con, path: str, staged: str, keys: list[list[bytes]], keep_raw: bool) -> bool:
     """Parse a plain logfmt file into `staged`. False when its line endings mix CRLF with bare CR or LF:
     DuckDB's reader splits those its own way, so the caller reads it through the SQL path instead."""
-    import pyarrow as pa
-
-    import queries
-
     seen = _Seen()
-    name = f"{staged}_tokens"
-    con.register(name, pa.RecordBatchReader.from_batches(schema(), _batches(path, keys, seen)))
-    try:
-        queries.run(con, "stage_logfmt_tokens", {"keep_raw": keep_raw}, staged=staged, tokens=name)
-    finally:
-        con.unregister(name)
+    _into_staged(con, staged, _file_batches(path, keys, seen), keep_raw)
     if seen.flags & _logfmt.DIRTY:
         raise DirtyFile("invalid utf-8 or line size over the limit")
     return not seen.mixed_endings
 
 
-def _batches(path: str, keys: list[list[bytes]], seen: _Seen):
-    """The file's Arrow batches, range by range, the next range tokenized (GIL released) while DuckDB types
-    this one; stops at a dirty range (the file is then read again, repaired)."""
-    from concurrent.futures import ThreadPoolExecutor
+# sample_logfmt_keys reads the keys of a file's first lines (its LIMIT): the sample of a .gz holds as many.
+SAMPLE_LINES = 20_000
+SAMPLE_MOST = 64 * 2**20  # a sample that needs more bytes than this is read from a plain copy instead
 
+
+@dataclass
+class Streamed:
+    cut_off: str | None  # the text of the last line when no newline ends it
+
+
+def stage_gzipped(con, path: str, staged: str, keys_of: Callable[[str], list[list[bytes]] | None],
+                  keep_raw: bool, folder: str | None) -> Streamed | None:
+    """Parse a gzipped logfmt file into `staged` as it is decompressed: a chunk is tokenized while the next is
+    decompressed (sources.gunzipped_chunks) and DuckDB types the one before. `keys_of` gives the keys from a
+    plain file (in `folder`) holding the first lines, the sample the other paths read (None: not to be read
+    this way). None when the caller must read a decompressed copy instead, which repairs, reads or refuses it
+    by name: a damaged stream (`staged` then holds what came before the damage), a dirty file, mixed line
+    endings, or a sample that cannot be read."""
+    seen, chunks = _Seen(), sources.gunzipped_chunks(path)
+    try:
+        sample = _first_chunks(chunks)
+        keys = sample and _sample_keys(sample, keys_of, folder)
+        if not keys:
+            return None
+        spans = ((data, _start(data) if index == 0 else 0, end) for index, (data, end)
+                 in enumerate(itertools.chain(sample, chunks)))
+        _into_staged(con, staged, _unless_damaged(_tokenized(_tracking_tail(spans, seen), keys, seen), seen),
+                     keep_raw)
+    except sources.GZIP_ERRORS:
+        return None
+    finally:
+        chunks.close()
+    if seen.broken or seen.flags & _logfmt.DIRTY or seen.mixed_endings:
+        return None
+    return Streamed(sources.unfinished_text(seen.tail))
+
+
+def _first_chunks(chunks: Iterator[tuple[bytes, int]]) -> list[tuple[bytes, int]] | None:
+    """The first chunks: enough to hold SAMPLE_LINES line ends, or the whole file (None past SAMPLE_MOST)."""
+    taken, ends, size = [], 0, 0
+    while ends < SAMPLE_LINES and (chunk := next(chunks, None)):
+        data, end = chunk
+        taken.append(chunk)
+        ends += max(data.count(b"\n", 0, end), data.count(b"\r", 0, end))  # LF or CRLF, or CR alone
+        size += end
+        if size > SAMPLE_MOST:
+            return None
+    return taken
+
+
+def _sample_keys(sample: list[tuple[bytes, int]], keys_of, folder: str | None) -> list[list[bytes]] | None:
+    handle = tempfile.NamedTemporaryFile(prefix="mailmortem-sample-", suffix=".log", dir=folder, delete=False)
+    try:
+        with handle:
+            for data, end in sample:
+                handle.write(memoryview(data)[:end])
+        return keys_of(handle.name)
+    finally:
+        os.unlink(handle.name)
+
+
+def _tracking_tail(spans: Iterator[tuple], seen: _Seen) -> Iterator[tuple]:
+    for data, start, end in spans:
+        seen.tail = bytes(memoryview(data)[max(0, end - sources.TAIL_BYTES):end])
+        yield data, start, end
+
+
+def _unless_damaged(batches: Iterator, seen: _Seen) -> Iterator:
+    """The batches until the gzip stream under them turns out damaged (an error raised through DuckDB's
+    reader would not keep its class)."""
+    try:
+        yield from batches
+    except sources.GZIP_ERRORS:
+        seen.broken = True
+
+
+def _into_staged(con, staged: str, batches: Iterator, keep_raw: bool) -> None:
+    import pyarrow as pa
+
+    import queries
+
+    name = f"{staged}_tokens"
+    con.register(name, pa.RecordBatchReader.from_batches(schema(), batches))
+    try:
+        queries.run(con, "stage_logfmt_tokens", {"keep_raw": keep_raw}, staged=staged, tokens=name)
+    finally:
+        con.unregister(name)
+
+
+def _file_batches(path: str, keys: list[list[bytes]], seen: _Seen) -> Iterator:
+    """A plain file's Arrow batches, range by range, read once through a memory map (pages dropped after)."""
     with open(path, "rb") as handle:
         if os.fstat(handle.fileno()).st_size == 0:
             return
-        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped, ThreadPoolExecutor(1) as pool:
-            ranges = _ranges(mapped)
-            pending = [(span, pool.submit(_logfmt.tokenize, mapped, *span, keys, THREADS)) for span in ranges[:1]]
-            for index, span in enumerate(ranges):
-                ahead = ranges[index + 1:index + 2]
-                pending += [(nxt, pool.submit(_logfmt.tokenize, mapped, *nxt, keys, THREADS)) for nxt in ahead]
-                (start, end), done = pending.pop(0)
-                for rows, flags, problem, cols in done.result():
-                    seen.flags |= flags
-                    if flags & _logfmt.DIRTY:
-                        return
-                    if rows:
-                        yield _batch(rows, problem, cols)
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            def drop(span: tuple) -> None:
+                _mapped, start, end = span
                 aligned = start - start % mmap.PAGESIZE
                 mapped.madvise(mmap.MADV_DONTNEED, aligned, end - aligned)  # read once: keep RSS down
+
+            yield from _tokenized(((mapped, *span) for span in _ranges(mapped)), keys, seen, drop)
+
+
+def _tokenized(spans: Iterator[tuple], keys: list[list[bytes]], seen: _Seen,
+               done: Callable[[tuple], None] = lambda span: None) -> Iterator:
+    """The Arrow batches of each span (buffer, start, end) in turn, the next span tokenized (GIL released) while
+    DuckDB types this one; stops at a dirty span (the file is then read again, repaired)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        def submitted(span: tuple) -> tuple:
+            return span, pool.submit(_logfmt.tokenize, *span, keys, THREADS)
+
+        pending = collections.deque(map(submitted, itertools.islice(spans, 1)))
+        while pending:
+            pending.extend(map(submitted, itertools.islice(spans, 1)))
+            span, tokens = pending.popleft()
+            for rows, flags, problem, cols in tokens.result():
+                seen.flags |= flags
+                if flags & _logfmt.DIRTY:
+                    return
+                if rows:
+                    yield _batch(rows, problem, cols)
+            done(span)
+
+
+def _start(data: bytes) -> int:
+    """Where a file's first line starts: after its byte-order mark, if any."""
+    return len(_BOM) if data[:len(_BOM)] == _BOM else 0
 
 
 def _ranges(mapped: mmap.mmap) -> list[tuple[int, int]]:
     """The file cut into ranges of about RANGE_BYTES at line ends (after a leading byte-order mark)."""
-    size = len(mapped)
-    start = len(_BOM) if mapped[:len(_BOM)] == _BOM else 0
+    size, start = len(mapped), _start(mapped)
     spans = []
     while start < size:
         end = _range_end(mapped, start, size)
