@@ -204,9 +204,10 @@ CREATE OR REPLACE TABLE {ident:staged} AS
 WITH lines AS (
     SELECT line, env FROM {frag:lines}(:path, :delim)
 ), objects AS (
-    -- one JSON parse per object line; only lines that are not objects are validated and typed (below)
-    SELECT line, env, CASE WHEN starts_with(ltrim(line, ' ' || chr(9) || chr(13)), '{') AND json_valid(line)
-                      THEN json_extract_string(line, :paths::VARCHAR[]) END AS vals
+    -- one JSON parse per object line (invalid JSON makes the extraction fail: try() gives NULL); only lines
+    -- that are not objects are validated and typed (below)
+    SELECT line, env, CASE WHEN starts_with(ltrim(line, ' ' || chr(9) || chr(13)), '{')
+                      THEN try(json_extract_string(line, :paths::VARCHAR[])) END AS vals
     FROM lines
 ), valued AS (
     SELECT line, env, CASE WHEN vals IS NOT NULL THEN 'OBJECT' WHEN json_valid(line) THEN json_type(line) END AS jtype,
