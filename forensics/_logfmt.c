@@ -17,11 +17,12 @@
 
 #define NFIELDS 17
 #define RECIPIENT_FIELD 6 /* forensics.ingest.fields.CANONICAL: ts, event, ..., recipient */
-#define NCOLS (NFIELDS + 2) /* the line, the fields, then the recipient's normal form */
+#define MSG_ID_FIELD 8
+#define NTYPED 2 /* text columns typed here: the recipient's normal form, the msg_id's (mm_msg_id) */
+#define NCOLS (NFIELDS + 1 + NTYPED) /* the line, the fields, then the typed ones */
 #define LINE_COL 0
 #define TS_COL 1
-#define RECIPIENT_COL (RECIPIENT_FIELD + 1)
-#define NORMAL_COL (NFIELDS + 1)
+#define TYPED_COL (NFIELDS + 1) /* the first typed column */
 #define MAX_THREADS 2
 #define MAX_LINE 16000000 /* DuckDB's max_line_size in mm_named_lines */
 #define HASH_SIZE 1024
@@ -107,7 +108,7 @@ typedef struct {
     int64_t *ts;       /* the timestamp typed here: microseconds since the epoch, UTC (timestamp[us, UTC]) */
     uint8_t *ts_valid; /* NULL where the SQL's mm_ts types ts_text instead */
     size_t ts_nulls;
-    int normal_differs; /* a recipient's normal form differs from its text (else both columns share buffers) */
+    int typed_differs[NTYPED]; /* a typed value differs from its text (else both columns share buffers) */
     int flags;
     /* per line scratch: where each key was first seen after a space (value position + 1, 0 = absent), and the
      * span of its first key=value pair (shady lines) */
@@ -329,18 +330,23 @@ static int valid_utf8(const unsigned char *s, size_t n) {
     return 1;
 }
 
+/* The byte length of the Unicode space separator (Zs: what DuckDB's trim() takes) starting at s[0] (0: none). */
+static size_t zs_at_start(const unsigned char *s, size_t n) {
+    if (s[0] == ' ') return 1;
+    if (n >= 2 && s[0] == 0xC2 && s[1] == 0xA0) return 2; /* U+00A0 */
+    if (n < 3) return 0;
+    if (s[0] == 0xE1 && s[1] == 0x9A && s[2] == 0x80) return 3; /* U+1680 */
+    if (s[0] == 0xE2 && s[1] == 0x80 && (s[2] <= 0x8A || s[2] == 0xAF)) return 3; /* U+2000–U+200A, U+202F */
+    if (s[0] == 0xE2 && s[1] == 0x81 && s[2] == 0x9F) return 3; /* U+205F */
+    if (s[0] == 0xE3 && s[1] == 0x80 && s[2] == 0x80) return 3; /* U+3000 */
+    return 0;
+}
+
 /* trim(line) = '': DuckDB's trim() takes the Unicode space separators (Zs), not tabs or other controls. */
 static int is_blank(const unsigned char *s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        if (s[i] == ' ') i += 1;
-        else if (i + 1 < n && s[i] == 0xC2 && s[i + 1] == 0xA0) i += 2; /* U+00A0 */
-        else if (i + 2 < n && s[i] == 0xE1 && s[i + 1] == 0x9A && s[i + 2] == 0x80) i += 3; /* U+1680 */
-        else if (i + 2 < n && s[i] == 0xE2 && s[i + 1] == 0x80 && (s[i + 2] <= 0x8A || s[i + 2] == 0xAF)) i += 3;
-        else if (i + 2 < n && s[i] == 0xE2 && s[i + 1] == 0x81 && s[i + 2] == 0x9F) i += 3; /* U+205F */
-        else if (i + 2 < n && s[i] == 0xE3 && s[i + 1] == 0x80 && s[i + 2] == 0x80) i += 3; /* U+3000 */
-        else return 0;
-    }
+    size_t k;
+    for (size_t i = 0; i < n; i += k)
+        if (!(k = zs_at_start(s + i, n - i))) return 0;
     return 1;
 }
 
@@ -361,34 +367,32 @@ static size_t ws_at_start(const unsigned char *s, size_t n) {
     return 0;
 }
 
-/* The byte length of the WHITESPACE code point ending at s[n - 1] (0: none); s is valid UTF-8. */
-static size_t ws_at_end(const unsigned char *s, size_t n) {
-    unsigned char c = s[n - 1];
-    if (c < 0x80) return (c == ' ' || (c >= 0x09 && c <= 0x0D)) ? 1 : 0;
-    for (size_t k = 2; k <= 3 && k <= n; k++) /* a code point of k bytes starts at s[n - k] */
-        if (ws_at_start(s + n - k, k) == k) return k;
-    return 0;
-}
+typedef size_t (*Spaces)(const unsigned char *s, size_t n); /* zs_at_start or ws_at_start */
 
-/* s[*from, *to) with WHITESPACE trimmed from both ends (str.strip(WHITESPACE)). */
-static void trim_ws(const unsigned char *s, size_t *from, size_t *to) {
+/* s[*from, *to) with the code points of one of those sets trimmed from both ends; s is valid UTF-8, so a code
+ * point of k bytes ends the text when it starts k bytes before the end. */
+static void trim_spaces(Spaces at_start, const unsigned char *s, size_t *from, size_t *to) {
     size_t k;
-    while (*from < *to && (k = ws_at_start(s + *from, *to - *from))) *from += k;
-    while (*from < *to && (k = ws_at_end(s + *from, *to - *from))) *to -= k;
+    while (*from < *to && (k = at_start(s + *from, *to - *from))) *from += k;
+    for (int trimmed = 1; trimmed && *from < *to;) {
+        trimmed = 0;
+        for (k = 1; k <= 3 && k <= *to - *from && !trimmed; k++)
+            if (at_start(s + *to - k, k) == k) *to -= k, trimmed = 1;
+    }
 }
 
 /* forensics.addresses.normalize_address on UTF-8: trimmed; a value ending in '>' keeps what lies between the
  * last '<' and it, trimmed again; ASCII A-Z lower-cased; empty is NULL. 1 when it differs from the text. */
 static int put_address(Column *col, size_t row, const unsigned char *s, size_t n) {
     size_t from = 0, to = n;
-    trim_ws(s, &from, &to);
+    trim_spaces(ws_at_start, s, &from, &to);
     if (to > from && s[to - 1] == '>') {
         size_t lt = to - 1;
         while (lt > from && s[lt - 1] != '<') lt--;
         if (lt > from) { /* s[lt - 1] is the last '<' before the '>' */
             from = lt;
             to--;
-            trim_ws(s, &from, &to);
+            trim_spaces(ws_at_start, s, &from, &to);
         }
     }
     if (from == to) {
@@ -401,6 +405,22 @@ static int put_address(Column *col, size_t row, const unsigned char *s, size_t n
     for (size_t i = 0; i < to - from; i++)
         if (d[i] >= 'A' && d[i] <= 'Z') d[i] = (char)(d[i] + 32), differs = 1;
     return differs;
+}
+
+/* mm_msg_id: trimmed (DuckDB's trim()), one pair of surrounding <> dropped, trimmed again; empty is NULL. 1 when
+ * it differs from the text. */
+static int put_msg_id(Column *col, size_t row, const unsigned char *s, size_t n) {
+    size_t from = 0, to = n;
+    trim_spaces(zs_at_start, s, &from, &to);
+    if (to > from && s[from] == '<' && s[to - 1] == '>') {
+        from++, to--;
+        trim_spaces(zs_at_start, s, &from, &to);
+    }
+    if (from == to) {
+        put_null(col, row);
+        return 1;
+    }
+    return put(col, row, (const char *)s + from, to - from) ? -1 : from > 0 || to < n;
 }
 
 static int digits(const unsigned char *s, int n, int *value) {
@@ -455,17 +475,27 @@ static int iso_utc_us(const unsigned char *s, size_t n, int64_t *us) {
     return 1;
 }
 
+typedef int (*Typer)(Column *col, size_t row, const unsigned char *s, size_t n);
+
+/* The typed text columns: the field each types, and how. */
+static const int typed_field[NTYPED] = {RECIPIENT_FIELD, MSG_ID_FIELD};
+static const Typer typer[NTYPED] = {put_address, put_msg_id};
+
 /* The columns typed here, from the row's text columns. */
 static int typed_fields(Job *job, size_t row) {
-    const Column *rc = &job->cols[RECIPIENT_COL], *tc = &job->cols[TS_COL];
-    if (rc->valid[row / 8] >> (row % 8) & 1) {
-        int differs = put_address(&job->cols[NORMAL_COL], row, (const unsigned char *)rc->data + rc->offsets[row],
-                                  (size_t)(rc->offsets[row + 1] - rc->offsets[row]));
+    for (int t = 0; t < NTYPED; t++) {
+        const Column *text = &job->cols[typed_field[t] + 1];
+        Column *typed = &job->cols[TYPED_COL + t];
+        if (!(text->valid[row / 8] >> (row % 8) & 1)) {
+            put_null(typed, row);
+            continue;
+        }
+        int differs = typer[t](typed, row, (const unsigned char *)text->data + text->offsets[row],
+                               (size_t)(text->offsets[row + 1] - text->offsets[row]));
         if (differs < 0) return -1;
-        job->normal_differs |= differs;
-    } else {
-        put_null(&job->cols[NORMAL_COL], row);
+        job->typed_differs[t] |= differs;
     }
+    const Column *tc = &job->cols[TS_COL];
     int64_t us = 0;
     if (tc->valid[row / 8] >> (row % 8) & 1
         && iso_utc_us((const unsigned char *)tc->data + tc->offsets[row],
@@ -554,13 +584,13 @@ static int add_line(Job *job, const unsigned char *s, size_t n) {
     if (reserve_rows(job)) return -1;
     size_t row = job->rows;
     if (n == 0) {
-        for (int c = 0; c < NORMAL_COL; c++) put_null(&job->cols[c], row);
+        for (int c = 0; c < TYPED_COL; c++) put_null(&job->cols[c], row);
         job->problem[row] = P_BLANK;
     } else {
         if (put(&job->cols[LINE_COL], row, (const char *)s, n)) return -1;
         job->problem[row] = is_blank(s, n) ? P_BLANK : memchr(s, '=', n) == NULL ? P_NO_PAIRS : P_NONE;
         if (job->problem[row] == P_BLANK) {
-            for (int c = 1; c < NORMAL_COL; c++) put_null(&job->cols[c], row);
+            for (int c = 1; c < TYPED_COL; c++) put_null(&job->cols[c], row);
         } else if (line_fields(job, row, s, n)) {
             return -1;
         }
@@ -648,15 +678,15 @@ static void free_job(Job *job) {
 }
 
 /* (rows, flags, problem, [(validity, offsets, data, nulls) per text column], (validity, data, nulls) of the
- * timestamps); the job's memory moves to Python. The recipients' normal forms are the recipients' own
- * buffers when none differs. */
+ * timestamps); the job's memory moves to Python. A typed column is its text column's own buffers when no
+ * value differs. */
 static PyObject *batch_of(Job *job) {
     PyObject *columns = PyList_New(NCOLS);
     if (columns == NULL) return NULL;
     size_t rows = job->rows;
     for (int c = 0; c < NCOLS; c++) {
-        if (c == NORMAL_COL && !job->normal_differs) {
-            PyObject *same = PyList_GET_ITEM(columns, RECIPIENT_COL);
+        if (c >= TYPED_COL && !job->typed_differs[c - TYPED_COL]) {
+            PyObject *same = PyList_GET_ITEM(columns, typed_field[c - TYPED_COL] + 1);
             Py_INCREF(same);
             PyList_SET_ITEM(columns, c, same);
             continue;
@@ -745,7 +775,7 @@ done:
 }
 
 /* The typing functions on one value, for the tests that hold them equal to Python's and DuckDB's. */
-static PyObject *normalize_address(PyObject *self, PyObject *arg) {
+static PyObject *typed_one(PyObject *arg, Typer type) {
     Py_buffer view;
     if (!PyArg_Parse(arg, "y*", &view)) return NULL;
     Column col = {0};
@@ -754,13 +784,17 @@ static PyObject *normalize_address(PyObject *self, PyObject *arg) {
     col.offsets = offsets, col.valid = &valid;
     PyObject *result = NULL;
     if (!valid_utf8(view.buf, (size_t)view.len)) PyErr_SetString(PyExc_ValueError, "not UTF-8");
-    else if (put_address(&col, 0, view.buf, (size_t)view.len) < 0) PyErr_NoMemory();
+    else if (type(&col, 0, view.buf, (size_t)view.len) < 0) PyErr_NoMemory();
     else if (valid) result = PyBytes_FromStringAndSize(col.data, (Py_ssize_t)col.len);
     else result = Py_NewRef(Py_None);
     free(col.data);
     PyBuffer_Release(&view);
     return result;
 }
+
+static PyObject *normalize_address(PyObject *self, PyObject *arg) { return typed_one(arg, put_address); }
+
+static PyObject *msg_id(PyObject *self, PyObject *arg) { return typed_one(arg, put_msg_id); }
 
 static PyObject *utc_microseconds(PyObject *self, PyObject *arg) {
     Py_buffer view;
@@ -774,6 +808,7 @@ static PyObject *utc_microseconds(PyObject *self, PyObject *arg) {
 static PyMethodDef methods[] = {
     {"normalize_address", normalize_address, METH_O,
      "normalize_address(utf8) -> the normal form (bytes), or None: forensics.addresses.normalize_address"},
+    {"msg_id", msg_id, METH_O, "msg_id(utf8) -> the msg_id as SQL's mm_msg_id gives it (bytes), or None"},
     {"utc_microseconds", utc_microseconds, METH_O,
      "utc_microseconds(text) -> microseconds since the epoch of an ISO timestamp with a zone, or None (left to SQL)"},
     {"tokenize", tokenize, METH_VARARGS,

@@ -3,8 +3,8 @@
 The C module reads a file's lines into the same text columns that queries/ingest.sql's stage_logfmt computes
 with regexes (each canonical field's unquoted text, from the first of its keys present, in the same order),
 on two threads with the GIL released. It also types what costs DuckDB most per line: the recipient's normal
-form (forensics.addresses.normalize_address) and the common ISO timestamps with a zone (others are NULL,
-typed by SQL's mm_ts in the session's zone). Its Arrow batches reach DuckDB as a stream (one range of the file at a
+form (forensics.addresses.normalize_address), the msg_id (SQL's mm_msg_id) and the common ISO timestamps with
+a zone (others are NULL, typed by SQL's mm_ts in the session's zone). Its Arrow batches reach DuckDB as a stream (one range of the file at a
 time, never the whole file in Python memory), where stage_logfmt_tokens types them exactly as stage_logfmt
 does. Everything else (sampling the keys, repairing a dirty file, the cut-off last line) is shared.
 
@@ -32,7 +32,7 @@ THREADS = 2
 _BOM = b"\xef\xbb\xbf"
 PROBLEM_COLUMN = "problem_code"
 # Typed by the C module (queries/ingest.sql's typed_columns takes them where they are not NULL).
-RECIPIENT_COLUMN, TS_COLUMN = "recipient_typed", "ts_typed"
+TYPED_TEXT_COLUMNS, TS_COLUMN = ("recipient_typed", "msg_id_typed"), "ts_typed"
 
 
 def _choice() -> str:
@@ -66,7 +66,7 @@ def fits(keys: list[list[bytes]]) -> bool:
 def columns() -> list[str]:
     from forensics.ingest.load import TEXT_COLUMN_NAMES
 
-    return ["line", *TEXT_COLUMN_NAMES, RECIPIENT_COLUMN, PROBLEM_COLUMN, TS_COLUMN]
+    return ["line", *TEXT_COLUMN_NAMES, *TYPED_TEXT_COLUMNS, PROBLEM_COLUMN, TS_COLUMN]
 
 
 @functools.cache
