@@ -41,7 +41,10 @@ iso_timestamp = st.builds(
     st.sampled_from(["", ".5", ".123", ".123456", ".1234567", ".", ",5"]),
     st.one_of(st.sampled_from(["Z", "", "z", "+00:00", "-00:00", "+0100", "+01", " Z", "Z "]),
               st.builds("{}{}:{}".format, st.sampled_from("+-"), _two(0, 25), _two(0, 60))))
-value = st.one_of(text, quoted, iso_timestamp, st.sampled_from(["send", "sent", "claim", "2026-11-28T09:00:00Z",
+# msg_ids and addresses in brackets, with the spaces each normaliser trims (or does not) around and inside
+around = st.sampled_from(["", "", "\u00a0", "\u3000", "\u2000", "\u200b", "\u2028", "\t", "\ufeff", " "])
+bracketed = st.builds("{}<{}{}{}>{}".format, around, around, text, around, around)
+value = st.one_of(text, quoted, iso_timestamp, bracketed, bracketed.map(lambda b: '"' + b + '"'), st.sampled_from(["send", "sent", "claim", "2026-11-28T09:00:00Z",
                                                                 "1764320400", "30s", "<m@x>", "a@b.co", "A@B.CO",
                                                                 "ok", "failed", ""]))
 pair = st.tuples(st.sampled_from(KEYS), value).map(lambda kv: f"{kv[0]}={kv[1]}")
@@ -50,7 +53,7 @@ leading = st.one_of(
     st.sampled_from(["", "2026-11-28T09:00:00Z ", "2026-11-28T09:00:00Z ", "2026-11-28T09:00:00Z ",
                      " 2026-11-28 09:00:00.5+01:00\t", "2026-11-28T09:00:00Z", "2026-02-30T09:00:00Z ",
                      "2026-11-28T09:00Zx ", "2026-11-28T09:00:00-05 "]),
-    iso_timestamp.map(lambda ts: ts + " "))
+    iso_timestamp.map(lambda ts: ts + " "), iso_timestamp.map(lambda ts: ts + " "))
 
 
 @st.composite
