@@ -5,6 +5,9 @@
  * unquoted text (the first of its keys, in order, present on the line) and why the line is not a record. It
  * mirrors those regexes byte for byte (see forensics/ingest/tokenizer.py), on up to two threads with the GIL
  * released, and hands back Arrow buffers (validity, int32 offsets, data) that pyarrow wraps without a copy.
+ * It also types what DuckDB spent most of its time on per line, exactly as the SQL does (tests hold them
+ * equal): the recipient's normal form, the msg_id (mm_msg_id), and the common ISO timestamps with a zone
+ * (timestamp[us, UTC]; any other is NULL, left to SQL's mm_ts).
  * A range holding invalid UTF-8 or an overlong line is reported dirty (the caller repairs the file as the
  * SQL path does); line-ending styles seen are reported (DuckDB's reader treats mixed ones its own way).
  */
