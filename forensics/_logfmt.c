@@ -5,6 +5,9 @@
  * unquoted text (the first of its keys, in order, present on the line) and why the line is not a record. It
  * mirrors those regexes byte for byte (see forensics/ingest/tokenizer.py), on up to two threads with the GIL
  * released, and hands back Arrow buffers (validity, int32 offsets, data) that pyarrow wraps without a copy.
+ * It also types what DuckDB spent most of its time on per line, exactly as the SQL does (tests hold them
+ * equal): the recipient's normal form, the msg_id (mm_msg_id), and the common ISO timestamps with a zone
+ * (timestamp[us, UTC]; any other is NULL, left to SQL's mm_ts).
  * A range holding invalid UTF-8 or an overlong line is reported dirty (the caller repairs the file as the
  * SQL path does); line-ending styles seen are reported (DuckDB's reader treats mixed ones its own way).
  */
@@ -16,7 +19,13 @@
 #include <string.h>
 
 #define NFIELDS 17
-#define NCOLS (NFIELDS + 1) /* the line, then the fields */
+#define RECIPIENT_FIELD 6 /* forensics.ingest.fields.CANONICAL: ts, event, ..., recipient */
+#define MSG_ID_FIELD 8
+#define NTYPED 2 /* text columns typed here: the recipient's normal form, the msg_id's (mm_msg_id) */
+#define NCOLS (NFIELDS + 1 + NTYPED) /* the line, the fields, then the typed ones */
+#define LINE_COL 0
+#define TS_COL 1
+#define TYPED_COL (NFIELDS + 1) /* the first typed column */
 #define MAX_THREADS 2
 #define MAX_LINE 16000000 /* DuckDB's max_line_size in mm_named_lines */
 #define HASH_SIZE 1024
@@ -99,6 +108,10 @@ typedef struct {
     size_t rows, rows_cap;
     Column cols[NCOLS];
     int8_t *problem;
+    int64_t *ts;       /* the timestamp typed here: microseconds since the epoch, UTC (timestamp[us, UTC]) */
+    uint8_t *ts_valid; /* NULL where the SQL's mm_ts types ts_text instead */
+    size_t ts_nulls;
+    int typed_differs[NTYPED]; /* a typed value differs from its text (else both columns share buffers) */
     int flags;
     /* per line scratch: where each key was first seen after a space (value position + 1, 0 = absent), and the
      * span of its first key=value pair (shady lines) */
@@ -155,6 +168,13 @@ static int reserve_rows(Job *job) {
     int8_t *p = realloc(job->problem, cap);
     if (p == NULL) return -1;
     job->problem = p;
+    int64_t *t = realloc(job->ts, cap * sizeof(int64_t));
+    if (t == NULL) return -1;
+    job->ts = t;
+    uint8_t *tv = realloc(job->ts_valid, cap / 8 + 1);
+    if (tv == NULL) return -1;
+    memset(tv + job->rows_cap / 8, 0, cap / 8 + 1 - job->rows_cap / 8);
+    job->ts_valid = tv;
     job->rows_cap = cap;
     return 0;
 }
@@ -313,19 +333,181 @@ static int valid_utf8(const unsigned char *s, size_t n) {
     return 1;
 }
 
+/* The byte length of the Unicode space separator (Zs: what DuckDB's trim() takes) starting at s[0] (0: none). */
+static size_t zs_at_start(const unsigned char *s, size_t n) {
+    if (s[0] == ' ') return 1;
+    if (n >= 2 && s[0] == 0xC2 && s[1] == 0xA0) return 2; /* U+00A0 */
+    if (n < 3) return 0;
+    if (s[0] == 0xE1 && s[1] == 0x9A && s[2] == 0x80) return 3; /* U+1680 */
+    if (s[0] == 0xE2 && s[1] == 0x80 && (s[2] <= 0x8A || s[2] == 0xAF)) return 3; /* U+2000–U+200A, U+202F */
+    if (s[0] == 0xE2 && s[1] == 0x81 && s[2] == 0x9F) return 3; /* U+205F */
+    if (s[0] == 0xE3 && s[1] == 0x80 && s[2] == 0x80) return 3; /* U+3000 */
+    return 0;
+}
+
 /* trim(line) = '': DuckDB's trim() takes the Unicode space separators (Zs), not tabs or other controls. */
 static int is_blank(const unsigned char *s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        if (s[i] == ' ') i += 1;
-        else if (i + 1 < n && s[i] == 0xC2 && s[i + 1] == 0xA0) i += 2; /* U+00A0 */
-        else if (i + 2 < n && s[i] == 0xE1 && s[i + 1] == 0x9A && s[i + 2] == 0x80) i += 3; /* U+1680 */
-        else if (i + 2 < n && s[i] == 0xE2 && s[i + 1] == 0x80 && (s[i + 2] <= 0x8A || s[i + 2] == 0xAF)) i += 3;
-        else if (i + 2 < n && s[i] == 0xE2 && s[i + 1] == 0x81 && s[i + 2] == 0x9F) i += 3; /* U+205F */
-        else if (i + 2 < n && s[i] == 0xE3 && s[i + 1] == 0x80 && s[i + 2] == 0x80) i += 3; /* U+3000 */
-        else return 0;
-    }
+    size_t k;
+    for (size_t i = 0; i < n; i += k)
+        if (!(k = zs_at_start(s + i, n - i))) return 0;
     return 1;
+}
+
+/* ---- typing done here rather than in SQL (queries/ingest.sql's typed_columns takes these when given) ---- */
+
+/* The byte length of the forensics.addresses.WHITESPACE code point starting at s[0] (0: none). */
+static size_t ws_at_start(const unsigned char *s, size_t n) {
+    unsigned char c = s[0];
+    if (c < 0x80) return (c == ' ' || (c >= 0x09 && c <= 0x0D)) ? 1 : 0;
+    if (n >= 2 && c == 0xC2) return (s[1] == 0x85 || s[1] == 0xA0) ? 2 : 0; /* U+0085, U+00A0 */
+    if (n < 3) return 0;
+    if (c == 0xE1) return s[1] == 0x9A && s[2] == 0x80 ? 3 : 0; /* U+1680 */
+    if (c == 0xE2 && s[1] == 0x80) /* U+2000–U+200B, U+2028, U+2029, U+202F */
+        return (s[2] <= 0x8B || s[2] == 0xA8 || s[2] == 0xA9 || s[2] == 0xAF) ? 3 : 0;
+    if (c == 0xE2) return s[1] == 0x81 && s[2] == 0x9F ? 3 : 0; /* U+205F */
+    if (c == 0xE3) return s[1] == 0x80 && s[2] == 0x80 ? 3 : 0; /* U+3000 */
+    if (c == 0xEF) return s[1] == 0xBB && s[2] == 0xBF ? 3 : 0; /* U+FEFF */
+    return 0;
+}
+
+typedef size_t (*Spaces)(const unsigned char *s, size_t n); /* zs_at_start or ws_at_start */
+
+/* s[*from, *to) with the code points of one of those sets trimmed from both ends; s is valid UTF-8, so a code
+ * point of k bytes ends the text when it starts k bytes before the end. */
+static void trim_spaces(Spaces at_start, const unsigned char *s, size_t *from, size_t *to) {
+    size_t k;
+    while (*from < *to && (k = at_start(s + *from, *to - *from))) *from += k;
+    for (int trimmed = 1; trimmed && *from < *to;) {
+        trimmed = 0;
+        for (k = 1; k <= 3 && k <= *to - *from && !trimmed; k++)
+            if (at_start(s + *to - k, k) == k) *to -= k, trimmed = 1;
+    }
+}
+
+/* forensics.addresses.normalize_address on UTF-8: trimmed; a value ending in '>' keeps what lies between the
+ * last '<' and it, trimmed again; ASCII A-Z lower-cased; empty is NULL. 1 when it differs from the text. */
+static int put_address(Column *col, size_t row, const unsigned char *s, size_t n) {
+    size_t from = 0, to = n;
+    trim_spaces(ws_at_start, s, &from, &to);
+    if (to > from && s[to - 1] == '>') {
+        size_t lt = to - 1;
+        while (lt > from && s[lt - 1] != '<') lt--;
+        if (lt > from) { /* s[lt - 1] is the last '<' before the '>' */
+            from = lt;
+            to--;
+            trim_spaces(ws_at_start, s, &from, &to);
+        }
+    }
+    if (from == to) {
+        put_null(col, row);
+        return 1;
+    }
+    if (put(col, row, (const char *)s + from, to - from)) return -1;
+    int differs = from > 0 || to < n;
+    char *d = col->data + col->len - (to - from);
+    for (size_t i = 0; i < to - from; i++)
+        if (d[i] >= 'A' && d[i] <= 'Z') d[i] = (char)(d[i] + 32), differs = 1;
+    return differs;
+}
+
+/* mm_msg_id: trimmed (DuckDB's trim()), one pair of surrounding <> dropped, trimmed again; empty is NULL. 1 when
+ * it differs from the text. */
+static int put_msg_id(Column *col, size_t row, const unsigned char *s, size_t n) {
+    size_t from = 0, to = n;
+    trim_spaces(zs_at_start, s, &from, &to);
+    if (to > from && s[from] == '<' && s[to - 1] == '>') {
+        from++, to--;
+        trim_spaces(zs_at_start, s, &from, &to);
+    }
+    if (from == to) {
+        put_null(col, row);
+        return 1;
+    }
+    return put(col, row, (const char *)s + from, to - from) ? -1 : from > 0 || to < n;
+}
+
+static int digits(const unsigned char *s, int n, int *value) {
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return 0;
+        v = v * 10 + (s[i] - '0');
+    }
+    *value = v;
+    return 1;
+}
+
+/* Days from 1970-01-01 to a proleptic Gregorian date (H. Hinnant's days_from_civil). */
+static int64_t days_from_civil(int y, int m, int d) {
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    return era * 146097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719468;
+}
+
+static int days_in_month(int y, int m) {
+    static const int days[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    return m == 2 && y % 4 == 0 && (y % 100 != 0 || y % 400 == 0) ? 29 : days[m - 1];
+}
+
+/* Only the common ISO form with an explicit zone, YYYY-MM-DD[T ]hh:mm:ss[.f{1,6}](Z|±hh:mm), exactly (no
+ * space around it): microseconds since the epoch in *us. Any other text (0) is left to the SQL's mm_ts, which
+ * reads it in the session's zone; tests/test_tokenizer_properties.py holds the two equal. */
+static int iso_utc_us(const unsigned char *s, size_t n, int64_t *us) {
+    int y, mo, d, h, mi, se, oh = 0, om = 0, frac = 0;
+    if (n < 20 || n > 32 || s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != ' ') || s[13] != ':'
+        || s[16] != ':' || !digits(s, 4, &y) || !digits(s + 5, 2, &mo) || !digits(s + 8, 2, &d)
+        || !digits(s + 11, 2, &h) || !digits(s + 14, 2, &mi) || !digits(s + 17, 2, &se))
+        return 0;
+    size_t i = 19;
+    if (s[i] == '.') {
+        size_t k = ++i;
+        while (i < n && i - k < 7 && s[i] >= '0' && s[i] <= '9') frac = frac * 10 + (s[i++] - '0');
+        if (i == k || i - k > 6) return 0;
+        for (size_t pad = i - k; pad < 6; pad++) frac *= 10;
+    }
+    int zulu = i + 1 == n && s[i] == 'Z';
+    int offset = i + 6 == n && (s[i] == '+' || s[i] == '-') && s[i + 3] == ':' && digits(s + i + 1, 2, &oh)
+                 && digits(s + i + 4, 2, &om) && oh <= 15 && om <= 59;
+    if (!zulu && !offset) return 0;
+    if (offset && s[i] == '-') oh = -oh, om = -om;
+    if (y < 1 || mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 || se > 59)
+        return 0;
+    int64_t seconds = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se - (oh * 3600 + om * 60);
+    *us = seconds * 1000000 + frac;
+    return 1;
+}
+
+typedef int (*Typer)(Column *col, size_t row, const unsigned char *s, size_t n);
+
+/* The typed text columns: the field each types, and how. */
+static const int typed_field[NTYPED] = {RECIPIENT_FIELD, MSG_ID_FIELD};
+static const Typer typer[NTYPED] = {put_address, put_msg_id};
+
+/* The columns typed here, from the row's text columns. */
+static int typed_fields(Job *job, size_t row) {
+    for (int t = 0; t < NTYPED; t++) {
+        const Column *text = &job->cols[typed_field[t] + 1];
+        Column *typed = &job->cols[TYPED_COL + t];
+        if (!(text->valid[row / 8] >> (row % 8) & 1)) {
+            put_null(typed, row);
+            continue;
+        }
+        int differs = typer[t](typed, row, (const unsigned char *)text->data + text->offsets[row],
+                               (size_t)(text->offsets[row + 1] - text->offsets[row]));
+        if (differs < 0) return -1;
+        job->typed_differs[t] |= differs;
+    }
+    const Column *tc = &job->cols[TS_COL];
+    int64_t us = 0;
+    if (tc->valid[row / 8] >> (row % 8) & 1
+        && iso_utc_us((const unsigned char *)tc->data + tc->offsets[row],
+                      (size_t)(tc->offsets[row + 1] - tc->offsets[row]), &us))
+        job->ts_valid[row / 8] |= (uint8_t)(1u << (row % 8));
+    else
+        job->ts_nulls++;
+    job->ts[row] = us;
+    return 0;
 }
 
 /* ---- one line ---- */
@@ -405,17 +587,18 @@ static int add_line(Job *job, const unsigned char *s, size_t n) {
     if (reserve_rows(job)) return -1;
     size_t row = job->rows;
     if (n == 0) {
-        for (int c = 0; c < NCOLS; c++) put_null(&job->cols[c], row);
+        for (int c = 0; c < TYPED_COL; c++) put_null(&job->cols[c], row);
         job->problem[row] = P_BLANK;
     } else {
-        if (put(&job->cols[0], row, (const char *)s, n)) return -1;
+        if (put(&job->cols[LINE_COL], row, (const char *)s, n)) return -1;
         job->problem[row] = is_blank(s, n) ? P_BLANK : memchr(s, '=', n) == NULL ? P_NO_PAIRS : P_NONE;
         if (job->problem[row] == P_BLANK) {
-            for (int c = 1; c < NCOLS; c++) put_null(&job->cols[c], row);
+            for (int c = 1; c < TYPED_COL; c++) put_null(&job->cols[c], row);
         } else if (line_fields(job, row, s, n)) {
             return -1;
         }
     }
+    if (typed_fields(job, row)) return -1;
     job->rows++;
     return 0;
 }
@@ -492,15 +675,25 @@ static void free_job(Job *job) {
         free(job->cols[c].valid);
     }
     free(job->problem);
+    free(job->ts);
+    free(job->ts_valid);
     free(job->scratch);
 }
 
-/* (rows, flags, problem, [(validity, offsets, data, nulls) per column]); the job's memory moves to Python. */
+/* (rows, flags, problem, [(validity, offsets, data, nulls) per text column], (validity, data, nulls) of the
+ * timestamps); the job's memory moves to Python. A typed column is its text column's own buffers when no
+ * value differs. */
 static PyObject *batch_of(Job *job) {
     PyObject *columns = PyList_New(NCOLS);
     if (columns == NULL) return NULL;
     size_t rows = job->rows;
     for (int c = 0; c < NCOLS; c++) {
+        if (c >= TYPED_COL && !job->typed_differs[c - TYPED_COL]) {
+            PyObject *same = PyList_GET_ITEM(columns, typed_field[c - TYPED_COL] + 1);
+            Py_INCREF(same);
+            PyList_SET_ITEM(columns, c, same);
+            continue;
+        }
         Column *col = &job->cols[c];
         if (rows == 0) {
             col->offsets = realloc(col->offsets, sizeof(int32_t));
@@ -519,9 +712,15 @@ static PyObject *batch_of(Job *job) {
         PyList_SET_ITEM(columns, c, item);
     }
     PyObject *problem = block_of((char *)job->problem, (Py_ssize_t)rows);
-    job->problem = NULL;
-    if (problem == NULL) { Py_DECREF(columns); return NULL; }
-    return Py_BuildValue("(niNN)", (Py_ssize_t)rows, job->flags, problem, columns);
+    PyObject *ts_valid = block_of((char *)job->ts_valid, (Py_ssize_t)(rows + 7) / 8);
+    PyObject *ts = block_of((char *)job->ts, (Py_ssize_t)(rows * sizeof(int64_t)));
+    job->problem = NULL, job->ts_valid = NULL, job->ts = NULL;
+    if (problem == NULL || ts_valid == NULL || ts == NULL) {
+        Py_XDECREF(problem), Py_XDECREF(ts_valid), Py_XDECREF(ts), Py_DECREF(columns);
+        return NULL;
+    }
+    return Py_BuildValue("(niNN(NNn))", (Py_ssize_t)rows, job->flags, problem, columns, ts_valid, ts,
+                         (Py_ssize_t)job->ts_nulls);
 }
 
 /* Where to cut [start, end) for the second thread: just after a \n near its middle (end when none). */
@@ -578,7 +777,43 @@ done:
     return result;
 }
 
+/* The typing functions on one value, for the tests that hold them equal to Python's and DuckDB's. */
+static PyObject *typed_one(PyObject *arg, Typer type) {
+    Py_buffer view;
+    if (!PyArg_Parse(arg, "y*", &view)) return NULL;
+    Column col = {0};
+    int32_t offsets[2] = {0, 0};
+    uint8_t valid = 0;
+    col.offsets = offsets, col.valid = &valid;
+    PyObject *result = NULL;
+    if (!valid_utf8(view.buf, (size_t)view.len)) PyErr_SetString(PyExc_ValueError, "not UTF-8");
+    else if (type(&col, 0, view.buf, (size_t)view.len) < 0) PyErr_NoMemory();
+    else if (valid) result = PyBytes_FromStringAndSize(col.data, (Py_ssize_t)col.len);
+    else result = Py_NewRef(Py_None);
+    free(col.data);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyObject *normalize_address(PyObject *self, PyObject *arg) { return typed_one(arg, put_address); }
+
+static PyObject *msg_id(PyObject *self, PyObject *arg) { return typed_one(arg, put_msg_id); }
+
+static PyObject *utc_microseconds(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (!PyArg_Parse(arg, "y*", &view)) return NULL;
+    int64_t us;
+    int ok = iso_utc_us(view.buf, (size_t)view.len, &us);
+    PyBuffer_Release(&view);
+    return ok ? PyLong_FromLongLong(us) : Py_NewRef(Py_None);
+}
+
 static PyMethodDef methods[] = {
+    {"normalize_address", normalize_address, METH_O,
+     "normalize_address(utf8) -> the normal form (bytes), or None: forensics.addresses.normalize_address"},
+    {"msg_id", msg_id, METH_O, "msg_id(utf8) -> the msg_id as SQL's mm_msg_id gives it (bytes), or None"},
+    {"utc_microseconds", utc_microseconds, METH_O,
+     "utc_microseconds(text) -> microseconds since the epoch of an ISO timestamp with a zone, or None (left to SQL)"},
     {"tokenize", tokenize, METH_VARARGS,
      "tokenize(buffer, start, end, fields, threads) -> [(rows, flags, problem, columns)] per thread's range"},
     {NULL, NULL, 0, NULL},

@@ -114,15 +114,20 @@ coalesce({list:values})
 -- Template: the typed record columns of a staged line, from the text columns every parser produces, then
 -- why the line is not a record (problem) and its text, kept only where it is needed (a skip's text, or
 -- events.raw in a saved case: at 10M lines the text alone is several GB). A line inside an envelope (`env`)
--- takes the envelope's time, worker (container, host or unit) and pid where the record has none.
+-- takes the envelope's time, worker (container, host or unit) and pid where the record has none. A parser may
+-- hand a field already typed (ts_typed, recipient_typed, msg_id_typed: the compiled tokenizer does); where it
+-- is NULL the field is typed here (the SQL parsers hand NULL on every line). CASE, not coalesce: DuckDB's
+-- coalesce evaluates every argument on every row, CASE its ELSE only on the rows that reach it.
 -- dialect: duckdb
 typed AS (
-    SELECT coalesce(mm_ts(ts_text), env.ts) AS ts,
+    SELECT coalesce(CASE WHEN ts_typed IS NOT NULL THEN ts_typed ELSE mm_ts(ts_text) END, env.ts) AS ts,
            CASE WHEN nullif(trim(event_text), '') IS NOT NULL THEN mm_event(event_text)
                 WHEN msg_id_text IS NOT NULL AND status IS NOT NULL AND mm_ok_status(status) THEN 'send' END AS event,
            coalesce(worker, env.worker) AS worker, coalesce(incarnation, env.pid) AS incarnation, campaign, step,
-           mm_address(recipient_text) AS recipient, candidate,
-           mm_msg_id(msg_id_text) AS msg_id, shard, mm_seconds(lease_text) AS lease_s, test_id, variant, status,
+           CASE WHEN recipient_typed IS NOT NULL THEN recipient_typed ELSE mm_address(recipient_text) END
+               AS recipient, candidate,
+           CASE WHEN msg_id_typed IS NOT NULL THEN msg_id_typed ELSE mm_msg_id(msg_id_text) END AS msg_id, shard,
+           mm_seconds(lease_text) AS lease_s, test_id, variant, status,
            TRY_CAST(attempt_text AS INTEGER) AS attempt, error, TRY_CAST(count_text AS BIGINT) AS count,
            recipient_text AS recipient_raw, line, problem, nullif(trim(event_text), '') IS NULL AS no_event, env
     FROM unquoted
@@ -171,6 +176,7 @@ WITH lines AS (
            mm_unquote(msg_id_text) AS msg_id_text, mm_unquote(shard) AS shard, mm_unquote(lease_text) AS lease_text,
            mm_unquote(test_id) AS test_id, mm_unquote(variant) AS variant, mm_unquote(status) AS status,
            mm_unquote(attempt_text) AS attempt_text, mm_unquote(error) AS error, mm_unquote(count_text) AS count_text,
+           NULL::TIMESTAMPTZ AS ts_typed, NULL::VARCHAR AS recipient_typed, NULL::VARCHAR AS msg_id_typed,
            CASE WHEN line IS NULL OR trim(line) = '' THEN 'blank line'
                 WHEN NOT contains(line, '=') THEN 'no key=value pairs' END AS problem
     FROM fields
@@ -179,8 +185,9 @@ WITH lines AS (
 -- name: stage_logfmt_tokens
 -- logfmt read by the compiled tokenizer (forensics.ingest.tokenizer): {ident:tokens} is its Arrow stream, one
 -- row per line in file order, of the text columns stage_logfmt computes with regexes (the line, each canonical
--- field's unquoted text, the leading timestamp already in ts_text) and a problem code; typed here exactly as
--- stage_logfmt types them. {block:typed_columns} is that block.
+-- field's unquoted text, the leading timestamp already in ts_text), a problem code, and the fields it typed
+-- itself (the recipient's normal form, the msg_id; the timestamp when it has an explicit zone, else NULL);
+-- typed here exactly as stage_logfmt types them. {block:typed_columns} is that block.
 -- dialect: duckdb
 CREATE OR REPLACE TABLE {ident:staged} AS
 WITH unquoted AS (
@@ -188,6 +195,7 @@ WITH unquoted AS (
                               container VARCHAR, pid VARCHAR, worker VARCHAR, cut BOOLEAN) AS env,
            ts_text, event_text, worker, incarnation, campaign, step, recipient_text, candidate, msg_id_text, shard,
            lease_text, test_id, variant, status, attempt_text, error, count_text,
+           ts_typed, recipient_typed, msg_id_typed,
            CASE problem_code WHEN 1 THEN 'blank line' WHEN 2 THEN 'no key=value pairs' END AS problem
     FROM {ident:tokens}
 ), {block:typed_columns}
@@ -216,6 +224,7 @@ WITH lines AS (
     FROM objects
 ), unquoted AS (
     SELECT line, env, {list:picks},
+           NULL::TIMESTAMPTZ AS ts_typed, NULL::VARCHAR AS recipient_typed, NULL::VARCHAR AS msg_id_typed,
            CASE WHEN line IS NULL OR trim(line) = '' THEN 'blank line'
                 WHEN jtype IS NULL THEN 'not valid JSON'
                 WHEN jtype <> 'OBJECT' THEN 'JSON but not an object' END AS problem
@@ -254,6 +263,7 @@ WITH lines AS (
     FROM lines
 ), unquoted AS (
     SELECT line, env, {list:picks},
+           NULL::TIMESTAMPTZ AS ts_typed, NULL::VARCHAR AS recipient_typed, NULL::VARCHAR AS msg_id_typed,
            CASE WHEN line IS NULL OR trim(line) = '' THEN 'blank line'
                 WHEN len(vals) <> len(:keys::VARCHAR[]) THEN 'wrong number of CSV cells' END AS problem
     FROM cells

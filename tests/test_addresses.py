@@ -1,4 +1,5 @@
-"""One address normaliser: Python, the DuckDB macro and the PostgreSQL function agree, on every locale."""
+"""One address normaliser: Python, the DuckDB macro, the PostgreSQL function (on every locale) and the compiled
+tokenizer's agree."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from psycopg import sql
 
 import queries
 from forensics.addresses import WHITESPACE, WHITESPACE_CODE_POINTS, normalize_address
+from forensics.ingest.tokenizer import _logfmt
 
 VARIANTS = ["jane@acme.com", "Jane Doe <jane@acme.com>", "jane@acme.com\t", "\u00a0jane@acme.com",
             "jane@acme.com\n", " JANE@Acme.com\r\n", "<Jane@ACME.com>", '"Doe, Jane" <jane@acme.com>\u200b',
@@ -29,10 +31,26 @@ _piece = st.one_of(
 addresses = st.one_of(st.none(), st.lists(_piece, max_size=12).map("".join))
 
 
+def compiled(value: str | None) -> str | None:
+    """The compiled tokenizer's normaliser (forensics/_logfmt.c, on UTF-8); Python's where it was not built."""
+    if _logfmt is None or value is None:
+        return normalize_address(value)
+    normal = _logfmt.normalize_address(value.encode())
+    return None if normal is None else normal.decode()
+
+
 def test_every_variant_of_one_address_has_one_normal_form():
     assert {normalize_address(v) for v in VARIANTS} == {"jane@acme.com"}
     assert normalize_address("  \u00a0 ") is None and normalize_address("<>") is None
     assert normalize_address("ÄNNE@X.COM") == "Änne@x.com"  # only ASCII A-Z are lower-cased
+    assert {compiled(v) for v in VARIANTS} == {"jane@acme.com"} and compiled("ÄNNE@X.COM") == "Änne@x.com"
+
+
+@pytest.mark.skipif(_logfmt is None, reason="the compiled tokenizer was not built")
+@settings(max_examples=2000, deadline=None)
+@given(addresses)
+def test_the_compiled_normaliser_is_pythons_byte_for_byte(value):
+    assert compiled(value) == normalize_address(value)
 
 
 def test_the_sql_twins_trim_the_same_listed_code_points():
@@ -69,6 +87,7 @@ def test_python_duckdb_and_postgresql_agree_on_every_locale(pg_dsn):
         @given(st.lists(addresses, min_size=1, max_size=8))
         def agree(values):
             expected = [normalize_address(v) for v in values]
+            assert [compiled(v) for v in values] == expected
             assert [r[0] for r in duck.execute("SELECT mm_address(unnest($1))", [values]).fetchall()] == expected
             for conn in conns:
                 got = conn.execute("SELECT pg_temp.mm_address(v) FROM unnest(%s::text[]) WITH ORDINALITY AS u(v, n) "

@@ -22,17 +22,38 @@ needs_c = pytest.mark.skipif(tokenizer._logfmt is None, reason="the compiled tok
 KEYS = ["ts", "time", "event", "evt", "email", "Email", "to", "msg_id", "message-id", "worker", "host", "lease",
         "attempt", "count", "status", "campaign", "step", "error", "x", "k", "é"]
 HOSTILE = st.sampled_from(["a", "b", "7", " ", "\t", '"', "\\", "=", "é", "\x0b", "\x0c", "<", ">", "@", ".", "-",
-                           ":", "\u00a0", "\ufeff", "x=1", ' k="', '\\"', "\\\\"])
+                           ":", "\u00a0", "\ufeff", "x=1", ' k="', '\\"', "\\\\", "A", "Z", "Ä", "\u0301", "\x85",
+                           "\u1680", "\u2000", "\u200b", "\u2028", "\u202f", "\u3000", "<a@B.co>"])
 text = st.lists(HOSTILE, max_size=12).map("".join)
 inside_quotes = st.lists(st.sampled_from(["a", " ", "\t", '\\"', "\\\\", "\\", " k=v", ' x="y', "é", "=", '"']),
                          max_size=10).map("".join)
 quoted = st.one_of(text, inside_quotes).map(lambda t: '"' + t + '"')
-value = st.one_of(text, quoted, st.sampled_from(["send", "sent", "claim", "2026-11-28T09:00:00Z", "1764320400",
-                                                 "30s", "<m@x>", "a@b.co", "A@B.CO", "ok", "failed", ""]))
+
+
+def _two(low: int, high: int):
+    return st.integers(low, high).map(lambda n: f"{n:02d}")
+
+
+# ISO timestamps, valid or nearly (the compiled tokenizer types the common forms with a zone itself, SQL the rest)
+iso_timestamp = st.builds(
+    "{}-{}-{}{}{}:{}:{}{}{}".format, st.sampled_from(["2026", "2024", "1970", "1900", "0001", "9999", "0000"]),
+    _two(0, 13), _two(0, 32), st.sampled_from(["T", " ", "t"]), _two(0, 24), _two(0, 60), _two(0, 61),
+    st.sampled_from(["", ".5", ".123", ".123456", ".1234567", ".", ",5"]),
+    st.one_of(st.sampled_from(["Z", "", "z", "+00:00", "-00:00", "+0100", "+01", " Z", "Z "]),
+              st.builds("{}{}:{}".format, st.sampled_from("+-"), _two(0, 25), _two(0, 60))))
+# msg_ids and addresses in brackets, with the spaces each normaliser trims (or does not) around and inside
+around = st.sampled_from(["", "", "\u00a0", "\u3000", "\u2000", "\u200b", "\u2028", "\t", "\ufeff", " "])
+bracketed = st.builds("{}<{}{}{}>{}".format, around, around, text, around, around)
+value = st.one_of(text, quoted, iso_timestamp, bracketed, bracketed.map(lambda b: '"' + b + '"'), st.sampled_from(["send", "sent", "claim", "2026-11-28T09:00:00Z",
+                                                                "1764320400", "30s", "<m@x>", "a@b.co", "A@B.CO",
+                                                                "ok", "failed", ""]))
 pair = st.tuples(st.sampled_from(KEYS), value).map(lambda kv: f"{kv[0]}={kv[1]}")
 separator = st.sampled_from([" ", " ", "  ", "\t", "", " \t"])
-leading = st.sampled_from(["", "2026-11-28T09:00:00Z ", "2026-11-28T09:00:00Z ", "2026-11-28T09:00:00Z ", " 2026-11-28 09:00:00.5+01:00\t", "2026-11-28T09:00:00Z",
-                           "2026-02-30T09:00:00Z ", "2026-11-28T09:00Zx ", "2026-11-28T09:00:00-05 "])
+leading = st.one_of(
+    st.sampled_from(["", "2026-11-28T09:00:00Z ", "2026-11-28T09:00:00Z ", "2026-11-28T09:00:00Z ",
+                     " 2026-11-28 09:00:00.5+01:00\t", "2026-11-28T09:00:00Z", "2026-02-30T09:00:00Z ",
+                     "2026-11-28T09:00Zx ", "2026-11-28T09:00:00-05 "]),
+    iso_timestamp.map(lambda ts: ts + " "), iso_timestamp.map(lambda ts: ts + " "))
 
 
 @st.composite
@@ -90,12 +111,14 @@ def read(path: Path, name: str, range_bytes: int = tokenizer.RANGE_BYTES) -> tup
         try:
             case = load_case([str(path)])
         except MailmortemError as exc:  # refused (a file of blank lines, say): refused alike
-            return "refused", str(exc), None
+            return "refused", str(exc), None, None
     con = case.con
     events = con.execute("SELECT * EXCLUDE (source) FROM events ORDER BY line_no").fetchall()
     skipped = con.execute("SELECT * EXCLUDE (source) FROM skipped ORDER BY line_no").fetchall()
     summaries = [(s.lines, s.records, s.skipped, s.first_skipped_lines, s.encoding) for s in case.inputs]
-    return events, skipped, summaries
+    staged = [con.execute(f'SELECT * FROM "{table}" ORDER BY rowid').fetchall()  # every typed column, every line
+              for (table,) in con.execute("SELECT staged FROM files ORDER BY file_id").fetchall()]
+    return events, skipped, summaries, staged
 
 
 def assert_same(body: bytes, gz: bool = False, range_bytes: int = tokenizer.RANGE_BYTES) -> tuple:
@@ -106,6 +129,7 @@ def assert_same(body: bytes, gz: bool = False, range_bytes: int = tokenizer.RANG
     assert compiled[0] == sql[0], "events differ"
     assert compiled[1] == sql[1], "skips differ"
     assert compiled[2] == sql[2], "file summaries differ"
+    assert compiled[3] == sql[3], "staged rows differ"
     return compiled
 
 
@@ -129,7 +153,7 @@ def test_quotes_escapes_tabs_and_keys_inside_quotes_read_alike(tmp_path):
             'ts=2026-11-28T09:00:02Z event=send to=e@c.co msg_id=m6 error="a\\\\\\\\b\\\\\\"c"\n'
             '   \n\nno pairs here\nts=nope event=send msg_id=m4\n'
             'ts=2026-11-28T09:00:03Z event="send" to="d@c.co" msg_id="m5" count=5 attempt=x lease=30s')
-    events, skipped, _ = assert_same(body.encode())
+    events, skipped, _, _ = assert_same(body.encode())
     assert len(events) == 5 and [row[:2] for row in skipped] == [(5, "blank line"), (6, "blank line"),
                                                                  (7, "no key=value pairs"),
                                                                  (8, "no readable timestamp")]
@@ -140,7 +164,7 @@ def test_quotes_escapes_tabs_and_keys_inside_quotes_read_alike(tmp_path):
 def test_ranges_and_threads_keep_every_line_number(tmp_path):
     lines = [f"ts=2026-11-28T09:00:{n % 60:02d}Z event=send worker=w{n % 7} email=p{n}@x.co msg_id=m{n}"
              if n % 13 else "not a record" for n in range(5000)]
-    events, skipped, _ = assert_same(("\n".join(lines) + "\n").encode(), range_bytes=10_000)
+    events, skipped, _, _ = assert_same(("\n".join(lines) + "\n").encode(), range_bytes=10_000)
     assert [row[0] for row in skipped] == [n + 1 for n in range(0, 5000, 13)]
     assert events[-1][0] == 5000
 
@@ -154,7 +178,7 @@ def test_mixed_line_endings_are_read_as_duckdb_reads_them(tmp_path):
 
 @needs_c
 def test_invalid_utf8_is_repaired_alike(tmp_path):
-    _, _, [summary] = assert_same(b"ts=2026-11-28T09:00:00Z event=send to=a@b.co msg_id=m1 error=\xff\xfe\n"
+    _, _, [summary], _ = assert_same(b"ts=2026-11-28T09:00:00Z event=send to=a@b.co msg_id=m1 error=\xff\xfe\n"
                                   b"ts=2026-11-28T09:00:01Z event=send to=a@b.co msg_id=m\xed\xa0\x80\n")
     assert summary[-1].startswith("utf-8 (repaired")
 
@@ -165,7 +189,7 @@ def test_more_spellings_of_a_key_than_the_tokenizer_takes_are_read_by_sql(tmp_pa
     spellings = ["".join(c.upper() if (n >> i) & 1 else c for i, c in enumerate("candidate_email")) for n in range(300)]
     lines = [f"ts=2026-11-28T09:00:00Z event=send msg_id=m{n} " + " ".join(f"{s}=p{n}{s}@x.co" for s in spellings[n:])
              for n in range(20)]
-    events, _, _ = assert_same(("\n".join(lines) + "\n").encode())
+    events, _, _, _ = assert_same(("\n".join(lines) + "\n").encode())
     assert len(events) == 20
 
 
@@ -200,5 +224,50 @@ def test_lines_of_unicode_spaces_are_blank_as_duckdbs_trim_says(tmp_path):
     spaces = [0x20, 0xA0, 0x1680, *range(0x2000, 0x200B), 0x202F, 0x205F, 0x3000]
     others = [0x200B, 0x85, 0x2028, 0xFEFF, 0x09, 0x0B]
     body = "ts=2026-11-28T09:00:00Z event=send msg_id=m1\n" + "".join(chr(c) + "\n" for c in spaces + others)
-    _, skipped, _ = assert_same(body.encode())
+    _, skipped, _, _ = assert_same(body.encode())
     assert [reason for _, reason, _ in skipped] == ["blank line"] * len(spaces) + ["no key=value pairs"] * len(others)
+
+
+@pytest.fixture(scope="module")
+def duck_in_new_york():
+    """DuckDB with the ingest macros, reading times without a zone in a zone that is not UTC."""
+    import duckdb
+
+    import queries
+
+    con = duckdb.connect()
+    queries.script(con, "ingest_macros")
+    con.execute("SET TimeZone = 'America/New_York'")
+    yield con
+    con.close()
+
+
+@needs_c
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(iso_timestamp, text), min_size=1, max_size=10))
+def test_the_timestamps_typed_in_c_are_the_ones_sql_reads(duck_in_new_york, values):
+    typed = [tokenizer._logfmt.utc_microseconds(v.encode()) for v in values]
+    read = duck_in_new_york.execute("SELECT epoch_us(mm_ts(v)) FROM unnest($1::VARCHAR[]) WITH ORDINALITY u(v, n) "
+                                    "ORDER BY n", [values]).fetchall()
+    assert typed == [us if c is not None else None for (us,), c in zip(read, typed)]  # typed in C: as SQL reads it
+
+
+@needs_c
+def test_the_common_iso_forms_are_typed_in_c_and_others_left_to_sql():
+    typed = tokenizer._logfmt.utc_microseconds
+    assert typed(b"2026-11-28T09:03:30.431Z") == 1795856610431000
+    assert typed(b"2026-11-28 10:03:30.431+01:00") == typed(b"2026-11-28T04:03:30.431-05:00") == 1795856610431000
+    assert typed(b"2024-02-29T00:00:00.000001Z") == 1709164800000001
+    for other in (b"2026-11-28T09:03:30", b"2026-02-29T00:00:00Z", b" 2026-11-28T09:03:30Z", b"2026-11-28T09:03:30+01",
+                  b"2026-11-28T09:03:30.1234567Z", b"1764320400", b"2026-11-28T24:00:00Z"):
+        assert typed(other) is None, other
+
+
+@needs_c
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(text, quoted), min_size=1, max_size=10))
+def test_the_msg_ids_typed_in_c_are_mm_msg_id(duck_in_new_york, values):
+    typed = [tokenizer._logfmt.msg_id(v.encode()) for v in values]
+    read = duck_in_new_york.execute("SELECT mm_msg_id(v) FROM unnest($1::VARCHAR[]) WITH ORDINALITY u(v, n) ORDER BY n",
+                                    [values]).fetchall()
+    assert [t.decode() if t is not None else None for t in typed] == [m for (m,) in read]
