@@ -67,7 +67,7 @@ def plain_and_gzipped(body: bytes, blob: bytes, chunk_bytes: int) -> tuple[tuple
         with chunks_of(chunk_bytes), streamed_reads() as streamed:
             gzipped = read(Path(tmp) / "case.log.gz", "c")
     if plain[0] == "refused":  # refused alike, naming the file it was given
-        gzipped = (gzipped[0], gzipped[1].replace("case.log.gz", "case.log"), gzipped[2])
+        gzipped = (gzipped[0], gzipped[1].replace("case.log.gz", "case.log"), *gzipped[2:])
     return plain, gzipped, streamed
 
 
