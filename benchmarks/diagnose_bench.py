@@ -2,6 +2,7 @@
 
     python benchmarks/diagnose_bench.py [--sizes 1M,3M,10M] [--workdir /tmp/mm-bench]
                                         [--formats logfmt,jsonl,gz] [--keep] [--out FILE]
+    python benchmarks/diagnose_bench.py --against COMMIT [--runs N] [--sizes 1M] [--formats logfmt,jsonl] ...
 
 For every (format, size) case it runs, each as a subprocess on a warm page cache, and
 measures wall time and peak RSS (os.wait4: the largest single process of the command):
@@ -20,6 +21,9 @@ from one simulated tile: copy k gets every identifier that ties sends together (
 campaign, shard, msg id, test id) prefixed with `t<k>-`, which makes the copies disjoint
 incidents, and truth.csv is the union of the copies' truths. The .gz case is the logfmt
 case of the same size compressed with gzip -6.
+
+With --against COMMIT it times diagnose installed without the compiled tokenizer, now and at COMMIT, side
+by side instead (benchmarks/against_commit.py says how).
 
 The figures (Markdown tables) are printed and written to --out, by default a new
 benchmarks/results/diagnose-<UTC time>.md (gitignored); docs/benchmarks.md is updated by hand.
@@ -90,6 +94,7 @@ class Run:
     ok: bool = True
     timed_out: bool = False
     error: str = ""
+    cpu: float = 0.0  # user + system seconds of the command (all its threads and children)
 
 
 @dataclass
@@ -135,6 +140,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--generate-only", action="store_true", help="only build (and cache) the cases")
     parser.add_argument("--out", type=Path, help="write the figures to this file "
                         "(default: benchmarks/results/diagnose-<UTC time>.md)")
+    parser.add_argument("--against", metavar="COMMIT", help="instead of the baselines: diagnose installed "
+                        "without the compiled tokenizer, now and at COMMIT, side by side (against_commit.py)")
+    parser.add_argument("--runs", type=int, default=1, help="--against: runs per side (the fastest is reported)")
     args = parser.parse_args(argv)
     args.sizes = sorted(parse_size(s) for s in args.sizes.split(","))
     args.formats = [f.strip() for f in args.formats.split(",")]
@@ -171,7 +179,8 @@ def measure_popen(argv: list[str], stdout, env=None) -> Run:
         shutil.rmtree(Path(tempfile.gettempdir()) / f"mailmortem-spill-{proc.pid}", ignore_errors=True)
     elif proc.returncode != 0:
         log(f"FAILED ({proc.returncode}): {' '.join(argv)[:200]}\n{err.decode(errors='replace')[-2000:]}")
-    return Run(wall, usage.ru_maxrss / 1024, "", proc.returncode == 0, stopped.is_set(), _error_line(err))
+    return Run(wall, usage.ru_maxrss / 1024, "", proc.returncode == 0, stopped.is_set(), _error_line(err),
+               usage.ru_utime + usage.ru_stime)
 
 
 def _error_line(stderr: bytes) -> str:
@@ -599,7 +608,7 @@ def main(argv=None) -> int:
         print(duckdb_baseline(*argv[1:4]))
         return 0
     args = parse_args(argv)
-    out = results_file("diagnose", args.out)  # refused before hours of work, not after
+    out = results_file("against" if args.against else "diagnose", args.out)  # refused before hours of work
     TIMEOUT["seconds"] = args.timeout
     DIAGNOSE_EXTRA[:] = ["--memory-limit", args.memory_limit] if args.memory_limit else []
     sys.path.insert(0, str(ROOT))
@@ -607,20 +616,23 @@ def main(argv=None) -> int:
     args.workdir.mkdir(parents=True, exist_ok=True)
     lpp = lines_per_person(args.workdir)
     log(f"{lpp:.3f} lines per person (mixed, logfmt, no noise)")
-    results = []
-    for fmt in args.formats:
-        for size in args.sizes:
-            case = ensure_case(args.workdir, fmt, size, args.tile_lines, lpp)
-            if not args.generate_only:
-                results.append(bench_case(case, args.workdir, args.keep))
+    cases = [ensure_case(args.workdir, fmt, size, args.tile_lines, lpp) for fmt in args.formats for size in args.sizes]
     if args.generate_only:
         return 0
-    command = "python benchmarks/diagnose_bench.py " + " ".join(argv)
-    table = report(results, command.strip(), started, load_before, commit)
+    command = ("python benchmarks/diagnose_bench.py " + " ".join(argv)).strip()
+    if args.against:
+        from against_commit import against  # its own module, to keep this one readable
+
+        table = against(args, cases, command)
+    else:
+        results = [bench_case(case, args.workdir, args.keep) for case in cases]
+        table = report(results, command, started, load_before, commit)
     print(table)
     write_results(table, out)
     return 0
 
 
 if __name__ == "__main__":
+    # against_commit imports this file as `diagnose_bench`: let that be this module (one TIMEOUT), not a copy
+    sys.modules.setdefault("diagnose_bench", sys.modules[__name__])
     sys.exit(main())
