@@ -440,9 +440,11 @@ WHERE s.problem IS NOT NULL
 -- Real sends: a send event with a msg_id and a success (or absent) status; one row per msg_id and recipient
 -- (a line logged twice is one send; one provider id may cover several recipients of one API call).
 -- Only keys whose 64-bit hash occurs twice are compared exactly: no window or wide hash table over every
--- send, which is what keeps a 10M-line case fast within the memory limit.
+-- send, which is what keeps a 10M-line case fast within the memory limit. A TEMP table: held in memory (spilled
+-- past the limit), not compressed into the case file, which costs more than it saves for a table read a dozen
+-- times and then thrown away (a saved case copies it into the file: save_sends).
 -- dialect: duckdb
-CREATE OR REPLACE TABLE sends AS
+CREATE OR REPLACE TEMP TABLE sends AS
 WITH ok AS NOT MATERIALIZED (  -- scanned three times rather than held: 10M sends do not fit
     SELECT source, line_no AS line, ts, worker, incarnation, coalesce(campaign, '') AS campaign,
            coalesce(step, '') AS step, recipient, candidate, msg_id, shard, test_id, variant, attempt,
@@ -458,6 +460,12 @@ WITH ok AS NOT MATERIALIZED (  -- scanned three times rather than held: 10M send
 SELECT * EXCLUDE (h) FROM ok WHERE h NOT IN (SELECT h FROM repeated)
 UNION ALL
 SELECT * EXCLUDE (h) FROM first_of_repeated
+
+-- name: save_sends
+-- A saved case keeps its sends in the case file (`mailmortem sql` reads them): build_sends' TEMP table, copied.
+-- dialect: duckdb
+CREATE OR REPLACE TABLE main.sends AS SELECT * FROM temp.main.sends;
+DROP TABLE temp.main.sends
 
 -- name: first_fatal_skip
 -- The first non-blank line that is not a record (what --strict stops on).

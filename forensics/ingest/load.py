@@ -52,7 +52,8 @@ def load(con, sources: list[Source], syntax: str | None = None, field_map: Field
          strict: bool = False, progress: Progress | None = None, keep_raw: bool = False,
          reading: Reading = Reading(), limits: window.Window = window.Window()
          ) -> tuple[list[InputSummary], window.Cut | None]:
-    """Read every source into events/skipped/sends; `keep_raw` keeps each record's line in events.raw. `limits`
+    """Read every source into events/skipped/sends; `keep_raw` (a saved case) keeps each record's line in events.raw
+    and copies sends into the case file (otherwise a TEMP table). `limits`
     (--since/--until) keeps the records of a window only: the Cut says what it kept (None without one)."""
     if syntax is not None and syntax not in SYNTAXES:
         raise ConfigError(f"unknown --syntax {syntax!r} (choose from {', '.join(SYNTAXES)})")
@@ -71,6 +72,8 @@ def load(con, sources: list[Source], syntax: str | None = None, field_map: Field
         queries.run(con, "set_time_zone", zone="UTC")
     cut = _create_views(con, files, summaries, limits)
     queries.run(con, "build_sends")
+    if keep_raw:  # a saved case
+        queries.script(con, "save_sends")
     if strict:
         _refuse_skips(con)
     return [summaries[file.file_id] for file in files], cut
