@@ -115,7 +115,10 @@ FROM entries
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
-    SELECT row_number() OVER () AS line_no, ltrim(line, chr(30)) AS line FROM {frag:lines}(:path, :delim)
+    -- only json-seq entries start with RS: trimming every line would copy each one
+    SELECT row_number() OVER () AS line_no,
+           CASE WHEN starts_with(line, chr(30)) THEN ltrim(line, chr(30)) ELSE line END AS line
+    FROM {frag:lines}(:path, :delim)
 ), read AS (
     -- one parse per entry: a line that is not JSON fails the extraction (NULL), as json_valid would have said
     SELECT line_no, line, CASE WHEN starts_with(line, '{') THEN try(json_extract_string(line, [
