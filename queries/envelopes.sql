@@ -211,7 +211,7 @@ FROM entries
 -- Python logging with %(asctime)s first: `2026-11-28 09:21:26,123 LEVEL name: message`, local time without a
 -- zone (the session's, --tz); the record is the message's JSON object or key=value pairs. Only the stamp is
 -- matched; the rest is the line after it (a line holds no newline: extracting the tail as a group cost more
--- than the whole unwrapping should).
+-- than the whole unwrapping should). The stamp is cast directly: it is an ISO time, never an epoch (mm_ts).
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
@@ -225,7 +225,7 @@ WITH entries AS (
 )
 SELECT line_no, '' AS chain,
        CASE WHEN stamp = '' THEN line ELSE mm_payload(ltrim(line[length(stamp) + 1:], ' :-'), tail) END AS text,
-       true AS complete, mm_ts(replace(nullif(stamp, ''), ',', '.')) AS ts, NULL::VARCHAR AS stream,
+       true AS complete, TRY_CAST(replace(nullif(stamp, ''), ',', '.') AS TIMESTAMPTZ) AS ts, NULL::VARCHAR AS stream,
        NULL::VARCHAR AS host, NULL::VARCHAR AS unit, NULL::VARCHAR AS container, NULL::VARCHAR AS pid
 FROM tails
 
