@@ -35,13 +35,20 @@ CREATE OR REPLACE TEMP MACRO mm_journal_text(j) AS CASE
 -- a message that is itself a record (a JSON object or key=value pairs) rather than prose
 CREATE OR REPLACE TEMP MACRO mm_record_like(m) AS
     starts_with(ltrim(m), '{') OR regexp_matches(m, '(?:^|\s)[^\s="]+=[^\s]');
--- what follows an application's prefix (time, level, logger, free text): its trailing JSON object, else its
--- key=value pairs from the first one on (with a bare ISO time just before them), else all of it: the prefix up
--- to them is dropped (only that short prefix is matched with its group: extracting the long tail as a group cost
--- three times as much). `rest` is the rest of one line, which never holds a newline.
-CREATE OR REPLACE TEMP MACRO mm_payload(rest) AS CASE
-    WHEN ends_with(rtrim(rest), '}') AND contains(rest, '{') AND json_valid(rest[strpos(rest, '{'):])
-         THEN rest[strpos(rest, '{'):]
+-- The text from the first '{' of `s` on (all of `s` when it holds none): the JSON object an application's
+-- prefix may end with (mm_payload tells). A block computes it once, in a column of its own: a macro's argument
+-- is copied wherever the macro uses it, and cutting the text with strpos and a slice cost more than the rest
+-- of the unwrapping (a regex that matches only the short head is cheap).
+CREATE OR REPLACE TEMP MACRO mm_json_tail(s) AS regexp_replace(s, '^[^{]*', '');
+-- what follows an application's prefix (time, level, logger, free text): its trailing JSON object (`tail`, from
+-- mm_json_tail of `rest` or of a line that ends like it, when it ends with '}' and parses), else its key=value
+-- pairs from the first one on (with a bare ISO time just before them), else all of it: the prefix up to them is
+-- dropped (only that short prefix is matched with its group: extracting the long tail as a group cost three
+-- times as much). `rest` is the rest of one line, which never holds a newline; it is read only when the tail is
+-- not a JSON object. (ends_with before rtrim: trimming every line cost as much as the parse.)
+CREATE OR REPLACE TEMP MACRO mm_payload(rest, tail) AS CASE
+    WHEN starts_with(tail, '{') AND (ends_with(tail, '}') OR ends_with(rtrim(tail), '}')) AND json_valid(tail)
+         THEN tail
     ELSE regexp_replace(
         rest, '^(?:.*?\s)??((?:[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9:.]+(?:Z|[+-][0-9:]+)?\s+)?[^\s="]+=)', '\1') END
 
@@ -108,11 +115,15 @@ FROM entries
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
-    SELECT row_number() OVER () AS line_no, ltrim(line, chr(30)) AS line FROM {frag:lines}(:path, :delim)
+    -- only json-seq entries start with RS: trimming every line would copy each one
+    SELECT row_number() OVER () AS line_no,
+           CASE WHEN starts_with(line, chr(30)) THEN ltrim(line, chr(30)) ELSE line END AS line
+    FROM {frag:lines}(:path, :delim)
 ), read AS (
-    SELECT line_no, line, CASE WHEN starts_with(line, '{') AND json_valid(line) THEN json_extract_string(line, [
+    -- one parse per entry: a line that is not JSON fails the extraction (NULL), as json_valid would have said
+    SELECT line_no, line, CASE WHEN starts_with(line, '{') THEN try(json_extract_string(line, [
                '$.MESSAGE', '$.__REALTIME_TIMESTAMP', '$._HOSTNAME', '$._SYSTEMD_UNIT', '$.SYSLOG_IDENTIFIER',
-               '$._PID', '$.CONTAINER_NAME', '$._STREAM_ID', '$._LINE_BREAK', '$.CONTAINER_PARTIAL_MESSAGE']) END AS v
+               '$._PID', '$.CONTAINER_NAME', '$._STREAM_ID', '$._LINE_BREAK', '$.CONTAINER_PARTIAL_MESSAGE'])) END AS v
     FROM entries
 )
 SELECT line_no, coalesce(v[8], '') AS chain,
@@ -200,7 +211,7 @@ FROM entries
 -- Python logging with %(asctime)s first: `2026-11-28 09:21:26,123 LEVEL name: message`, local time without a
 -- zone (the session's, --tz); the record is the message's JSON object or key=value pairs. Only the stamp is
 -- matched; the rest is the line after it (a line holds no newline: extracting the tail as a group cost more
--- than the whole unwrapping should).
+-- than the whole unwrapping should). The stamp is cast directly: it is an ISO time, never an epoch (mm_ts).
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
@@ -208,11 +219,15 @@ WITH entries AS (
     SELECT row_number() OVER () AS line_no, line,
            regexp_extract(line, '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2},[0-9]{3}') AS stamp
     FROM {frag:lines}(:path, :delim)
+), tails AS (
+    -- the stamp holds no brace and the prefix trim takes none: the line's JSON tail is its rest's
+    SELECT *, mm_json_tail(line) AS tail FROM entries
 )
-SELECT line_no, '' AS chain, CASE WHEN stamp = '' THEN line ELSE mm_payload(ltrim(line[length(stamp) + 1:], ' :-')) END AS text,
-       true AS complete, mm_ts(replace(nullif(stamp, ''), ',', '.')) AS ts, NULL::VARCHAR AS stream,
+SELECT line_no, '' AS chain,
+       CASE WHEN stamp = '' THEN line ELSE mm_payload(ltrim(line[length(stamp) + 1:], ' :-'), tail) END AS text,
+       true AS complete, TRY_CAST(replace(nullif(stamp, ''), ',', '.') AS TIMESTAMPTZ) AS ts, NULL::VARCHAR AS stream,
        NULL::VARCHAR AS host, NULL::VARCHAR AS unit, NULL::VARCHAR AS container, NULL::VARCHAR AS pid
-FROM entries
+FROM tails
 
 -- name: envelope_structlog
 -- structlog's ConsoleRenderer: `2026-11-28 09:21:26 [info     ] event   key=value …` (local time unless the
@@ -225,11 +240,13 @@ WITH entries AS (
            regexp_extract(line, '^([0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?) +\[ *[A-Za-z]+ *\] ?(.*)$',
                           ['stamp', 'rest']) AS m
     FROM {frag:lines}(:path, :delim)
+), tails AS (
+    SELECT *, mm_json_tail(m.rest) AS tail FROM entries
 )
-SELECT line_no, '' AS chain, CASE WHEN m.stamp = '' THEN line ELSE mm_payload(m.rest) END AS text, true AS complete,
+SELECT line_no, '' AS chain, CASE WHEN m.stamp = '' THEN line ELSE mm_payload(m.rest, tail) END AS text, true AS complete,
        mm_ts(nullif(m.stamp, '')) AS ts, NULL::VARCHAR AS stream, NULL::VARCHAR AS host, NULL::VARCHAR AS unit,
        NULL::VARCHAR AS container, NULL::VARCHAR AS pid
-FROM entries
+FROM tails
 
 -- name: envelope_zap
 -- zap's console encoder: tab-separated time, level, [logger, caller,] message, then the context as one JSON
@@ -241,11 +258,13 @@ WITH entries AS (
     SELECT row_number() OVER () AS line_no, line,
            regexp_extract(line, '^([0-9][^\t]*)\t([A-Za-z]+)\t(.*)$', ['stamp', 'level', 'rest']) AS m
     FROM {frag:lines}(:path, :delim)
+), tails AS (
+    SELECT *, mm_json_tail(m.rest) AS tail FROM entries
 )
-SELECT line_no, '' AS chain, CASE WHEN m.stamp = '' THEN line ELSE mm_payload(m.rest) END AS text, true AS complete,
+SELECT line_no, '' AS chain, CASE WHEN m.stamp = '' THEN line ELSE mm_payload(m.rest, tail) END AS text, true AS complete,
        mm_ts(nullif(m.stamp, '')) AS ts, NULL::VARCHAR AS stream, NULL::VARCHAR AS host, NULL::VARCHAR AS unit,
        NULL::VARCHAR AS container, NULL::VARCHAR AS pid
-FROM entries
+FROM tails
 
 -- name: envelope_slog
 -- Go log/slog's TextHandler (`time=… level=… [source=…] msg=… key=value …`) and logrus's TextFormatter

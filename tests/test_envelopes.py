@@ -136,6 +136,23 @@ def test_an_unknown_zone_is_refused(tmp_path):
         read(tmp_path, FIXTURES / "python-logging" / "mailer.log", tz="Mars/Base")
 
 
+
+def test_a_prefixed_line_holds_a_json_record_only_where_its_tail_parses(tmp_path):
+    # what follows the prefix is its JSON object when the line ends with '}' (spaces after it do not count,
+    # a tab does) and the text from the first '{' parses; else the line's pairs, else its whole rest
+    record = '{"event":"send","email":"%s@example.com","msg_id":"<%s@m>"}'
+    log = tmp_path / "mailer.log"
+    log.write_text("".join(f"2026-11-28 09:21:2{i},000 INFO mailer: {text}\n" for i, text in enumerate([
+        record % ("ana", "a1"), record % ("ben", "b2") + "   ", record % ("cy", "c3") + "\t",
+        '{"event":"send" broken}', "retry {later} {" + (record % ("di", "d4"))[1:]])), encoding="utf-8")
+    case = read(tmp_path, log)
+    assert [r["recipient"] for r in records(case)] == ["ana@example.com", "ben@example.com"]
+    assert case.con.execute("SELECT line_no, reason, text FROM skipped ORDER BY line_no").fetchall() == [
+        (3, "not valid JSON", "INFO mailer: " + record % ("cy", "c3") + "\t"),
+        (4, "not valid JSON", 'INFO mailer: {"event":"send" broken}'),
+        (5, "not valid JSON", "INFO mailer: retry {later} {" + (record % ("di", "d4"))[1:])]
+
+
 @pytest.mark.slow
 def test_envelope_option_forces_one_or_none(tmp_path):
     export = FIXTURES / "docker-logs" / "mailer.log"
