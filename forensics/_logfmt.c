@@ -149,6 +149,15 @@ static int grow(void **p, size_t *cap, size_t need, size_t unit) {
     return 0;
 }
 
+/* An Arrow validity bitmap grown from `had` rows to `cap` rows, the new bits cleared (null until set). */
+static int grow_bitmap(uint8_t **bits, size_t had, size_t cap) {
+    uint8_t *grown = realloc(*bits, cap / 8 + 1);
+    if (grown == NULL) return -1;
+    memset(grown + had / 8, 0, cap / 8 + 1 - had / 8);
+    *bits = grown;
+    return 0;
+}
+
 static int reserve_rows(Job *job) {
     size_t need = job->rows + 2;
     if (need <= job->rows_cap) return 0;
@@ -159,10 +168,7 @@ static int reserve_rows(Job *job) {
         int32_t *o = realloc(col->offsets, (cap + 1) * sizeof(int32_t));
         if (o == NULL) return -1;
         col->offsets = o;
-        uint8_t *v = realloc(col->valid, cap / 8 + 1);
-        if (v == NULL) return -1;
-        memset(v + job->rows_cap / 8, 0, cap / 8 + 1 - job->rows_cap / 8);
-        col->valid = v;
+        if (grow_bitmap(&col->valid, job->rows_cap, cap)) return -1;
         if (job->rows == 0) col->offsets[0] = 0;
     }
     int8_t *p = realloc(job->problem, cap);
@@ -171,10 +177,7 @@ static int reserve_rows(Job *job) {
     int64_t *t = realloc(job->ts, cap * sizeof(int64_t));
     if (t == NULL) return -1;
     job->ts = t;
-    uint8_t *tv = realloc(job->ts_valid, cap / 8 + 1);
-    if (tv == NULL) return -1;
-    memset(tv + job->rows_cap / 8, 0, cap / 8 + 1 - job->rows_cap / 8);
-    job->ts_valid = tv;
+    if (grow_bitmap(&job->ts_valid, job->rows_cap, cap)) return -1;
     job->rows_cap = cap;
     return 0;
 }
