@@ -97,8 +97,19 @@ def prepare(workdir: Path, commit: str) -> tuple[Side, Side]:
     if not (start.venv / "bin" / "mailmortem").exists():
         install(start.venv, start_tree(workdir, commit), pins)
     now = Side("now", workdir / "fallback-now" / "venv")
-    install(now.venv, bench.ROOT, pins)
+    install(now.venv, head_tree(workdir), pins)
     return start, now
+
+
+def head_tree(workdir: Path) -> Path:
+    """A clean detached worktree of the checkout's HEAD (the committed code): a checkout that was built in
+    place keeps a compiled tokenizer in build/, which pip would install even with CC=/bin/false."""
+    tree, head = workdir / "fallback-now" / "tree", git("rev-parse", "HEAD")
+    if not (tree / ".git").exists():
+        git("worktree", "add", "--detach", str(tree), head)
+    git("checkout", "-q", "--detach", head, cwd=tree)
+    git("clean", "-q", "-xfd", cwd=tree)
+    return tree
 
 
 # --- running the pairs --------------------------------------------------------------------------
