@@ -110,23 +110,30 @@ coalesce({list:values})
 -- fragments: value=logfmt_value|pick_value|first_value|when_rare|NULL
 {frag:value} AS {ident:column}
 
+-- name: typed_in_sql
+-- Template: the time, recipient and msg_id of a line read by a SQL parser, typed (mm_ts in the session's zone,
+-- the address's normal form, mm_msg_id), from its text columns (the CTE `texts`), for typed_columns.
+-- dialect: duckdb
+unquoted AS (
+    SELECT *, mm_ts(ts_text) AS ts_typed, mm_address(recipient_text) AS recipient_typed,
+           mm_msg_id(msg_id_text) AS msg_id_typed
+    FROM texts
+)
+
 -- name: typed_columns
 -- Template: the typed record columns of a staged line, from the text columns every parser produces, then
 -- why the line is not a record (problem) and its text, kept only where it is needed (a skip's text, or
 -- events.raw in a saved case: at 10M lines the text alone is several GB). A line inside an envelope (`env`)
--- takes the envelope's time, worker (container, host or unit) and pid where the record has none. A parser may
--- hand a field already typed (ts_typed, recipient_typed, msg_id_typed: the compiled tokenizer does); where it
--- is NULL the field is typed here (the SQL parsers hand NULL on every line). CASE, not coalesce: DuckDB's
--- coalesce evaluates every argument on every row, CASE its ELSE only on the rows that reach it.
+-- takes the envelope's time, worker (container, host or unit) and pid where the record has none. The time,
+-- recipient and msg_id come typed (ts_typed, recipient_typed, msg_id_typed): by typed_in_sql for the SQL
+-- parsers, by the compiled tokenizer itself for logfmt (stage_logfmt_tokens).
 -- dialect: duckdb
 typed AS (
-    SELECT coalesce(CASE WHEN ts_typed IS NOT NULL THEN ts_typed ELSE mm_ts(ts_text) END, env.ts) AS ts,
+    SELECT coalesce(ts_typed, env.ts) AS ts,
            CASE WHEN nullif(trim(event_text), '') IS NOT NULL THEN mm_event(event_text)
                 WHEN msg_id_text IS NOT NULL AND status IS NOT NULL AND mm_ok_status(status) THEN 'send' END AS event,
            coalesce(worker, env.worker) AS worker, coalesce(incarnation, env.pid) AS incarnation, campaign, step,
-           CASE WHEN recipient_typed IS NOT NULL THEN recipient_typed ELSE mm_address(recipient_text) END
-               AS recipient, candidate,
-           CASE WHEN msg_id_typed IS NOT NULL THEN msg_id_typed ELSE mm_msg_id(msg_id_text) END AS msg_id, shard,
+           recipient_typed AS recipient, candidate, msg_id_typed AS msg_id, shard,
            mm_seconds(lease_text) AS lease_s, test_id, variant, status,
            TRY_CAST(attempt_text AS INTEGER) AS attempt, error, TRY_CAST(count_text AS BIGINT) AS count,
            recipient_text AS recipient_raw, line, problem, nullif(trim(event_text), '') IS NULL AS no_event, env
@@ -169,18 +176,17 @@ WITH lines AS (
     SELECT line, env, {list:fields},
            nullif(regexp_extract(line, '^\s*([0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9:.]+(?:Z|[+-][0-9:]+)?)(?:\s|$)', 1), '') AS lead_ts
     FROM paired
-), unquoted AS (
+), texts AS (
     SELECT line, env, coalesce(mm_unquote(ts_text), lead_ts) AS ts_text, mm_unquote(event_text) AS event_text,
            mm_unquote(worker) AS worker, mm_unquote(incarnation) AS incarnation, mm_unquote(campaign) AS campaign,
            mm_unquote(step) AS step, mm_unquote(recipient_text) AS recipient_text, mm_unquote(candidate) AS candidate,
            mm_unquote(msg_id_text) AS msg_id_text, mm_unquote(shard) AS shard, mm_unquote(lease_text) AS lease_text,
            mm_unquote(test_id) AS test_id, mm_unquote(variant) AS variant, mm_unquote(status) AS status,
            mm_unquote(attempt_text) AS attempt_text, mm_unquote(error) AS error, mm_unquote(count_text) AS count_text,
-           NULL::TIMESTAMPTZ AS ts_typed, NULL::VARCHAR AS recipient_typed, NULL::VARCHAR AS msg_id_typed,
            CASE WHEN line IS NULL OR trim(line) = '' THEN 'blank line'
                 WHEN NOT contains(line, '=') THEN 'no key=value pairs' END AS problem
     FROM fields
-), {block:typed_columns}
+), {block:typed_in_sql}, {block:typed_columns}
 
 -- name: stage_logfmt_tokens
 -- logfmt read by the compiled tokenizer (forensics.ingest.tokenizer): {ident:tokens} is its Arrow stream, one
@@ -195,7 +201,12 @@ WITH unquoted AS (
                               container VARCHAR, pid VARCHAR, worker VARCHAR, cut BOOLEAN) AS env,
            ts_text, event_text, worker, incarnation, campaign, step, recipient_text, candidate, msg_id_text, shard,
            lease_text, test_id, variant, status, attempt_text, error, count_text,
-           ts_typed, recipient_typed, msg_id_typed,
+           -- what the tokenizer left untyped (a time without a zone, say) is typed as the SQL parsers type it:
+           -- CASE, not coalesce: DuckDB's coalesce evaluates every argument on every row
+           CASE WHEN ts_typed IS NOT NULL THEN ts_typed ELSE mm_ts(ts_text) END AS ts_typed,
+           CASE WHEN recipient_typed IS NOT NULL THEN recipient_typed ELSE mm_address(recipient_text) END
+               AS recipient_typed,
+           CASE WHEN msg_id_typed IS NOT NULL THEN msg_id_typed ELSE mm_msg_id(msg_id_text) END AS msg_id_typed,
            CASE problem_code WHEN 1 THEN 'blank line' WHEN 2 THEN 'no key=value pairs' END AS problem
     FROM {ident:tokens}
 ), {block:typed_columns}
@@ -222,14 +233,13 @@ WITH lines AS (
            vals, CASE WHEN vals IS NOT NULL AND regexp_matches(line, :rare_keys)
                       THEN json_extract_string(line, :rare_paths::VARCHAR[]) END AS rare_vals
     FROM objects
-), unquoted AS (
+), texts AS (
     SELECT line, env, {list:picks},
-           NULL::TIMESTAMPTZ AS ts_typed, NULL::VARCHAR AS recipient_typed, NULL::VARCHAR AS msg_id_typed,
            CASE WHEN line IS NULL OR trim(line) = '' THEN 'blank line'
                 WHEN jtype IS NULL THEN 'not valid JSON'
                 WHEN jtype <> 'OBJECT' THEN 'JSON but not an object' END AS problem
     FROM valued
-), {block:typed_columns}
+), {block:typed_in_sql}, {block:typed_columns}
 
 -- name: pick_value
 -- Template: one of a line's values (`vals` or `rare_vals` at position {lit:at}) when it is not blank (a field
@@ -261,13 +271,12 @@ WITH lines AS (
                           lambda c: nullif(CASE WHEN c LIKE '"%"' AND length(c) >= 2
                                                 THEN replace(c[2:-2], '""', '"') ELSE c END, '')) AS vals
     FROM lines
-), unquoted AS (
+), texts AS (
     SELECT line, env, {list:picks},
-           NULL::TIMESTAMPTZ AS ts_typed, NULL::VARCHAR AS recipient_typed, NULL::VARCHAR AS msg_id_typed,
            CASE WHEN line IS NULL OR trim(line) = '' THEN 'blank line'
                 WHEN len(vals) <> len(:keys::VARCHAR[]) THEN 'wrong number of CSV cells' END AS problem
     FROM cells
-), {block:typed_columns}
+), {block:typed_in_sql}, {block:typed_columns}
 
 -- name: mark_truncated_row
 -- A last line without a newline may have been cut off mid-write. A complete record is kept (many writers
