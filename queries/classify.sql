@@ -343,7 +343,6 @@ WITH keyed AS NOT MATERIALIZED (
                arg_min(inc2, recipient) FILTER (WHERE incarnation_changed) AS inc_after
         FROM keyed GROUP BY kind, campaign, step, incident_test)
 ), person AS MATERIALIZED (  -- each duplicated person's incident: two integers a row, read three times
-
     SELECT k.p, g.ik FROM keyed k JOIN grouped g ON g.kind = k.kind AND g.cs = k.cs
          AND g.test_id IS NOT DISTINCT FROM k.incident_test
 ), incident_sends AS NOT MATERIALIZED (
@@ -354,10 +353,10 @@ WITH keyed AS NOT MATERIALIZED (
            (SELECT list(variant ORDER BY v) FROM mm_variants) AS variants
 ), distinct_codes AS (
     -- each incident's workers, shards and variants, distinct and sorted (codes sort like their text)
-    SELECT ik, list(DISTINCT w ORDER BY w) FILTER (WHERE what = 'w') AS ws,
-           list(DISTINCT w ORDER BY w) FILTER (WHERE what = 'sh') AS shs,
-           list(DISTINCT w ORDER BY w) FILTER (WHERE what = 'v') AS vs
-    FROM (SELECT DISTINCT ik, 'w' AS what, w FROM incident_sends WHERE w IS NOT NULL
+    SELECT ik, list(DISTINCT code ORDER BY code) FILTER (WHERE what = 'w') AS ws,
+           list(DISTINCT code ORDER BY code) FILTER (WHERE what = 'sh') AS shs,
+           list(DISTINCT code ORDER BY code) FILTER (WHERE what = 'v') AS vs
+    FROM (SELECT DISTINCT ik, 'w' AS what, w AS code FROM incident_sends WHERE w IS NOT NULL
           UNION ALL SELECT DISTINCT ik, 'sh', sh FROM incident_sends WHERE sh IS NOT NULL
           UNION ALL SELECT DISTINCT ik, 'v', v FROM incident_sends WHERE v IS NOT NULL)
     GROUP BY ik
@@ -448,7 +447,8 @@ SELECT coalesce(campaign, '') AS campaign, count(*) AS sends FROM sends GROUP BY
 WITH named AS NOT MATERIALIZED (
     SELECT * FROM sends WHERE candidate IS NOT NULL AND trim(candidate) <> ''
 ), split AS (
-    SELECT hash(candidate, campaign, step) AS h FROM named GROUP BY h HAVING min(hash(recipient)) <> max(hash(recipient))
+    SELECT hash(candidate, campaign, step) AS h FROM named
+    GROUP BY h HAVING min(hash(recipient)) <> max(hash(recipient))
 )
 SELECT candidate, nullif(campaign, '') AS campaign, nullif(step, '') AS step,
        list(DISTINCT recipient ORDER BY recipient) AS recipients, count(*) AS sends,

@@ -120,3 +120,18 @@ def test_one_provider_id_for_several_recipients_is_several_sends(tmp_path):
         f"ts={T.format(0)} event=send worker=w1 campaign=c1 step=1 email=b@x.co msg_id=XBg2anf2TqCy6WXKQFhieQ",
     ])
     assert doc["summary"]["sends"] == 2 and doc["summary"]["duplicated_people"] == 0
+
+
+def test_the_restart_named_by_a_state_loss_incident_is_one_persons_incarnation_change(tmp_path):
+    # b@ was re-sent by a new incarnation of w1; a@ (listed first) after the same start record, but by the old
+    # incarnation: the incident's "incarnation X → Y" must be b's, never a's i1 → i1
+    doc = _diagnose(tmp_path, [
+        f"ts={T.format(0)} event=send worker=w1 pid=i1 campaign=c step=1 email=a@x.co msg_id=1",
+        f"ts={T.format(1)} event=send worker=w1 pid=i1 campaign=c step=1 email=b@x.co msg_id=2",
+        f"ts={T.format(2)} event=start worker=w1 pid=i2",
+        f"ts={T.format(3)} event=send worker=w1 pid=i1 campaign=c step=1 email=a@x.co msg_id=3",
+        f"ts={T.format(4)} event=send worker=w1 pid=i2 campaign=c step=1 email=b@x.co msg_id=4",
+    ])
+    [incident] = doc["incidents"]
+    assert incident["kind"] == "state-loss" and incident["people"] == 2
+    assert any("incarnation i1 → i2" in line for line in incident["evidence"]), incident["evidence"]
