@@ -42,12 +42,31 @@ STUB_HEAD = {"version": 1, "complete": True}
 
 # --- the old path (commit 8f7fe88), verbatim in what it does ------------------------------------------------
 
+# The old path's query (queries/classify.sql's affected_sends at 8f7fe88): one JSON object per duplicated person,
+# built by DuckDB's to_json, for a batch of incidents at a time.
+OLD_AFFECTED_SQL = """
+SELECT to_json({
+    'recipient': d.recipient, 'campaign': nullif(d.campaign, ''), 'step': nullif(d.step, ''),
+    'kind': d.kind, 'cause': d.cause, 'incident': i.id,
+    'sends': list({'ts': strftime(s.ts, '%Y-%m-%dT%H:%M:%S.%g') || 'Z', 'worker': s.worker,
+                   'incarnation': s.incarnation, 'msg_id': s.msg_id, 'variant': s.variant, 'shard': s.shard}
+                  ORDER BY s.ts, s.msg_id)})::VARCHAR AS affected
+FROM dup_people d
+JOIN incidents i ON i.kind = d.kind AND i.campaign = d.campaign AND i.step = d.step
+     AND i.test_id IS NOT DISTINCT FROM CASE WHEN d.kind = 'ab-contamination' THEN d.test_id END
+     AND list_contains($incident_ids::VARCHAR[], i.id)
+JOIN sends s ON s.campaign = d.campaign AND s.step = d.step AND s.recipient = d.recipient
+GROUP BY d.recipient, d.campaign, d.step, d.kind, d.cause, i.id
+ORDER BY i.id, d.campaign, d.step, d.recipient
+"""
+
+
 def old_affected_json(con):
     from forensics.affected import _incident_batches
     import queries
 
     for ids in _incident_batches(queries.run(con, "incident_sizes").fetchall()):
-        cursor = queries.run(con, "affected_sends", {"incident_ids": ids})
+        cursor = con.execute(OLD_AFFECTED_SQL, {"incident_ids": ids})
         while rows := cursor.fetchmany(10_000):
             yield from (row[0] for row in rows)
 

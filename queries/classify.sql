@@ -391,28 +391,9 @@ LEFT JOIN by_worker w USING (ik)
 LEFT JOIN by_shard sh USING (ik)
 
 -- name: incident_sizes
--- Incidents in the order of the "affected" list, with their size (to batch affected_sends).
+-- Incidents in the order of the "affected" list, with their size (to batch that list: forensics/affected.py).
 -- dialect: duckdb
 SELECT id, people FROM incidents ORDER BY id
-
--- name: affected_sends
--- Every duplicated person of the incidents :incident_ids with their incident and the sends they received,
--- oldest first, as one JSON object each (docs/diagnose-json.md, "affected"), built inside DuckDB so large cases
--- stream out fast; asked for a batch of incidents at a time so the lists stay within the memory limit.
--- dialect: duckdb
-SELECT to_json({
-    'recipient': d.recipient, 'campaign': nullif(d.campaign, ''), 'step': nullif(d.step, ''),
-    'kind': d.kind, 'cause': d.cause, 'incident': i.id,
-    'sends': list({'ts': strftime(s.ts, '%Y-%m-%dT%H:%M:%S.%g') || 'Z', 'worker': s.worker,
-                   'incarnation': s.incarnation, 'msg_id': s.msg_id, 'variant': s.variant, 'shard': s.shard}
-                  ORDER BY s.ts, s.msg_id)})::VARCHAR AS affected
-FROM dup_people d
-JOIN incidents i ON i.kind = d.kind AND i.campaign = d.campaign AND i.step = d.step
-     AND i.test_id IS NOT DISTINCT FROM CASE WHEN d.kind = 'ab-contamination' THEN d.test_id END
-     AND list_contains(:incident_ids::VARCHAR[], i.id)
-JOIN sends s ON s.campaign = d.campaign AND s.step = d.step AND s.recipient = d.recipient
-GROUP BY d.recipient, d.campaign, d.step, d.kind, d.cause, i.id
-ORDER BY i.id, d.campaign, d.step, d.recipient
 
 -- name: summary_counts
 -- Case-wide totals for the summary block.
