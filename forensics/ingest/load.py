@@ -332,9 +332,9 @@ def _text_column(value: queries.Fragment | None, column: str) -> queries.Fragmen
 
 
 def logfmt_field(keys: list[str]) -> queries.Fragment | None:
-    """One canonical field of a logfmt line: the first of its keys present on the line."""
-    return _first_of([queries.fragment("logfmt_value", key=key, key_re=re.escape(key))
-                      for key in keys if _LOGFMT_KEY.fullmatch(key)])
+    """One canonical field of a logfmt line: the first of its keys present on the line (keys a logfmt line can
+    hold: _logfmt_keys leaves the others out)."""
+    return _first_of([queries.fragment("logfmt_value", key=key, key_re=re.escape(key)) for key in keys])
 
 
 def logfmt_field_with_fallback(common: list[str], rare: list[str]) -> queries.Fragment | None:
