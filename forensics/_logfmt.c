@@ -519,10 +519,7 @@ static int typed_fields(Job *job, size_t row) {
  * first pair of regexp_extract_all(l, '\s([^\s="]+)=(value)') (pair_*). Returns the number of keys seen. */
 static void find_keys(Job *job, const unsigned char *s, size_t n, int shady) {
     const Vocabulary *v = job->vocab;
-    for (int id = 0; id < v->nkeys; id++) {
-        job->seen_at[id] = 0;
-        job->pair_seen[id] = 0;
-    }
+    for (int id = 0; id < v->nkeys; id++) job->seen_at[id] = 0;
     for (size_t i = 0; i < n; i++) {
         if (i > 0 && s[i - 1] != ' ') continue;
         size_t e = key_end(s, n, i);
@@ -531,6 +528,7 @@ static void find_keys(Job *job, const unsigned char *s, size_t n, int shady) {
         if (id >= 0 && !job->seen_at[id]) job->seen_at[id] = e + 2;
     }
     if (!shady) return;
+    for (int id = 0; id < v->nkeys; id++) job->pair_seen[id] = 0; /* read on shady lines only */
     /* l = ' ' || line: l[0] is a space, l[p] is s[p - 1] */
     size_t p = 0, ln = n + 1;
     while (p < ln) {

@@ -201,12 +201,11 @@ WITH unquoted AS (
                               container VARCHAR, pid VARCHAR, worker VARCHAR, cut BOOLEAN) AS env,
            ts_text, event_text, worker, incarnation, campaign, step, recipient_text, candidate, msg_id_text, shard,
            lease_text, test_id, variant, status, attempt_text, error, count_text,
-           -- what the tokenizer left untyped (a time without a zone, say) is typed as the SQL parsers type it:
-           -- CASE, not coalesce: DuckDB's coalesce evaluates every argument on every row
+           -- the tokenizer types every recipient and msg_id (NULL only where mm_address / mm_msg_id give NULL),
+           -- and the times with a zone: any other time is typed as the SQL parsers type it (CASE, not coalesce:
+           -- DuckDB's coalesce evaluates every argument on every row)
            CASE WHEN ts_typed IS NOT NULL THEN ts_typed ELSE mm_ts(ts_text) END AS ts_typed,
-           CASE WHEN recipient_typed IS NOT NULL THEN recipient_typed ELSE mm_address(recipient_text) END
-               AS recipient_typed,
-           CASE WHEN msg_id_typed IS NOT NULL THEN msg_id_typed ELSE mm_msg_id(msg_id_text) END AS msg_id_typed,
+           recipient_typed, msg_id_typed,
            CASE problem_code WHEN 1 THEN 'blank line' WHEN 2 THEN 'no key=value pairs' END AS problem
     FROM {ident:tokens}
 ), {block:typed_columns}

@@ -205,6 +205,12 @@ def _mark_truncated(con, staged: str, row: int, text: str) -> None:
     queries.run(con, "mark_truncated_row", {"row": row, "text": text}, staged=staged)
 
 
+def _mark_cut_off(con, staged: str, text: str | None) -> None:
+    """The staged file's last line, when `text` says no newline ended it (None: one did)."""
+    if text is not None:
+        _mark_truncated(con, staged, _staged_rows(con, staged) - 1, text)
+
+
 def _staged_rows(con, staged: str) -> int:
     return queries.run(con, "staged_rows", staged=staged).fetchone()[0]
 
@@ -238,8 +244,7 @@ def _streamed_gzip(con, file: _File, staged: str, field_map: FieldMap, keep_raw:
     if streamed is None:
         queries.run(con, "drop_staged", staged=staged)
         return False
-    if streamed.cut_off is not None:
-        _mark_truncated(con, staged, _staged_rows(con, staged) - 1, streamed.cut_off)
+    _mark_cut_off(con, staged, streamed.cut_off)
     return True
 
 
@@ -270,9 +275,7 @@ def _stage(con, source: Source, staged: str, file: _File, field_map: FieldMap,
                 readable = sources.sanitized_copy(source, _spill_folder(con))
                 continue
             raise InputError(f"{source.label}: cannot read ({_first_line(exc)})") from None
-    cut = sources.unfinished_line(readable)  # what was parsed: the file, or its plain or repaired copy
-    if cut is not None:
-        _mark_truncated(con, staged, _staged_rows(con, staged) - 1, cut)
+    _mark_cut_off(con, staged, sources.unfinished_line(readable))  # what was parsed: the file or its copy
     if readable is not source:
         os.unlink(readable.path)  # the repaired copy, like a plain copy, is not kept once staged
     return header_line, readable is not source, unwrapped

@@ -214,7 +214,8 @@ def _file_batches(path: str, keys: list[list[bytes]], seen: _Seen) -> Iterator:
 def _tokenized(spans: Iterator[tuple], keys: list[list[bytes]], seen: _Seen,
                done: Callable[[tuple], None] = lambda span: None) -> Iterator:
     """The Arrow batches of each span (buffer, start, end) in turn, the next span tokenized (GIL released) while
-    DuckDB types this one; stops at a dirty span (the file is then read again, repaired)."""
+    DuckDB types this one; stops at a dirty span or once line endings are mixed (the file is then read again:
+    repaired, or by the SQL path)."""
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(1) as pool:
@@ -227,7 +228,7 @@ def _tokenized(spans: Iterator[tuple], keys: list[list[bytes]], seen: _Seen,
             span, tokens = pending.popleft()
             for rows, flags, problem, cols, ts in tokens.result():
                 seen.flags |= flags
-                if flags & _logfmt.DIRTY:
+                if flags & _logfmt.DIRTY or seen.mixed_endings:  # either way the caller reads the file again
                     return
                 if rows:
                     yield _batch(rows, problem, cols, ts)
