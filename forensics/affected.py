@@ -63,9 +63,10 @@ def _people(sends):
 
     carry = None
     for frame in sends:
-        frame = frame if carry is None else pl.concat([carry, frame])
-        person = frame.select(pl.struct(PERSON_KEYS).rle_id()).to_series()
-        last = person.search_sorted(person[-1])  # run ids ascend: the first row of the last person
+        frame = frame if carry is None else pl.concat([carry.drop("person"), frame])
+        # a number a person (run ids of the sorted keys), made once and grouped on below
+        frame = frame.with_columns(pl.struct(PERSON_KEYS).rle_id().alias("person"))
+        last = frame["person"].search_sorted(frame["person"][-1])  # run ids ascend: the last person's first row
         carry = frame[last:]
         if last:
             yield _grouped(frame[:last])
@@ -74,10 +75,10 @@ def _people(sends):
 
 
 def _grouped(sends):
+    """Rows numbered by person (column `person`) as one row a person, its sends as a list."""
     import polars as pl
 
-    person = pl.struct(PERSON_KEYS).rle_id().alias("person")
-    return (sends.group_by(person, maintain_order=True)
+    return (sends.group_by("person", maintain_order=True)
             .agg(*(pl.col(k).first() for k in PERSON_KEYS), pl.struct(SEND_KEYS).alias("sends")).drop("person"))
 
 
