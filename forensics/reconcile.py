@@ -55,7 +55,7 @@ def grouping_coverage(con, log_sends: str, provider_table: str = "provider_sends
 
 def choose_grouping(coverage: list[dict], with_log: bool) -> str | None:
     """The grouping that covers the most sends (the stronger on a tie); None when none covers any."""
-    totals = {name: sum(row[name] for row in coverage) for name in GROUPINGS if with_log or name != "log"}
+    totals = _coverage_totals(coverage, with_log)
     best = max(totals, key=lambda name: totals[name])  # max keeps the first (strongest) of equal totals
     return best if totals[best] else None
 
@@ -69,7 +69,12 @@ def grouping_note(coverage: list[dict], grouped_by: str | None, with_log: bool =
             "without_id_or_address": sum(row["unkeyed"] for row in coverage),
             "files_not_grouped": [row["source_file"] for row in coverage
                                   if row["sends"] and not (grouped_by and row[grouped_by])],
-            "coverage": {name: sum(row[name] for row in coverage) for name in GROUPINGS if with_log or name != "log"}}
+            "coverage": _coverage_totals(coverage, with_log)}
+
+
+def _coverage_totals(coverage: list[dict], with_log: bool) -> dict:
+    """Sends each grouping covers over every file (the log's campaign step only when logs were read)."""
+    return {name: sum(row[name] for row in coverage) for name in GROUPINGS if with_log or name != "log"}
 
 
 def find_provider_duplicates(con, grouped_by: str | None, log_sends: str, provider_table: str = "provider_sends"):

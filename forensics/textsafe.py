@@ -72,12 +72,13 @@ def json_safe(text: str) -> str:
 
 # What a spreadsheet runs as a formula, in ASCII and in the fullwidth forms some spreadsheets fold to ASCII.
 _FORMULA_LEAD = ("=", "+", "-", "@", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+_FORMULA_BLANKS = " \t\r\n\x0b\x0c\u00a0\u3000"  # what a spreadsheet skips before a formula's first sign
 
 
 def spreadsheet_safe(value: object) -> object:
     """Neutralise a CSV cell a spreadsheet would run as a formula (OWASP advice), also when blanks or control
     characters come before the formula sign (a leading newline, tab or CR is skipped by spreadsheets)."""
-    if isinstance(value, str) and value.lstrip(" \t\r\n\x0b\x0c\u00a0\u3000").startswith(_FORMULA_LEAD):
+    if isinstance(value, str) and value.lstrip(_FORMULA_BLANKS).startswith(_FORMULA_LEAD):
         return "'" + value
     if isinstance(value, str) and value[:1] in ("\t", "\r"):
         return "'" + value
@@ -132,7 +133,7 @@ def spreadsheet_safe_expr(expr):
     """spreadsheet_safe as a polars expression over a text column."""
     import polars as pl
 
-    blanks = "".join(f"\\x{{{ord(c):x}}}" for c in " \t\r\n\x0b\x0c\u00a0\u3000")
+    blanks = "".join(f"\\x{{{ord(c):x}}}" for c in _FORMULA_BLANKS)
     leads = "".join(f"\\x{{{ord(c):x}}}" for c in _FORMULA_LEAD)
     formula = expr.str.contains(f"^[{blanks}]*[{leads}]") | expr.str.contains("^[\\t\\r]")
     return pl.when(~formula).then(expr).otherwise(pl.lit("'") + expr)

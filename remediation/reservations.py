@@ -135,7 +135,7 @@ def listed_unconfirmed(conn_or_store: Any, campaign: str | None = None, step: st
     if not table_exists(conn):
         raise RefusedError("no send_reservation table here: nothing reserves sends in this store (the claim "
                            "loop creates it); pass the --db your senders use")
-    rows = unconfirmed(conn, campaign, step)
+    rows = queries.rows(conn, "reservation_unconfirmed", _label_params(campaign, step))  # the table is there
     if not rows and (campaign is not None or step is not None):
         _refuse_unmatched(conn, campaign, step)
     return rows

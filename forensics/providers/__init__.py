@@ -10,6 +10,6 @@ command reading exports shares. A file's provider is chosen only on that provide
 
 from __future__ import annotations
 
-from forensics.providers.reader import COLUMNS, Keys, ProviderRead, read_events, read_sends  # noqa: F401
+from forensics.providers.reader import COLUMNS, Keys, ProviderRead, read_events  # noqa: F401
 from forensics.providers.detect import PROVIDERS  # noqa: F401
 from forensics.providers.spec import ExportSpec  # noqa: F401

@@ -79,10 +79,6 @@ def read_events(paths, provider: str | None = None, mapping: dict | None = None,
     return ProviderRead(events.filter(_recognised_mask(events)), malformed, batch.files)
 
 
-def read_sends(paths, **options):
-    return read_events(paths, **options).sends()
-
-
 def _add_file(batch: _Batch, export: files.ExportFile, forced: str | None, mapping: dict, keys: Keys) -> None:
     if export.kind == "csv" and forced in (None, "sendgrid", "csv", "jsonl"):
         name = _add_csv(batch, export, forced, mapping, keys)

@@ -43,7 +43,7 @@ def _short_list(values: list[str], limit: int = 4) -> str:
     return shown + (f" +{len(values) - limit} more" if len(values) > limit else "")
 
 
-def _people(count: int) -> str:
+def people_count(count: int) -> str:
     return "1 person" if count == 1 else f"{count:,} people"
 
 
@@ -63,7 +63,7 @@ def _incident_block(incident: dict):
     scope = f"campaign {safe(incident['campaign'])} step {safe(incident['step'])}"
     if incident["test_id"]:
         scope += f", test {safe(incident['test_id'])}"
-    text.append(f"   {scope}   {_people(incident['people'])}, {incident['extra_sends']:,} extra sends, "
+    text.append(f"   {scope}   {people_count(incident['people'])}, {incident['extra_sends']:,} extra sends, "
                 f"confidence {incident['confidence']:.2f}\n")
     where = f"workers {_short_list(incident['workers'])}"
     if incident["shards"]:
@@ -113,7 +113,7 @@ def show_diagnosis(document: dict, saved_to: str | None = None, zone_note: str |
         console.print(f"{len(incidents) - FULL_INCIDENTS} smaller incidents (all in --format json):")
         for incident in incidents[FULL_INCIDENTS:]:
             console.print(f"  {incident['id']}  {incident['kind']}  campaign {safe(incident['campaign'])} step "
-                          f"{safe(incident['step'])}  {_people(incident['people'])}  workers "
+                          f"{safe(incident['step'])}  {people_count(incident['people'])}  workers "
                           f"{_short_list(incident['workers'], 2)}", soft_wrap=True)
     if document["candidates_at_two_addresses"]:
         console.print(_two_addresses_lines(document["candidates_at_two_addresses"]), soft_wrap=True)
@@ -171,13 +171,13 @@ def _missed_by_log(document: dict) -> dict:
 
 def _missed_headline(missed: dict) -> str:
     people, sends = missed["count"], missed["sends_not_in_log"]
-    return (f"PROVIDER-CONFIRMED DUPLICATES: the provider sent {_people(people)} a campaign step more than once, "
+    return (f"PROVIDER-CONFIRMED DUPLICATES: the provider sent {people_count(people)} a campaign step more than once, "
             f"which the log does not show ({sends:,} send{'' if sends == 1 else 's'} missing from the log). "
             "See the reconciliation below.")
 
 
 def _missed_lines(missed: dict, shown: int = 5) -> str:
-    lines = [f"Duplicates only the provider shows ({_people(missed['count'])}):"]
+    lines = [f"Duplicates only the provider shows ({people_count(missed['count'])}):"]
     for row in missed["sample"][:shown]:
         scope = f"step {safe(row['step'])}" if row["label"] is None else f"{row['grouped_by']} {safe(row['label'])!r}"
         lines.append(f"  {safe(row['recipient'])}  campaign {safe(row['campaign'] or '-')} {scope}  "

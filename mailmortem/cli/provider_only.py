@@ -10,6 +10,7 @@ import sys
 import click
 
 from forensics.textsafe import terminal_safe as safe
+from mailmortem.cli.diagnose_view import people_count
 from mailmortem.cli.options import given_reading
 from mailmortem.cli.window import given_window
 
@@ -130,9 +131,8 @@ def _read_line(exports: list[dict], listed: int = 3) -> str:
 
 def _headline(count: int, grouping: dict) -> str:
     if count:
-        who = "1 person" if count == 1 else f"{count:,} people"
-        return (f"DUPLICATES in the provider's history alone (no app logs read): {who} got a campaign step more "
-                "than once; which mechanism needs the app logs.")
+        return (f"DUPLICATES in the provider's history alone (no app logs read): {people_count(count)} got a campaign "
+                "step more than once; which mechanism needs the app logs.")
     if grouping["not_grouped"]:
         return "No duplicates among the provider sends that could be grouped (no app logs read); see INCOMPLETE above."
     return ("No duplicates in the provider's history alone (no app logs read): every person got each campaign step "
