@@ -45,14 +45,22 @@ CSV_COLUMNS = ("recipient", "campaign", "step", "kind", "cause", "incident", "se
                "last_send", "workers", "msg_ids")
 
 
+def chosen_incidents(con, kind: str | None = None, incident: str | None = None,
+                     campaign: str | None = None) -> list[tuple[str, int]]:
+    """(id, people) of the incidents the filters choose, in the list's order: every person of an incident has
+    its kind and campaign, so the filters choose whole incidents (campaign '' is the sends without one)."""
+    return [(i, people) for i, people, i_kind, i_campaign in queries.run(con, "incident_sizes").fetchall()
+            if (not kind or i_kind == kind) and (not incident or i == incident)
+            and (campaign is None or i_campaign == campaign)]
+
+
 def frames(con, kind: str | None = None, incident: str | None = None, campaign: str | None = None):
     """The affected people (filtered as the options ask), in the list's order, as polars frames of ENTRY_KEYS
     ("sends" a list of structs of SEND_KEYS)."""
     import polars as pl
 
-    wanted = {"kind": kind or None, "incident": incident or None, "campaign": campaign}
-    for ids in _incident_batches(queries.run(con, "incident_sizes").fetchall()):
-        reader = queries.arrow_reader(con, "affected_people_sends", BATCH_ROWS, {"incident_ids": ids, **wanted})
+    for ids in _incident_batches(chosen_incidents(con, kind, incident, campaign)):
+        reader = queries.arrow_reader(con, "affected_people_sends", BATCH_ROWS, {"incident_ids": ids})
         yield from _people(pl.from_arrow(batch) for batch in reader if batch.num_rows)
 
 

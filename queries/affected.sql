@@ -1,6 +1,6 @@
 -- name: affected_people_sends
--- Every send to a duplicated person of the incidents :incident_ids, narrowed by :kind, :incident and :campaign
--- (NULL: any), with the person and their incident: one row a send, in the order of the "affected" list
+-- Every send to a duplicated person of the incidents :incident_ids (those the filters chose: a person's kind
+-- and campaign are their incident's), with the person and their incident: one row a send, in the order of the "affected" list
 -- (docs/diagnose-json.md) and oldest send first within a person. Read as Arrow batches and grouped into one
 -- row a person by polars (forensics/affected.py): a plain sort, where an ordered list() per person costs
 -- several times more; asked for a batch of incidents at a time to bound the sort.
@@ -13,7 +13,4 @@ JOIN incidents i ON i.kind = d.kind AND i.campaign = d.campaign AND i.step = d.s
      AND i.test_id IS NOT DISTINCT FROM CASE WHEN d.kind = 'ab-contamination' THEN d.test_id END
      AND list_contains(:incident_ids::VARCHAR[], i.id)
 JOIN sends s ON s.campaign = d.campaign AND s.step = d.step AND s.recipient = d.recipient
-WHERE (:kind::VARCHAR IS NULL OR d.kind = :kind::VARCHAR)
-  AND (:incident::VARCHAR IS NULL OR i.id = :incident::VARCHAR)
-  AND (:campaign::VARCHAR IS NULL OR coalesce(d.campaign, '') = :campaign::VARCHAR)
 ORDER BY i.id, d.campaign, d.step, d.recipient, s.ts, s.msg_id

@@ -391,9 +391,10 @@ LEFT JOIN by_worker w USING (ik)
 LEFT JOIN by_shard sh USING (ik)
 
 -- name: incident_sizes
--- Incidents in the order of the "affected" list, with their size (to batch that list: forensics/affected.py).
+-- Incidents in the order of the "affected" list, with their size (to batch that list: forensics/affected.py),
+-- kind and campaign ('' for none): what affected's --kind, --incident and --campaign choose among.
 -- dialect: duckdb
-SELECT id, people FROM incidents ORDER BY id
+SELECT id, people, kind, coalesce(campaign, '') AS campaign FROM incidents ORDER BY id
 
 -- name: summary_counts
 -- Case-wide totals for the summary block.

@@ -191,7 +191,8 @@ def affected(paths, syntax, fields, config, strict, memory_limit, skip_unreadabl
     warn_if_incomplete(document)
     frames = chosen.frames(case.con, kind, incident, campaign)
     if fmt == "table":
-        _affected_table(frames)
+        total = sum(people for _id, people in chosen.chosen_incidents(case.con, kind, incident, campaign))
+        _affected_table(frames, total)
     else:
         _write_affected(frames, fmt)
 
@@ -210,15 +211,16 @@ def _write_affected(frames, fmt: str) -> None:
         write_json_lines(chosen.json_texts(frames, ONE_LINE))
 
 
-def _affected_table(frames) -> None:
-    """The first TABLE_PEOPLE people as a table; the rest are counted, never held."""
+def _affected_table(frames, total: int) -> None:
+    """The first TABLE_PEOPLE people as a table, of `total` (the chosen incidents' people, never read)."""
     from forensics.affected import CSV_COLUMNS
     from mailmortem.output import write_rows
 
-    shown, total = [], 0
+    shown = []
     for frame in frames:
         shown += [_flat(r) for r in frame.head(TABLE_PEOPLE - len(shown)).to_dicts()]
-        total += frame.height
+        if len(shown) >= TABLE_PEOPLE:
+            break
     capped = f" (the first {len(shown)}; all with --format csv)" if total > len(shown) else ""
     title = f"{total} people affected{capped}"
     write_rows(shown, "table", columns=CSV_COLUMNS, title=title)
