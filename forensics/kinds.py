@@ -49,10 +49,16 @@ def command_values(incident: dict, logs: list[str] = (), export_args: list[str] 
         "address": address if _PLAIN_ADDRESS.fullmatch(address) else '"$RECIPIENT"',
         "id": q(incident["id"]),
         # Not known to this run: a variable the responder sets, like $DATABASE_URL.
-        "logs": " ".join([*(map(q, logs) if logs else ['"$LOGS"']), *map(q, window_args)]),
+        "logs": logs_words(logs, window_args),
         "logs_options": " ".join(f"--logs {q(p)}" for p in logs) or '--logs "$LOGS"',
         "exports": " ".join(q(arg) for arg in export_args) or '--provider-export "$PROVIDER_EXPORT"',
     }
+
+
+def logs_words(logs, window_args=(), placeholder: str = '"$LOGS"') -> str:
+    """The logs of a command, shell-quoted, then the --since/--until window it reads them with (`placeholder`
+    stands for logs this run does not know)."""
+    return " ".join([*(map(shlex.quote, map(str, logs)) if logs else [placeholder]), *map(shlex.quote, window_args)])
 
 
 def affected_command(incident: dict, logs: list[str] = (), export_args: list[str] = (),

@@ -10,14 +10,13 @@ inputs. `render(report, fmt)` returns the HTML (forensics.report.html) or Markdo
 from __future__ import annotations
 
 import datetime as dt
-import shlex
 from dataclasses import dataclass, field
 
 import queries
 from forensics import __version__
 from forensics.errors import MailmortemError
 from forensics.jsonfmt import iso_utc
-from forensics.kinds import kind_named
+from forensics.kinds import kind_named, logs_words
 
 AFFECTED_SHOWN = 100
 TESTS_SHOWN = 5
@@ -48,10 +47,6 @@ class Report:
         firsts = [i["first_send"] for i in self.incidents if i["first_send"]]
         lasts = [i["last_send"] for i in self.incidents if i["last_send"]]
         return (min(firsts) if firsts else None, max(lasts) if lasts else None)
-
-
-def logs_argument(paths) -> str:
-    return " ".join(shlex.quote(str(p)) for p in paths) or "<logs>"
 
 
 def _parse_iso(value: str | None) -> dt.datetime | None:
@@ -151,7 +146,7 @@ def build_report(case, paths, exports=(), title: str | None = None, now: dt.date
     document = build_document(case, include_affected=False, logs=paths, exports=exports)
     window = document["window"]  # --since/--until: said first, and repeated in the commands shown
     con = case.con
-    logs_arg = logs_argument([*paths, *(case.window.arguments() if window else [])])
+    logs_arg = logs_words(paths, case.window.arguments() if window else [], placeholder="<logs>")
     incidents = [_with_steps(i) for i in document["incidents"]]
     reconciliation, notes = _reconciliation(con, exports, case.window)
     ab_tests, ab_notes = _ab_tests(con)
