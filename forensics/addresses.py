@@ -45,7 +45,7 @@ def normalize_address(value: str | None) -> str | None:
 def normalize_label(value: str | None) -> str:
     """A campaign or step name compared across sources: WHITESPACE trimmed, ASCII A-Z lower-cased.
 
-    SQL twin: requeue_label_campaign / requeue_label_step in queries/claims.sql.
+    SQL twin: reservation_campaign_label / reservation_step_label in queries/reservations.sql.
     """
     return (value or "").strip(WHITESPACE).translate(_ASCII_LOWER)
 

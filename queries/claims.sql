@@ -62,17 +62,6 @@ EXISTS (
       AND s.step = ANY(CAST(:scope_steps AS text[]))
       AND s.recipient = pg_temp.mm_address(p.email))
 
--- name: requeue_label_campaign
--- Template: a reservation's campaign in normal form (forensics.addresses.normalize_label: :label_ws trimmed,
--- A-Z lower-cased), to compare with the normalised --campaign.
--- dialect: postgres
-translate(btrim(r.campaign, CAST(:label_ws AS text)), 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')
-
--- name: requeue_label_step
--- Template: a reservation's step in normal form, as requeue_label_campaign.
--- dialect: postgres
-translate(btrim(r.step, CAST(:label_ws AS text)), 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')
-
 -- name: requeue_scan_stale
 -- In-progress claims older than the cutoff on the server's clock, with whether the lead is in the sent-log.
 -- dialect: postgres
@@ -100,8 +89,8 @@ WHERE t.{ident:status} = :status_in_progress
   AND EXISTS (
       SELECT 1 FROM send_reservation AS r
       WHERE r.key_kind = 'address' AND r.key_value = pg_temp.mm_address(t.{ident:email}::text) AND r.msg_id IS NULL
-        AND (CAST(:campaign_key AS text) IS NULL OR {block:requeue_label_campaign} = :campaign_key)
-        AND (CAST(:step_key AS text) IS NULL OR {block:requeue_label_step} = :step_key)
+        AND (CAST(:campaign_key AS text) IS NULL OR {block:reservation_campaign_label} = :campaign_key)
+        AND (CAST(:step_key AS text) IS NULL OR {block:reservation_step_label} = :step_key)
         AND NOT EXISTS (
             SELECT 1 FROM sent_log AS s
             WHERE s.campaign = r.campaign AND (s.step = r.step OR s.step = '') AND s.recipient = r.recipient))

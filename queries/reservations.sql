@@ -102,6 +102,17 @@ WHERE r.key_kind = 'address' AND r.key_value = :recipient AND r.campaign = :camp
 ORDER BY r.reserved_at DESC
 LIMIT 1
 
+-- name: reservation_campaign_label
+-- Template: a reservation's campaign in normal form (forensics.addresses.normalize_label: :label_ws trimmed,
+-- A-Z lower-cased), to compare with a normalised --campaign (requeue-stale, sentlog unconfirmed).
+-- dialect: duckdb postgres
+translate(trim(BOTH CAST(:label_ws AS text) FROM r.campaign), 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')
+
+-- name: reservation_step_label
+-- Template: a reservation's step in normal form, as reservation_campaign_label.
+-- dialect: duckdb postgres
+translate(trim(BOTH CAST(:label_ws AS text) FROM r.step), 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')
+
 -- name: reservation_unconfirmed
 -- Unconfirmed reservations (no msg_id, no matching sent_log row), one row per reservation, oldest first;
 -- :campaign and :step come in normal form (forensics.addresses.normalize_label) and are compared with it.
@@ -109,10 +120,8 @@ LIMIT 1
 SELECT r.campaign, r.step, r.recipient, r.candidate, r.reservation, r.worker, r.token, r.reserved_at
 FROM send_reservation AS r
 WHERE r.key_kind = 'address' AND r.msg_id IS NULL
-  AND (CAST(:campaign AS TEXT) IS NULL
-       OR translate(trim(BOTH CAST(:label_ws AS TEXT) FROM r.campaign), 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') = :campaign)
-  AND (CAST(:step AS TEXT) IS NULL
-       OR translate(trim(BOTH CAST(:label_ws AS TEXT) FROM r.step), 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') = :step)
+  AND (CAST(:campaign AS TEXT) IS NULL OR {block:reservation_campaign_label} = :campaign)
+  AND (CAST(:step AS TEXT) IS NULL OR {block:reservation_step_label} = :step)
   AND NOT EXISTS (
       SELECT 1 FROM sent_log AS s
       WHERE s.campaign = r.campaign AND (s.step = r.step OR s.step = '') AND s.recipient = r.recipient
