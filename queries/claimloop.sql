@@ -93,15 +93,8 @@ WHERE t.{ident:lead_id} = :key AND t.{ident:claim_token} = :token AND t.{ident:s
 FOR UPDATE
 
 -- name: claimloop_mark_sent
--- Mark one lead sent, guarded by our fencing token: a fenced-out worker changes nothing.
--- dialect: postgres
-UPDATE {ident:table} AS t
-SET {ident:status} = :status_sent
-WHERE t.{ident:lead_id} = :key AND t.{ident:claim_token} = :token AND t.{ident:status} = :status_in_progress
-RETURNING t.{ident:lead_id}::text AS key_text
-
--- name: claimloop_mark_sent_after_send
--- After a send: mark its lead sent if our fencing token still holds it (also when a retry finds it already marked).
+-- Mark one lead sent if our fencing token still holds it (a fenced-out worker changes nothing): a lead found sent
+-- already (locked in progress by claimloop_lock_lead), or after its send (also when a retry finds it marked).
 -- dialect: postgres
 UPDATE {ident:table} AS t
 SET {ident:status} = :status_sent

@@ -261,7 +261,7 @@ def record_sent(conn, cfg: LoopConfig, lead: Lead, msg_id: str) -> str:
                             provider=cfg.provider)
         confirmed = reservations.confirm(conn, cfg.campaign, cfg.step, lead.reservation, lead.token,
                                          normalize_msg_id(msg_id))
-        marked = queries.run(conn, "claimloop_mark_sent_after_send", cfg.params(key=lead.key, token=lead.token),
+        marked = queries.run(conn, "claimloop_mark_sent", cfg.params(key=lead.key, token=lead.token),
                              **cfg.idents()).fetchone()
     return "sent" if confirmed and marked else "fenced-after-send"
 
