@@ -43,9 +43,12 @@ CREATE OR REPLACE TEMP MACRO mm_named_lines(path, sep) AS TABLE
     FROM read_csv(path, delim = sep, quote = '', escape = '', header = false,
                   columns = {'line': 'VARCHAR'}, auto_detect = false, strict_mode = false,
                   null_padding = true, max_line_size = 16000000, filename = true);
+-- A line read from a file has no envelope: mm_no_envelope() is that empty `env`, typed.
+CREATE OR REPLACE TEMP MACRO mm_no_envelope() AS
+    NULL::STRUCT(line_no BIGINT, ts TIMESTAMPTZ, stream VARCHAR, host VARCHAR, unit VARCHAR, container VARCHAR,
+                 pid VARCHAR, worker VARCHAR, cut BOOLEAN);
 CREATE OR REPLACE TEMP MACRO mm_lines(path, sep) AS TABLE
-    SELECT line, NULL::STRUCT(line_no BIGINT, ts TIMESTAMPTZ, stream VARCHAR, host VARCHAR, unit VARCHAR,
-                              container VARCHAR, pid VARCHAR, worker VARCHAR, cut BOOLEAN) AS env
+    SELECT line, mm_no_envelope() AS env
     FROM mm_named_lines(path, sep)
 
 -- name: set_time_zone
@@ -197,8 +200,7 @@ WITH lines AS (
 -- dialect: duckdb
 CREATE OR REPLACE TABLE {ident:staged} AS
 WITH unquoted AS (
-    SELECT line, NULL::STRUCT(line_no BIGINT, ts TIMESTAMPTZ, stream VARCHAR, host VARCHAR, unit VARCHAR,
-                              container VARCHAR, pid VARCHAR, worker VARCHAR, cut BOOLEAN) AS env,
+    SELECT line, mm_no_envelope() AS env,
            ts_text, event_text, worker, incarnation, campaign, step, recipient_text, candidate, msg_id_text, shard,
            lease_text, test_id, variant, status, attempt_text, error, count_text,
            -- the tokenizer types every recipient and msg_id (NULL only where mm_address / mm_msg_id give NULL),
