@@ -50,9 +50,7 @@ WITH picked AS (
           WHERE r.campaign = :campaign AND r.step = :step AND r.msg_id IS NULL
             AND ((r.key_kind = 'address' AND r.key_value = pg_temp.mm_address(t.{ident:email}::text))
                  OR (r.key_kind = 'candidate' AND r.key_value = CAST({frag:candidate} AS text)))
-            AND NOT EXISTS (
-                SELECT 1 FROM sent_log AS s
-                WHERE s.campaign = r.campaign AND (s.step = r.step OR s.step = '') AND s.recipient = r.recipient))
+            AND NOT {block:reservation_in_sent_log})
     ORDER BY t.{ident:lead_id}
     LIMIT :batch_size
     FOR UPDATE SKIP LOCKED

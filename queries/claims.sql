@@ -91,9 +91,7 @@ WHERE t.{ident:status} = :status_in_progress
       WHERE r.key_kind = 'address' AND r.key_value = pg_temp.mm_address(t.{ident:email}::text) AND r.msg_id IS NULL
         AND (CAST(:campaign_key AS text) IS NULL OR {block:reservation_campaign_label} = :campaign_key)
         AND (CAST(:step_key AS text) IS NULL OR {block:reservation_step_label} = :step_key)
-        AND NOT EXISTS (
-            SELECT 1 FROM sent_log AS s
-            WHERE s.campaign = r.campaign AND (s.step = r.step OR s.step = '') AND s.recipient = r.recipient))
+        AND NOT {block:reservation_in_sent_log})
 
 -- name: requeue_count_no_claim_time
 -- In-progress rows with no claim time: never stale by age, so never re-queued; reported for a human to look at.

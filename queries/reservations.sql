@@ -68,14 +68,18 @@ DELETE FROM send_reservation
 WHERE campaign = :campaign AND step = :step AND key_kind = :key_kind AND key_value = :key_value
   AND reservation = :reservation AND token = :token AND msg_id IS NULL
 
+-- name: reservation_in_sent_log
+-- Template: whether the sent-log holds reservation r's send: a row of its campaign, of its step (or of no
+-- step), to its address. A reservation so recorded is sent, confirmed or not.
+-- dialect: duckdb postgres
+EXISTS (SELECT 1 FROM sent_log AS s
+        WHERE s.campaign = r.campaign AND (s.step = r.step OR s.step = '') AND s.recipient = r.recipient)
+
 -- name: reservation_holder
 -- The reservation that holds one key, and whether its send is recorded (msg_id, or a matching sent_log row).
 -- dialect: duckdb postgres
 SELECT r.reservation, r.worker, r.reserved_at, r.msg_id,
-       r.msg_id IS NOT NULL OR EXISTS (
-           SELECT 1 FROM sent_log AS s
-           WHERE s.campaign = r.campaign AND (s.step = r.step OR s.step = '') AND s.recipient = r.recipient
-       ) AS recorded
+       r.msg_id IS NOT NULL OR {block:reservation_in_sent_log} AS recorded
 FROM send_reservation AS r
 WHERE r.campaign = :campaign AND r.step = :step AND r.key_kind = :key_kind AND r.key_value = :key_value
 
@@ -92,10 +96,7 @@ RETURNING key_kind
 -- The newest reservation of an address for a campaign (and step; NULL = any step), recorded or not.
 -- dialect: duckdb postgres
 SELECT r.campaign, r.step, r.recipient, r.candidate, r.worker, r.reserved_at, r.msg_id,
-       r.msg_id IS NOT NULL OR EXISTS (
-           SELECT 1 FROM sent_log AS s
-           WHERE s.campaign = r.campaign AND (s.step = r.step OR s.step = '') AND s.recipient = r.recipient
-       ) AS recorded
+       r.msg_id IS NOT NULL OR {block:reservation_in_sent_log} AS recorded
 FROM send_reservation AS r
 WHERE r.key_kind = 'address' AND r.key_value = :recipient AND r.campaign = :campaign
   AND (CAST(:step AS TEXT) IS NULL OR r.step = :step)
@@ -122,20 +123,14 @@ FROM send_reservation AS r
 WHERE r.key_kind = 'address' AND r.msg_id IS NULL
   AND (CAST(:campaign AS TEXT) IS NULL OR {block:reservation_campaign_label} = :campaign)
   AND (CAST(:step AS TEXT) IS NULL OR {block:reservation_step_label} = :step)
-  AND NOT EXISTS (
-      SELECT 1 FROM sent_log AS s
-      WHERE s.campaign = r.campaign AND (s.step = r.step OR s.step = '') AND s.recipient = r.recipient
-  )
+  AND NOT {block:reservation_in_sent_log}
 ORDER BY r.reserved_at, r.campaign, r.step, r.recipient
 
 -- name: reservation_of_person
 -- The reservations a person's release names: by address or candidate, in one campaign and step.
 -- dialect: duckdb postgres
 SELECT DISTINCT r.reservation, r.recipient, r.candidate, r.worker, r.reserved_at,
-       r.msg_id IS NOT NULL OR EXISTS (
-           SELECT 1 FROM sent_log AS s
-           WHERE s.campaign = r.campaign AND (s.step = r.step OR s.step = '') AND s.recipient = r.recipient
-       ) AS recorded
+       r.msg_id IS NOT NULL OR {block:reservation_in_sent_log} AS recorded
 FROM send_reservation AS r
 WHERE r.campaign = :campaign AND r.step = :step
   AND ((r.key_kind = 'address' AND r.key_value = :recipient) OR (r.key_kind = 'candidate' AND r.key_value = :candidate))
