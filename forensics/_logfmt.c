@@ -1,7 +1,8 @@
 /* forensics._logfmt: the compiled logfmt tokenizer (optional; the SQL in queries/ingest.sql is the fallback).
  *
- * tokenize(buffer, start, end, fields, threads) reads the lines of buffer[start:end) (which starts at a line and
- * ends after one) into the text columns that stage_logfmt computes in SQL: the line, each canonical field's
+ * tokenize(buffer, start, end, fields, threads, keep_lines) reads the lines of buffer[start:end) (which starts at
+ * a line and ends after one) into the text columns that stage_logfmt computes in SQL: the line (without
+ * keep_lines, only where typed_columns may keep it: see may_be_skipped), each canonical field's
  * unquoted text (the first of its keys, in order, present on the line) and why the line is not a record. It
  * mirrors those regexes byte for byte (see forensics/ingest/tokenizer.py), on up to two threads with the GIL
  * released, and hands back Arrow buffers (validity, int32 offsets, data) that pyarrow wraps without a copy.
@@ -19,6 +20,7 @@
 #include <string.h>
 
 #define NFIELDS 17
+#define EVENT_FIELD 1
 #define RECIPIENT_FIELD 6 /* forensics.ingest.fields.CANONICAL: ts, event, ..., recipient */
 #define MSG_ID_FIELD 8
 #define NTYPED 2 /* text columns typed here: the recipient's normal form, the msg_id's (mm_msg_id) */
@@ -113,6 +115,7 @@ typedef struct {
     size_t ts_nulls;
     int typed_differs[NTYPED]; /* a typed value differs from its text (else both columns share buffers) */
     int flags;
+    int keep_lines; /* every line's text (keep_raw); else only where SQL may find the line is not a record */
     /* per line scratch: where each key was first seen after a space (value position + 1, 0 = absent), and the
      * span of its first key=value pair (shady lines) */
     size_t seen_at[HASH_SIZE];
@@ -580,6 +583,20 @@ static int line_fields(Job *job, size_t row, const unsigned char *s, size_t n) {
     return 0;
 }
 
+static int is_set(const uint8_t *valid, size_t row) { return valid[row / 8] >> (row % 8) & 1; }
+
+/* Whether typed_columns may make this row a skipped line (whose text it keeps): a problem found here, a time
+ * not typed here (mm_ts may not read it either), or no event (trim()med empty, as no_event) and no msg_id.
+ * Other rows' text is not sent at all: moving every line's text into DuckDB cost more than tokenizing it. */
+static int may_be_skipped(const Job *job, size_t row) {
+    if (job->problem[row] != P_NONE || !is_set(job->ts_valid, row)) return 1;
+    const Column *event = &job->cols[EVENT_FIELD + 1], *msg_id = &job->cols[TYPED_COL + 1];
+    int no_event = !is_set(event->valid, row)
+                   || is_blank((const unsigned char *)event->data + event->offsets[row],
+                               (size_t)(event->offsets[row + 1] - event->offsets[row]));
+    return no_event && !is_set(msg_id->valid, row);
+}
+
 static int add_line(Job *job, const unsigned char *s, size_t n) {
     if (n > MAX_LINE || !valid_utf8(s, n)) {
         job->flags |= F_DIRTY;
@@ -588,10 +605,9 @@ static int add_line(Job *job, const unsigned char *s, size_t n) {
     if (reserve_rows(job)) return -1;
     size_t row = job->rows;
     if (n == 0) {
-        for (int c = 0; c < TYPED_COL; c++) put_null(&job->cols[c], row);
+        for (int c = 1; c < TYPED_COL; c++) put_null(&job->cols[c], row);
         job->problem[row] = P_BLANK;
     } else {
-        if (put(&job->cols[LINE_COL], row, (const char *)s, n)) return -1;
         job->problem[row] = is_blank(s, n) ? P_BLANK : memchr(s, '=', n) == NULL ? P_NO_PAIRS : P_NONE;
         if (job->problem[row] == P_BLANK) {
             for (int c = 1; c < TYPED_COL; c++) put_null(&job->cols[c], row);
@@ -600,6 +616,11 @@ static int add_line(Job *job, const unsigned char *s, size_t n) {
         }
     }
     if (typed_fields(job, row)) return -1;
+    if (n > 0 && (job->keep_lines || may_be_skipped(job, row))) {
+        if (put(&job->cols[LINE_COL], row, (const char *)s, n)) return -1;
+    } else {
+        put_null(&job->cols[LINE_COL], row);
+    }
     job->rows++;
     return 0;
 }
@@ -735,8 +756,8 @@ static PyObject *tokenize(PyObject *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t start, end;
     PyObject *fields;
-    int threads;
-    if (!PyArg_ParseTuple(args, "y*nnOi", &view, &start, &end, &fields, &threads)) return NULL;
+    int threads, keep_lines = 1;
+    if (!PyArg_ParseTuple(args, "y*nnOi|p", &view, &start, &end, &fields, &threads, &keep_lines)) return NULL;
     PyObject *result = NULL;
     Vocabulary *vocab = calloc(1, sizeof(Vocabulary));
     Job *jobs = calloc(MAX_THREADS, sizeof(Job));
@@ -750,7 +771,7 @@ static PyObject *tokenize(PyObject *self, PyObject *args) {
     size_t cut = threads > 1 ? split_point(b, (size_t)start, (size_t)end) : (size_t)end;
     int n = cut < (size_t)end ? 2 : 1;
     for (int t = 0; t < n; t++) {
-        jobs[t].buf = b, jobs[t].vocab = vocab;
+        jobs[t].buf = b, jobs[t].vocab = vocab, jobs[t].keep_lines = keep_lines;
         jobs[t].start = t == 0 ? (size_t)start : cut;
         jobs[t].end = t == 0 ? cut : (size_t)end;
     }
@@ -816,7 +837,8 @@ static PyMethodDef methods[] = {
     {"utc_microseconds", utc_microseconds, METH_O,
      "utc_microseconds(text) -> microseconds since the epoch of an ISO timestamp with a zone, or None (left to SQL)"},
     {"tokenize", tokenize, METH_VARARGS,
-     "tokenize(buffer, start, end, fields, threads) -> [(rows, flags, problem, columns)] per thread's range"},
+     "tokenize(buffer, start, end, fields, threads, keep_lines=True) -> [(rows, flags, problem, columns)] per "
+     "thread's range (without keep_lines, a line's text only where it may be skipped)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -43,10 +43,12 @@ CREATE OR REPLACE TEMP MACRO mm_named_lines(path, sep) AS TABLE
     FROM read_csv(path, delim = sep, quote = '', escape = '', header = false,
                   columns = {'line': 'VARCHAR'}, auto_detect = false, strict_mode = false,
                   null_padding = true, max_line_size = 16000000, filename = true);
+-- A line's envelope (`env`), as a type: a staged table created before it is filled names it.
+CREATE OR REPLACE TEMP TYPE mm_envelope AS
+    STRUCT(line_no BIGINT, ts TIMESTAMPTZ, stream VARCHAR, host VARCHAR, unit VARCHAR, container VARCHAR,
+           pid VARCHAR, worker VARCHAR, cut BOOLEAN);
 -- A line read from a file has no envelope: mm_no_envelope() is that empty `env`, typed.
-CREATE OR REPLACE TEMP MACRO mm_no_envelope() AS
-    NULL::STRUCT(line_no BIGINT, ts TIMESTAMPTZ, stream VARCHAR, host VARCHAR, unit VARCHAR, container VARCHAR,
-                 pid VARCHAR, worker VARCHAR, cut BOOLEAN);
+CREATE OR REPLACE TEMP MACRO mm_no_envelope() AS NULL::mm_envelope;
 CREATE OR REPLACE TEMP MACRO mm_lines(path, sep) AS TABLE
     SELECT line, mm_no_envelope() AS env
     FROM mm_named_lines(path, sep)
@@ -193,12 +195,22 @@ WITH lines AS (
 
 -- name: stage_logfmt_tokens
 -- logfmt read by the compiled tokenizer (forensics.ingest.tokenizer): {ident:tokens} is its Arrow stream, one
--- row per line in file order, of the text columns stage_logfmt computes with regexes (the line, each canonical
--- field's unquoted text, the leading timestamp already in ts_text), a problem code, and the fields it typed
--- itself (the recipient's normal form, the msg_id; the timestamp when it has an explicit zone, else NULL);
--- typed here exactly as stage_logfmt types them. {block:typed_columns} is that block.
+-- row per line in file order, of the text columns stage_logfmt computes with regexes (the line where it may be
+-- kept, each canonical field's unquoted text, the leading timestamp already in ts_text), a problem code, and
+-- the fields it typed itself (the recipient's normal form, the msg_id, the timestamp when it has an explicit
+-- zone, else NULL), typed here exactly as stage_logfmt types them (the same columns: staged rows of both paths
+-- are held equal). {block:typed_columns} is that block.
+-- The columns of (nearly) one distinct value per line are stored uncompressed: DuckDB's analysis of them
+-- (DICT_FSST) cost a third of this block and saved little on random ids, and build_sends reads them faster.
 -- dialect: duckdb
-CREATE OR REPLACE TABLE {ident:staged} AS
+CREATE OR REPLACE TABLE {ident:staged} (
+    ts TIMESTAMPTZ, event VARCHAR, worker VARCHAR, incarnation VARCHAR, campaign VARCHAR, step VARCHAR,
+    recipient VARCHAR USING COMPRESSION uncompressed, candidate VARCHAR USING COMPRESSION uncompressed,
+    msg_id VARCHAR USING COMPRESSION uncompressed, shard VARCHAR, lease_s DOUBLE, test_id VARCHAR,
+    variant VARCHAR, status VARCHAR, attempt INTEGER, error VARCHAR, count BIGINT,
+    recipient_raw VARCHAR USING COMPRESSION uncompressed, problem VARCHAR, line VARCHAR, env mm_envelope
+);
+INSERT INTO {ident:staged}
 WITH unquoted AS (
     SELECT line, mm_no_envelope() AS env,
            ts_text, event_text, worker, incarnation, campaign, step, recipient_text, candidate, msg_id_text, shard,

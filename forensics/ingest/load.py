@@ -357,8 +357,11 @@ def _parse_logfmt(con, source: Source, staged: str, head: bytes, field_map: Fiel
                   reader: str = "mm_lines") -> int:
     # Keys seen in a sample of the file (and its head) get a regex each; every other alias of the
     # vocabulary, and --field names, are tried only on lines where one regex says one of them occurs.
-    sampled = _sampled_keys(con, source, head, reader)
-    if reader == "mm_lines" and isinstance(source.path, str) and tokenizer.active():
+    tokenized = reader == "mm_lines" and isinstance(source.path, str) and tokenizer.active()
+    sampled = _head_sampled_keys(con, source, head) if tokenized else None
+    if sampled is None:
+        sampled = _sampled_keys(con, source, head, reader)
+    if tokenized:
         keys = _tokenizer_keys(sampled, field_map)
         if tokenizer.fits(keys) and tokenizer.stage(con, source.path, staged, keys, keep_raw):
             return 0
@@ -374,6 +377,14 @@ def _sampled_keys(con, source: Source, head: bytes, reader: str = "mm_lines") ->
     sampled = {m.group(1) for line in first_lines(head, 200) for m in _HEAD_KEY.finditer(line)}
     return sampled | {row[0] for row in queries.run(con, "sample_logfmt_keys", _lines_of(source),
                                                     lines=reader).fetchall()}
+
+
+def _head_sampled_keys(con, source: Source, head: bytes) -> set[str] | None:
+    """The keys of a plain file's first lines, from a copy of its head (None: read them from the file)."""
+    def keys_of(sample: str) -> set[str]:
+        return _sampled_keys(con, Source(sample, source.label, False), head)
+
+    return tokenizer.sampled_head(source.path, keys_of, _spill_folder(con))
 
 
 def _tokenizer_keys(sampled: set[str], field_map: FieldMap) -> list[list[bytes]]:

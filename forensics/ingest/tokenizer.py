@@ -102,7 +102,7 @@ def stage(con, path: str, staged: str, keys: list[list[bytes]], keep_raw: bool) 
     """Parse a plain logfmt file into `staged`. False when its line endings mix CRLF with bare CR or LF:
     DuckDB's reader splits those its own way, so the caller reads it through the SQL path instead."""
     seen = _Seen()
-    _into_staged(con, staged, _file_batches(path, keys, seen), keep_raw)
+    _into_staged(con, staged, _file_batches(path, keys, seen, keep_raw), keep_raw)
     if seen.flags & _logfmt.DIRTY:
         raise DirtyFile("invalid utf-8 or line size over the limit")
     return not seen.mixed_endings
@@ -111,6 +111,7 @@ def stage(con, path: str, staged: str, keys: list[list[bytes]], keep_raw: bool) 
 # sample_logfmt_keys reads the keys of a file's first lines (its LIMIT): the sample of a .gz holds as many.
 SAMPLE_LINES = 20_000
 SAMPLE_MOST = 64 * 2**20  # a sample that needs more bytes than this is read from a plain copy instead
+SAMPLE_CHUNK = 2**20  # a plain file's head is read this much at a time until it holds the sample
 
 
 @dataclass
@@ -134,8 +135,8 @@ def stage_gzipped(con, path: str, staged: str, keys_of: Callable[[str], list[lis
             return None
         spans = ((data, _start(data) if index == 0 else 0, end) for index, (data, end)
                  in enumerate(itertools.chain(sample, chunks)))
-        _into_staged(con, staged, _unless_damaged(_tokenized(_tracking_tail(spans, seen), keys, seen), seen),
-                     keep_raw)
+        _into_staged(con, staged, _unless_damaged(_tokenized(_tracking_tail(spans, seen), keys, seen, keep_raw),
+                                                      seen), keep_raw)
     except sources.GZIP_ERRORS:
         return None
     finally:
@@ -158,7 +159,21 @@ def _first_chunks(chunks: Iterator[tuple[bytes, int]]) -> list[tuple[bytes, int]
     return taken
 
 
-def _sample_keys(sample: list[tuple[bytes, int]], keys_of, folder: str | None) -> list[list[bytes]] | None:
+def sampled_head(path: str, keys_of: Callable[[str], set[str]], folder: str | None) -> set[str] | None:
+    """`keys_of` a plain file (in `folder`) holding a plain file's first SAMPLE_LINES lines, as the gzip path
+    samples: DuckDB's reader asked for the first lines of the whole file cost a second at 1M lines. None when
+    those lines need more than SAMPLE_MOST bytes (the caller samples the file itself)."""
+    with open(path, "rb") as handle:
+        sample = _first_chunks(iter(lambda: _read_chunk(handle), None))
+        return None if sample is None else _sample_keys(sample, keys_of, folder)
+
+
+def _read_chunk(handle) -> tuple[bytes, int] | None:
+    data = handle.read(SAMPLE_CHUNK)
+    return (data, len(data)) if data else None
+
+
+def _sample_keys(sample: list[tuple[bytes, int]], keys_of, folder: str | None):
     handle = tempfile.NamedTemporaryFile(prefix="mailmortem-sample-", suffix=".log", dir=folder, delete=False)
     try:
         with handle:
@@ -192,12 +207,12 @@ def _into_staged(con, staged: str, batches: Iterator, keep_raw: bool) -> None:
     name = f"{staged}_tokens"
     con.register(name, pa.RecordBatchReader.from_batches(schema(), batches))
     try:
-        queries.run(con, "stage_logfmt_tokens", {"keep_raw": keep_raw}, staged=staged, tokens=name)
+        queries.script(con, "stage_logfmt_tokens", {"keep_raw": keep_raw}, staged=staged, tokens=name)
     finally:
         con.unregister(name)
 
 
-def _file_batches(path: str, keys: list[list[bytes]], seen: _Seen) -> Iterator:
+def _file_batches(path: str, keys: list[list[bytes]], seen: _Seen, keep_raw: bool) -> Iterator:
     """A plain file's Arrow batches, range by range, read once through a memory map (pages dropped after)."""
     with open(path, "rb") as handle:
         if os.fstat(handle.fileno()).st_size == 0:
@@ -208,19 +223,20 @@ def _file_batches(path: str, keys: list[list[bytes]], seen: _Seen) -> Iterator:
                 aligned = start - start % mmap.PAGESIZE
                 mapped.madvise(mmap.MADV_DONTNEED, aligned, end - aligned)  # read once: keep RSS down
 
-            yield from _tokenized(((mapped, *span) for span in _ranges(mapped)), keys, seen, drop)
+            yield from _tokenized(((mapped, *span) for span in _ranges(mapped)), keys, seen, keep_raw, drop)
 
 
-def _tokenized(spans: Iterator[tuple], keys: list[list[bytes]], seen: _Seen,
+def _tokenized(spans: Iterator[tuple], keys: list[list[bytes]], seen: _Seen, keep_raw: bool,
                done: Callable[[tuple], None] = lambda span: None) -> Iterator:
     """The Arrow batches of each span (buffer, start, end) in turn, the next span tokenized (GIL released) while
     DuckDB types this one; stops at a dirty span or once line endings are mixed (the file is then read again:
-    repaired, or by the SQL path)."""
+    repaired, or by the SQL path). A line's text comes only where it may be kept (keep_raw, or a line that may
+    be skipped): moving every line's text into DuckDB cost more than tokenizing it."""
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(1) as pool:
         def submitted(span: tuple) -> tuple:
-            return span, pool.submit(_logfmt.tokenize, *span, keys, THREADS)
+            return span, pool.submit(_logfmt.tokenize, *span, keys, THREADS, keep_raw)
 
         pending = collections.deque(map(submitted, itertools.islice(spans, 1)))
         while pending:

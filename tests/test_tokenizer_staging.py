@@ -1,0 +1,77 @@
+"""What the compiled tokenizer hands DuckDB to stage a logfmt file: a line's text only where it may be kept, and
+the keys of the file's first lines sampled from a copy of its head (not by reading the whole file)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+import queries
+from forensics.ingest import load, tokenizer
+from forensics.ingest.case import load_case
+from forensics.ingest.fields import FieldMap
+from forensics.ingest.sources import Source
+
+needs_c = pytest.mark.skipif(tokenizer._logfmt is None, reason="the compiled tokenizer was not built")
+
+LINES = [b"ts=2026-11-28T09:00:00Z event=send to=a@x.co msg_id=m1",  # a record: no text needed
+         b"",  # blank
+         b"no pairs here",
+         b"ts=yesterday event=send to=b@x.co msg_id=m2",  # a time left to SQL, which may not read it
+         b"ts=2026-11-28T09:00:01Z worker=w1",  # no event and no msg_id
+         b"ts=2026-11-28T09:00:02Z event=\xe3\x80\x80 msg_id=m3",  # an event trim() empties, but a msg_id
+         b"ts=2026-11-28T09:00:03Z event=\xe3\x80\x80"]  # neither
+
+
+def _line_texts(body: bytes, keep_lines: bool) -> list[str | None]:
+    keys = load._tokenizer_keys({"ts", "event", "to", "msg_id", "worker"}, FieldMap())
+    batches = [tokenizer._batch(rows, problem, cols, ts)
+               for rows, _flags, problem, cols, ts in tokenizer._logfmt.tokenize(body, 0, len(body), keys, 1,
+                                                                                  keep_lines)]
+    return [text for batch in batches for text in batch.column("line").to_pylist()]
+
+
+@needs_c
+def test_a_line_s_text_comes_only_where_the_line_may_be_skipped():
+    body = b"\n".join(LINES) + b"\n"
+    assert _line_texts(body, keep_lines=False) == [None, None, "no pairs here", LINES[3].decode(), LINES[4].decode(),
+                                                   None, LINES[6].decode()]
+    assert _line_texts(body, keep_lines=True) == [line.decode() or None for line in LINES]
+
+
+@needs_c
+def test_a_saved_case_keeps_every_record_s_text_as_the_sql_path_does(tmp_path, monkeypatch):
+    path = tmp_path / "mail.log"
+    path.write_bytes(b"\n".join(LINES) + b"\n")
+    raws = []
+    for parser in ("sql", "c"):
+        monkeypatch.setenv(tokenizer.ENV, parser)
+        case = load_case([str(path)], database=str(tmp_path / f"{parser}.duckdb"))
+        raws.append(case.con.execute("SELECT line_no, raw FROM events ORDER BY line_no").fetchall())
+        case.con.close()
+    assert raws[0] == raws[1] and [raw for _, raw in raws[1]] == [LINES[0].decode(), LINES[5].decode()]
+
+
+@needs_c
+def test_the_head_sample_holds_the_keys_of_the_first_lines_as_the_whole_file_s_does(tmp_path, monkeypatch):
+    monkeypatch.setattr(tokenizer, "SAMPLE_CHUNK", 4096)  # the head is read in many pieces
+    first = [f"ts=2026-11-28T09:00:00Z event=send email=p{n}@x.co msg_id=m{n}" for n in range(tokenizer.SAMPLE_LINES)]
+    path = tmp_path / "mail.log"
+    path.write_text("\r\n".join(first + ["ts=2026-11-28T09:00:01Z event=send to=late@x.co message_id=late"]) + "\r\n")
+    con = duckdb.connect()
+    queries.script(con, "ingest_macros")
+    source = Source(str(path), "mail.log", False)
+    from_head = tokenizer.sampled_head(str(path), lambda sample: load._sampled_keys(con, Source(sample, "x", False),
+                                                                                       b""), str(tmp_path))
+    assert from_head == load._sampled_keys(con, source, b"") == {"ts", "event", "email", "msg_id"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mail.log"]  # the copy of the head is gone
+
+
+@needs_c
+def test_a_head_too_large_to_copy_is_not_sampled_from_a_copy(tmp_path, monkeypatch):
+    monkeypatch.setattr(tokenizer, "SAMPLE_MOST", 1000)
+    path = tmp_path / "mail.log"
+    path.write_text("ts=2026-11-28T09:00:00Z event=send to=a@x.co msg_id=m1\n" * 100)
+    assert tokenizer.sampled_head(str(path), lambda sample: pytest.fail("sampled"), str(tmp_path)) is None
