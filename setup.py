@@ -1,7 +1,10 @@
-"""The optional compiled logfmt tokenizer: without a C compiler (or Python's headers) the build skips it and
-mailmortem reads logfmt through the SQL path (forensics/ingest/tokenizer.py), as PyYAML and MarkupSafe do."""
+"""The optional compiled readers: the logfmt tokenizer and the JSON Lines reader. Without a C compiler (or
+Python's headers) the build skips them and mailmortem reads those files through the SQL path
+(forensics/ingest/tokenizer.py, forensics/ingest/jsontokenizer.py), as PyYAML and MarkupSafe do."""
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("forensics._logfmt", ["forensics/_logfmt.c"], optional=True,
-                             extra_compile_args=["-O2", "-pthread"], extra_link_args=["-pthread"])])
+_THREADED = {"optional": True, "extra_compile_args": ["-O2", "-pthread"], "extra_link_args": ["-pthread"]}
+
+setup(ext_modules=[Extension("forensics._logfmt", ["forensics/_logfmt.c"], **_THREADED),
+                   Extension("forensics._jsonl", ["forensics/_jsonl.c"], **_THREADED)])

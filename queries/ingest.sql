@@ -227,32 +227,62 @@ WITH unquoted AS (
 -- name: stage_jsonl
 -- JSON Lines: one object per line; nested keys are read as dotted paths through JSONPaths (:paths), and
 -- :rare_paths only on lines where :rare_keys matches; {list:picks} (from pick_value) reads each canonical
--- field from `vals` or `rare_vals`. {block:typed_columns} is that block. {frag:lines} reads the file, or the
--- lines inside its envelope.
+-- field from `vals` or `rare_vals`. {block:jsonl_texts} and {block:typed_columns} are those blocks. {frag:lines}
+-- reads the file, or the lines inside its envelope. Every line is read here (`deferred`).
 -- dialect: duckdb
 -- fragments: picks=text_column
 -- fragments: lines=mm_lines|mm_unwrapped
 CREATE OR REPLACE TABLE {ident:staged} AS
 WITH lines AS (
-    SELECT line, env FROM {frag:lines}(:path, :delim)
-), objects AS (
-    -- one JSON parse per object line (invalid JSON makes the extraction fail: try() gives NULL); only lines
-    -- that are not objects are validated and typed (below)
-    SELECT line, env, CASE WHEN starts_with(ltrim(line, ' ' || chr(9) || chr(13)), '{')
-                      THEN try(json_extract_string(line, :paths::VARCHAR[])) END AS vals
+    SELECT line, env, TRUE AS deferred, NULL::VARCHAR AS settled_problem FROM {frag:lines}(:path, :delim)
+), {block:jsonl_texts}, {block:typed_in_sql}, {block:typed_columns}
+
+-- name: stage_jsonl_tokens
+-- JSON Lines read by the compiled reader (forensics.ingest.jsontokenizer): {ident:tokens} is its Arrow stream, one
+-- row per line in file order, of the line, the canonical text columns stage_jsonl computes, and a problem code:
+-- 1 a blank line, 2 a line it left to SQL (deferred), which is then read here with stage_jsonl's own expressions
+-- (a CASE computes them on those rows only). Each of {list:picks} (deferred_text_column) takes the compiled
+-- reader's column or, on a deferred line, the SQL's. Typed as stage_jsonl types them.
+-- dialect: duckdb
+-- fragments: picks=deferred_text_column
+CREATE OR REPLACE TABLE {ident:staged} AS
+WITH lines AS (
+    SELECT *, mm_no_envelope() AS env, problem_code = 2 AS deferred,
+           CASE WHEN problem_code = 1 THEN 'blank line' END AS settled_problem
+    FROM {ident:tokens}
+), {block:jsonl_texts}, {block:typed_in_sql}, {block:typed_columns}
+
+-- name: jsonl_texts
+-- Template: the text columns of the JSON Lines `lines` (line, env, whether SQL reads it: `deferred`, and the
+-- problem of a line it does not read, settled_problem), for stage_jsonl and stage_jsonl_tokens. One JSON parse
+-- per object line (invalid JSON makes the extraction fail: try() gives NULL); only lines that are not objects
+-- are validated and typed. {list:picks} are the canonical text columns.
+-- dialect: duckdb
+-- fragments: picks=text_column|deferred_text_column
+objects AS (
+    SELECT *, CASE WHEN deferred AND starts_with(ltrim(line, ' ' || chr(9) || chr(13)), '{')
+                   THEN try(json_extract_string(line, :paths::VARCHAR[])) END AS vals
     FROM lines
 ), valued AS (
-    SELECT line, env, CASE WHEN vals IS NOT NULL THEN 'OBJECT' WHEN json_valid(line) THEN json_type(line) END AS jtype,
-           vals, CASE WHEN vals IS NOT NULL AND regexp_matches(line, :rare_keys)
-                      THEN json_extract_string(line, :rare_paths::VARCHAR[]) END AS rare_vals
+    SELECT *, CASE WHEN vals IS NOT NULL THEN 'OBJECT' WHEN deferred AND json_valid(line) THEN json_type(line) END AS jtype,
+           CASE WHEN vals IS NOT NULL AND regexp_matches(line, :rare_keys)
+                THEN json_extract_string(line, :rare_paths::VARCHAR[]) END AS rare_vals
     FROM objects
 ), texts AS (
     SELECT line, env, {list:picks},
-           CASE WHEN line IS NULL OR trim(line) = '' THEN 'blank line'
+           CASE WHEN NOT deferred THEN settled_problem
+                WHEN line IS NULL OR trim(line) = '' THEN 'blank line'
                 WHEN jtype IS NULL THEN 'not valid JSON'
                 WHEN jtype <> 'OBJECT' THEN 'JSON but not an object' END AS problem
     FROM valued
-), {block:typed_in_sql}, {block:typed_columns}
+)
+
+-- name: deferred_text_column
+-- Template: one canonical text column of a line the compiled JSON Lines reader read ({ident:column}, its own),
+-- or, on a line it deferred, read by SQL ({frag:value}, as stage_jsonl reads it).
+-- dialect: duckdb
+-- fragments: value=pick_value|first_value|NULL
+CASE WHEN deferred THEN {frag:value} ELSE {ident:column} END AS {ident:column}
 
 -- name: pick_value
 -- Template: one of a line's values (`vals` or `rare_vals` at position {lit:at}) when it is not blank (a field

@@ -39,6 +39,8 @@ IDENTS = {"staged": "staged_1", "provider_table": "provider_sends", "log_sends":
           "as_json": "staged_1_as_json", "as_logfmt": "staged_1_as_logfmt",
           "tokens": "staged_1_tokens", "dictionary": "mm_workers", "code": "w", "column": "worker"}
 
+JSON_TOKENS = "staged_1_json_tokens"
+
 
 def duckdb_schema():
     """The DuckDB connection every DuckDB block is bound against."""
@@ -62,6 +64,9 @@ def duckdb_schema():
     from forensics.ingest import tokenizer
 
     con.register(IDENTS["tokens"], tokenizer.schema().empty_table())  # what the compiled tokenizer streams
+    from forensics.ingest import jsontokenizer
+
+    con.register(JSON_TOKENS, jsontokenizer.schema().empty_table())  # what the compiled JSON Lines reader streams
     return con
 
 
@@ -123,6 +128,10 @@ def values(name: str) -> dict:
         found["fields"] = load.logfmt_fields({"ts", "event", "worker", "recipient", "to"}, FieldMap())[0]
     if name == "stage_jsonl":
         found["picks"] = load.pick_columns(["ts", "timestamp", "event", "recipient"], FieldMap(), ["worker"])
+    if name == "stage_jsonl_tokens":
+        found["tokens"] = JSON_TOKENS
+        found["picks"] = load.pick_columns(["ts", "timestamp", "event", "recipient"], FieldMap(), ["worker"],
+                                           "deferred_text_column")
     if name == "stage_csv":
         found["picks"] = load.pick_columns(["ts", "timestamp", "event", "recipient"], FieldMap())
     if name == "create_views":

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from forensics.ingest import tokenizer
+from forensics.ingest import jsontokenizer, tokenizer
 from forensics.ingest.case import load_case
 from forensics.errors import InputError, ParseError
 
@@ -301,10 +301,11 @@ def test_many_files_are_read_at_once_each_with_its_own_line_numbers(tmp_path):
                                                               "email": "a@b.c", "msg_id": f"j{n}"}) + "\n")
     case = load_case([str(tmp_path)])
     staged = {row[0] for row in case.con.execute("SELECT DISTINCT staged FROM files").fetchall()}
-    # one statement per syntax; the compiled tokenizer reads logfmt files one by one (it has no plan to repeat)
-    grouped = {"staged_many_jsonl"} if tokenizer.active() else {"staged_many_jsonl", "staged_many_logfmt"}
+    # one statement per syntax; the compiled readers read their files one by one (they have no plan to repeat)
+    alone = {"logfmt": 21 if tokenizer.active() else 0, "jsonl": 18 if jsontokenizer.active() else 0}
+    grouped = {f"staged_many_{syntax}" for syntax, files in alone.items() if not files}
     assert {name for name in staged if name.startswith("staged_many")} == grouped
-    assert len(staged) == len(grouped) + (21 if tokenizer.active() else 0)
+    assert len(staged) == len(grouped) + sum(alone.values())
     kinds = dict(case.con.execute("SELECT table_name, 'table' FROM duckdb_tables() "
                                   "WHERE table_name IN ('events', 'skipped')").fetchall())
     assert kinds == {"events": "table", "skipped": "table"}

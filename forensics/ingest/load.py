@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import queries
-from forensics.ingest import envelopes, sources, tokenizer, window
+from forensics.ingest import envelopes, jsontokenizer, sources, tokenizer, window
 from forensics.ingest.detect import csv_header, detect_syntax, first_lines
 from forensics.ingest.envelopes import Reading
 from forensics.errors import ConfigError, InputError, ParseError
@@ -122,8 +122,8 @@ def _detected(file_id: int, source: Source, forced: str | None, reading: Reading
 def _groups(files: list[_File]) -> list[list[_File]]:
     """More than MANY_FILES logfmt (or JSON Lines) files are read in one statement: a statement per file is
     planned again each time (hundreds of regexes), whatever the file's size."""
-    # The compiled tokenizer has no plan to repeat: it reads logfmt files one by one.
-    grouped = ("jsonl",) if tokenizer.active() else ("logfmt", "jsonl")
+    # The compiled readers have no plan to repeat: they read their files one by one.
+    grouped = [s for s, compiled in (("logfmt", tokenizer), ("jsonl", jsontokenizer)) if not compiled.active()]
     groups = [[f for f in files if f.syntax == syntax and f.head and not f.envelope] for syntax in grouped]
     return [members for members in groups if len(members) > MANY_FILES]
 
@@ -330,8 +330,8 @@ def _first_of(values: list[queries.Fragment]) -> queries.Fragment | None:
     return values[0] if len(values) == 1 else queries.fragment("first_value", values=values)
 
 
-def _text_column(value: queries.Fragment | None, column: str) -> queries.Fragment:
-    return queries.fragment("text_column", value=value or "NULL", column=column)
+def _text_column(value: queries.Fragment | None, column: str, template: str = "text_column") -> queries.Fragment:
+    return queries.fragment(template, value=value or "NULL", column=column)
 
 
 def logfmt_field(keys: list[str]) -> queries.Fragment | None:
@@ -416,9 +416,11 @@ _TEXT_COLUMNS = tuple((canon, {"ts": "ts_text", "event": "event_text", "recipien
 TEXT_COLUMN_NAMES = tuple(column for _canon, column in _TEXT_COLUMNS)
 
 
-def pick_columns(keys: list[str], field_map: FieldMap, rare: list[str] = ()) -> list[queries.Fragment]:
+def pick_columns(keys: list[str], field_map: FieldMap, rare: list[str] = (),
+                 template: str = "text_column") -> list[queries.Fragment]:
     """Each canonical field as the first non-blank value among its keys: a key of `keys` at its position
-    in `vals`, a key of `rare` at its position in `rare_vals`."""
+    in `vals`, a key of `rare` at its position in `rare_vals` (`template`: text_column, or deferred_text_column
+    for the lines the compiled JSON Lines reader leaves to SQL)."""
     resolved = field_map.resolve([*keys, *rare])
 
     def value(key: str) -> queries.Fragment:
@@ -426,7 +428,7 @@ def pick_columns(keys: list[str], field_map: FieldMap, rare: list[str] = ()) -> 
             return queries.fragment("pick_value", values="vals", at=keys.index(key) + 1)
         return queries.fragment("pick_value", values="rare_vals", at=rare.index(key) + 1)
 
-    return [_text_column(_first_of([value(key) for key in resolved[canon]]), column)
+    return [_text_column(_first_of([value(key) for key in resolved[canon]]), column, template)
             for canon, column in _TEXT_COLUMNS]
 
 
@@ -434,16 +436,35 @@ def _parse_jsonl(con, source: Source, staged: str, head: bytes, field_map: Field
                  reader: str = "mm_lines") -> int:
     # Paths seen among the first lines are read on every line; every other top-level alias of the
     # vocabulary (a key that first appears late in the file) only where one regex finds it.
-    structure = queries.run(con, "json_structure", _lines_of(source), lines=reader).fetchone()[0]
+    # fetched to the end: DuckDB refuses to register the compiled reader's stream beside an unfinished result
+    [(structure,)] = queries.run(con, "json_structure", _lines_of(source), lines=reader).fetchall()
     seen = _json_paths(json.loads(structure) if structure else {})
     keys = [k for k in seen if field_map.canonical_of(k)]
     rare = [k for k in dict.fromkeys([*ALL_ALIASES, *field_map.overrides.values()])
             if k not in seen and '"' not in k and field_map.canonical_of(k)]
     pattern = '"(?:' + "|".join(re.escape(k) for k in rare) + r')"\s*:' if rare else "$^"
-    params = {**_lines_of(source), "paths": _json_path_texts(keys), "rare_paths": _json_path_texts(rare),
-              "rare_keys": pattern, "keep_raw": keep_raw}
-    queries.run(con, "stage_jsonl", params, staged=staged, picks=pick_columns(keys, field_map, rare), lines=reader)
+    params = {"paths": _json_path_texts(keys), "rare_paths": _json_path_texts(rare), "rare_keys": pattern,
+              "keep_raw": keep_raw}
+    if not (reader == "mm_lines" and _compiled_jsonl(con, source, staged, (keys, rare), field_map, params)):
+        queries.run(con, "stage_jsonl", {**_lines_of(source), **params}, staged=staged,
+                    picks=pick_columns(keys, field_map, rare), lines=reader)
     return 0
+
+
+def _compiled_jsonl(con, source: Source, staged: str, keys: tuple[list[str], list[str]], field_map: FieldMap,
+                    params: dict) -> bool:
+    """Whether the compiled JSON Lines reader staged a plain file, reading `keys` (the sampled paths and the
+    rare keys). False when the SQL path is to read it: the reader is not built or switched off, takes not so
+    many paths, or finds line endings mixed (DuckDB's reader splits those its own way)."""
+    if not (isinstance(source.path, str) and jsontokenizer.active()):
+        return False
+    sampled, rare = keys
+    plan = jsontokenizer.plan(sampled, rare, field_map)
+    picks = pick_columns(sampled, field_map, rare, "deferred_text_column")
+    if plan and jsontokenizer.stage(con, source.path, staged, plan, params, picks):
+        return True
+    queries.run(con, "drop_staged", staged=staged)
+    return False
 
 
 def _json_path_texts(keys: list[str]) -> list[str]:

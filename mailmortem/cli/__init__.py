@@ -82,22 +82,23 @@ def _abort(message: str, code: int) -> None:
 
 
 def _show_version(ctx, _param, value):
-    """The version, and which logfmt parser this install reads with (the compiled one or the SQL fallback)."""
+    """The version, and which logfmt and JSON Lines parsers this install reads with (the compiled ones or the SQL
+    fallback)."""
     if not value or ctx.resilient_parsing:
         return
-    from forensics.ingest import tokenizer
+    from forensics.ingest import jsontokenizer, tokenizer
 
     try:
-        parser = tokenizer.describe()
+        parser, json_parser = tokenizer.describe(), jsontokenizer.describe()
     except MailmortemError as exc:
         _abort(str(exc), exc.exit_code)
-    click.echo(f"mailmortem, version {__version__}\nparser: {parser}")
+    click.echo(f"mailmortem, version {__version__}\nparser: {parser}\nJSON Lines parser: {json_parser}")
     ctx.exit()
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_show_version,
-              help="Show the version and the active logfmt parser, and exit.")
+              help="Show the version and the active logfmt and JSON Lines parsers, and exit.")
 def main():
     """Find out why your outreach agents emailed people twice, who was hit, and repair the state.
 

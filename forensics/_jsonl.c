@@ -1,0 +1,597 @@
+/* forensics._jsonl: the compiled JSON Lines reader (optional; queries/ingest.sql's stage_jsonl is the fallback).
+ *
+ * read(buffer, start, end, paths, always, fields, rare, threads) reads the lines of buffer[start:end) (which
+ * starts at a line and ends after one) into the text columns stage_jsonl computes with json_extract_string: each
+ * canonical field's text from the first of its JSONPaths whose value is not blank. The first `always` paths
+ * count on every line, the others (stage_jsonl's :rare_paths) only on a line holding a `rare` key at any depth
+ * (where stage_jsonl's :rare_keys regex matches). It does the common case only and is strict about it: a
+ * line it cannot read exactly as DuckDB's JSON reader (yyjson) would, it marks DEFERRED, and SQL reads that
+ * line with the very expressions of stage_jsonl (stage_jsonl_tokens). Deferred are
+ * lines that are not a JSON object by strict RFC 8259 (DuckDB is laxer: trailing commas, NaN, ...), numbers with
+ * an exponent anywhere (yyjson may refuse or keep them raw), wanted values that are objects, arrays, fractions,
+ * -0 or over 18 digits (DuckDB prints those its own way), a wanted key seen twice in one object, any key with
+ * an escape (the regex may match it), a surrogate escape anywhere, \u0000 in a wanted value and nesting over
+ * MAX_DEPTH.
+ * Runs on up to two threads with the GIL released; hands back Arrow buffers (validity, int32 offsets, data) as
+ * bytes. A range holding invalid UTF-8 or an overlong line is reported dirty (the caller repairs the file as the
+ * SQL path does); line-ending styles seen are reported (DuckDB's reader treats mixed ones its own way).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NFIELDS 17
+#define NCOLS (NFIELDS + 1) /* the line, then the fields */
+#define MAX_THREADS 2
+#define MAX_LINE 16000000 /* DuckDB's max_line_size in mm_named_lines */
+#define MAX_NODES 1024    /* path components and rare keys */
+#define MAX_PATHS 512
+#define HASH_SIZE 2048
+#define MAX_DEPTH 64
+#define RARE (-2) /* the parent of a rare key in the table */
+
+enum { SETTLED = 0, BLANK = 1, DEFERRED = 2 };
+enum { F_DIRTY = 1, F_CRLF = 2, F_LONE = 4, F_NOMEM = 8 };
+
+/* ---- what to read: a trie of path components (node 0 is the object of the line) and the rare keys ---- */
+
+typedef struct {
+    const unsigned char *key;
+    size_t len;
+    int parent;
+    int path; /* the path ending here (-1: none) */
+} Node;
+
+typedef struct {
+    Node nodes[MAX_NODES];
+    int nnodes;
+    int16_t table[HASH_SIZE]; /* open addressing on (parent, key): node id + 1, 0 = empty */
+    int field_paths[NFIELDS][MAX_PATHS];
+    int nfield_paths[NFIELDS];
+    int npaths, always; /* paths from `always` on count only on a line holding a rare key */
+} Plan;
+
+static uint32_t slot_of(int parent, const unsigned char *s, size_t n) {
+    uint32_t h = 2166136261u ^ (uint32_t)(parent + 3);
+    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 16777619u;
+    return h & (HASH_SIZE - 1);
+}
+
+static int node_of(const Plan *p, int parent, const unsigned char *s, size_t n) {
+    for (uint32_t slot = slot_of(parent, s, n);; slot = (slot + 1) & (HASH_SIZE - 1)) {
+        int id = p->table[slot] - 1;
+        if (id < 0) return -1;
+        const Node *node = &p->nodes[id];
+        if (node->parent == parent && node->len == n && memcmp(node->key, s, n) == 0) return id;
+    }
+}
+
+/* The node of key under parent, added when new (-1: the plan is full). */
+static int add_node(Plan *p, int parent, const unsigned char *s, size_t n) {
+    int id = node_of(p, parent, s, n);
+    if (id >= 0) return id;
+    if (p->nnodes >= MAX_NODES) return -1;
+    id = p->nnodes++;
+    p->nodes[id] = (Node){s, n, parent, -1};
+    uint32_t slot = slot_of(parent, s, n);
+    while (p->table[slot]) slot = (slot + 1) & (HASH_SIZE - 1);
+    p->table[slot] = (int16_t)(id + 1);
+    return id;
+}
+
+/* ---- Arrow string columns ---- */
+
+typedef struct {
+    char *data;
+    size_t len, cap;
+    int32_t *offsets; /* rows + 1 */
+    uint8_t *valid;
+    size_t nulls;
+} Column;
+
+typedef struct {
+    const unsigned char *s; /* a value: in the line, or decoded into the job's scratch */
+    size_t len;
+} Span;
+
+typedef struct {
+    const unsigned char *buf;
+    size_t start, end;
+    const Plan *plan;
+    size_t rows, rows_cap;
+    Column cols[NCOLS];
+    int8_t *code;
+    int flags;
+    /* per line: the value of each path (s NULL: absent or null), when each node was last met (a key met twice in
+     * one object), and room to decode escaped strings into */
+    Span vals[MAX_PATHS];
+    size_t met[MAX_NODES];
+    size_t line_no;
+    int rare_seen;
+    unsigned char *scratch;
+    size_t scratch_cap, scratch_len;
+} Job;
+
+static int reserve(Job *job) {
+    if (job->rows + 1 < job->rows_cap) return 0;
+    size_t cap = job->rows_cap ? job->rows_cap * 2 : 8192;
+    for (int c = 0; c < NCOLS; c++) {
+        Column *col = &job->cols[c];
+        int32_t *o = realloc(col->offsets, (cap + 1) * sizeof(int32_t));
+        if (o == NULL) return -1;
+        col->offsets = o;
+        if (job->rows_cap == 0) o[0] = 0;
+        uint8_t *v = realloc(col->valid, cap / 8 + 1);
+        if (v == NULL) return -1;
+        memset(v + job->rows_cap / 8, 0, cap / 8 + 1 - job->rows_cap / 8);
+        col->valid = v;
+    }
+    int8_t *code = realloc(job->code, cap);
+    if (code == NULL) return -1;
+    job->code = code;
+    job->rows_cap = cap;
+    return 0;
+}
+
+/* The row's value of a column: s[0, n), or NULL when s is NULL. */
+static int put(Column *col, size_t row, const unsigned char *s, size_t n) {
+    if (s == NULL) {
+        col->nulls++;
+    } else {
+        if (col->len + n > col->cap) {
+            size_t cap = col->cap ? col->cap : 65536;
+            while (cap < col->len + n) cap *= 2;
+            char *d = realloc(col->data, cap);
+            if (d == NULL) return -1;
+            col->data = d, col->cap = cap;
+        }
+        memcpy(col->data + col->len, s, n);
+        col->len += n;
+        col->valid[row / 8] |= (uint8_t)(1u << (row % 8));
+    }
+    col->offsets[row + 1] = (int32_t)col->len;
+    return 0;
+}
+
+/* ---- lines: UTF-8 and blank as DuckDB's reader and trim() see them ---- */
+
+/* Strict UTF-8 (what DuckDB's reader accepts): no overlongs, surrogates or code points above U+10FFFF. */
+static int utf8_ok(const unsigned char *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        if (s[i] < 0x80) {
+            i++;
+            continue;
+        }
+        unsigned c = s[i], lo = 0x80, hi = 0xBF;
+        size_t k = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+        if (c < 0xC2 || c > 0xF4 || i + k > n) return 0;
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;
+        if (s[i + 1] < lo || s[i + 1] > hi) return 0;
+        for (size_t j = 2; j < k; j++)
+            if ((s[i + j] & 0xC0) != 0x80) return 0;
+        i += k;
+    }
+    return 1;
+}
+
+/* trim(s) = '': DuckDB's trim() takes the Unicode space separators (Zs) only. */
+static int blank(const unsigned char *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        const unsigned char *p = s + i;
+        size_t left = n - i;
+        if (p[0] == ' ') i += 1;
+        else if (left >= 2 && p[0] == 0xC2 && p[1] == 0xA0) i += 2;
+        else if (left < 3) return 0;
+        else if ((p[0] == 0xE1 && p[1] == 0x9A && p[2] == 0x80) || (p[0] == 0xE3 && p[1] == 0x80 && p[2] == 0x80)
+                 || (p[0] == 0xE2 && p[1] == 0x80 && (p[2] <= 0x8A || p[2] == 0xAF))
+                 || (p[0] == 0xE2 && p[1] == 0x81 && p[2] == 0x9F)) i += 3;
+        else return 0;
+    }
+    return 1;
+}
+
+/* ---- strict JSON; any doubt is a deferral (return 1) ---- */
+
+typedef struct {
+    Job *job;
+    const unsigned char *s;
+    size_t n, i;
+} Cursor;
+
+static void skip_ws(Cursor *c) {
+    while (c->i < c->n && (c->s[c->i] == ' ' || c->s[c->i] == '\t' || c->s[c->i] == '\r' || c->s[c->i] == '\n'))
+        c->i++;
+}
+
+static int hex4(const unsigned char *s, unsigned *u) {
+    *u = 0;
+    for (int k = 0; k < 4; k++) {
+        unsigned char h = s[k];
+        unsigned d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                   : h >= 'A' && h <= 'F' ? h - 'A' + 10 : 16;
+        if (d > 15) return -1;
+        *u = *u * 16 + d;
+    }
+    return 0;
+}
+
+/* One escape at s[i] (after the backslash), decoded into out (NULL: checked only); its length, 0 = defer. */
+static size_t escape(Cursor *c, size_t i, unsigned char *out, size_t *w) {
+    static const char plain[] = "\"\\/bfnrt", decoded[] = "\"\\/\b\f\n\r\t";
+    if (i >= c->n) return 0;
+    const char *at = memchr(plain, c->s[i], sizeof(plain) - 1);
+    if (at && c->s[i]) {
+        if (out) out[(*w)++] = (unsigned char)decoded[at - plain];
+        return 1;
+    }
+    unsigned u;
+    if (c->s[i] != 'u' || i + 5 > c->n || hex4(c->s + i + 1, &u)) return 0;
+    if ((u >= 0xD800 && u <= 0xDFFF) || (u == 0 && out)) return 0; /* surrogates; NUL in a value read */
+    if (out) {
+        if (u < 0x80) out[(*w)++] = (unsigned char)u;
+        else if (u < 0x800) out[(*w)++] = (unsigned char)(0xC0 | u >> 6), out[(*w)++] = (unsigned char)(0x80 | (u & 0x3F));
+        else out[(*w)++] = (unsigned char)(0xE0 | u >> 12), out[(*w)++] = (unsigned char)(0x80 | ((u >> 6) & 0x3F)),
+             out[(*w)++] = (unsigned char)(0x80 | (u & 0x3F));
+    }
+    return 5;
+}
+
+/* A string at c->i (its opening quote); *v its text, decoded when `want` (else NULL), *escaped whether it had
+ * an escape. The line is valid UTF-8 already. */
+static int string(Cursor *c, int want, Span *v, int *escaped) {
+    size_t from = ++c->i, i = from;
+    *escaped = 0;
+    while (i < c->n && c->s[i] != '"' && c->s[i] != '\\' && c->s[i] >= 0x20) i++;
+    if (i < c->n && c->s[i] == '"') {
+        if (want) *v = (Span){c->s + from, i - from};
+        c->i = i + 1;
+        return 0;
+    }
+    *escaped = 1;
+    Job *job = c->job;
+    unsigned char *out = want ? job->scratch + job->scratch_len : NULL;
+    size_t w = 0;
+    if (out) memcpy(out, c->s + from, i - from), w = i - from;
+    while (i < c->n && c->s[i] != '"') {
+        if (c->s[i] < 0x20) return 1;
+        if (c->s[i] == '\\') {
+            size_t k = escape(c, i + 1, out, &w);
+            if (k == 0) return 1;
+            i += k + 1;
+        } else {
+            if (out) out[w++] = c->s[i];
+            i++;
+        }
+    }
+    if (i >= c->n) return 1;
+    if (want) *v = (Span){out, w}, job->scratch_len += w;
+    c->i = i + 1;
+    return 0;
+}
+
+/* A number at c->i: *v its text when it is a plain integer DuckDB prints as written (else NULL). */
+static int number(Cursor *c, Span *v) {
+    size_t from = c->i, i = from;
+    if (c->s[i] == '-') i++;
+    size_t digits = i;
+    if (i < c->n && c->s[i] == '0') i++;
+    else if (i < c->n && c->s[i] >= '1' && c->s[i] <= '9') while (i < c->n && c->s[i] >= '0' && c->s[i] <= '9') i++;
+    else return 1;
+    size_t int_digits = i - digits;
+    int plain = 1;
+    if (i < c->n && c->s[i] == '.') {
+        size_t f = ++i;
+        while (i < c->n && c->s[i] >= '0' && c->s[i] <= '9') i++;
+        if (i == f) return 1;
+        plain = 0;
+    }
+    if (i < c->n && (c->s[i] == 'e' || c->s[i] == 'E')) return 1; /* yyjson may refuse it or keep it raw */
+    if (int_digits > 300) return 1;                                   /* a finite double or not: left to yyjson */
+    c->i = i;
+    if (plain && int_digits <= 18 && !(c->s[from] == '-' && c->s[digits] == '0'))
+        *v = (Span){c->s + from, i - from};
+    else
+        *v = (Span){NULL, 1}; /* a number DuckDB prints its own way: wanted, it defers */
+    return 0;
+}
+
+static int value(Cursor *c, int node, int depth);
+
+static int literal(Cursor *c, const char *word, Span *v) {
+    size_t n = strlen(word);
+    if (c->i + n > c->n || memcmp(c->s + c->i, word, n) != 0) return 1;
+    if (word[0] != 'n') *v = (Span){c->s + c->i, n};
+    c->i += n;
+    return 0;
+}
+
+/* An object at c->i, whose keys are looked up under `node` (-1: nothing wanted inside). */
+static int object(Cursor *c, int node, int depth) {
+    const Plan *p = c->job->plan;
+    c->i++;
+    skip_ws(c);
+    if (c->i < c->n && c->s[c->i] == '}') return c->i++, 0;
+    for (;;) {
+        if (c->i >= c->n || c->s[c->i] != '"') return 1;
+        size_t from = c->i + 1;
+        int escaped;
+        Span unused;
+        if (string(c, 0, &unused, &escaped) || escaped) return 1;
+        size_t len = c->i - 1 - from;
+        if (node_of(p, RARE, c->s + from, len) >= 0) c->job->rare_seen = 1;
+        int child = node >= 0 ? node_of(p, node, c->s + from, len) : -1;
+        if (child >= 0) {
+            if (c->job->met[child] == c->job->line_no) return 1;
+            c->job->met[child] = c->job->line_no;
+        }
+        skip_ws(c);
+        if (c->i >= c->n || c->s[c->i] != ':') return 1;
+        c->i++;
+        if (value(c, child, depth + 1)) return 1;
+        skip_ws(c);
+        if (c->i >= c->n) return 1;
+        if (c->s[c->i++] == '}') return 0;
+        if (c->s[c->i - 1] != ',') return 1;
+        skip_ws(c);
+    }
+}
+
+static int array(Cursor *c, int depth) {
+    c->i++;
+    skip_ws(c);
+    if (c->i < c->n && c->s[c->i] == ']') return c->i++, 0;
+    for (;;) {
+        if (value(c, -1, depth + 1)) return 1;
+        skip_ws(c);
+        if (c->i >= c->n) return 1;
+        if (c->s[c->i++] == ']') return 0;
+        if (c->s[c->i - 1] != ',') return 1;
+    }
+}
+
+/* A value at c->i (after whitespace) at trie node `node` (-1: not wanted): a path's value is kept. */
+static int value(Cursor *c, int node, int depth) {
+    skip_ws(c);
+    if (c->i >= c->n || depth > MAX_DEPTH) return 1;
+    int path = node >= 0 ? c->job->plan->nodes[node].path : -1;
+    Span v = {NULL, 0};
+    int escaped, failed;
+    switch (c->s[c->i]) {
+    case '{': return path >= 0 ? 1 : object(c, node, depth);
+    case '[': return path >= 0 ? 1 : array(c, depth);
+    case '"': failed = string(c, path >= 0, &v, &escaped); break;
+    case 't': failed = literal(c, "true", &v); break;
+    case 'f': failed = literal(c, "false", &v); break;
+    case 'n': failed = literal(c, "null", &v); break;
+    default: failed = number(c, &v); break;
+    }
+    if (failed) return 1;
+    if (path >= 0) {
+        if (v.s == NULL && v.len) return 1; /* a number printed DuckDB's way */
+        c->job->vals[path] = v;
+    }
+    return 0;
+}
+
+/* ---- a line ---- */
+
+static int settle(Job *job, size_t row, const unsigned char *s, size_t n) {
+    const Plan *p = job->plan;
+    job->line_no++;
+    for (int k = 0; k < p->npaths; k++) job->vals[k] = (Span){NULL, 0};
+    if (job->scratch_cap < n) {
+        unsigned char *grown = realloc(job->scratch, n);
+        if (grown == NULL) return -1;
+        job->scratch = grown, job->scratch_cap = n;
+    }
+    job->scratch_len = 0;
+    job->rare_seen = 0;
+    Cursor c = {job, s, n, 0};
+    skip_ws(&c);
+    if (c.i >= n || s[c.i] != '{' || object(&c, 0, 0)) return 1;
+    skip_ws(&c);
+    if (c.i != n) return 1;
+    for (int f = 0; f < NFIELDS; f++) {
+        const Span *pick = NULL;
+        for (int k = 0; k < p->nfield_paths[f] && pick == NULL; k++) {
+            int path = p->field_paths[f][k];
+            const Span *v = &job->vals[path];
+            if (v->s && !blank(v->s, v->len) && (path < p->always || job->rare_seen)) pick = v;
+        }
+        if (put(&job->cols[f + 1], row, pick ? pick->s : NULL, pick ? pick->len : 0)) return -1;
+    }
+    return 0;
+}
+
+/* A line of valid UTF-8 as a row: settled here, blank, or deferred to SQL. */
+static int add_line(Job *job, const unsigned char *s, size_t n) {
+    if (reserve(job)) return -1;
+    size_t row = job->rows++;
+    int code = n == 0 || blank(s, n) ? BLANK : SETTLED, r = code == SETTLED ? settle(job, row, s, n) : 0;
+    if (r < 0) return -1;
+    job->code[row] = (int8_t)(r > 0 ? DEFERRED : code);
+    for (int f = 1; job->code[row] != SETTLED && f < NCOLS; f++) /* SQL reads a deferred line's fields */
+        if (put(&job->cols[f], row, NULL, 0)) return -1;
+    /* every line's text: typing may still find a settled line is no record, and a skip keeps its text */
+    return put(&job->cols[0], row, n ? s : NULL, n);
+}
+
+/* Lines end at \n, \r\n or a lone \r (as DuckDB's reader splits them); the last one may have no ending. Stops at
+ * a line DuckDB's reader refuses (invalid UTF-8, over its size limit): the caller repairs the file. */
+static void *run_job(void *arg) {
+    Job *job = arg;
+    const unsigned char *b = job->buf;
+    size_t i = job->start;
+    while (i < job->end && !(job->flags & (F_DIRTY | F_NOMEM))) {
+        const unsigned char *nl = memchr(b + i, '\n', job->end - i);
+        size_t stop = nl ? (size_t)(nl - b) : job->end, line_end = stop, next = stop + 1;
+        const unsigned char *cr = memchr(b + i, '\r', stop - i);
+        if (cr && nl && (size_t)(cr - b) + 1 == stop) {
+            line_end = stop - 1;
+            job->flags |= F_CRLF;
+        } else if (cr || nl) {
+            if (cr) line_end = (size_t)(cr - b), next = line_end + 1;
+            job->flags |= F_LONE;
+        }
+        size_t n = line_end - i;
+        if (n > MAX_LINE || !utf8_ok(b + i, n)) job->flags |= F_DIRTY;
+        else if (add_line(job, b + i, n)) job->flags |= F_NOMEM;
+        i = next;
+    }
+    return NULL;
+}
+
+/* ---- Python interface ---- */
+
+static int plan_error(const char *what) {
+    PyErr_SetString(PyExc_ValueError, what);
+    return -1;
+}
+
+/* paths: a list of tuples of components (bytes), the first `always` read on every line; fields: 17 lists of
+ * path indices, best first; rare: keys. */
+static int read_plan(PyObject *paths, int always, PyObject *fields, PyObject *rare, Plan *p) {
+    memset(p, 0, sizeof(*p));
+    p->nnodes = 1; /* the line's object */
+    p->nodes[0] = (Node){NULL, 0, -1, -1};
+    if (!PyList_Check(paths) || PyList_GET_SIZE(paths) > MAX_PATHS) return plan_error("paths: at most 512");
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(paths); k++) {
+        PyObject *parts = PyList_GET_ITEM(paths, k);
+        if (!PyTuple_Check(parts) || PyTuple_GET_SIZE(parts) == 0) return plan_error("paths: tuples of bytes");
+        int node = 0;
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(parts); j++) {
+            PyObject *part = PyTuple_GET_ITEM(parts, j);
+            if (!PyBytes_Check(part) || PyBytes_GET_SIZE(part) == 0) return plan_error("paths: non-empty bytes");
+            node = add_node(p, node, (const unsigned char *)PyBytes_AS_STRING(part), (size_t)PyBytes_GET_SIZE(part));
+            if (node < 0) return plan_error("paths: too many components");
+        }
+        if (p->nodes[node].path >= 0) return plan_error("paths: each once");
+        p->nodes[node].path = p->npaths++;
+    }
+    p->always = always;
+    if (!PyList_Check(rare)) return plan_error("rare: a list of bytes");
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(rare); k++) {
+        PyObject *key = PyList_GET_ITEM(rare, k);
+        if (!PyBytes_Check(key)) return plan_error("rare: a list of bytes");
+        if (add_node(p, RARE, (const unsigned char *)PyBytes_AS_STRING(key), (size_t)PyBytes_GET_SIZE(key)) < 0)
+            return plan_error("rare: too many keys");
+    }
+    if (!PyList_Check(fields) || PyList_GET_SIZE(fields) != NFIELDS) return plan_error("fields: 17 lists");
+    for (int f = 0; f < NFIELDS; f++) {
+        PyObject *list = PyList_GET_ITEM(fields, f);
+        if (!PyList_Check(list) || PyList_GET_SIZE(list) > MAX_PATHS) return plan_error("fields: lists of indices");
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(list); k++) {
+            long at = PyLong_AsLong(PyList_GET_ITEM(list, k));
+            if (at < 0 || at >= p->npaths) return PyErr_Occurred() ? -1 : plan_error("fields: a path index");
+            p->field_paths[f][p->nfield_paths[f]++] = (int)at;
+        }
+    }
+    return 0;
+}
+
+static PyObject *bytes_of(const void *s, size_t n) {
+    return PyBytes_FromStringAndSize(n ? (const char *)s : "", (Py_ssize_t)n);
+}
+
+/* (rows, flags, codes, [(validity, offsets, data, nulls) per column]), copied into bytes. */
+static PyObject *batch_of(Job *job) {
+    size_t rows = job->rows;
+    PyObject *columns = PyList_New(NCOLS);
+    for (int c = 0; columns && c < NCOLS; c++) {
+        Column *col = &job->cols[c];
+        int32_t zero = 0;
+        PyObject *item = Py_BuildValue("(NNNn)", bytes_of(col->valid, rows ? (rows + 7) / 8 : 0),
+                                       bytes_of(rows ? (void *)col->offsets : &zero, (rows + 1) * sizeof(int32_t)),
+                                       bytes_of(col->data, col->len), (Py_ssize_t)col->nulls);
+        if (item == NULL) Py_CLEAR(columns);
+        else PyList_SET_ITEM(columns, c, item);
+    }
+    if (columns == NULL) return NULL;
+    return Py_BuildValue("(niNN)", (Py_ssize_t)rows, job->flags, bytes_of(job->code, rows), columns);
+}
+
+static void free_job(Job *job) {
+    for (int c = 0; c < NCOLS; c++) free(job->cols[c].data), free(job->cols[c].offsets), free(job->cols[c].valid);
+    free(job->code);
+    free(job->scratch);
+}
+
+/* Where to cut [start, end) for the second thread: just after a \n near its middle (end when none). */
+static size_t middle(const unsigned char *b, size_t start, size_t end) {
+    const unsigned char *nl = memchr(b + start + (end - start) / 2, '\n', end - start - (end - start) / 2);
+    return nl ? (size_t)(nl - b) + 1 : end;
+}
+
+static PyObject *read_lines(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t start, end;
+    PyObject *paths, *fields, *rare, *result = NULL;
+    int always, threads;
+    if (!PyArg_ParseTuple(args, "y*nnOiOOi", &view, &start, &end, &paths, &always, &fields, &rare, &threads))
+        return NULL;
+    Plan *plan = calloc(1, sizeof(Plan));
+    Job *jobs = calloc(MAX_THREADS, sizeof(Job));
+    if (plan == NULL || jobs == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (start < 0 || end > view.len || start > end) {
+        PyErr_SetString(PyExc_ValueError, "range outside the buffer");
+        goto done;
+    }
+    if (read_plan(paths, always, fields, rare, plan)) goto done;
+    const unsigned char *b = view.buf;
+    size_t cut = threads > 1 && end > start ? middle(b, (size_t)start, (size_t)end) : (size_t)end;
+    int n = cut < (size_t)end ? 2 : 1;
+    for (int t = 0; t < n; t++)
+        jobs[t] = (Job){.buf = b, .plan = plan, .start = t ? cut : (size_t)start,
+                        .end = t ? (size_t)end : cut};
+    Py_BEGIN_ALLOW_THREADS
+    pthread_t helper;
+    int helped = n == 2 && pthread_create(&helper, NULL, run_job, &jobs[1]) == 0;
+    for (int t = 0; t < n; t++)
+        if (t == 0 || !helped) run_job(&jobs[t]); /* the second range here too when no thread could start */
+    if (helped) pthread_join(helper, NULL);
+    Py_END_ALLOW_THREADS
+    result = (jobs[0].flags | jobs[n - 1].flags) & F_NOMEM ? PyErr_NoMemory() : PyList_New(n);
+    for (int t = 0; result && t < n; t++) {
+        PyObject *batch = batch_of(&jobs[t]);
+        if (batch == NULL) Py_CLEAR(result);
+        else PyList_SET_ITEM(result, t, batch);
+    }
+done:
+    if (jobs)
+        for (int t = 0; t < MAX_THREADS; t++) free_job(&jobs[t]);
+    free(jobs);
+    free(plan);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"read", read_lines, METH_VARARGS,
+     "read(buffer, start, end, paths, always, fields, rare, threads) -> [(rows, flags, codes, columns)] per thread"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "forensics._jsonl", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__jsonl(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    if (PyModule_AddIntConstant(m, "DIRTY", F_DIRTY) || PyModule_AddIntConstant(m, "CRLF", F_CRLF)
+        || PyModule_AddIntConstant(m, "LONE", F_LONE) || PyModule_AddIntConstant(m, "DEFERRED", DEFERRED)
+        || PyModule_AddIntConstant(m, "BLANK", BLANK) || PyModule_AddIntConstant(m, "MAX_PATHS", MAX_PATHS)
+        || PyModule_AddIntConstant(m, "MAX_NODES", MAX_NODES)) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

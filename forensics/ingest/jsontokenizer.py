@@ -1,0 +1,155 @@
+"""JSON Lines through the compiled reader (forensics._jsonl), when it was built; the SQL path otherwise.
+
+The C module reads a plain file's lines, range by range through a memory map, on two threads with the GIL
+released, into the text columns queries/ingest.sql's stage_jsonl computes with json_extract_string (each
+canonical field from the first of its JSONPaths whose value is not blank). It reads only what it can read
+exactly as DuckDB does and defers every other line (not a strict JSON object, a wanted value DuckDB prints its
+own way, a key written twice, ...: see forensics/_jsonl.c) to SQL, which reads those lines with stage_jsonl's
+own expressions (stage_jsonl_tokens). A gzipped file is read from its decompressed copy (a plain file); the
+lines inside an envelope are read by SQL as before.
+
+One switch for both compiled readers: MAILMORTEM_PARSER=sql forces the SQL path; =c refuses to run without them.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import itertools
+import json
+import mmap
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from forensics.errors import ConfigError
+from forensics.ingest import tokenizer
+from forensics.ingest.fields import CANONICAL, FieldMap
+
+try:
+    from forensics import _jsonl
+except ImportError:  # built without a C compiler: the SQL path reads JSON Lines
+    _jsonl = None
+
+PROBLEM_COLUMN = "problem_code"
+
+
+def active() -> bool:
+    """Whether plain JSON Lines files are read by the compiled reader."""
+    if tokenizer._choice() == "sql":
+        return False
+    if _jsonl is None and tokenizer._choice() == "c":
+        raise ConfigError(f"{tokenizer.ENV}=c but the compiled JSON Lines reader (forensics._jsonl) is not "
+                          "installed; reinstall with a C compiler and Python's headers, or unset it")
+    return _jsonl is not None
+
+
+def describe() -> str:
+    """Which JSON Lines parser is active, for `mailmortem --version`."""
+    if active():
+        return "C (forensics._jsonl)"
+    return "SQL (no compiled reader)" if _jsonl is None else f"SQL ({tokenizer.ENV}=sql)"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the C module looks for: each path as its keys (the first `always` read on every line, the others only
+    on a line holding one of the `rare` keys, where stage_jsonl's :rare_keys regex matches), and per canonical
+    field the indices of its paths in the field map's order."""
+
+    paths: list[tuple[bytes, ...]]
+    always: int
+    fields: list[list[int]]
+    rare: list[bytes]
+
+
+def plan(keys: list[str], rare: list[str], field_map: FieldMap) -> Plan | None:
+    """The Plan for the dotted paths `keys` (read on every line) and the `rare` keys; None when the C module cannot
+    take it (too many, or an empty key: DuckDB refuses that path, and the SQL path then says so). A key DuckDB's
+    path syntax spells escaped (non-ASCII, say) is never found by that path: the C module leaves it out too (a
+    line whose key is escaped is deferred)."""
+    parts = {key: tuple(key.split(".")) for key in [*keys, *rare]}
+    if any("" in key_parts for key_parts in parts.values()):
+        return None
+    found = [key for key in [*keys, *rare] if all(json.dumps(part) == f'"{part}"' for part in parts[key])]
+    index = {key: at for at, key in enumerate(found)}
+    resolved = field_map.resolve([*keys, *rare])
+    encoded = [tuple(part.encode("utf-8", "surrogateescape") for part in parts[key]) for key in found]
+    if len(found) > _jsonl.MAX_PATHS or sum(map(len, encoded)) + len(rare) >= _jsonl.MAX_NODES:
+        return None
+    return Plan(encoded, len(set(found) & set(keys)),
+                [[index[key] for key in resolved[canon] if key in index] for canon in CANONICAL],
+                [key.encode("utf-8", "surrogateescape") for key in rare])
+
+
+def columns() -> list[str]:
+    from forensics.ingest.load import TEXT_COLUMN_NAMES
+
+    return ["line", *TEXT_COLUMN_NAMES, PROBLEM_COLUMN]
+
+
+@functools.cache
+def schema():
+    import pyarrow as pa
+
+    return pa.schema([(name, pa.int8() if name == PROBLEM_COLUMN else pa.string()) for name in columns()])
+
+
+def stage(con, path: str, staged: str, plan: Plan, params: dict, picks: list) -> bool:
+    """Read a plain JSON Lines file into `staged` (`params` and `picks`: stage_jsonl's, for the deferred lines).
+    False when its line endings mix CRLF with bare CR or LF: DuckDB's reader splits those its own way, so the
+    caller reads it through the SQL path instead."""
+    import pyarrow as pa
+
+    import queries
+
+    flags = [0]
+    name = f"{staged}_tokens"
+    con.register(name, pa.RecordBatchReader.from_batches(schema(), _file_batches(path, plan, flags)))
+    try:
+        queries.run(con, "stage_jsonl_tokens", params, staged=staged, tokens=name, picks=picks)
+    finally:
+        con.unregister(name)
+    if flags[0] & _jsonl.DIRTY:
+        raise tokenizer.DirtyFile("invalid utf-8 or line size over the limit")
+    return not (flags[0] & _jsonl.CRLF and flags[0] & _jsonl.LONE)
+
+
+def _file_batches(path: str, plan: Plan, flags: list[int]) -> Iterator:
+    """The file's Arrow batches, range by range, read once through a memory map (pages dropped after); the next
+    range is read (GIL released) while DuckDB takes this one. Stops at a dirty range or once line endings mix
+    (the file is then read again: repaired, or by the SQL path)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with open(path, "rb") as handle:
+        if os.fstat(handle.fileno()).st_size == 0:
+            return
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped, ThreadPoolExecutor(1) as pool:
+            def submitted(span: tuple[int, int]) -> tuple:
+                return span, pool.submit(_jsonl.read, mapped, *span, plan.paths, plan.always, plan.fields,
+                                         plan.rare, tokenizer.THREADS)
+
+            spans = iter(tokenizer._ranges(mapped))
+            pending = collections.deque(map(submitted, itertools.islice(spans, 1)))
+            while pending:
+                pending.extend(map(submitted, itertools.islice(spans, 1)))
+                (start, end), result = pending.popleft()
+                for rows, seen, codes, cols in result.result():
+                    flags[0] |= seen
+                    if seen & _jsonl.DIRTY or (flags[0] & _jsonl.CRLF and flags[0] & _jsonl.LONE):
+                        return
+                    if rows:
+                        yield _batch(rows, codes, cols)
+                aligned = start - start % mmap.PAGESIZE
+                mapped.madvise(mmap.MADV_DONTNEED, aligned, end - aligned)  # read once: keep RSS down
+
+
+def _batch(rows: int, codes: bytes, cols: list):
+    """The C module's buffers as Arrow arrays, without a copy."""
+    import pyarrow as pa
+
+    arrays = [pa.Array.from_buffers(pa.string(), rows, [pa.py_buffer(valid), pa.py_buffer(offsets),
+                                                        pa.py_buffer(data)], null_count=nulls)
+              for valid, offsets, data, nulls in cols]
+    arrays.append(pa.Array.from_buffers(pa.int8(), rows, [None, pa.py_buffer(codes)]))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema())
