@@ -81,7 +81,6 @@ CREATE OR REPLACE TEMP TABLE mm_dup_sends AS
 SELECT p.p, p.cs, s.sid, s.w, s.inc, s.ts, s.sh, s.attempt, s.t, s.v, s.r, s.c,
        (row_number() OVER (PARTITION BY p.p ORDER BY s.ts, s.msg_id))::INTEGER AS seq
 FROM mm_repeated_sends s JOIN mm_people p ON p.cs = s.cs AND p.recipient = s.recipient;
-DROP TABLE mm_repeated_sends;
 -- how many each worker sent to each shard of each step with duplicates (a few rows per shard)
 CREATE OR REPLACE TEMP TABLE mm_sent AS
 SELECT k.cs, w.w, h.sh, sum(x.sends) AS sends
@@ -101,9 +100,15 @@ SELECT t.cs, t.w, (t.sends - coalesce(d.extra, 0))::BIGINT AS reached
 FROM (SELECT cs, w, sum(sends) AS sends FROM mm_sent WHERE w IS NOT NULL GROUP BY ALL) t
 LEFT JOIN (SELECT cs, w, sum(n - 1) AS extra
            FROM (SELECT cs, w, p, count(*) AS n FROM mm_dup_sends WHERE w IS NOT NULL GROUP BY ALL)
-           GROUP BY ALL) d USING (cs, w);
-DROP TABLE mm_sent;
-DROP TABLE mm_identities
+           GROUP BY ALL) d USING (cs, w)
+
+-- name: classify_release_scans
+-- Free what was read from sends once the duplicated people's sends are coded and numbered: their uncoded
+-- copy with its text (the largest working table) and the per-shard counts.
+-- dialect: duckdb
+DROP TABLE IF EXISTS mm_repeated_sends;
+DROP TABLE IF EXISTS mm_sent;
+DROP TABLE IF EXISTS mm_identities
 
 -- name: classify_pairs
 -- Consecutive sends of each duplicated person, with what the logs show between them: a start record of
