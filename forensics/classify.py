@@ -11,8 +11,8 @@ DEFAULT_SKEW_S = 5.0
 # (dictionary table, code column, sends column): the identities compared as integer codes
 _DICTIONARIES = (("mm_workers", "w", "worker"), ("mm_shards", "sh", "shard"), ("mm_incarnations", "i", "incarnation"),
                  ("mm_tests", "t", "test_id"), ("mm_variants", "v", "variant"))
-_STEPS = ("classify_codes", "classify_dup_sends", "classify_pairs", "classify_leases", "classify_groups",
-          "classify_coverage", "classify_people")
+_FIND = ("classify_codes", "classify_dup_sends")  # the duplicated people and their sends, coded
+_WEIGH = ("classify_pairs", "classify_leases", "classify_groups", "classify_coverage", "classify_people")
 
 
 def classify(con, skew_s: float = DEFAULT_SKEW_S, save: bool = False, keep_working: bool = False) -> None:
@@ -20,9 +20,14 @@ def classify(con, skew_s: float = DEFAULT_SKEW_S, save: bool = False, keep_worki
     kept (--save), so dup_people is a table of its own and dup_pairs is written too; otherwise dup_people is
     a view over the working tables, which go with the connection. The working tables are dropped as soon
     as they have served, unless `keep_working` (to inspect them)."""
+    queries.run(con, "classify_identities")
     for dictionary, code, column in _DICTIONARIES:
         queries.run(con, "classify_dictionary", dictionary=dictionary, code=code, column=column)
-    for step in _STEPS:
+    for step in _FIND:
+        queries.script(con, step)
+    if not keep_working:
+        queries.script(con, "classify_release_scans")
+    for step in _WEIGH:
         queries.script(con, step, {"skew_s": skew_s})
     for step in ("save_dup_pairs", "save_dup_people") if save else ("dup_people_view",):
         queries.run(con, step)

@@ -8,33 +8,30 @@
 -- join then runs over their sends only, and evidence is matched by joins from its small side. Text comes
 -- back only in dup_people and incidents (and dup_pairs, kept in a saved case).
 
+-- name: classify_identities
+-- How many sends each combination of identities has (campaign, step, worker, shard, incarnation, test,
+-- variant): a few rows per shard, from one scan of sends. The dictionaries, the campaign steps and each
+-- step's reach are read from it rather than from sends again (a scan of 10M sends costs a second or more).
+-- dialect: duckdb
+CREATE OR REPLACE TEMP TABLE mm_identities AS
+SELECT campaign, step, worker, shard, incarnation, test_id, variant, count(*) AS sends FROM sends GROUP BY ALL
+
 -- name: classify_dictionary
 -- One identity's dictionary ({ident:column} of sends → {ident:code}, numbered in the order of the text, so
 -- least/greatest and ORDER BY on codes agree with the text) in the TEMP table {ident:dictionary}.
 -- dialect: duckdb
 CREATE OR REPLACE TEMP TABLE {ident:dictionary} AS
 SELECT (row_number() OVER (ORDER BY {ident:column}))::INTEGER AS {ident:code}, {ident:column}
-FROM (SELECT DISTINCT {ident:column} FROM sends WHERE {ident:column} IS NOT NULL)
+FROM (SELECT DISTINCT {ident:column} FROM mm_identities WHERE {ident:column} IS NOT NULL)
 
 -- name: classify_codes
--- The campaign-step dictionary (the other identities' are classify_dictionary's, made first), the
--- duplicated people (two or more real sends to one campaign step), and the evidence records of the workers
--- that sent: starts, claims, renews and failures (error records and failed attempts).
+-- The campaign-step dictionary (the other identities' are classify_dictionary's, made first), the evidence
+-- records of the workers that sent (starts, claims, renews and failures: error records and failed attempts),
+-- and the duplicated people (two or more real sends to one campaign step) with their sends, coded.
 -- dialect: duckdb
 CREATE OR REPLACE TEMP TABLE mm_cs AS
 SELECT (row_number() OVER (ORDER BY campaign, step))::INTEGER AS cs, campaign, step
-FROM (SELECT DISTINCT campaign, step FROM sends);
--- people whose key hash occurs twice are then counted exactly: no wide hash table over every send
-CREATE OR REPLACE TEMP TABLE mm_people AS
-WITH repeated AS (
-    SELECT hash(campaign, step, recipient) AS h FROM sends GROUP BY h HAVING count(*) >= 2
-), people AS (
-    SELECT campaign, step, recipient, count(*) AS n_sends FROM sends
-    WHERE hash(campaign, step, recipient) IN (SELECT h FROM repeated)
-    GROUP BY campaign, step, recipient HAVING count(*) >= 2
-)
-SELECT (row_number() OVER ())::INTEGER AS p, c.cs, x.recipient, x.n_sends
-FROM people x JOIN mm_cs c USING (campaign, step);
+FROM (SELECT DISTINCT campaign, step FROM mm_identities);
 CREATE OR REPLACE TEMP TABLE mm_evidence AS
 SELECT CASE WHEN e.event IN ('start', 'claim', 'renew') THEN e.event ELSE 'failure' END AS what,
        w.w, h.sh, e.ts, e.lease_s,
@@ -53,36 +50,65 @@ FROM (SELECT DISTINCT candidate FROM mm_evidence WHERE what = 'failure' AND cand
 CREATE OR REPLACE TEMP TABLE mm_failures AS
 SELECT e.w, r.r, c.c, e.ts FROM mm_evidence e
 LEFT JOIN mm_failed_recipients r USING (recipient) LEFT JOIN mm_failed_candidates c USING (candidate)
-WHERE e.what = 'failure'
-
--- name: classify_dup_sends
--- The sends of the duplicated people, coded, numbered per person in time order (seq), and each campaign
--- step's reach: people and shards it sent to, and people each worker reached (of the steps with duplicates).
--- dialect: duckdb
-CREATE OR REPLACE TEMP TABLE mm_dup_sends AS
-SELECT p.p, p.cs, s.rowid AS sid, w.w, i.i AS inc, s.ts, h.sh, s.attempt, t.t, v.v, r.r, c.c,
-       (row_number() OVER (PARTITION BY p.p ORDER BY s.ts, s.msg_id))::INTEGER AS seq
+WHERE e.what = 'failure';
+-- the sends whose key (campaign, step, recipient) hash occurs twice, coded: every duplicated person's sends,
+-- read from sends in the same scan that finds them (no wide hash table over every send, and no third scan)
+CREATE OR REPLACE TEMP TABLE mm_repeated_sends AS
+WITH repeated AS (
+    SELECT hash(campaign, step, recipient) AS h FROM sends GROUP BY h HAVING count(*) >= 2
+)
+SELECT k.cs, s.recipient, s.rowid AS sid, w.w, i.i AS inc, s.ts, h.sh, s.attempt, t.t, v.v, r.r, c.c, s.msg_id
 FROM sends s
 JOIN mm_cs k ON k.campaign = s.campaign AND k.step = s.step
-JOIN mm_people p ON p.cs = k.cs AND p.recipient = s.recipient
 LEFT JOIN mm_workers w ON w.worker = s.worker
 LEFT JOIN mm_incarnations i ON i.incarnation = s.incarnation
 LEFT JOIN mm_shards h ON h.shard = s.shard
 LEFT JOIN mm_tests t ON t.test_id = s.test_id
 LEFT JOIN mm_variants v ON v.variant = s.variant
 LEFT JOIN mm_failed_recipients r ON r.recipient = s.recipient
-LEFT JOIN mm_failed_candidates c ON c.candidate = s.candidate;
+LEFT JOIN mm_failed_candidates c ON c.candidate = s.candidate
+WHERE hash(s.campaign, s.step, s.recipient) IN (SELECT h FROM repeated);
+-- the people among them, counted exactly (two keys that only share a hash are two people of one send each)
+CREATE OR REPLACE TEMP TABLE mm_people AS
+SELECT (row_number() OVER ())::INTEGER AS p, cs, recipient, n_sends
+FROM (SELECT cs, recipient, count(*) AS n_sends FROM mm_repeated_sends GROUP BY cs, recipient HAVING count(*) >= 2)
+
+-- name: classify_dup_sends
+-- The sends of the duplicated people, coded, numbered per person in time order (seq), and each campaign
+-- step's reach: people and shards it sent to, and people each worker reached (of the steps with duplicates).
+-- dialect: duckdb
+CREATE OR REPLACE TEMP TABLE mm_dup_sends AS
+SELECT p.p, p.cs, s.sid, s.w, s.inc, s.ts, s.sh, s.attempt, s.t, s.v, s.r, s.c,
+       (row_number() OVER (PARTITION BY p.p ORDER BY s.ts, s.msg_id))::INTEGER AS seq
+FROM mm_repeated_sends s JOIN mm_people p ON p.cs = s.cs AND p.recipient = s.recipient;
+-- how many each worker sent to each shard of each step with duplicates (a few rows per shard)
+CREATE OR REPLACE TEMP TABLE mm_sent AS
+SELECT k.cs, w.w, h.sh, sum(x.sends) AS sends
+FROM mm_identities x JOIN mm_cs k ON k.campaign = x.campaign AND k.step = x.step
+LEFT JOIN mm_workers w ON w.worker = x.worker LEFT JOIN mm_shards h ON h.shard = x.shard
+WHERE k.cs IN (SELECT cs FROM mm_people)
+GROUP BY ALL;
+-- people of a step, exactly without a distinct count over its addresses: every send is one person's, and
+-- only a duplicated person has more than one (people = sends - the duplicated people's extra sends)
 CREATE OR REPLACE TEMP TABLE mm_steps AS
-SELECT k.cs, count(DISTINCT s.recipient) AS people, count(DISTINCT s.shard) AS shards
-FROM (SELECT DISTINCT cs FROM mm_people) d JOIN mm_cs k USING (cs)
-JOIN sends s ON s.campaign = k.campaign AND s.step = k.step
-GROUP BY k.cs;
+SELECT t.cs, (t.sends - d.extra)::BIGINT AS people, t.shards
+FROM (SELECT cs, sum(sends) AS sends, count(DISTINCT sh) AS shards FROM mm_sent GROUP BY cs) t
+JOIN (SELECT cs, sum(n_sends - 1) AS extra FROM mm_people GROUP BY cs) d USING (cs);
+-- likewise the people a worker reached: its sends less its repeated sends to one duplicated person
 CREATE OR REPLACE TEMP TABLE mm_reach AS
-SELECT k.cs, w.w, count(DISTINCT s.recipient) AS reached
-FROM (SELECT DISTINCT cs FROM mm_people) d JOIN mm_cs k USING (cs)
-JOIN sends s ON s.campaign = k.campaign AND s.step = k.step
-JOIN mm_workers w ON w.worker = s.worker
-GROUP BY ALL
+SELECT t.cs, t.w, (t.sends - coalesce(d.extra, 0))::BIGINT AS reached
+FROM (SELECT cs, w, sum(sends) AS sends FROM mm_sent WHERE w IS NOT NULL GROUP BY ALL) t
+LEFT JOIN (SELECT cs, w, sum(n - 1) AS extra
+           FROM (SELECT cs, w, p, count(*) AS n FROM mm_dup_sends WHERE w IS NOT NULL GROUP BY ALL)
+           GROUP BY ALL) d USING (cs, w)
+
+-- name: classify_release_scans
+-- Free what was read from sends once the duplicated people's sends are coded and numbered: their uncoded
+-- copy with its text (the largest working table) and the per-shard counts.
+-- dialect: duckdb
+DROP TABLE IF EXISTS mm_repeated_sends;
+DROP TABLE IF EXISTS mm_sent;
+DROP TABLE IF EXISTS mm_identities
 
 -- name: classify_pairs
 -- Consecutive sends of each duplicated person, with what the logs show between them: a start record of

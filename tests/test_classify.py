@@ -135,3 +135,21 @@ def test_the_restart_named_by_a_state_loss_incident_is_one_persons_incarnation_c
     [incident] = doc["incidents"]
     assert incident["kind"] == "state-loss" and incident["people"] == 2
     assert any("incarnation i1 → i2" in line for line in incident["evidence"]), incident["evidence"]
+
+
+def test_reach_counts_people_not_sends_whoever_sent_twice(tmp_path):
+    # the people each worker reached are distinct addresses: a worker's second send to one person does not
+    # add one, nor does a send with no worker (counted from sends less the repeated ones)
+    doc = _diagnose(tmp_path, [
+        f"ts={T.format(0)} event=send worker=w1 campaign=c1 step=1 email=a@x.co msg_id=<1@m>",
+        f"ts={T.format(1)} event=send worker=w1 campaign=c1 step=1 email=a@x.co msg_id=<2@m>",
+        f"ts={T.format(2)} event=send worker=w2 campaign=c1 step=1 email=a@x.co msg_id=<3@m>",
+        f"ts={T.format(3)} event=send worker=w1 campaign=c1 step=1 email=b@x.co msg_id=<4@m>",
+        f"ts={T.format(4)} event=send worker=w2 campaign=c1 step=1 email=c@x.co msg_id=<5@m>",
+        f"ts={T.format(5)} event=send campaign=c1 step=1 email=d@x.co msg_id=<6@m>",
+        f"ts={T.format(6)} event=send worker=w2 campaign=c1 step=1 email=e@x.co msg_id=<7@m>",
+        f"ts={T.format(7)} event=send worker=w2 campaign=c1 step=1 email=e@x.co msg_id=<8@m>",
+    ])
+    [incident] = doc["incidents"]
+    assert [(w["worker"], w["reached"], w["duplicated_people"]) for w in incident["per_worker"]] == [
+        ("w2", 3, 2), ("w1", 2, 1)]
