@@ -484,6 +484,19 @@ CREATE OR REPLACE TABLE {ident:staged} AS
 SELECT unnest(CASE WHEN starts_with(ltrim(u.line), '{') THEN j ELSE l END)
 FROM (SELECT line FROM {ident:unwrapped}) u POSITIONAL JOIN {ident:as_json} j POSITIONAL JOIN {ident:as_logfmt} l
 
+-- name: envelope_tokens
+-- The inner lines of a file read through an envelope ({ident:unwrapped}) as the compiled tokenizer reads them,
+-- for stage_logfmt_tokens: {ident:tokenize} is the function that hands it DuckDB's vectors of lines
+-- (forensics.ingest.tokenizer.stage_lines), its columns beside each line and its envelope. A VIEW: read once.
+-- dialect: duckdb
+CREATE OR REPLACE TEMP VIEW {ident:tokens} AS
+SELECT line, env, unnest({ident:tokenize}(line)) FROM {ident:unwrapped}
+
+-- name: envelope_tokens_drop
+-- Forget the view of envelope_tokens.
+-- dialect: duckdb
+DROP VIEW IF EXISTS {ident:tokens}
+
 -- name: envelope_inner_sample
 -- The first non-blank inner lines (to tell the inner syntax, and to say what a file without records holds).
 -- dialect: duckdb

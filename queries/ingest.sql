@@ -196,11 +196,13 @@ WITH lines AS (
 -- row per line in file order, of the text columns stage_logfmt computes with regexes (the line, each canonical
 -- field's unquoted text, the leading timestamp already in ts_text), a problem code, and the fields it typed
 -- itself (the recipient's normal form, the msg_id; the timestamp when it has an explicit zone, else NULL);
--- typed here exactly as stage_logfmt types them. {block:typed_columns} is that block.
+-- typed here exactly as stage_logfmt types them. {block:typed_columns} is that block. {frag:env} is the lines'
+-- envelope: none for a file's lines, else the `env` column of the tokens (envelope_tokens).
 -- dialect: duckdb
+-- fragments: env=mm_no_envelope()|env
 CREATE OR REPLACE TABLE {ident:staged} AS
 WITH unquoted AS (
-    SELECT line, mm_no_envelope() AS env,
+    SELECT line, {frag:env} AS env,
            ts_text, event_text, worker, incarnation, campaign, step, recipient_text, candidate, msg_id_text, shard,
            lease_text, test_id, variant, status, attempt_text, error, count_text,
            -- the tokenizer types every recipient and msg_id (NULL only where mm_address / mm_msg_id give NULL),
