@@ -293,8 +293,7 @@ def stage_lines(con, lines: str, staged: str, keys: list[list[bytes]], keep_raw:
     import queries
 
     seen, names = _Seen(), {"tokenize": f"mm_tokenize_{staged}", "tokens": f"{staged}_tokens"}
-    con.create_function(names["tokenize"], _lines_tokenized(keys, seen), [_duck_types(con)["line"]],
-                        _duck_struct(con), type="arrow", null_handling="special")
+    register_line_tokenizer(con, names["tokenize"], keys, seen)
     try:
         queries.run(con, "envelope_tokens", unwrapped=lines, **names)
         queries.run(con, "stage_logfmt_tokens", {"keep_raw": keep_raw}, staged=staged, tokens=names["tokens"],
@@ -307,6 +306,13 @@ def stage_lines(con, lines: str, staged: str, keys: list[list[bytes]], keep_raw:
         queries.run(con, "envelope_tokens_drop", tokens=names["tokens"])
         con.remove_function(names["tokenize"])
     return True
+
+
+def register_line_tokenizer(con, name: str, keys: list[list[bytes]], seen: _Seen) -> None:
+    """The function `name` of this connection that envelope_tokens calls: a VARCHAR line in, the tokenizer's
+    columns (but the line) out, as a struct."""
+    con.create_function(name, _lines_tokenized(keys, seen), [_duck_types(con)["line"]], _duck_struct(con),
+                        type="arrow", null_handling="special")
 
 
 def _lines_tokenized(keys: list[list[bytes]], seen: _Seen) -> Callable:
