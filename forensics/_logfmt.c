@@ -799,6 +799,48 @@ done:
     return result;
 }
 
+/* tokenize_lines(data, offsets, fields) -> (rows, flags, problem, columns, ts): lines given one by one rather
+ * than as a file's range, as an Arrow string array's buffers (line i is data[offsets[i]:offsets[i + 1]), int32
+ * offsets): the inner lines of an envelope, taken off by DuckDB, which hold no line end of their own (a \r in
+ * one stays in it, as in the SQL path). Read like tokenize's lines, on the calling thread (DuckDB calls it from
+ * its own threads) with the GIL released; stops at a dirty line (rows then falls short). */
+static PyObject *tokenize_lines(PyObject *self, PyObject *args) {
+    Py_buffer data, offsets;
+    PyObject *fields;
+    if (!PyArg_ParseTuple(args, "y*y*O", &data, &offsets, &fields)) return NULL;
+    PyObject *result = NULL;
+    Vocabulary *vocab = calloc(1, sizeof(Vocabulary));
+    Job *job = calloc(1, sizeof(Job));
+    const int32_t *off = offsets.buf;
+    size_t rows = offsets.len >= (Py_ssize_t)sizeof(int32_t) ? (size_t)offsets.len / sizeof(int32_t) - 1 : 0;
+    if (vocab == NULL || job == NULL) { PyErr_NoMemory(); goto done; }
+    if (offsets.len % sizeof(int32_t) || (rows && off[0] < 0) || (rows && off[rows] > data.len)) {
+        PyErr_SetString(PyExc_ValueError, "offsets: int32, rows + 1 of them, within the data");
+        goto done;
+    }
+    for (size_t i = 0; i < rows; i++)
+        if (off[i] > off[i + 1]) {
+            PyErr_SetString(PyExc_ValueError, "offsets: not ascending");
+            goto done;
+        }
+    if (read_vocabulary(fields, vocab)) goto done;
+    job->buf = data.buf, job->vocab = vocab;
+    int r = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (size_t i = 0; i < rows && r == 0; i++)
+        r = add_line(job, job->buf + off[i], (size_t)(off[i + 1] - off[i]));
+    Py_END_ALLOW_THREADS
+    if (r < 0) PyErr_NoMemory();
+    else result = batch_of(job);
+done:
+    if (job) free_job(job);
+    free(job);
+    free(vocab);
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&offsets);
+    return result;
+}
+
 /* The typing functions on one value, for the tests that hold them equal to Python's and DuckDB's. */
 static PyObject *typed_one(PyObject *arg, Typer type) {
     Py_buffer view;
@@ -839,6 +881,8 @@ static PyMethodDef methods[] = {
     {"tokenize", tokenize, METH_VARARGS,
      "tokenize(buffer, start, end, fields, threads, keep_lines=True) -> [(rows, flags, problem, columns)] per "
      "thread's range (without keep_lines, a line's text only where it may be skipped)"},
+    {"tokenize_lines", tokenize_lines, METH_VARARGS,
+     "tokenize_lines(data, offsets, fields) -> (rows, flags, problem, columns, ts) of an Arrow string array's lines"},
     {NULL, NULL, 0, NULL},
 };
 

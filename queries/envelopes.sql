@@ -72,17 +72,17 @@ FROM read_json_objects(:path, format := 'auto', maximum_object_size := 134217728
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
-    SELECT row_number() OVER () AS line_no, line,
-           CASE WHEN starts_with(line, '{') AND json_valid(line)
-                THEN json_extract_string(line, ['$.log', '$.stream', '$.time', '$.attrs.tag']) END AS v
+    SELECT line,
+           CASE WHEN starts_with(line, '{')
+                THEN try(json_extract_string(line, ['$.log', '$.stream', '$.time', '$.attrs.tag'])) END AS v
     FROM {frag:lines}(:path, :delim)
 ), read AS (
-    SELECT line_no, line, CASE WHEN v[3] IS NOT NULL THEN v END AS v FROM entries
+    SELECT line, CASE WHEN v[3] IS NOT NULL THEN v END AS v FROM entries
 )
-SELECT line_no, coalesce(v[2], '') AS chain,
+SELECT coalesce(v[2], '') AS chain,
        CASE WHEN v IS NULL THEN line
-            WHEN ends_with(v[1], chr(13) || chr(10)) THEN v[1][:-3]
-            WHEN ends_with(v[1], chr(10)) THEN v[1][:-2] ELSE coalesce(v[1], '') END AS text,
+            WHEN ends_with(v[1], chr(13) || chr(10)) THEN substring(v[1], 1, length(v[1]) - 2)
+            WHEN ends_with(v[1], chr(10)) THEN substring(v[1], 1, length(v[1]) - 1) ELSE coalesce(v[1], '') END AS text,
        v IS NULL OR v[1] IS NULL OR ends_with(v[1], chr(10)) AS complete, mm_ts(v[3]) AS ts, v[2] AS stream,
        NULL::VARCHAR AS host, NULL::VARCHAR AS unit,
        CASE WHEN v IS NOT NULL THEN coalesce(v[4], :container) END AS container, NULL::VARCHAR AS pid
@@ -96,15 +96,21 @@ FROM read
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
-    SELECT row_number() OVER () AS line_no, line,
-           regexp_extract(line, '^(\S+) (stdout|stderr) ([FP])(?::\S*)?(?: (.*))?$', ['ts', 'stream', 'tag', 'text']) AS m
+    SELECT line, regexp_extract(line, '^\S+ (?:stdout|stderr) [FP](?::\S*)?') AS head
     FROM {frag:lines}(:path, :delim)
+), parts AS (
+    -- the fields from the short header alone (a header not followed by a space or the end is no entry), the
+    -- line as the rest after that space
+    SELECT line, head,
+           regexp_extract(CASE WHEN length(line) = length(head) OR substring(line, length(head) + 1, 1) = ' '
+                               THEN head ELSE '' END, '^(\S+) (stdout|stderr) ([FP])', ['ts', 'stream', 'tag']) AS m
+    FROM entries
 )
-SELECT line_no, coalesce(m.stream, '') AS chain, CASE WHEN m.stream = '' THEN line ELSE m.text END AS text,
+SELECT coalesce(m.stream, '') AS chain, CASE WHEN m.stream = '' THEN line ELSE substring(line, length(head) + 2) END AS text,
        coalesce(m.tag, '') <> 'P' AS complete, mm_ts(nullif(m.ts, '')) AS ts, nullif(m.stream, '') AS stream,
        NULL::VARCHAR AS host, CASE WHEN m.stream <> '' THEN :unit END AS unit,
        CASE WHEN m.stream <> '' THEN :container END AS container, NULL::VARCHAR AS pid
-FROM entries
+FROM parts
 
 -- name: envelope_journald
 -- `journalctl -o json` (or json-seq, each entry after an RS byte): MESSAGE (a string or an array of bytes),
@@ -116,17 +122,16 @@ FROM entries
 CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
     -- only json-seq entries start with RS: trimming every line would copy each one
-    SELECT row_number() OVER () AS line_no,
-           CASE WHEN starts_with(line, chr(30)) THEN ltrim(line, chr(30)) ELSE line END AS line
+    SELECT CASE WHEN starts_with(line, chr(30)) THEN ltrim(line, chr(30)) ELSE line END AS line
     FROM {frag:lines}(:path, :delim)
 ), read AS (
     -- one parse per entry: a line that is not JSON fails the extraction (NULL), as json_valid would have said
-    SELECT line_no, line, CASE WHEN starts_with(line, '{') THEN try(json_extract_string(line, [
+    SELECT line, CASE WHEN starts_with(line, '{') THEN try(json_extract_string(line, [
                '$.MESSAGE', '$.__REALTIME_TIMESTAMP', '$._HOSTNAME', '$._SYSTEMD_UNIT', '$.SYSLOG_IDENTIFIER',
                '$._PID', '$.CONTAINER_NAME', '$._STREAM_ID', '$._LINE_BREAK', '$.CONTAINER_PARTIAL_MESSAGE'])) END AS v
     FROM entries
 )
-SELECT line_no, coalesce(v[8], '') AS chain,
+SELECT coalesce(v[8], '') AS chain,
        CASE WHEN v[2] IS NULL THEN line
             WHEN starts_with(v[1], '[') THEN mm_journal_text(json_extract(line, '$.MESSAGE')) ELSE v[1] END AS text,
        NOT coalesce(v[9] IN ('line-max', 'eof') OR v[10] = 'true', false) AS complete, mm_epoch_us(v[2]) AS ts,
@@ -141,17 +146,17 @@ FROM read
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
-    SELECT row_number() OVER () AS line_no, line,
+    SELECT line,
            regexp_extract(line, '^(?:<[0-9]{1,3}>)?[A-Z][a-z]{2} +[0-9]{1,2} [0-9]{2}:[0-9]{2}:[0-9]{2} \S+ [^\s\[:]+(?:\[[0-9]+\])?: ?') AS head
     FROM {frag:lines}(:path, :delim)
 ), parts AS (
     -- the fields from the short header alone, the message as the rest of the line
-    SELECT line_no, line, head,
+    SELECT line, head,
            regexp_extract(head, '^(?:<[0-9]{1,3}>)?([A-Z][a-z]{2} +[0-9]{1,2} [0-9]{2}:[0-9]{2}:[0-9]{2}) (\S+) ([^\s\[:]+)(?:\[([0-9]+)\])?: ?$',
                           ['stamp', 'host', 'tag', 'pid']) AS m
     FROM entries
 )
-SELECT line_no, '' AS chain, CASE WHEN m.stamp = '' THEN line ELSE line[length(head) + 1:] END AS text, true AS complete,
+SELECT '' AS chain, CASE WHEN m.stamp = '' THEN line ELSE substring(line, length(head) + 1) END AS text, true AS complete,
        CASE WHEN m.stamp <> '' THEN mm_syslog_ts(m.stamp, :year, :last_month) END AS ts, NULL::VARCHAR AS stream,
        nullif(m.host, '') AS host, nullif(m.tag, '') AS unit, NULL::VARCHAR AS container, nullif(m.pid, '') AS pid
 FROM parts
@@ -162,15 +167,20 @@ FROM parts
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
-    SELECT row_number() OVER () AS line_no, line,
-           regexp_extract(line, '^([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(?:Z|[+-][0-9]{2}:?[0-9]{2})?) (\S+) ([^\s\[:]+)(?:\[([0-9]+)\])?: ?(.*)$',
-                          ['stamp', 'host', 'tag', 'pid', 'text']) AS m
+    SELECT line,
+           regexp_extract(line, '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(?:Z|[+-][0-9]{2}:?[0-9]{2})? \S+ [^\s\[:]+(?:\[[0-9]+\])?: ?') AS head
     FROM {frag:lines}(:path, :delim)
+), parts AS (
+    -- the fields from the short header alone, the message as the rest of the line (as envelope_rfc3164)
+    SELECT line, head,
+           regexp_extract(head, '^([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(?:Z|[+-][0-9]{2}:?[0-9]{2})?) (\S+) ([^\s\[:]+)(?:\[([0-9]+)\])?: ?$',
+                          ['stamp', 'host', 'tag', 'pid']) AS m
+    FROM entries
 )
-SELECT line_no, '' AS chain, CASE WHEN m.stamp = '' THEN line ELSE m.text END AS text, true AS complete,
+SELECT '' AS chain, CASE WHEN m.stamp = '' THEN line ELSE substring(line, length(head) + 1) END AS text, true AS complete,
        mm_ts(nullif(m.stamp, '')) AS ts, NULL::VARCHAR AS stream, nullif(m.host, '') AS host,
        nullif(m.tag, '') AS unit, NULL::VARCHAR AS container, nullif(m.pid, '') AS pid
-FROM entries
+FROM parts
 
 -- name: envelope_rfc5424
 -- RFC 5424: `<PRI>1 TIMESTAMP HOST APP-NAME PROCID MSGID STRUCTURED-DATA [MSG]`, `-` for a nil value; a UTF-8
@@ -179,16 +189,26 @@ FROM entries
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
-    SELECT row_number() OVER () AS line_no, line,
-           regexp_extract(line, '^<([0-9]{1,3})>1 (\S+) (\S+) (\S+) (\S+) (\S+) (-|(?:\[(?:[^\]"\\]|\\.|"(?:[^"\\]|\\.)*")*\])+)(?: (.*))?$',
-                          ['pri', 'stamp', 'host', 'app', 'procid', 'msgid', 'sd', 'text']) AS m
+    SELECT line,
+           regexp_extract(line, '^<[0-9]{1,3}>1 \S+ \S+ \S+ \S+ \S+ (?:-|(?:\[(?:[^\]"\\]|\\.|"(?:[^"\\]|\\.)*")*\])+)') AS head
     FROM {frag:lines}(:path, :delim)
+), parts AS (
+    -- the fields from the header alone (one followed by neither a space nor the end is no entry), the message
+    -- as the rest after that space
+    SELECT line, head,
+           regexp_extract(CASE WHEN length(line) = length(head) OR substring(line, length(head) + 1, 1) = ' '
+                               THEN head ELSE '' END, '^<([0-9]{1,3})>1 (\S+) (\S+) (\S+) (\S+) ',
+                          ['pri', 'stamp', 'host', 'app', 'procid']) AS m
+    FROM entries
+), texts AS (
+    SELECT *, substring(line, length(head) + 2) AS rest FROM parts
 )
-SELECT line_no, '' AS chain, CASE WHEN m.pri = '' THEN line ELSE ltrim(m.text, chr(65279)) END AS text,
+SELECT '' AS chain,
+       CASE WHEN m.pri = '' THEN line WHEN starts_with(rest, chr(65279)) THEN ltrim(rest, chr(65279)) ELSE rest END AS text,
        true AS complete, CASE WHEN m.stamp NOT IN ('', '-') THEN mm_ts(m.stamp) END AS ts, NULL::VARCHAR AS stream,
        nullif(nullif(m.host, ''), '-') AS host, nullif(nullif(m.app, ''), '-') AS unit, NULL::VARCHAR AS container,
        nullif(nullif(m.procid, ''), '-') AS pid
-FROM entries
+FROM texts
 
 -- name: envelope_timestamped
 -- A time, a space, the line: `docker logs --timestamps` / `kubectl logs --timestamps` (RFC 3339, 9 digits) and
@@ -197,14 +217,14 @@ FROM entries
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
-    SELECT row_number() OVER () AS line_no, line,
-           regexp_extract(line, '^([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})) (.*)$',
-                          ['stamp', 'text']) AS m
+    -- only the stamp is captured: the line is the rest after its space
+    SELECT line,
+           regexp_extract(line, '^([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})) ', 1) AS stamp
     FROM {frag:lines}(:path, :delim)
 )
-SELECT line_no, '' AS chain, CASE WHEN m.stamp = '' THEN line ELSE m.text END AS text, true AS complete,
-       mm_ts(nullif(m.stamp, '')) AS ts, NULL::VARCHAR AS stream, NULL::VARCHAR AS host, NULL::VARCHAR AS unit,
-       CASE WHEN m.stamp <> '' THEN :container END AS container, NULL::VARCHAR AS pid
+SELECT '' AS chain, CASE WHEN stamp = '' THEN line ELSE substring(line, length(stamp) + 2) END AS text, true AS complete,
+       mm_ts(nullif(stamp, '')) AS ts, NULL::VARCHAR AS stream, NULL::VARCHAR AS host, NULL::VARCHAR AS unit,
+       CASE WHEN stamp <> '' THEN :container END AS container, NULL::VARCHAR AS pid
 FROM entries
 
 -- name: envelope_python_logging
@@ -216,15 +236,15 @@ FROM entries
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
-    SELECT row_number() OVER () AS line_no, line,
+    SELECT line,
            regexp_extract(line, '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2},[0-9]{3}') AS stamp
     FROM {frag:lines}(:path, :delim)
 ), tails AS (
     -- the stamp holds no brace and the prefix trim takes none: the line's JSON tail is its rest's
     SELECT *, mm_json_tail(line) AS tail FROM entries
 )
-SELECT line_no, '' AS chain,
-       CASE WHEN stamp = '' THEN line ELSE mm_payload(ltrim(line[length(stamp) + 1:], ' :-'), tail) END AS text,
+SELECT '' AS chain,
+       CASE WHEN stamp = '' THEN line ELSE mm_payload(ltrim(substring(line, length(stamp) + 1), ' :-'), tail) END AS text,
        true AS complete, TRY_CAST(replace(nullif(stamp, ''), ',', '.') AS TIMESTAMPTZ) AS ts, NULL::VARCHAR AS stream,
        NULL::VARCHAR AS host, NULL::VARCHAR AS unit, NULL::VARCHAR AS container, NULL::VARCHAR AS pid
 FROM tails
@@ -236,15 +256,19 @@ FROM tails
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
-    SELECT row_number() OVER () AS line_no, line,
-           regexp_extract(line, '^([0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?) +\[ *[A-Za-z]+ *\] ?(.*)$',
-                          ['stamp', 'rest']) AS m
+    -- the header is matched alone and its stamp taken from it: the rest is the line after it
+    SELECT line,
+           regexp_extract(line, '^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})? +\[ *[A-Za-z]+ *\] ?') AS head
     FROM {frag:lines}(:path, :delim)
+), parts AS (
+    SELECT line, regexp_extract(head, '^([0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?) +\[ *[A-Za-z]+ *\] ?$', 1) AS stamp,
+           substring(line, length(head) + 1) AS rest
+    FROM entries
 ), tails AS (
-    SELECT *, mm_json_tail(m.rest) AS tail FROM entries
+    SELECT *, mm_json_tail(rest) AS tail FROM parts
 )
-SELECT line_no, '' AS chain, CASE WHEN m.stamp = '' THEN line ELSE mm_payload(m.rest, tail) END AS text, true AS complete,
-       mm_ts(nullif(m.stamp, '')) AS ts, NULL::VARCHAR AS stream, NULL::VARCHAR AS host, NULL::VARCHAR AS unit,
+SELECT '' AS chain, CASE WHEN stamp = '' THEN line ELSE mm_payload(rest, tail) END AS text, true AS complete,
+       mm_ts(nullif(stamp, '')) AS ts, NULL::VARCHAR AS stream, NULL::VARCHAR AS host, NULL::VARCHAR AS unit,
        NULL::VARCHAR AS container, NULL::VARCHAR AS pid
 FROM tails
 
@@ -255,14 +279,17 @@ FROM tails
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
-    SELECT row_number() OVER () AS line_no, line,
-           regexp_extract(line, '^([0-9][^\t]*)\t([A-Za-z]+)\t(.*)$', ['stamp', 'level', 'rest']) AS m
+    -- the header is matched alone and its stamp taken from it: the rest is the line after it
+    SELECT line, regexp_extract(line, '^[0-9][^\t]*\t[A-Za-z]+\t') AS head
     FROM {frag:lines}(:path, :delim)
+), parts AS (
+    SELECT line, regexp_extract(head, '^([0-9][^\t]*)\t', 1) AS stamp, substring(line, length(head) + 1) AS rest
+    FROM entries
 ), tails AS (
-    SELECT *, mm_json_tail(m.rest) AS tail FROM entries
+    SELECT *, mm_json_tail(rest) AS tail FROM parts
 )
-SELECT line_no, '' AS chain, CASE WHEN m.stamp = '' THEN line ELSE mm_payload(m.rest, tail) END AS text, true AS complete,
-       mm_ts(nullif(m.stamp, '')) AS ts, NULL::VARCHAR AS stream, NULL::VARCHAR AS host, NULL::VARCHAR AS unit,
+SELECT '' AS chain, CASE WHEN stamp = '' THEN line ELSE mm_payload(rest, tail) END AS text, true AS complete,
+       mm_ts(nullif(stamp, '')) AS ts, NULL::VARCHAR AS stream, NULL::VARCHAR AS host, NULL::VARCHAR AS unit,
        NULL::VARCHAR AS container, NULL::VARCHAR AS pid
 FROM tails
 
@@ -273,15 +300,18 @@ FROM tails
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
-    SELECT row_number() OVER () AS line_no, line,
-           regexp_extract(line, '^time=("[^"]*"|\S+) level=\S+ (?:source=\S+ )?msg=("(?:[^"\\]|\\.)*"|\S*) ?(.*)$',
-                          ['stamp', 'msg', 'rest']) AS m
+    -- the header is matched alone and its time taken from it: the record is the line after it
+    SELECT line, regexp_extract(line, '^time=(?:"[^"]*"|\S+) level=\S+ (?:source=\S+ )?msg=(?:"(?:[^"\\]|\\.)*"|\S*) ?') AS head
     FROM {frag:lines}(:path, :delim)
+), parts AS (
+    SELECT line, regexp_extract(head, '^time=("[^"]*"|\S+) level=\S+ (?:source=\S+ )?msg=(?:"(?:[^"\\]|\\.)*"|\S*) ?$', 1) AS stamp,
+           substring(line, length(head) + 1) AS rest
+    FROM entries
 )
-SELECT line_no, '' AS chain, CASE WHEN m.stamp = '' THEN line ELSE m.rest END AS text, true AS complete,
-       mm_ts(mm_unquote(nullif(m.stamp, ''))) AS ts, NULL::VARCHAR AS stream, NULL::VARCHAR AS host,
+SELECT '' AS chain, CASE WHEN stamp = '' THEN line ELSE rest END AS text, true AS complete,
+       mm_ts(mm_unquote(nullif(stamp, ''))) AS ts, NULL::VARCHAR AS stream, NULL::VARCHAR AS host,
        NULL::VARCHAR AS unit, NULL::VARCHAR AS container, NULL::VARCHAR AS pid
-FROM entries
+FROM parts
 
 -- name: envelope_loki
 -- Grafana Loki's `logcli query --output=jsonl`: {"labels": {...}, "line": "...", "timestamp": RFC 3339}; the
@@ -290,16 +320,16 @@ FROM entries
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
-    SELECT row_number() OVER () AS line_no, line,
-           CASE WHEN starts_with(line, '{') AND json_valid(line) THEN json_extract_string(line, [
+    SELECT line,
+           CASE WHEN starts_with(line, '{') THEN try(json_extract_string(line, [
                '$.line', '$.timestamp', '$.labels.stream', '$.labels.host', '$.labels.hostname', '$.labels.instance',
                '$.labels.node_name', '$.labels.pod', '$.labels.container', '$.labels.container_name', '$.labels.unit',
-               '$.labels.service_name', '$.labels.app', '$.labels.job']) END AS v
+               '$.labels.service_name', '$.labels.app', '$.labels.job'])) END AS v
     FROM {frag:lines}(:path, :delim)
 ), read AS (
-    SELECT line_no, line, CASE WHEN v[1] IS NOT NULL AND v[2] IS NOT NULL THEN v END AS v FROM entries
+    SELECT line, CASE WHEN v[1] IS NOT NULL AND v[2] IS NOT NULL THEN v END AS v FROM entries
 )
-SELECT line_no, '' AS chain, CASE WHEN v IS NULL THEN line ELSE v[1] END AS text, true AS complete,
+SELECT '' AS chain, CASE WHEN v IS NULL THEN line ELSE v[1] END AS text, true AS complete,
        mm_ts(v[2]) AS ts, v[3] AS stream, coalesce(v[4], v[5], v[6], v[7]) AS host,
        coalesce(v[11], v[12], v[13], v[14]) AS unit, coalesce(v[8], v[9], v[10]) AS container, NULL::VARCHAR AS pid
 FROM read
@@ -312,18 +342,18 @@ FROM read
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
-    SELECT row_number() OVER () AS line_no, line,
-           CASE WHEN starts_with(line, '{') AND json_valid(line) THEN json_extract_string(line, [
+    SELECT line,
+           CASE WHEN starts_with(line, '{') THEN try(json_extract_string(line, [
                '$.textPayload', '$.jsonPayload', '$.timestamp', '$.receiveTimestamp', '$.logName',
                '$.labels."compute.googleapis.com/resource_name"', '$.resource.labels.node_name',
                '$.resource.labels.instance_id', '$.resource.labels.pod_name', '$.resource.labels.container_name',
                '$.resource.labels.service_name', '$.resource.labels.job_name', '$.resource.labels.function_name',
-               '$.insertId']) END AS v
+               '$.insertId'])) END AS v
     FROM {frag:lines}(:path, :delim)
 ), read AS (
-    SELECT line_no, line, CASE WHEN v[5] IS NOT NULL OR v[14] IS NOT NULL THEN v END AS v FROM entries
+    SELECT line, CASE WHEN v[5] IS NOT NULL OR v[14] IS NOT NULL THEN v END AS v FROM entries
 )
-SELECT line_no, '' AS chain, CASE WHEN v IS NULL THEN line ELSE coalesce(v[1], v[2]) END AS text, true AS complete,
+SELECT '' AS chain, CASE WHEN v IS NULL THEN line ELSE coalesce(v[1], v[2]) END AS text, true AS complete,
        mm_ts(coalesce(v[3], v[4])) AS ts, nullif(regexp_extract(v[5], '/logs/(stdout|stderr)$', 1), '') AS stream,
        coalesce(v[6], v[7], v[8]) AS host, coalesce(v[11], v[12], v[13]) AS unit, coalesce(v[9], v[10]) AS container,
        NULL::VARCHAR AS pid
@@ -337,14 +367,14 @@ FROM read
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
-    SELECT row_number() OVER () AS line_no, line,
-           CASE WHEN starts_with(line, '{') AND json_valid(line) THEN json_extract_string(line, [
-               '$.message', '$.timestamp', '$.logStreamName', '$.logGroupName']) END AS v
+    SELECT line,
+           CASE WHEN starts_with(line, '{') THEN try(json_extract_string(line, [
+               '$.message', '$.timestamp', '$.logStreamName', '$.logGroupName'])) END AS v
     FROM {frag:lines}(:path, :delim)
 ), read AS (
-    SELECT line_no, line, CASE WHEN v[1] IS NOT NULL AND v[2] IS NOT NULL THEN v END AS v FROM entries
+    SELECT line, CASE WHEN v[1] IS NOT NULL AND v[2] IS NOT NULL THEN v END AS v FROM entries
 )
-SELECT line_no, '' AS chain, CASE WHEN v IS NULL THEN line ELSE v[1] END AS text, true AS complete,
+SELECT '' AS chain, CASE WHEN v IS NULL THEN line ELSE v[1] END AS text, true AS complete,
        mm_ts(v[2]) AS ts, NULL::VARCHAR AS stream, NULL::VARCHAR AS host, v[4] AS unit,
        CASE WHEN v IS NOT NULL THEN coalesce(v[3], :container) END AS container, NULL::VARCHAR AS pid
 FROM read
@@ -356,14 +386,14 @@ FROM read
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
-    SELECT row_number() OVER () AS line_no, line,
-           CASE WHEN starts_with(line, '{') AND json_valid(line) THEN json_extract_string(line, [
-               '$.message', '$.attributes', '$.date', '$.timestamp', '$.host', '$.service']) END AS v
+    SELECT line,
+           CASE WHEN starts_with(line, '{') THEN try(json_extract_string(line, [
+               '$.message', '$.attributes', '$.date', '$.timestamp', '$.host', '$.service'])) END AS v
     FROM {frag:lines}(:path, :delim)
 ), read AS (
-    SELECT line_no, line, CASE WHEN v[1] IS NOT NULL OR v[2] IS NOT NULL THEN v END AS v FROM entries
+    SELECT line, CASE WHEN v[1] IS NOT NULL OR v[2] IS NOT NULL THEN v END AS v FROM entries
 )
-SELECT line_no, '' AS chain,
+SELECT '' AS chain,
        CASE WHEN v IS NULL THEN line WHEN mm_record_like(v[1]) THEN v[1] ELSE coalesce(v[2], v[1]) END AS text,
        true AS complete, mm_ts(coalesce(v[3], v[4])) AS ts, NULL::VARCHAR AS stream, v[5] AS host, v[6] AS unit,
        NULL::VARCHAR AS container, NULL::VARCHAR AS pid
@@ -377,13 +407,13 @@ FROM read
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
-    SELECT row_number() OVER () AS line_no, line,
+    SELECT line,
            CASE WHEN starts_with(line, '{') THEN try(json_extract_string(coalesce(try(json_extract(line, '$._source')), line), [
                '$.message', '$.log.original', '$.event.original', '$."@timestamp"', '$.host.name', '$.host.hostname',
                '$.container.name', '$.kubernetes.pod.name', '$.service.name', '$'])) END AS v
     FROM {frag:lines}(:path, :delim)
 )
-SELECT line_no, '' AS chain,
+SELECT '' AS chain,
        CASE WHEN v IS NULL THEN line WHEN mm_record_like(v[1]) THEN v[1] WHEN mm_record_like(v[2]) THEN v[2]
             WHEN mm_record_like(v[3]) THEN v[3] ELSE v[10] END AS text,
        true AS complete, mm_ts(v[4]) AS ts, NULL::VARCHAR AS stream, coalesce(v[5], v[6]) AS host, v[9] AS unit,
@@ -392,9 +422,10 @@ FROM entries
 
 -- name: envelope_partial_pieces
 -- How many pieces leave their line unfinished before the file's last entry (then pieces must be joined), how
--- many leave it unfinished at all, and how many entries there are.
+-- many leave it unfinished at all, and how many entries there are. A piece's place is its rowid (see
+-- envelope_lines).
 -- dialect: duckdb
-SELECT count(*) FILTER (WHERE NOT complete AND line_no < (SELECT max(line_no) FROM {ident:pieces})) AS partial,
+SELECT count(*) FILTER (WHERE NOT complete AND rowid < (SELECT max(rowid) FROM {ident:pieces})) AS partial,
        count(*) FILTER (WHERE NOT complete) AS incomplete, count(*) AS entries
 FROM {ident:pieces}
 
@@ -402,10 +433,13 @@ FROM {ident:pieces}
 -- The inner lines of pieces that need no joining, in order: a piece holding newlines (a multi-line journald
 -- MESSAGE, say) gives one line each, all with the piece's envelope (`env`). A VIEW: the parser reads it once.
 -- A last piece that never finished its line (`cut`) is treated like a last line without a newline.
+-- The pieces are one row per entry in the file's order (the connection preserves insertion order), so an
+-- entry's number is its rowid + 1: numbering them with a window in each envelope's block made the unwrapping
+-- run on one thread.
 -- dialect: duckdb
 CREATE OR REPLACE VIEW {ident:unwrapped} AS
 SELECT unnest(CASE WHEN contains(text, chr(10)) THEN string_split(rtrim(text, chr(10)), chr(10)) ELSE [text] END) AS line,
-       struct_pack(line_no := line_no, ts := ts, stream := stream, host := host, unit := unit, container := container,
+       struct_pack(line_no := rowid + 1, ts := ts, stream := stream, host := host, unit := unit, container := container,
                    pid := pid, worker := coalesce(container, host, unit), cut := NOT complete) AS env
 FROM {ident:pieces}
 
@@ -415,9 +449,11 @@ FROM {ident:pieces}
 -- newlines like envelope_lines, in the file's order.
 -- dialect: duckdb
 CREATE OR REPLACE TEMP TABLE {ident:unwrapped} AS
-WITH marked AS (
+WITH pieces AS (
+    SELECT rowid + 1 AS line_no, * FROM {ident:pieces}
+), marked AS (
     SELECT *, coalesce(lag(NOT complete) OVER (PARTITION BY chain ORDER BY line_no), false) AS continues
-    FROM {ident:pieces}
+    FROM pieces
 ), numbered AS (
     SELECT *, sum(CASE WHEN continues THEN 0 ELSE 1 END) OVER (PARTITION BY chain ORDER BY line_no
                                                                ROWS UNBOUNDED PRECEDING) AS record
@@ -447,6 +483,19 @@ FROM lines ORDER BY line_no, part
 CREATE OR REPLACE TABLE {ident:staged} AS
 SELECT unnest(CASE WHEN starts_with(ltrim(u.line), '{') THEN j ELSE l END)
 FROM (SELECT line FROM {ident:unwrapped}) u POSITIONAL JOIN {ident:as_json} j POSITIONAL JOIN {ident:as_logfmt} l
+
+-- name: envelope_tokens
+-- The inner lines of a file read through an envelope ({ident:unwrapped}) as the compiled tokenizer reads them,
+-- for stage_logfmt_tokens: {ident:tokenize} is the function that hands it DuckDB's vectors of lines
+-- (forensics.ingest.tokenizer.stage_lines), its columns beside each line and its envelope. A VIEW: read once.
+-- dialect: duckdb
+CREATE OR REPLACE TEMP VIEW {ident:tokens} AS
+SELECT line, env, unnest({ident:tokenize}(line)) FROM {ident:unwrapped}
+
+-- name: envelope_tokens_drop
+-- Forget the view of envelope_tokens.
+-- dialect: duckdb
+DROP VIEW IF EXISTS {ident:tokens}
 
 -- name: envelope_inner_sample
 -- The first non-blank inner lines (to tell the inner syntax, and to say what a file without records holds).

@@ -199,10 +199,12 @@ WITH lines AS (
 -- kept, each canonical field's unquoted text, the leading timestamp already in ts_text), a problem code, and
 -- the fields it typed itself (the recipient's normal form, the msg_id, the timestamp when it has an explicit
 -- zone, else NULL), typed here exactly as stage_logfmt types them (the same columns: staged rows of both paths
--- are held equal). {block:typed_columns} is that block.
+-- are held equal). {block:typed_columns} is that block. {frag:env} is the lines' envelope: none for a file's
+-- lines, else the `env` column of the tokens (envelope_tokens).
 -- The columns of (nearly) one distinct value per line are stored uncompressed: DuckDB's analysis of them
 -- (DICT_FSST) cost a third of this block and saved little on random ids, and build_sends reads them faster.
 -- dialect: duckdb
+-- fragments: env=mm_no_envelope()|env
 CREATE OR REPLACE TABLE {ident:staged} (
     ts TIMESTAMPTZ, event VARCHAR, worker VARCHAR, incarnation VARCHAR, campaign VARCHAR, step VARCHAR,
     recipient VARCHAR USING COMPRESSION uncompressed, candidate VARCHAR USING COMPRESSION uncompressed,
@@ -212,7 +214,7 @@ CREATE OR REPLACE TABLE {ident:staged} (
 );
 INSERT INTO {ident:staged}
 WITH unquoted AS (
-    SELECT line, mm_no_envelope() AS env,
+    SELECT line, {frag:env} AS env,
            ts_text, event_text, worker, incarnation, campaign, step, recipient_text, candidate, msg_id_text, shard,
            lease_text, test_id, variant, status, attempt_text, error, count_text,
            -- the tokenizer types every recipient and msg_id (NULL only where mm_address / mm_msg_id give NULL),

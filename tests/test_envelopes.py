@@ -6,14 +6,19 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from forensics.errors import ConfigError, InputError
 from forensics.ingest import envelopes
 from forensics.ingest.case import load_case
 from forensics.ingest.load import Reading
+from tests.test_tokenizer_properties import SETTINGS, logfmt_line, needs_c
+from tests.test_tokenizer_properties import read as read_with_parser
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "envelopes"
 A = "event=send campaign=c-7 step=1 email=ana@example.com msg_id=<a1@mail.example.com>"
@@ -234,3 +239,54 @@ def test_a_damaged_first_entry_does_not_make_a_file_one_json_document():
     entry = b'{"log":"event=send email=a@b.co msg_id=<x>\\n","stream":"stdout","time":"2026-11-28T09:00:00Z"}\n'
     found = envelopes.detect_envelope(b'{"log":"event=se\n' + entry * 4)
     assert found.name == "docker-json" and not found.document
+
+
+# --- the lines inside an envelope on both parser paths -----------------------------------------------
+
+def _logfmt_envelopes():
+    from forensics.simulate.envelopes import JSON_ONLY, NAMES
+
+    return [name for name in NAMES if name not in JSON_ONLY]
+
+
+@st.composite
+def enveloped_logfmt(draw) -> tuple[str, str]:
+    """(envelope, file): random logfmt lines (blank, junk, hostile values, long ones that Docker splits) wrapped
+    by a platform, perhaps with a last line it never finished."""
+    from forensics.simulate.envelopes import wrap
+
+    name = draw(st.sampled_from(_logfmt_envelopes()))
+    lines = [line.decode("utf-8", "replace") for line in draw(st.lists(logfmt_line(), min_size=1, max_size=25))]
+    last = draw(st.sampled_from(["", "", "ts=2026-11-28T09:00:01Z event=send email=c"]))
+    return name, wrap(name, lines, last=last)
+
+
+@needs_c
+@pytest.mark.slow
+@SETTINGS
+@given(enveloped_logfmt())
+def test_the_lines_inside_an_envelope_read_alike_on_both_parser_paths(file):
+    name, body = file
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / ("000000" if name == "cloudwatch-export" else "case.log")
+        path.write_text(body, encoding="utf-8")
+        sql, compiled = read_both(path)
+    assert compiled == sql
+
+
+def read_both(path: Path) -> tuple:
+    """The events, skips, summaries and staged rows (each with its `env`) of one file, SQL path then C."""
+    return read_with_parser(path, "sql"), read_with_parser(path, "c")
+
+
+@needs_c
+def test_the_lines_inside_an_envelope_go_through_the_compiled_tokenizer(tmp_path, monkeypatch):
+    from forensics.ingest import tokenizer
+    from forensics.simulate.envelopes import wrap
+
+    staged, stage_lines = [], tokenizer.stage_lines
+    monkeypatch.setattr(tokenizer, "stage_lines", lambda *args: staged.append(stage_lines(*args)) or staged[-1])
+    log = tmp_path / "docker.log"
+    log.write_text(wrap("docker-json", [f"ts=2026-11-28T09:00:00Z {A}", "", "not a record"]), encoding="utf-8")
+    sql, compiled = read_both(log)
+    assert staged == [True] and compiled == sql and len(compiled[0]) == 1

@@ -357,15 +357,16 @@ def _parse_logfmt(con, source: Source, staged: str, head: bytes, field_map: Fiel
                   reader: str = "mm_lines") -> int:
     # Keys seen in a sample of the file (and its head) get a regex each; every other alias of the
     # vocabulary, and --field names, are tried only on lines where one regex says one of them occurs.
-    tokenized = reader == "mm_lines" and isinstance(source.path, str) and tokenizer.active()
-    sampled = _head_sampled_keys(con, source, head) if tokenized else None
+    tokenized = isinstance(source.path, str) and tokenizer.active()  # a file, or the lines inside its envelope
+    sampled = _head_sampled_keys(con, source, head) if tokenized and reader == "mm_lines" else None
     if sampled is None:
         sampled = _sampled_keys(con, source, head, reader)
     if tokenized:
         keys = _tokenizer_keys(sampled, field_map)
-        if tokenizer.fits(keys) and tokenizer.stage(con, source.path, staged, keys, keep_raw):
+        stage = tokenizer.stage_lines if reader == "mm_unwrapped" else tokenizer.stage
+        if tokenizer.fits(keys) and stage(con, source.path, staged, keys, keep_raw):
             return 0
-        queries.run(con, "drop_staged", staged=staged)  # mixed line endings: read as DuckDB reads them
+        queries.run(con, "drop_staged", staged=staged)  # mixed line endings or a long line: read by SQL
     fields, rare_keys = logfmt_fields(sampled, field_map)
     pattern = r"\s(?:" + "|".join(re.escape(k) for k in rare_keys) + ")=" if rare_keys else "$^"
     queries.run(con, "stage_logfmt", {**_lines_of(source), "rare_keys": pattern, "keep_raw": keep_raw},

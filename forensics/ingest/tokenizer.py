@@ -7,7 +7,8 @@ form (forensics.addresses.normalize_address), the msg_id (SQL's mm_msg_id) and t
 a zone (others are NULL, typed by SQL's mm_ts in the session's zone). Its Arrow batches reach DuckDB as a
 stream (one range of the file at a time, never the whole file in Python memory), where stage_logfmt_tokens
 types them exactly as stage_logfmt does. Everything else (sampling the keys, repairing a dirty file, the cut-off last line) is shared. A gzipped
-logfmt file is read the same way as it is decompressed (stage_gzipped), not from a plain copy made first.
+logfmt file is read the same way as it is decompressed (stage_gzipped), not from a plain copy made first. The
+logfmt lines inside an envelope, taken off by DuckDB, are tokenized as DuckDB reads them (stage_lines).
 
 MAILMORTEM_PARSER=sql forces the SQL path; =c refuses to run without the compiled one.
 """
@@ -207,7 +208,8 @@ def _into_staged(con, staged: str, batches: Iterator, keep_raw: bool) -> None:
     name = f"{staged}_tokens"
     con.register(name, pa.RecordBatchReader.from_batches(schema(), batches))
     try:
-        queries.script(con, "stage_logfmt_tokens", {"keep_raw": keep_raw}, staged=staged, tokens=name)
+        queries.script(con, "stage_logfmt_tokens", {"keep_raw": keep_raw}, staged=staged, tokens=name,
+                       env="mm_no_envelope()")
     finally:
         con.unregister(name)
 
@@ -288,3 +290,80 @@ def _batch(rows: int, problem, cols, ts):
     arrays.append(pa.Array.from_buffers(schema().field(TS_COLUMN).type, rows,
                                         [pa.py_buffer(ts_valid), pa.py_buffer(ts_data)], null_count=ts_nulls))
     return pa.RecordBatch.from_arrays(arrays, schema=schema())
+
+
+# --- the inner lines of an envelope ------------------------------------------------------------------
+
+
+class LongLine(Exception):
+    """An inner line over the tokenizer's limit (MAX_LINE): the SQL path reads the file."""
+
+
+def stage_lines(con, lines: str, staged: str, keys: list[list[bytes]], keep_raw: bool) -> bool:
+    """Parse the inner lines of an envelope (`lines`: the view or table of `line` and `env` that
+    queries/envelopes.sql's envelope_lines or envelope_joined_lines made) into `staged`, each row keeping its
+    envelope. DuckDB hands the tokenizer each vector of lines as an Arrow array, through a function of this
+    connection called from its own threads, and gets the columns back as a struct beside the line and its
+    `env`: nothing leaves DuckDB but the lines, and the rows stay aligned. False when a line is over the
+    tokenizer's limit: the caller reads the lines through the SQL path then."""
+    import queries
+
+    seen, names = _Seen(), {"tokenize": f"mm_tokenize_{staged}", "tokens": f"{staged}_tokens"}
+    register_line_tokenizer(con, names["tokenize"], keys, seen)
+    try:
+        queries.run(con, "envelope_tokens", unwrapped=lines, **names)
+        queries.script(con, "stage_logfmt_tokens", {"keep_raw": keep_raw}, staged=staged, tokens=names["tokens"],
+                       env="env")
+    except Exception:
+        if seen.flags & _logfmt.DIRTY:  # raised by LongLine, wrapped by DuckDB
+            return False
+        raise
+    finally:
+        queries.run(con, "envelope_tokens_drop", tokens=names["tokens"])
+        con.remove_function(names["tokenize"])
+    return True
+
+
+def register_line_tokenizer(con, name: str, keys: list[list[bytes]], seen: _Seen) -> None:
+    """The function `name` of this connection that envelope_tokens calls: a VARCHAR line in, the tokenizer's
+    columns (but the line) out, as a struct."""
+    con.create_function(name, _lines_tokenized(keys, seen), [_duck_types(con)["line"]], _duck_struct(con),
+                        type="arrow", null_handling="special")
+
+
+def _lines_tokenized(keys: list[list[bytes]], seen: _Seen) -> Callable:
+    """The function DuckDB calls with a vector of inner lines: their columns (all but the line) as a struct.
+    A NULL line (a blank one) is read as an empty one: both are blank, and the line itself comes from DuckDB."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    fields = list(schema())[1:]
+
+    def tokens(lines):
+        array = lines.combine_chunks()
+        if array.type != pa.string():
+            array = array.cast(pa.string())
+        if array.null_count:
+            array = pc.fill_null(array, "")
+        _valid, offsets, data = array.buffers()
+        offsets = offsets.slice(array.offset * 4, (len(array) + 1) * 4)
+        rows, flags, problem, cols, ts = _logfmt.tokenize_lines(data or b"", offsets, keys)
+        seen.flags |= flags
+        if rows < len(array):
+            raise LongLine("an inner line longer than the tokenizer takes")
+        return pa.StructArray.from_arrays(_batch(rows, problem, cols, ts).columns[1:], fields=fields)
+
+    return tokens
+
+
+def _duck_types(con) -> dict:
+    """The DuckDB type of each column of the tokenizer's schema."""
+    relation = con.from_arrow(schema().empty_table())
+    return dict(zip(relation.columns, relation.types))
+
+
+def _duck_struct(con):
+    import duckdb
+
+    types = _duck_types(con)
+    return duckdb.struct_type({name: types[name] for name in columns()[1:]})
