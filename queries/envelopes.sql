@@ -138,48 +138,30 @@ SELECT coalesce(v[8], '') AS chain,
        NULL::VARCHAR AS stream, v[3] AS host, coalesce(v[4], v[5]) AS unit, v[7] AS container, v[6] AS pid
 FROM read
 
--- name: envelope_rfc3164
--- Traditional syslog files and RFC 3164: `[<PRI>]Mmm dd hh:mm:ss host tag[pid]: message`. The stamp has no year
--- (:year, or :year - 1 for a month after :last_month) and no zone (the session's, --tz). The header is matched
+-- name: envelope_syslog
+-- Syslog files, `[<PRI>]STAMP host tag[pid]: message`: traditional syslog and RFC 3164 ({lit:pri} the optional
+-- `<PRI>`, a stamp `Mmm dd hh:mm:ss` without a year or zone: {lit:year_less} = 1, its year :year or :year - 1 for
+-- a month after :last_month, read in the session's zone, --tz) and rsyslog's high-precision file format
+-- (RSYSLOG_FileFormat: an RFC 3339 stamp, {lit:pri} empty). {lit:stamp} is the stamp's regex. The header is matched
 -- alone and the message taken as the rest of the line (capturing the long tail cost more than the unwrapping should).
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
-    SELECT line,
-           regexp_extract(line, '^(?:<[0-9]{1,3}>)?[A-Z][a-z]{2} +[0-9]{1,2} [0-9]{2}:[0-9]{2}:[0-9]{2} \S+ [^\s\[:]+(?:\[[0-9]+\])?: ?') AS head
+    SELECT line, regexp_extract(line, '^' || {lit:pri} || {lit:stamp} || ' \S+ [^\s\[:]+(?:\[[0-9]+\])?: ?') AS head
     FROM {frag:lines}(:path, :delim)
 ), parts AS (
     -- the fields from the short header alone, the message as the rest of the line
     SELECT line, head,
-           regexp_extract(head, '^(?:<[0-9]{1,3}>)?([A-Z][a-z]{2} +[0-9]{1,2} [0-9]{2}:[0-9]{2}:[0-9]{2}) (\S+) ([^\s\[:]+)(?:\[([0-9]+)\])?: ?$',
+           regexp_extract(head, '^' || {lit:pri} || '(' || {lit:stamp} || ') (\S+) ([^\s\[:]+)(?:\[([0-9]+)\])?: ?$',
                           ['stamp', 'host', 'tag', 'pid']) AS m
     FROM entries
 )
 SELECT '' AS chain, CASE WHEN m.stamp = '' THEN line ELSE substring(line, length(head) + 1) END AS text, true AS complete,
-       CASE WHEN m.stamp <> '' THEN mm_syslog_ts(m.stamp, :year, :last_month) END AS ts, NULL::VARCHAR AS stream,
-       nullif(m.host, '') AS host, nullif(m.tag, '') AS unit, NULL::VARCHAR AS container, nullif(m.pid, '') AS pid
-FROM parts
-
--- name: envelope_rsyslog
--- rsyslog's high-precision file format (RSYSLOG_FileFormat): `<RFC 3339> host tag[pid]: message`.
--- dialect: duckdb
--- fragments: lines=mm_lines|mm_entries
-CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
-WITH entries AS (
-    SELECT line,
-           regexp_extract(line, '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(?:Z|[+-][0-9]{2}:?[0-9]{2})? \S+ [^\s\[:]+(?:\[[0-9]+\])?: ?') AS head
-    FROM {frag:lines}(:path, :delim)
-), parts AS (
-    -- the fields from the short header alone, the message as the rest of the line (as envelope_rfc3164)
-    SELECT line, head,
-           regexp_extract(head, '^([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(?:Z|[+-][0-9]{2}:?[0-9]{2})?) (\S+) ([^\s\[:]+)(?:\[([0-9]+)\])?: ?$',
-                          ['stamp', 'host', 'tag', 'pid']) AS m
-    FROM entries
-)
-SELECT '' AS chain, CASE WHEN m.stamp = '' THEN line ELSE substring(line, length(head) + 1) END AS text, true AS complete,
-       mm_ts(nullif(m.stamp, '')) AS ts, NULL::VARCHAR AS stream, nullif(m.host, '') AS host,
-       nullif(m.tag, '') AS unit, NULL::VARCHAR AS container, nullif(m.pid, '') AS pid
+       CASE WHEN m.stamp = '' THEN NULL WHEN {lit:year_less} = 1 THEN mm_syslog_ts(m.stamp, :year, :last_month)
+            ELSE mm_ts(m.stamp) END AS ts,
+       NULL::VARCHAR AS stream, nullif(m.host, '') AS host, nullif(m.tag, '') AS unit, NULL::VARCHAR AS container,
+       nullif(m.pid, '') AS pid
 FROM parts
 
 -- name: envelope_rfc5424

@@ -146,6 +146,10 @@ def values(name: str) -> dict:
         found["env"] = "mm_no_envelope()"
     if name == "envelope_drop":
         found["relation"] = "VIEW"
+    if name == "envelope_syslog":
+        from forensics.ingest.envelopes import ENVELOPES
+
+        found.update(ENVELOPES["syslog"].shape)
     if "lines" in wanted:
         found["lines"] = "mm_lines"
     if "zone" in wanted:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from forensics.errors import ConfigError
 from forensics.ingest import jsontokenizer, tokenizer
-from tests.test_tokenizer_properties import ENDINGS, SETTINGS, read
+from tests.test_tokenizer_properties import ENDINGS, of_any_file, read
 
 needs_c = pytest.mark.skipif(jsontokenizer._jsonl is None, reason="the compiled JSON Lines reader was not built")
 
@@ -127,9 +127,7 @@ def assert_same(body: bytes, gz: bool = False, range_bytes: int = tokenizer.RANG
 
 
 @needs_c
-@pytest.mark.slow
-@SETTINGS
-@given(jsonl_file(), st.booleans(), st.sampled_from([64, 300, 4096, tokenizer.RANGE_BYTES]))
+@of_any_file(jsonl_file())
 def test_compiled_and_sql_paths_read_any_json_lines_alike(body, gz, range_bytes):
     assert_same(body, gz, range_bytes)
 

@@ -137,10 +137,17 @@ SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[Heal
                                                                            HealthCheck.data_too_large])
 
 
+def of_any_file(files):
+    """What a compiled reader is held to the SQL path on (a slow property test): any file of `files`, plain or
+    gzipped, read in ranges of any size (ranges cut lines at every place a file can be split)."""
+    def test(function):
+        return pytest.mark.slow(SETTINGS(given(files, st.booleans(),
+                                               st.sampled_from([64, 300, 4096, tokenizer.RANGE_BYTES]))(function)))
+    return test
+
+
 @needs_c
-@pytest.mark.slow
-@SETTINGS
-@given(log_file(), st.booleans(), st.sampled_from([64, 300, 4096, tokenizer.RANGE_BYTES]))
+@of_any_file(log_file())
 def test_compiled_and_sql_paths_read_any_logfmt_alike(body, gz, range_bytes):
     assert_same(body, gz, range_bytes)
 

@@ -31,14 +31,19 @@ class Envelope:
     block: str  # the queries/envelopes.sql block that reads its entries
     zone_less: bool = False  # its times carry no zone: read in --tz
     items: str = "$"  # where a JSON document of this envelope lists its entries
+    shape: tuple = ()  # its block's {lit:...} values, as (name, value) pairs (the syslog flavours share one block)
 
 
 ENVELOPES = {e.name: e for e in (
     Envelope("docker-json", "Docker json-file", "envelope_docker_json"),
     Envelope("cri", "Kubernetes CRI log", "envelope_cri"),
     Envelope("journald", "journald JSON", "envelope_journald"),
-    Envelope("syslog", "syslog RFC 3164", "envelope_rfc3164", zone_less=True),
-    Envelope("rsyslog", "rsyslog high-precision", "envelope_rsyslog"),
+    Envelope("syslog", "syslog RFC 3164", "envelope_syslog", zone_less=True,
+             shape=(("pri", "(?:<[0-9]{1,3}>)?"), ("stamp", "[A-Z][a-z]{2} +[0-9]{1,2} [0-9]{2}:[0-9]{2}:[0-9]{2}"),
+                    ("year_less", 1))),
+    Envelope("rsyslog", "rsyslog high-precision", "envelope_syslog",
+             shape=(("pri", ""), ("stamp", "[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(?:Z|[+-][0-9]{2}:?[0-9]{2})?"),
+                    ("year_less", 0))),
     Envelope("rfc5424", "syslog RFC 5424", "envelope_rfc5424"),
     Envelope("docker-logs", "docker logs --timestamps", "envelope_timestamped"),
     Envelope("cloudwatch-export", "CloudWatch export to S3", "envelope_timestamped"),
@@ -310,7 +315,7 @@ def _pieces(con, found: Found, source: Source, delim: str, tables: dict) -> tupl
         queries.run(con, "envelope_document_entries", {"path": source.path, "items": found.envelope.items},
                     entries=tables["entries"])
         lines, params["path"] = "mm_entries", tables["entries"]
-    queries.run(con, found.envelope.block, params, pieces=tables["pieces"], lines=lines)
+    queries.run(con, found.envelope.block, params, pieces=tables["pieces"], lines=lines, **dict(found.envelope.shape))
     partial, incomplete, entries = queries.run(con, "envelope_partial_pieces", pieces=tables["pieces"]).fetchone()
     return entries, partial, incomplete
 
