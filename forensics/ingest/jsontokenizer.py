@@ -98,7 +98,8 @@ def schema():
 
 
 def stage(con, path: str, staged: str, plan: Plan, params: dict, picks: list) -> bool:
-    """Read a plain JSON Lines file into `staged` (`params` and `picks`: stage_jsonl's, for the deferred lines).
+    """Read a plain JSON Lines file into `staged` (`params` and `picks`: stage_jsonl's, for the deferred lines,
+    then the carried() columns).
     False when its line endings mix CRLF with bare CR or LF: DuckDB's reader splits those its own way, so the
     caller reads it through the SQL path instead."""
     import pyarrow as pa
@@ -109,7 +110,7 @@ def stage(con, path: str, staged: str, plan: Plan, params: dict, picks: list) ->
     name = f"{staged}_tokens"
     con.register(name, pa.RecordBatchReader.from_batches(schema(), _file_batches(path, plan, flags)))
     try:
-        queries.run(con, "stage_jsonl_tokens", params, staged=staged, tokens=name, picks=[*picks, *_carried()])
+        queries.run(con, "stage_jsonl_tokens", params, staged=staged, tokens=name, picks=picks)
     finally:
         con.unregister(name)
     if flags[0] & _jsonl.DIRTY:
@@ -117,8 +118,9 @@ def stage(con, path: str, staged: str, plan: Plan, params: dict, picks: list) ->
     return not (flags[0] & _jsonl.CRLF and flags[0] & _jsonl.LONE)
 
 
-def _carried() -> list:
-    """The columns the C module typed, and whether SQL reads the line, carried through stage_jsonl_tokens' texts."""
+def carried() -> list:
+    """The columns the C module typed, and whether SQL reads the line, carried through stage_jsonl_tokens' texts
+    (after its picks)."""
     import queries
 
     return [queries.fragment("carried_column", column=column)
