@@ -1,10 +1,12 @@
 """The optional compiled readers: the logfmt tokenizer and the JSON Lines reader. Without a C compiler (or
 Python's headers) the build skips them and mailmortem reads those files through the SQL path
-(forensics/ingest/tokenizer.py, forensics/ingest/jsontokenizer.py), as PyYAML and MarkupSafe do."""
+(forensics/ingest/tokenizer.py, forensics/ingest/jsontokenizer.py), as PyYAML and MarkupSafe do. Both include
+forensics/_typing.h (the columns and the typing they share)."""
 
 from setuptools import Extension, setup
 
-_THREADED = {"optional": True, "extra_compile_args": ["-O2", "-pthread"], "extra_link_args": ["-pthread"]}
+_THREADED = {"optional": True, "extra_compile_args": ["-O2", "-pthread"], "extra_link_args": ["-pthread"],
+             "depends": ["forensics/_typing.h"]}
 
 setup(ext_modules=[Extension("forensics._logfmt", ["forensics/_logfmt.c"], **_THREADED),
                    Extension("forensics._jsonl", ["forensics/_jsonl.c"], **_THREADED)])

@@ -12,6 +12,8 @@
  * -0 or over 18 digits (DuckDB prints those its own way), a wanted key seen twice in one object, any key with
  * an escape (the regex may match it), a surrogate escape anywhere, \u0000 in a wanted value and nesting over
  * MAX_DEPTH.
+ * On the lines it reads it also types the recipient's normal form, the msg_id and the ISO times with a zone, as
+ * the logfmt tokenizer does and with its code (forensics/_typing.h); a deferred line's are typed by SQL.
  * Runs on up to two threads with the GIL released; hands back Arrow buffers (validity, int32 offsets, data) as
  * bytes. A range holding invalid UTF-8 or an overlong line is reported dirty (the caller repairs the file as the
  * SQL path does); line-ending styles seen are reported (DuckDB's reader treats mixed ones its own way).
@@ -23,8 +25,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "_typing.h"
+
 #define NFIELDS 17
-#define NCOLS (NFIELDS + 1) /* the line, then the fields */
+#define RECIPIENT_FIELD 6 /* forensics.ingest.fields.CANONICAL: ts, event, ..., recipient */
+#define MSG_ID_FIELD 8
+#define NTYPED 2 /* text columns typed here: the recipient's normal form, the msg_id's (mm_msg_id) */
+#define NCOLS (NFIELDS + 1 + NTYPED) /* the line, the fields, then the typed ones */
+#define TS_COL 1
+#define TYPED_COL (NFIELDS + 1) /* the first typed column */
 #define MAX_THREADS 2
 #define MAX_LINE 16000000 /* DuckDB's max_line_size in mm_named_lines */
 #define MAX_NODES 1024    /* path components and rare keys */
@@ -82,15 +91,7 @@ static int add_node(Plan *p, int parent, const unsigned char *s, size_t n) {
     return id;
 }
 
-/* ---- Arrow string columns ---- */
-
-typedef struct {
-    char *data;
-    size_t len, cap;
-    int32_t *offsets; /* rows + 1 */
-    uint8_t *valid;
-    size_t nulls;
-} Column;
+/* ---- Arrow columns ---- */
 
 typedef struct {
     const unsigned char *s; /* a value: in the line, or decoded into the job's scratch */
@@ -104,6 +105,9 @@ typedef struct {
     size_t rows, rows_cap;
     Column cols[NCOLS];
     int8_t *code;
+    int64_t *ts;       /* the timestamp typed here: microseconds since the epoch, UTC (timestamp[us, UTC]) */
+    uint8_t *ts_valid; /* NULL where the SQL's mm_ts types ts_text instead */
+    size_t ts_nulls;
     int flags;
     /* per line: the value of each path (s NULL: absent or null), when each node was last met (a key met twice in
      * one object), and room to decode escaped strings into */
@@ -124,77 +128,51 @@ static int reserve(Job *job) {
         if (o == NULL) return -1;
         col->offsets = o;
         if (job->rows_cap == 0) o[0] = 0;
-        uint8_t *v = realloc(col->valid, cap / 8 + 1);
-        if (v == NULL) return -1;
-        memset(v + job->rows_cap / 8, 0, cap / 8 + 1 - job->rows_cap / 8);
-        col->valid = v;
+        if (grow_bitmap(&col->valid, job->rows_cap, cap)) return -1;
     }
     int8_t *code = realloc(job->code, cap);
     if (code == NULL) return -1;
     job->code = code;
+    int64_t *ts = realloc(job->ts, cap * sizeof(int64_t));
+    if (ts == NULL) return -1;
+    job->ts = ts;
+    if (grow_bitmap(&job->ts_valid, job->rows_cap, cap)) return -1;
     job->rows_cap = cap;
     return 0;
 }
 
 /* The row's value of a column: s[0, n), or NULL when s is NULL. */
-static int put(Column *col, size_t row, const unsigned char *s, size_t n) {
+static int put_value(Column *col, size_t row, const unsigned char *s, size_t n) {
     if (s == NULL) {
-        col->nulls++;
-    } else {
-        if (col->len + n > col->cap) {
-            size_t cap = col->cap ? col->cap : 65536;
-            while (cap < col->len + n) cap *= 2;
-            char *d = realloc(col->data, cap);
-            if (d == NULL) return -1;
-            col->data = d, col->cap = cap;
-        }
-        memcpy(col->data + col->len, s, n);
-        col->len += n;
-        col->valid[row / 8] |= (uint8_t)(1u << (row % 8));
+        put_null(col, row);
+        return 0;
     }
-    col->offsets[row + 1] = (int32_t)col->len;
+    return put(col, row, (const char *)s, n);
+}
+
+static int is_set(const uint8_t *valid, size_t row) { return valid[row / 8] >> (row % 8) & 1; }
+
+/* The columns typed here from a settled row's text (NULL on other rows: SQL types a deferred line's), as
+ * stage_logfmt_tokens takes them: the recipient's normal form, the msg_id, the time when it has a zone. */
+static int typed_fields(Job *job, size_t row) {
+    static const int field[NTYPED] = {RECIPIENT_FIELD, MSG_ID_FIELD};
+    static const Typer typer[NTYPED] = {put_address, put_msg_id};
+    int settled = job->code[row] == SETTLED;
+    for (int t = 0; t < NTYPED; t++) {
+        const Column *text = &job->cols[field[t] + 1];
+        size_t from = (size_t)text->offsets[row], n = (size_t)text->offsets[row + 1] - from;
+        if (!settled || !is_set(text->valid, row)) put_null(&job->cols[TYPED_COL + t], row);
+        else if (typer[t](&job->cols[TYPED_COL + t], row, (const unsigned char *)text->data + from, n) < 0) return -1;
+    }
+    const Column *tc = &job->cols[TS_COL];
+    size_t from = (size_t)tc->offsets[row];
+    job->ts[row] = 0;
+    if (settled && is_set(tc->valid, row)
+        && iso_utc_us((const unsigned char *)tc->data + from, (size_t)tc->offsets[row + 1] - from, &job->ts[row]))
+        job->ts_valid[row / 8] |= (uint8_t)(1u << (row % 8));
+    else
+        job->ts_nulls++;
     return 0;
-}
-
-/* ---- lines: UTF-8 and blank as DuckDB's reader and trim() see them ---- */
-
-/* Strict UTF-8 (what DuckDB's reader accepts): no overlongs, surrogates or code points above U+10FFFF. */
-static int utf8_ok(const unsigned char *s, size_t n) {
-    for (size_t i = 0; i < n;) {
-        if (s[i] < 0x80) {
-            i++;
-            continue;
-        }
-        unsigned c = s[i], lo = 0x80, hi = 0xBF;
-        size_t k = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
-        if (c < 0xC2 || c > 0xF4 || i + k > n) return 0;
-        if (c == 0xE0) lo = 0xA0;
-        if (c == 0xED) hi = 0x9F;
-        if (c == 0xF0) lo = 0x90;
-        if (c == 0xF4) hi = 0x8F;
-        if (s[i + 1] < lo || s[i + 1] > hi) return 0;
-        for (size_t j = 2; j < k; j++)
-            if ((s[i + j] & 0xC0) != 0x80) return 0;
-        i += k;
-    }
-    return 1;
-}
-
-/* trim(s) = '': DuckDB's trim() takes the Unicode space separators (Zs) only. */
-static int blank(const unsigned char *s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        const unsigned char *p = s + i;
-        size_t left = n - i;
-        if (p[0] == ' ') i += 1;
-        else if (left >= 2 && p[0] == 0xC2 && p[1] == 0xA0) i += 2;
-        else if (left < 3) return 0;
-        else if ((p[0] == 0xE1 && p[1] == 0x9A && p[2] == 0x80) || (p[0] == 0xE3 && p[1] == 0x80 && p[2] == 0x80)
-                 || (p[0] == 0xE2 && p[1] == 0x80 && (p[2] <= 0x8A || p[2] == 0xAF))
-                 || (p[0] == 0xE2 && p[1] == 0x81 && p[2] == 0x9F)) i += 3;
-        else return 0;
-    }
-    return 1;
 }
 
 /* ---- strict JSON; any doubt is a deferral (return 1) ---- */
@@ -403,9 +381,9 @@ static int settle(Job *job, size_t row, const unsigned char *s, size_t n) {
         for (int k = 0; k < p->nfield_paths[f] && pick == NULL; k++) {
             int path = p->field_paths[f][k];
             const Span *v = &job->vals[path];
-            if (v->s && !blank(v->s, v->len) && (path < p->always || job->rare_seen)) pick = v;
+            if (v->s && !is_blank(v->s, v->len) && (path < p->always || job->rare_seen)) pick = v;
         }
-        if (put(&job->cols[f + 1], row, pick ? pick->s : NULL, pick ? pick->len : 0)) return -1;
+        if (put_value(&job->cols[f + 1], row, pick ? pick->s : NULL, pick ? pick->len : 0)) return -1;
     }
     return 0;
 }
@@ -414,13 +392,14 @@ static int settle(Job *job, size_t row, const unsigned char *s, size_t n) {
 static int add_line(Job *job, const unsigned char *s, size_t n) {
     if (reserve(job)) return -1;
     size_t row = job->rows++;
-    int code = n == 0 || blank(s, n) ? BLANK : SETTLED, r = code == SETTLED ? settle(job, row, s, n) : 0;
+    int code = n == 0 || is_blank(s, n) ? BLANK : SETTLED, r = code == SETTLED ? settle(job, row, s, n) : 0;
     if (r < 0) return -1;
     job->code[row] = (int8_t)(r > 0 ? DEFERRED : code);
-    for (int f = 1; job->code[row] != SETTLED && f < NCOLS; f++) /* SQL reads a deferred line's fields */
-        if (put(&job->cols[f], row, NULL, 0)) return -1;
+    for (int f = 1; job->code[row] != SETTLED && f < TYPED_COL; f++) /* SQL reads a deferred line's fields */
+        put_null(&job->cols[f], row);
+    if (typed_fields(job, row)) return -1;
     /* every line's text: typing may still find a settled line is no record, and a skip keeps its text */
-    return put(&job->cols[0], row, n ? s : NULL, n);
+    return put_value(&job->cols[0], row, n ? s : NULL, n);
 }
 
 /* Lines end at \n, \r\n or a lone \r (as DuckDB's reader splits them); the last one may have no ending. Stops at
@@ -441,7 +420,7 @@ static void *run_job(void *arg) {
             job->flags |= F_LONE;
         }
         size_t n = line_end - i;
-        if (n > MAX_LINE || !utf8_ok(b + i, n)) job->flags |= F_DIRTY;
+        if (n > MAX_LINE || !valid_utf8(b + i, n)) job->flags |= F_DIRTY;
         else if (add_line(job, b + i, n)) job->flags |= F_NOMEM;
         i = next;
     }
@@ -500,7 +479,8 @@ static PyObject *bytes_of(const void *s, size_t n) {
     return PyBytes_FromStringAndSize(n ? (const char *)s : "", (Py_ssize_t)n);
 }
 
-/* (rows, flags, codes, [(validity, offsets, data, nulls) per column]), copied into bytes. */
+/* (rows, flags, codes, [(validity, offsets, data, nulls) per text column], (validity, data, nulls) of the
+ * timestamps), copied into bytes. */
 static PyObject *batch_of(Job *job) {
     size_t rows = job->rows;
     PyObject *columns = PyList_New(NCOLS);
@@ -514,12 +494,16 @@ static PyObject *batch_of(Job *job) {
         else PyList_SET_ITEM(columns, c, item);
     }
     if (columns == NULL) return NULL;
-    return Py_BuildValue("(niNN)", (Py_ssize_t)rows, job->flags, bytes_of(job->code, rows), columns);
+    return Py_BuildValue("(niNN(NNn))", (Py_ssize_t)rows, job->flags, bytes_of(job->code, rows), columns,
+                         bytes_of(job->ts_valid, rows ? (rows + 7) / 8 : 0), bytes_of(job->ts, rows * sizeof(int64_t)),
+                         (Py_ssize_t)job->ts_nulls);
 }
 
 static void free_job(Job *job) {
     for (int c = 0; c < NCOLS; c++) free(job->cols[c].data), free(job->cols[c].offsets), free(job->cols[c].valid);
     free(job->code);
+    free(job->ts);
+    free(job->ts_valid);
     free(job->scratch);
 }
 

@@ -131,7 +131,7 @@ unquoted AS (
 -- events.raw in a saved case: at 10M lines the text alone is several GB). A line inside an envelope (`env`)
 -- takes the envelope's time, worker (container, host or unit) and pid where the record has none. The time,
 -- recipient and msg_id come typed (ts_typed, recipient_typed, msg_id_typed): by typed_in_sql for the SQL
--- parsers, by the compiled tokenizer itself for logfmt (stage_logfmt_tokens).
+-- parsers, by the compiled readers themselves (stage_logfmt_tokens, stage_jsonl_tokens).
 -- dialect: duckdb
 typed AS (
     SELECT coalesce(ts_typed, env.ts) AS ts,
@@ -241,18 +241,31 @@ WITH lines AS (
 
 -- name: stage_jsonl_tokens
 -- JSON Lines read by the compiled reader (forensics.ingest.jsontokenizer): {ident:tokens} is its Arrow stream, one
--- row per line in file order, of the line, the canonical text columns stage_jsonl computes, and a problem code:
--- 1 a blank line, 2 a line it left to SQL (deferred), which is then read here with stage_jsonl's own expressions
--- (a CASE computes them on those rows only). Each of {list:picks} (deferred_text_column) takes the compiled
--- reader's column or, on a deferred line, the SQL's. Typed as stage_jsonl types them.
+-- row per line in file order, of the line, the canonical text columns stage_jsonl computes, a problem code
+-- (1 a blank line, 2 a line it left to SQL: deferred, which is then read here with stage_jsonl's own expressions,
+-- a CASE computing them on those rows only) and the fields it typed itself on the lines it read, as the logfmt
+-- tokenizer types them (see stage_logfmt_tokens). Each of {list:picks} (deferred_text_column) takes the compiled
+-- reader's column or, on a deferred line, the SQL's, the typed ones (carried_column) are carried through. A
+-- deferred line, and a time without a zone, are typed as stage_jsonl types them (staged rows of both paths are
+-- held equal).
 -- dialect: duckdb
--- fragments: picks=deferred_text_column
+-- fragments: picks=deferred_text_column|carried_column
 CREATE OR REPLACE TABLE {ident:staged} AS
 WITH lines AS (
     SELECT *, mm_no_envelope() AS env, problem_code = 2 AS deferred,
            CASE WHEN problem_code = 1 THEN 'blank line' END AS settled_problem
     FROM {ident:tokens}
-), {block:jsonl_texts}, {block:typed_in_sql}, {block:typed_columns}
+), {block:jsonl_texts}, unquoted AS (
+    SELECT * REPLACE (CASE WHEN ts_typed IS NOT NULL THEN ts_typed ELSE mm_ts(ts_text) END AS ts_typed,
+                      CASE WHEN deferred THEN mm_address(recipient_text) ELSE recipient_typed END AS recipient_typed,
+                      CASE WHEN deferred THEN mm_msg_id(msg_id_text) ELSE msg_id_typed END AS msg_id_typed)
+    FROM texts
+), {block:typed_columns}
+
+-- name: carried_column
+-- Template: a column of the compiled JSON Lines reader's stream carried as it is through jsonl_texts.
+-- dialect: duckdb
+{ident:column}
 
 -- name: jsonl_texts
 -- Template: the text columns of the JSON Lines `lines` (line, env, whether SQL reads it: `deferred`, and the
@@ -260,7 +273,7 @@ WITH lines AS (
 -- per object line (invalid JSON makes the extraction fail: try() gives NULL); only lines that are not objects
 -- are validated and typed. {list:picks} are the canonical text columns.
 -- dialect: duckdb
--- fragments: picks=text_column|deferred_text_column
+-- fragments: picks=text_column|deferred_text_column|carried_column
 objects AS (
     SELECT *, CASE WHEN deferred AND starts_with(ltrim(line, ' ' || chr(9) || chr(13)), '{')
                    THEN try(json_extract_string(line, :paths::VARCHAR[])) END AS vals

@@ -118,7 +118,7 @@ def postgres_schema(conn) -> None:
 
 def values(name: str) -> dict:
     """Placeholder values for a block, as the code would give them."""
-    from forensics.ingest import load
+    from forensics.ingest import jsontokenizer, load
     from forensics.ingest.fields import FieldMap
 
     query = queries.get(name)
@@ -132,8 +132,8 @@ def values(name: str) -> dict:
         found["picks"] = load.pick_columns(["ts", "timestamp", "event", "recipient"], FieldMap(), ["worker"])
     if name == "stage_jsonl_tokens":
         found["tokens"] = JSON_TOKENS
-        found["picks"] = load.pick_columns(["ts", "timestamp", "event", "recipient"], FieldMap(), ["worker"],
-                                           "deferred_text_column")
+        found["picks"] = [*load.pick_columns(["ts", "timestamp", "event", "recipient"], FieldMap(), ["worker"],
+                                             "deferred_text_column"), *jsontokenizer.carried()]
     if name == "stage_csv":
         found["picks"] = load.pick_columns(["ts", "timestamp", "event", "recipient"], FieldMap())
     if name == "create_views":

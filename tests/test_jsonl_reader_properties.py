@@ -66,6 +66,19 @@ def _strategies(clean: bool) -> tuple:
 
 CLEAN, ANY = _strategies(True), _strategies(False)
 RECORD = {"timestamp": '"2026-11-28T09:00:00Z"', "evt": '"email_sent"', "email": '"p@x.co"', "messageid": '"<m@x>"'}
+# a record's time, recipient and msg_id, typed by the compiled reader on the lines it reads: zones and offsets
+# (read in C), no zone or odd forms (left to mm_ts); addresses and msg_ids that normalisation changes
+TYPED = {"timestamp": ["2026-11-28T09:00:00Z", "2026-11-28 09:00:00.5+05:30", "2026-11-28T09:00:00.123456-08:00",
+                       "2026-11-28T09:00:00", "2026-11-28 09:00:00.1234567Z", "2026-02-30T09:00:00Z",
+                       "2026-11-28T23:59:59+14:00", " 2026-11-28T09:00:00Z", "1764320400", "2026-11-28"],
+         "email": ["P@X.Co", " p@x.co\u00a0", "\u3000<Ann@X.CO> ", "Ann <a@b.co>", "<>", "\u2028", "a@b.co>",
+                   "\ufeffQ@x.co", "x <\t B@C.co\u2000>", "é@X.co"],
+         "messageid": ["<m1@x>", " < m2@x > ", "<>", "\u3000", "m3", "<<m4>>", "\u00a0<m5@X>\u00a0", "<m6"]}
+
+
+def _typed_value(draw, key: str) -> str:
+    """One of TYPED[key] as a JSON string, its non-ASCII escaped or not."""
+    return json.dumps(draw(st.sampled_from(TYPED[key])), ensure_ascii=draw(st.booleans()))
 
 
 @st.composite
@@ -85,7 +98,8 @@ def json_line(draw) -> bytes:
     members = draw(members)
     if draw(st.integers(0, 3)):  # most lines are records, so that their fields are compared too
         at = draw(st.integers(0, len(members)))
-        members[at:at] = [(k, v) for k, v in RECORD.items() if draw(st.integers(0, 5)) and k not in dict(members)]
+        members[at:at] = [(k, _typed_value(draw, k) if k in TYPED and draw(st.booleans()) else v)
+                          for k, v in RECORD.items() if draw(st.integers(0, 5)) and k not in dict(members)]
         # and a text field kept as read (numbers, strings and literals show there as DuckDB prints them)
         field = draw(st.sampled_from(["error", "status", "agent"]))
         if field not in dict(members):
@@ -138,7 +152,7 @@ def _codes(body: bytes, keys: list[str], rare: list[str] = ()) -> list[int]:
 
     plan = jsontokenizer.plan(keys, list(rare), FieldMap())
     batches = jsontokenizer._jsonl.read(body, 0, len(body), plan.paths, plan.always, plan.fields, plan.rare, 1)
-    return [code for _rows, _flags, codes, _cols in batches for code in codes]
+    return [code for _rows, _flags, codes, _cols, _ts in batches for code in codes]
 
 
 @needs_c

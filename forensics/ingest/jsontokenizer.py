@@ -5,8 +5,9 @@ released, into the text columns queries/ingest.sql's stage_jsonl computes with j
 canonical field from the first of its JSONPaths whose value is not blank). It reads only what it can read
 exactly as DuckDB does and defers every other line (not a strict JSON object, a wanted value DuckDB prints its
 own way, a key written twice, ...: see forensics/_jsonl.c) to SQL, which reads those lines with stage_jsonl's
-own expressions (stage_jsonl_tokens). A gzipped file is read from its decompressed copy (a plain file); the
-lines inside an envelope are read by SQL as before.
+own expressions (stage_jsonl_tokens). On the lines it reads, it types the recipient, msg_id and zoned ISO time
+itself, with the logfmt tokenizer's C code (forensics/_typing.h). A gzipped file is read from its decompressed
+copy (a plain file); the lines inside an envelope are read by SQL as before.
 
 One switch for both compiled readers: MAILMORTEM_PARSER=sql forces the SQL path; =c refuses to run without them.
 """
@@ -85,18 +86,20 @@ def plan(keys: list[str], rare: list[str], field_map: FieldMap) -> Plan | None:
 def columns() -> list[str]:
     from forensics.ingest.load import TEXT_COLUMN_NAMES
 
-    return ["line", *TEXT_COLUMN_NAMES, PROBLEM_COLUMN]
+    return ["line", *TEXT_COLUMN_NAMES, *tokenizer.TYPED_TEXT_COLUMNS, PROBLEM_COLUMN, tokenizer.TS_COLUMN]
 
 
 @functools.cache
 def schema():
     import pyarrow as pa
 
-    return pa.schema([(name, pa.int8() if name == PROBLEM_COLUMN else pa.string()) for name in columns()])
+    types = {PROBLEM_COLUMN: pa.int8(), tokenizer.TS_COLUMN: pa.timestamp("us", tz="UTC")}
+    return pa.schema([(name, types.get(name, pa.string())) for name in columns()])
 
 
 def stage(con, path: str, staged: str, plan: Plan, params: dict, picks: list) -> bool:
-    """Read a plain JSON Lines file into `staged` (`params` and `picks`: stage_jsonl's, for the deferred lines).
+    """Read a plain JSON Lines file into `staged` (`params` and `picks`: stage_jsonl's, for the deferred lines,
+    then the carried() columns).
     False when its line endings mix CRLF with bare CR or LF: DuckDB's reader splits those its own way, so the
     caller reads it through the SQL path instead."""
     import pyarrow as pa
@@ -113,6 +116,15 @@ def stage(con, path: str, staged: str, plan: Plan, params: dict, picks: list) ->
     if flags[0] & _jsonl.DIRTY:
         raise tokenizer.DirtyFile("invalid utf-8 or line size over the limit")
     return not (flags[0] & _jsonl.CRLF and flags[0] & _jsonl.LONE)
+
+
+def carried() -> list:
+    """The columns the C module typed, and whether SQL reads the line, carried through stage_jsonl_tokens' texts
+    (after its picks)."""
+    import queries
+
+    return [queries.fragment("carried_column", column=column)
+            for column in ("deferred", *tokenizer.TYPED_TEXT_COLUMNS, tokenizer.TS_COLUMN)]
 
 
 def _file_batches(path: str, plan: Plan, flags: list[int]) -> Iterator:
@@ -134,22 +146,25 @@ def _file_batches(path: str, plan: Plan, flags: list[int]) -> Iterator:
             while pending:
                 pending.extend(map(submitted, itertools.islice(spans, 1)))
                 (start, end), result = pending.popleft()
-                for rows, seen, codes, cols in result.result():
+                for rows, seen, codes, cols, ts in result.result():
                     flags[0] |= seen
                     if seen & _jsonl.DIRTY or (flags[0] & _jsonl.CRLF and flags[0] & _jsonl.LONE):
                         return
                     if rows:
-                        yield _batch(rows, codes, cols)
+                        yield _batch(rows, codes, cols, ts)
                 aligned = start - start % mmap.PAGESIZE
                 mapped.madvise(mmap.MADV_DONTNEED, aligned, end - aligned)  # read once: keep RSS down
 
 
-def _batch(rows: int, codes: bytes, cols: list):
-    """The C module's buffers as Arrow arrays, without a copy."""
+def _batch(rows: int, codes: bytes, cols: list, ts: tuple):
+    """The C module's buffers as Arrow arrays, without a copy (the text columns, the codes, the timestamps)."""
     import pyarrow as pa
 
     arrays = [pa.Array.from_buffers(pa.string(), rows, [pa.py_buffer(valid), pa.py_buffer(offsets),
                                                         pa.py_buffer(data)], null_count=nulls)
               for valid, offsets, data, nulls in cols]
     arrays.append(pa.Array.from_buffers(pa.int8(), rows, [None, pa.py_buffer(codes)]))
+    ts_valid, ts_data, ts_nulls = ts
+    arrays.append(pa.Array.from_buffers(schema().field(tokenizer.TS_COLUMN).type, rows,
+                                        [pa.py_buffer(ts_valid), pa.py_buffer(ts_data)], null_count=ts_nulls))
     return pa.RecordBatch.from_arrays(arrays, schema=schema())

@@ -461,7 +461,7 @@ def _compiled_jsonl(con, source: Source, staged: str, keys: tuple[list[str], lis
         return False
     sampled, rare = keys
     plan = jsontokenizer.plan(sampled, rare, field_map)
-    picks = pick_columns(sampled, field_map, rare, "deferred_text_column")
+    picks = [*pick_columns(sampled, field_map, rare, "deferred_text_column"), *jsontokenizer.carried()]
     if plan and jsontokenizer.stage(con, source.path, staged, plan, params, picks):
         return True
     queries.run(con, "drop_staged", staged=staged)
