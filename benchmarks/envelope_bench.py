@@ -9,9 +9,10 @@ plain and the wrapped file go through the same ingest (forensics.ingest.case.loa
 envelope's unwrapping inside DuckDB, the same logfmt or JSON Lines parser, sends); the time of that, best of
 --runs in this process on a warm page cache, is compared, as wall time and as CPU time (every thread of the
 process). A ratio of 1.25 is 25 % over the plain read.
---parser chooses the logfmt parser of both reads (MAILMORTEM_PARSER): sql, the default (the SQL path, which
-every reading has), or c (the compiled tokenizer: the plain file read by it against the lines inside each
-envelope read by it; JSON Lines records take the SQL path either way).
+--parser sets MAILMORTEM_PARSER for both reads: sql, the default (the SQL path, which every reading has), or
+c (the compiled readers: a plain logfmt file read by the tokenizer against the logfmt lines inside each
+envelope read by it). JSON records inside an envelope always take the SQL path while a plain JSON Lines file
+takes the compiled JSON reader under c, so only the sql default compares like with like for --syntax jsonl.
 Classification is not timed: it reads the same tables either way. Prints a Markdown table; not a test.
 """
 
