@@ -122,21 +122,7 @@ typedef struct {
 static int reserve(Job *job) {
     if (job->rows + 1 < job->rows_cap) return 0;
     size_t cap = job->rows_cap ? job->rows_cap * 2 : 8192;
-    for (int c = 0; c < NCOLS; c++) {
-        Column *col = &job->cols[c];
-        int32_t *o = realloc(col->offsets, (cap + 1) * sizeof(int32_t));
-        if (o == NULL) return -1;
-        col->offsets = o;
-        if (job->rows_cap == 0) o[0] = 0;
-        if (grow_bitmap(&col->valid, job->rows_cap, cap)) return -1;
-    }
-    int8_t *code = realloc(job->code, cap);
-    if (code == NULL) return -1;
-    job->code = code;
-    int64_t *ts = realloc(job->ts, cap * sizeof(int64_t));
-    if (ts == NULL) return -1;
-    job->ts = ts;
-    if (grow_bitmap(&job->ts_valid, job->rows_cap, cap)) return -1;
+    if (grow_rows(job->cols, NCOLS, &job->code, &job->ts, &job->ts_valid, job->rows_cap, cap)) return -1;
     job->rows_cap = cap;
     return 0;
 }
@@ -149,8 +135,6 @@ static int put_value(Column *col, size_t row, const unsigned char *s, size_t n) 
     }
     return put(col, row, (const char *)s, n);
 }
-
-static int is_set(const uint8_t *valid, size_t row) { return valid[row / 8] >> (row % 8) & 1; }
 
 /* The columns typed here from a settled row's text (NULL on other rows: SQL types a deferred line's), as
  * stage_logfmt_tokens takes them: the recipient's normal form, the msg_id, the time when it has a zone. */

@@ -138,21 +138,7 @@ static int reserve_rows(Job *job) {
     if (need <= job->rows_cap) return 0;
     size_t cap = job->rows_cap ? job->rows_cap * 2 : 4096;
     while (cap < need) cap *= 2;
-    for (int c = 0; c < NCOLS; c++) {
-        Column *col = &job->cols[c];
-        int32_t *o = realloc(col->offsets, (cap + 1) * sizeof(int32_t));
-        if (o == NULL) return -1;
-        col->offsets = o;
-        if (grow_bitmap(&col->valid, job->rows_cap, cap)) return -1;
-        if (job->rows == 0) col->offsets[0] = 0;
-    }
-    int8_t *p = realloc(job->problem, cap);
-    if (p == NULL) return -1;
-    job->problem = p;
-    int64_t *t = realloc(job->ts, cap * sizeof(int64_t));
-    if (t == NULL) return -1;
-    job->ts = t;
-    if (grow_bitmap(&job->ts_valid, job->rows_cap, cap)) return -1;
+    if (grow_rows(job->cols, NCOLS, &job->problem, &job->ts, &job->ts_valid, job->rows_cap, cap)) return -1;
     job->rows_cap = cap;
     return 0;
 }
@@ -278,7 +264,7 @@ static int typed_fields(Job *job, size_t row) {
     for (int t = 0; t < NTYPED; t++) {
         const Column *text = &job->cols[typed_field[t] + 1];
         Column *typed = &job->cols[TYPED_COL + t];
-        if (!(text->valid[row / 8] >> (row % 8) & 1)) {
+        if (!is_set(text->valid, row)) {
             put_null(typed, row);
             continue;
         }
@@ -289,7 +275,7 @@ static int typed_fields(Job *job, size_t row) {
     }
     const Column *tc = &job->cols[TS_COL];
     int64_t us = 0;
-    if (tc->valid[row / 8] >> (row % 8) & 1
+    if (is_set(tc->valid, row)
         && iso_utc_us((const unsigned char *)tc->data + tc->offsets[row],
                       (size_t)(tc->offsets[row + 1] - tc->offsets[row]), &us))
         job->ts_valid[row / 8] |= (uint8_t)(1u << (row % 8));
@@ -366,7 +352,6 @@ static int line_fields(Job *job, size_t row, const unsigned char *s, size_t n) {
     return 0;
 }
 
-static int is_set(const uint8_t *valid, size_t row) { return valid[row / 8] >> (row % 8) & 1; }
 
 /* Whether typed_columns may make this row a skipped line (whose text it keeps): a problem found here, a time
  * not typed here (mm_ts may not read it either), or no event (trim()med empty, as no_event) and no msg_id.

@@ -40,6 +40,29 @@ static int grow_bitmap(uint8_t **bits, size_t had, size_t cap) {
     return 0;
 }
 
+static int is_set(const uint8_t *valid, size_t row) { return valid[row / 8] >> (row % 8) & 1; }
+
+/* Room for `cap` rows in a batch being built, where there was room for `had` (0: the first call, which starts
+ * each column's offsets at 0): each text column's offsets and validity, the per-row code (a logfmt line's
+ * problem, a JSON line's settled/blank/deferred), the timestamps and their validity. */
+static int grow_rows(Column *cols, int ncols, int8_t **code, int64_t **ts, uint8_t **ts_valid, size_t had,
+                     size_t cap) {
+    for (int c = 0; c < ncols; c++) {
+        int32_t *o = realloc(cols[c].offsets, (cap + 1) * sizeof(int32_t));
+        if (o == NULL) return -1;
+        cols[c].offsets = o;
+        if (had == 0) o[0] = 0;
+        if (grow_bitmap(&cols[c].valid, had, cap)) return -1;
+    }
+    int8_t *k = realloc(*code, cap);
+    if (k == NULL) return -1;
+    *code = k;
+    int64_t *t = realloc(*ts, cap * sizeof(int64_t));
+    if (t == NULL) return -1;
+    *ts = t;
+    return grow_bitmap(ts_valid, had, cap);
+}
+
 static int put(Column *col, size_t row, const char *s, size_t n) {
     if (grow((void **)&col->data, &col->cap, col->len + n, 1)) return -1;
     memcpy(col->data + col->len, s, n);
