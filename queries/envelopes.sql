@@ -35,6 +35,10 @@ CREATE OR REPLACE TEMP MACRO mm_journal_text(j) AS CASE
 -- a message that is itself a record (a JSON object or key=value pairs) rather than prose
 CREATE OR REPLACE TEMP MACRO mm_record_like(m) AS
     starts_with(ltrim(m), '{') OR regexp_matches(m, '(?:^|\s)[^\s="]+=[^\s]');
+-- `head` when it is the whole header of `line`: followed by a space or by the line's end ('' otherwise, a header
+-- run into the text: no entry of the envelope).
+CREATE OR REPLACE TEMP MACRO mm_spaced_head(line, head) AS
+    CASE WHEN length(line) = length(head) OR substring(line, length(head) + 1, 1) = ' ' THEN head ELSE '' END;
 -- The text from the first '{' of `s` on (all of `s` when it holds none): the JSON object an application's
 -- prefix may end with (mm_payload tells). A block computes it once, in a column of its own: a macro's argument
 -- is copied wherever the macro uses it, and cutting the text with strpos and a slice cost more than the rest
@@ -102,8 +106,7 @@ WITH entries AS (
     -- the fields from the short header alone (a header not followed by a space or the end is no entry), the
     -- line as the rest after that space
     SELECT line, head,
-           regexp_extract(CASE WHEN length(line) = length(head) OR substring(line, length(head) + 1, 1) = ' '
-                               THEN head ELSE '' END, '^(\S+) (stdout|stderr) ([FP])', ['ts', 'stream', 'tag']) AS m
+           regexp_extract(mm_spaced_head(line, head), '^(\S+) (stdout|stderr) ([FP])', ['ts', 'stream', 'tag']) AS m
     FROM entries
 )
 SELECT coalesce(m.stream, '') AS chain, CASE WHEN m.stream = '' THEN line ELSE substring(line, length(head) + 2) END AS text,
@@ -178,8 +181,7 @@ WITH entries AS (
     -- the fields from the header alone (one followed by neither a space nor the end is no entry), the message
     -- as the rest after that space
     SELECT line, head,
-           regexp_extract(CASE WHEN length(line) = length(head) OR substring(line, length(head) + 1, 1) = ' '
-                               THEN head ELSE '' END, '^<([0-9]{1,3})>1 (\S+) (\S+) (\S+) (\S+) ',
+           regexp_extract(mm_spaced_head(line, head), '^<([0-9]{1,3})>1 (\S+) (\S+) (\S+) (\S+) ',
                           ['pri', 'stamp', 'host', 'app', 'procid']) AS m
     FROM entries
 ), texts AS (
