@@ -14,12 +14,8 @@ One switch for both compiled readers: MAILMORTEM_PARSER=sql forces the SQL path;
 
 from __future__ import annotations
 
-import collections
 import functools
-import itertools
 import json
-import mmap
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -128,32 +124,19 @@ def carried() -> list:
 
 
 def _file_batches(path: str, plan: Plan, flags: list[int]) -> Iterator:
-    """The file's Arrow batches, range by range, read once through a memory map (pages dropped after); the next
-    range is read (GIL released) while DuckDB takes this one. Stops at a dirty range or once line endings mix
-    (the file is then read again: repaired, or by the SQL path)."""
-    from concurrent.futures import ThreadPoolExecutor
+    """The file's Arrow batches, range by range (tokenizer.mapped_ranges: the next range is read, GIL released,
+    while DuckDB takes this one). Stops at a dirty range or once line endings mix (the file is then read again:
+    repaired, or by the SQL path)."""
+    def read(buffer, start: int, end: int) -> list:
+        return _jsonl.read(buffer, start, end, plan.paths, plan.always, plan.fields, plan.rare, tokenizer.THREADS)
 
-    with open(path, "rb") as handle:
-        if os.fstat(handle.fileno()).st_size == 0:
-            return
-        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped, ThreadPoolExecutor(1) as pool:
-            def submitted(span: tuple[int, int]) -> tuple:
-                return span, pool.submit(_jsonl.read, mapped, *span, plan.paths, plan.always, plan.fields,
-                                         plan.rare, tokenizer.THREADS)
-
-            spans = iter(tokenizer._ranges(mapped))
-            pending = collections.deque(map(submitted, itertools.islice(spans, 1)))
-            while pending:
-                pending.extend(map(submitted, itertools.islice(spans, 1)))
-                (start, end), result = pending.popleft()
-                for rows, seen, codes, cols, ts in result.result():
-                    flags[0] |= seen
-                    if seen & _jsonl.DIRTY or (flags[0] & _jsonl.CRLF and flags[0] & _jsonl.LONE):
-                        return
-                    if rows:
-                        yield _batch(rows, codes, cols, ts)
-                aligned = start - start % mmap.PAGESIZE
-                mapped.madvise(mmap.MADV_DONTNEED, aligned, end - aligned)  # read once: keep RSS down
+    for result in tokenizer.mapped_ranges(path, read):
+        for rows, seen, codes, cols, ts in result:
+            flags[0] |= seen
+            if seen & _jsonl.DIRTY or (flags[0] & _jsonl.CRLF and flags[0] & _jsonl.LONE):
+                return
+            if rows:
+                yield _batch(rows, codes, cols, ts)
 
 
 def _batch(rows: int, codes: bytes, cols: list, ts: tuple):

@@ -215,7 +215,38 @@ def _into_staged(con, staged: str, batches: Iterator, keep_raw: bool) -> None:
 
 
 def _file_batches(path: str, keys: list[list[bytes]], seen: _Seen, keep_raw: bool) -> Iterator:
-    """A plain file's Arrow batches, range by range, read once through a memory map (pages dropped after)."""
+    """A plain file's Arrow batches, range by range (mapped_ranges)."""
+    return _batches(mapped_ranges(path, _reader(keys, keep_raw)), seen)
+
+
+def _tokenized(spans: Iterator[tuple], keys: list[list[bytes]], seen: _Seen, keep_raw: bool) -> Iterator:
+    """The Arrow batches of each span (buffer, start, end) in turn, the next span tokenized (GIL released) while
+    DuckDB types this one; stops at a dirty span or once line endings are mixed (the file is then read again:
+    repaired, or by the SQL path). A line's text comes only where it may be kept (keep_raw, or a line that may
+    be skipped): moving every line's text into DuckDB cost more than tokenizing it."""
+    return _batches(read_ahead(spans, _reader(keys, keep_raw)), seen)
+
+
+def _reader(keys: list[list[bytes]], keep_raw: bool) -> Callable:
+    def read(buffer, start: int, end: int) -> list:
+        return _logfmt.tokenize(buffer, start, end, keys, THREADS, keep_raw)
+    return read
+
+
+def _batches(results: Iterator[list], seen: _Seen) -> Iterator:
+    for tokens in results:
+        for rows, flags, problem, cols, ts in tokens:
+            seen.flags |= flags
+            if flags & _logfmt.DIRTY or seen.mixed_endings:  # either way the caller reads the file again
+                return
+            if rows:
+                yield _batch(rows, problem, cols, ts)
+
+
+def mapped_ranges(path: str, read: Callable[..., list]) -> Iterator[list]:
+    """What a compiled reader makes of a plain file (the logfmt tokenizer's tokens, the JSON Lines reader's
+    rows), range by range: `read(buffer, start, end)` of each range in turn (read_ahead), the file read once
+    through a memory map whose pages are dropped after each range."""
     with open(path, "rb") as handle:
         if os.fstat(handle.fileno()).st_size == 0:
             return
@@ -225,31 +256,24 @@ def _file_batches(path: str, keys: list[list[bytes]], seen: _Seen, keep_raw: boo
                 aligned = start - start % mmap.PAGESIZE
                 mapped.madvise(mmap.MADV_DONTNEED, aligned, end - aligned)  # read once: keep RSS down
 
-            yield from _tokenized(((mapped, *span) for span in _ranges(mapped)), keys, seen, keep_raw, drop)
+            yield from read_ahead(((mapped, *span) for span in _ranges(mapped)), read, drop)
 
 
-def _tokenized(spans: Iterator[tuple], keys: list[list[bytes]], seen: _Seen, keep_raw: bool,
-               done: Callable[[tuple], None] = lambda span: None) -> Iterator:
-    """The Arrow batches of each span (buffer, start, end) in turn, the next span tokenized (GIL released) while
-    DuckDB types this one; stops at a dirty span or once line endings are mixed (the file is then read again:
-    repaired, or by the SQL path). A line's text comes only where it may be kept (keep_raw, or a line that may
-    be skipped): moving every line's text into DuckDB cost more than tokenizing it."""
+def read_ahead(spans: Iterator[tuple], read: Callable[..., list],
+               done: Callable[[tuple], None] = lambda span: None) -> Iterator[list]:
+    """`read(*span)` of each span in turn, the next span read (on a thread: the C readers release the GIL) while
+    the caller takes this one's result; `done(span)` once the caller has taken it."""
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(1) as pool:
         def submitted(span: tuple) -> tuple:
-            return span, pool.submit(_logfmt.tokenize, *span, keys, THREADS, keep_raw)
+            return span, pool.submit(read, *span)
 
         pending = collections.deque(map(submitted, itertools.islice(spans, 1)))
         while pending:
             pending.extend(map(submitted, itertools.islice(spans, 1)))
-            span, tokens = pending.popleft()
-            for rows, flags, problem, cols, ts in tokens.result():
-                seen.flags |= flags
-                if flags & _logfmt.DIRTY or seen.mixed_endings:  # either way the caller reads the file again
-                    return
-                if rows:
-                    yield _batch(rows, problem, cols, ts)
+            span, result = pending.popleft()
+            yield result.result()
             done(span)
 
 
