@@ -1,7 +1,7 @@
-"""The optional compiled readers: the logfmt tokenizer and the JSON Lines reader. Without a C compiler (or
-Python's headers) the build skips them and mailmortem reads those files through the SQL path
-(forensics/ingest/tokenizer.py, forensics/ingest/jsontokenizer.py), as PyYAML and MarkupSafe do. Both include
-forensics/_typing.h (the columns and the typing they share)."""
+"""The optional compiled readers: the logfmt tokenizer, the JSON Lines reader and the Docker json-file / CRI
+unwrapper. Without a C compiler (or Python's headers) the build skips them and mailmortem reads those files through
+the SQL path (forensics/ingest/tokenizer.py, jsontokenizer.py, unwrapper.py), as PyYAML and MarkupSafe do. All
+three include forensics/_typing.h (the columns and the typing they share)."""
 
 from setuptools import Extension, setup
 
@@ -9,4 +9,5 @@ _THREADED = {"optional": True, "extra_compile_args": ["-O2", "-pthread"], "extra
              "depends": ["forensics/_typing.h"]}
 
 setup(ext_modules=[Extension("forensics._logfmt", ["forensics/_logfmt.c"], **_THREADED),
-                   Extension("forensics._jsonl", ["forensics/_jsonl.c"], **_THREADED)])
+                   Extension("forensics._jsonl", ["forensics/_jsonl.c"], **_THREADED),
+                   Extension("forensics._unwrap", ["forensics/_unwrap.c"], **_THREADED)])

@@ -281,11 +281,12 @@ def read_both(path: Path) -> tuple:
 
 @needs_c
 def test_the_lines_inside_an_envelope_go_through_the_compiled_tokenizer(tmp_path, monkeypatch):
-    from forensics.ingest import tokenizer
+    from forensics.ingest import tokenizer, unwrapper
     from forensics.simulate.envelopes import wrap
 
     staged, stage_lines = [], tokenizer.stage_lines
     monkeypatch.setattr(tokenizer, "stage_lines", lambda *args: staged.append(stage_lines(*args)) or staged[-1])
+    monkeypatch.setattr(unwrapper, "_unwrap", None)  # DuckDB takes the envelope off (tests/test_unwrapper.py: C)
     log = tmp_path / "docker.log"
     log.write_text(wrap("docker-json", [f"ts=2026-11-28T09:00:00Z {A}", "", "not a record"]), encoding="utf-8")
     sql, compiled = read_both(log)

@@ -4,7 +4,9 @@ Docker's json-file, CRI, journald, syslog, Loki, Cloud Logging, CloudWatch, Data
 prefixes of common logging frameworks all carry the record an agent wrote (logfmt or JSON) inside something
 else. Python tells which envelope a file has from its first lines; DuckDB takes every envelope off
 (queries/envelopes.sql), and the inner lines are then parsed by the file's ordinary parser, each carrying its
-envelope's time and provenance (used where the record has none).
+envelope's time and provenance (used where the record has none). A plain Docker json-file or CRI log of logfmt
+records is first offered to the compiled unwrapper (forensics.ingest.unwrapper), which gives the same staged
+rows or hands the file back here.
 """
 
 from __future__ import annotations
@@ -346,7 +348,7 @@ def _parse_inner(con, syntaxes: list[str], lines: Source, sample: list[str], sta
 
 def counts(con, staged: str, entries: int) -> tuple[int, int, int, list[int]]:
     """(lines, records, skipped, first skipped) of a staged file read through an envelope."""
-    records, skipped, first = queries.run(con, "envelope_counts", staged=staged).fetchone()
+    [(records, skipped, first)] = queries.run(con, "envelope_counts", staged=staged).fetchall()  # to its end (see load)
     return entries, records, skipped, list(first or [])
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import queries
-from forensics.ingest import envelopes, jsontokenizer, sources, tokenizer, window
+from forensics.ingest import envelopes, jsontokenizer, sources, tokenizer, unwrapper, window
 from forensics.ingest.detect import csv_header, detect_syntax, first_lines
 from forensics.ingest.envelopes import Reading
 from forensics.errors import ConfigError, InputError, ParseError
@@ -128,6 +128,21 @@ def _groups(files: list[_File]) -> list[list[_File]]:
     return [members for members in groups if len(members) > MANY_FILES]
 
 
+def _unwrapped_in_c(con, source: Source, staged: str, file: _File, field_map: FieldMap,
+                    keep_raw: bool) -> envelopes.Unwrapped | None:
+    """A Docker json-file or CRI log of logfmt records unwrapped and tokenized in C (forensics.ingest.unwrapper);
+    None when envelopes.stage is to read it."""
+    if not (isinstance(source.path, str) and unwrapper.takes(file.envelope, file.forced)):
+        return None
+
+    def keys_of(table: str, head: bytes) -> list[list[bytes]] | None:
+        keys = _tokenizer_keys(_sampled_keys(con, Source(table, source.label, False), head, "mm_unwrapped"),
+                               field_map)
+        return keys if tokenizer.fits(keys) else None
+
+    return unwrapper.stage(con, file.envelope, source.path, staged, file.forced, keys_of, keep_raw)
+
+
 def _load_file(con, file: _File, field_map: FieldMap, keep_raw: bool) -> InputSummary:
     source, head, file_id = file.source, file.head, file.file_id
     if not head:
@@ -151,7 +166,8 @@ def _load_file(con, file: _File, field_map: FieldMap, keep_raw: bool) -> InputSu
         if summary.records == 0:
             summary.note = envelopes.empty_note(source.label, file.envelope, unwrapped)
     else:
-        counts = queries.run(con, "staged_counts", {"header_line": header_line}, staged=staged).fetchone()
+        # read to the end: DuckDB refuses to register the next file's Arrow stream beside an unfinished result
+        [counts] = queries.run(con, "staged_counts", {"header_line": header_line}, staged=staged).fetchall()
         summary = _summary(source.label, file.syntax, counts)
     if repaired:
         summary.encoding = "utf-8 (repaired: invalid bytes or overlong lines)"
@@ -264,7 +280,8 @@ def _stage(con, source: Source, staged: str, file: _File, field_map: FieldMap,
                 def parse(syntax: str, lines: Source, head: bytes, into: str) -> None:
                     _PARSERS[syntax](con, lines, into, head, field_map, keep_raw, "mm_unwrapped")
 
-                unwrapped = envelopes.stage(con, file.envelope, readable, staged, file.forced, LINE_DELIM, parse)
+                unwrapped = (_unwrapped_in_c(con, readable, staged, file, field_map, keep_raw)
+                             or envelopes.stage(con, file.envelope, readable, staged, file.forced, LINE_DELIM, parse))
                 header_line = 0
             else:
                 header_line = _PARSERS[file.syntax](con, readable, staged, file.head, field_map, keep_raw)

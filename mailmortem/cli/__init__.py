@@ -83,16 +83,17 @@ def _abort(message: str, code: int) -> None:
 
 def _show_version(ctx, _param, value):
     """The version, and which logfmt and JSON Lines parsers this install reads with (the compiled ones or the SQL
-    fallback)."""
+    fallback), and what takes the Docker json-file and CRI envelopes off (the compiled unwrapper, or DuckDB)."""
     if not value or ctx.resilient_parsing:
         return
-    from forensics.ingest import jsontokenizer, tokenizer
+    from forensics.ingest import jsontokenizer, tokenizer, unwrapper
 
     try:
-        parser, json_parser = tokenizer.describe(), jsontokenizer.describe()
+        parser, json_parser, unwrapping = tokenizer.describe(), jsontokenizer.describe(), unwrapper.describe()
     except MailmortemError as exc:
         _abort(str(exc), exc.exit_code)
-    click.echo(f"mailmortem, version {__version__}\nparser: {parser}\nJSON Lines parser: {json_parser}")
+    click.echo(f"mailmortem, version {__version__}\nDocker/CRI envelopes taken off by: {unwrapping}\n"
+               f"parser: {parser}\nJSON Lines parser: {json_parser}")
     ctx.exit()
 
 

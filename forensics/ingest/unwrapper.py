@@ -1,0 +1,240 @@
+"""Docker json-file and CRI envelopes taken off in C (forensics._unwrap), their logfmt records tokenized beside.
+
+DuckDB takes every envelope off (queries/envelopes.sql); for the two container runtimes' line formats, which hold
+most of what responders are handed, that cost as much as reading the records themselves. So when the compiled
+readers are built, a plain Docker json-file or CRI log of logfmt records is read here instead: each range of the
+file (a memory map, as tokenizer.stage reads a plain file) is unwrapped and tokenized in C, GIL released, two
+halves at a time, and reaches stage_logfmt_tokens as one Arrow stream with each line's envelope (`env`) built
+beside its tokens. The staged rows are the ones the DuckDB path makes (tests hold them equal).
+
+The C module reads the common case only: at the first line it cannot read exactly as envelopes.sql does (a piece
+of a longer line, an unfinished one, a CR, invalid UTF-8, a JSON entry of another shape, ...: see
+forensics/_unwrap.c) the file goes back to the DuckDB path, as it does for JSON records, a byte-order mark, or a
+sample of keys the first range cannot hold.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import queries
+from forensics.ingest import tokenizer
+from forensics.ingest.envelopes import Found, Unwrapped, inner_syntaxes
+
+try:
+    from forensics import _unwrap
+except ImportError:  # built without a C compiler: DuckDB takes every envelope off
+    _unwrap = None
+
+KINDS = {"docker-json": "DOCKER", "cri": "CRI"}
+STREAMS = (None, "stdout", "stderr", None)  # by the C module's code: not an entry, stdout, stderr, no stream
+
+
+class _Deferred(Exception):
+    """A line the C module does not read as DuckDB does: the DuckDB path reads the file."""
+
+
+def active() -> bool:
+    """Whether Docker json-file and CRI logs are unwrapped here (with the compiled tokenizer, which reads them)."""
+    return _unwrap is not None and tokenizer.active()
+
+
+def describe() -> str:
+    """Who takes the Docker json-file and CRI envelopes off, for `mailmortem --version`."""
+    if active():
+        return "C (forensics._unwrap)"
+    return "DuckDB (no compiled unwrapper)" if _unwrap is None else "DuckDB (with the SQL parser)"
+
+
+def takes(found: Found, syntax: str | None) -> bool:
+    """Whether this file may be read here: a line format of the two runtimes, records that may be logfmt."""
+    return active() and found.name in KINDS and not found.document and syntax in (None, "logfmt")
+
+
+def stage(con, found: Found, path: str, staged: str, syntax: str | None, keys_of, keep_raw: bool
+          ) -> Unwrapped | None:
+    """Take the envelope off `path` and tokenize its logfmt records into `staged`, as envelopes.stage would;
+    `keys_of(table, head)` gives the tokenizer's keys from the inner lines in `table` (None: too many). None when
+    the file is for the DuckDB path (nothing is left in `staged` then)."""
+    with open(path, "rb") as handle:
+        if os.fstat(handle.fileno()).st_size == 0:
+            return None
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            if mapped[:3] == b"\xef\xbb\xbf":
+                return None
+            return _staged(con, found, mapped, staged, syntax, keys_of, keep_raw)
+
+
+def _staged(con, found, mapped, staged, syntax, keys_of, keep_raw) -> Unwrapped | None:
+    ranges = tokenizer._ranges(mapped)
+    kind = getattr(_unwrap, KINDS[found.name])
+    first = _unwrapped(mapped, *ranges[0], kind)
+    if first is None or (first[0] < tokenizer.SAMPLE_LINES and len(ranges) > 1):
+        return None  # deferred, or a first range too short to hold the sample of keys DuckDB's path takes
+    head_table = f"{staged}_head"
+    con.register(head_table, _head(first, found))
+    try:
+        sample = [row[0] for row in queries.run(con, "envelope_inner_sample", unwrapped=head_table).fetchall()]
+        inner = [syntax] if syntax else inner_syntaxes(sample)
+        keys = keys_of(head_table, "\n".join(sample).encode()) if inner == ["logfmt"] else None
+    finally:
+        con.unregister(head_table)
+    if keys is None:
+        return None
+    try:
+        entries = _into_staged(con, found, mapped, ranges, kind, staged, keys, keep_raw)
+    except _Deferred:
+        queries.run(con, "drop_staged", staged=staged)
+        return None
+    return Unwrapped("logfmt", entries, sample)
+
+
+def _unwrapped(buffer, start: int, end: int, kind: int):
+    """The C module's reading of one span, or None where it defers."""
+    result = _unwrap.unwrap(buffer, start, end, kind, 0)
+    return None if result[1] & _unwrap.DEFER else result
+
+
+def _head(first, found: Found):
+    """The first range's inner lines as envelope_lines has them (line, env), for the samples."""
+    import pyarrow as pa
+
+    rows, _flags, text, what, ts, line_no = first
+    lines = _text_array(rows, text)
+    env = _env(rows, what, ts, line_no, 0, found)
+    return pa.table({"line": _as_duckdb_line(lines, what), "env": env})
+
+
+def _into_staged(con, found, mapped, ranges, kind, staged, keys, keep_raw) -> int:
+    import pyarrow as pa
+
+    counted = [0]
+    name = f"{staged}_tokens"
+    reader = pa.RecordBatchReader.from_batches(_schema(), _batches(mapped, ranges, kind, keys, keep_raw, found,
+                                                                   counted))
+    con.register(name, reader)
+    try:
+        queries.script(con, "stage_logfmt_tokens", {"keep_raw": keep_raw}, staged=staged, tokens=name, env="env")
+    finally:
+        con.unregister(name)
+    return counted[0]
+
+
+def _batches(mapped, ranges, kind, keys, keep_raw, found, counted: list[int]) -> Iterator:
+    """Each half range's batch in file order: the next range unwrapped and tokenized on two threads (GIL
+    released) while DuckDB types this one."""
+    with ThreadPoolExecutor(2) as pool:
+        def submitted(span):
+            start, end = span
+            middle = _middle(mapped, start, end)
+            return [pool.submit(_read, mapped, a, b, kind, keys) for a, b in ((start, middle), (middle, end)) if a < b]
+
+        pending = [submitted(ranges[0])]
+        for index in range(len(ranges)):
+            if index + 1 < len(ranges):
+                pending.append(submitted(ranges[index + 1]))
+            for future in pending.pop(0):
+                rows, parts = future.result()
+                yield _batch(rows, parts, counted[0], keep_raw, found)
+                counted[0] += rows
+            _drop_pages(mapped, *ranges[index])
+
+
+def _middle(mapped, start: int, end: int) -> int:
+    """Just after the first line end at or past the middle of a span (its end if none)."""
+    newline = mapped.find(b"\n", (start + end) // 2, end)
+    return end if newline < 0 else newline + 1
+
+
+def _read(mapped, start: int, end: int, kind: int, keys) -> tuple[int, tuple]:
+    from forensics import _logfmt
+
+    unwrapped = _unwrapped(mapped, start, end, kind)
+    if unwrapped is None:
+        raise _Deferred
+    rows, _flags, (data, offsets), what, ts, line_no = unwrapped
+    tokens = _logfmt.tokenize_lines(data, offsets, keys)
+    if tokens[0] < rows or tokens[1] & _logfmt.DIRTY:
+        raise _Deferred  # an inner line over the tokenizer's limit
+    return rows, (unwrapped, tokens)
+
+
+def _drop_pages(mapped, start: int, end: int) -> None:
+    aligned = start - start % mmap.PAGESIZE
+    mapped.madvise(mmap.MADV_DONTNEED, aligned, end - aligned)
+
+
+def _batch(rows: int, parts, first_row: int, keep_raw: bool, found: Found):
+    """The tokens of a half range with the line and its `env`, in tokenizer.schema()'s order."""
+    import pyarrow as pa
+
+    (_rows, _flags, text, what, ts, line_no), (_n, _tflags, problem, cols, tts) = parts
+    tokens = tokenizer._batch(rows, problem, cols, tts)
+    line = _text_array(rows, text) if keep_raw else tokens.column(0)
+    arrays = [_as_duckdb_line(line, what), *tokens.columns[1:], _env(rows, what, ts, line_no, first_row, found)]
+    return pa.RecordBatch.from_arrays(arrays, schema=_schema())
+
+
+def _text_array(rows: int, text):
+    import pyarrow as pa
+
+    data, offsets = text
+    return pa.Array.from_buffers(pa.string(), rows, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def _as_duckdb_line(line, what):
+    """The line as the DuckDB path has it: an entry's empty text is '', a blank line of the file NULL (whatever
+    `line` held there: the inner text, or the tokenizer's NULL)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    empty = pc.equal(pc.binary_length(pc.fill_null(line, "")), 0)
+    if not pc.any(empty).as_py():
+        return line
+    entry = pc.not_equal(_codes(what, len(line)), 0)
+    blank = pc.if_else(entry, pa.scalar("", pa.string()), pa.scalar(None, pa.string()))
+    return pc.if_else(empty, blank, line)
+
+
+def _codes(what, rows: int):
+    import pyarrow as pa
+
+    return pa.Array.from_buffers(pa.int8(), rows, [None, pa.py_buffer(what)])
+
+
+def _env(rows: int, what, ts, line_no, first_row: int, found: Found):
+    """envelope_lines' `env` of each line: its number in the file, and for an entry its time, stream and the
+    container (and pod, for CRI) the file's path names; nothing but the number for a line that is no entry."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    codes = _codes(what, rows)
+    entry = pc.not_equal(codes, 0)
+    ts_valid, ts_data, ts_nulls = ts
+    numbers = pa.Array.from_buffers(pa.int64(), rows, [None, pa.py_buffer(line_no)])
+    params = found.params
+    unit = params.get("unit") if found.name == "cri" else None
+    container, unit = (pc.if_else(entry, pa.scalar(value, pa.string()), pa.scalar(None, pa.string()))
+                       for value in (params.get("container"), unit))
+    fields = {
+        "line_no": pc.add(numbers, first_row + 1),
+        "ts": pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), rows, [pa.py_buffer(ts_valid), pa.py_buffer(ts_data)],
+                                    null_count=ts_nulls),
+        "stream": pc.take(pa.array(STREAMS, pa.string()), codes),
+        "host": pa.nulls(rows, pa.string()), "unit": unit, "container": container,
+        "pid": pa.nulls(rows, pa.string()), "worker": pc.coalesce(container, unit),
+        "cut": pc.equal(codes, -1),
+    }
+    return pa.StructArray.from_arrays(list(fields.values()), names=list(fields))
+
+
+def _schema():
+    import pyarrow as pa
+
+    env = pa.struct([("line_no", pa.int64()), ("ts", pa.timestamp("us", tz="UTC")), ("stream", pa.string()),
+                     ("host", pa.string()), ("unit", pa.string()), ("container", pa.string()), ("pid", pa.string()),
+                     ("worker", pa.string()), ("cut", pa.bool_())])
+    return tokenizer.schema().append(pa.field("env", env))

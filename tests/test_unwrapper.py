@@ -1,0 +1,170 @@
+"""The Docker json-file and CRI envelopes taken off in C (forensics.ingest.unwrapper): every file it reads gives
+the staged rows, events, skips and summaries that DuckDB's unwrapping gives (queries/envelopes.sql, with the same
+compiled tokenizer after it, and the SQL path), and every file it cannot read exactly goes back to DuckDB."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from forensics.ingest import unwrapper
+from forensics.simulate.envelopes import wrap
+from tests.test_tokenizer_properties import SETTINGS, logfmt_line
+from tests.test_tokenizer_properties import read as read_with_parser
+
+needs_unwrapper = pytest.mark.skipif(unwrapper._unwrap is None, reason="the compiled unwrapper was not built")
+A = "ts=2026-11-28T09:00:00Z event=send campaign=c-7 step=1 email=ana@example.com msg_id=<a1@mail.example.com>"
+
+
+@pytest.fixture
+def taken(monkeypatch) -> list[bool]:
+    """Whether each read the unwrapper was asked for went through it (True) or back to DuckDB (False)."""
+    seen, stage = [], unwrapper.stage
+
+    def spied(*args):
+        result = stage(*args)
+        seen.append(result is not None)
+        return result
+
+    monkeypatch.setattr(unwrapper, "stage", spied)
+    return seen
+
+
+def read_three(path: Path) -> tuple:
+    """(SQL path, C tokenizer after DuckDB's unwrapping, C unwrapper) readings of one file."""
+    sql = read_with_parser(path, "sql")
+    kept, unwrapper._unwrap = unwrapper._unwrap, None
+    try:
+        duckdb_unwrapped = read_with_parser(path, "c")
+    finally:
+        unwrapper._unwrap = kept
+    return sql, duckdb_unwrapped, read_with_parser(path, "c")
+
+
+def _file(tmp: str, body: str, name: str = "case.log") -> Path:
+    path = Path(tmp) / name
+    path.write_text(body, encoding="utf-8")
+    return path
+
+
+@st.composite
+def container_log(draw) -> tuple[str, str]:
+    """(envelope, file): random logfmt lines, hostile values and all but none Docker would split, as Docker's
+    json-file or a CRI log writes them, with lines that are no entry of it among them."""
+    name = draw(st.sampled_from(["docker-json", "cri"]))
+    lines = [line.decode("utf-8", "replace") for line in draw(st.lists(logfmt_line(), min_size=1, max_size=25))
+             if len(line) < 16_000]
+    body = wrap(name, lines or [A]).split("\n")
+    for _ in range(draw(st.integers(0, 3))):  # not entries: passed on whole, without an envelope
+        body.insert(draw(st.integers(0, len(body) - 1)), draw(st.sampled_from(
+            ["", "not json", "{}", '{"time":"x"}', "2026-11-28T09:00:00Z stdout Fx no head", " stdout F x",
+             "2026-11-28T09:00:00Z stdin F a=b", "{\"log\":\"a=b\\n\"}", "2026-11-28T09:00:00Z stderr F:x k=v"])))
+    return name, "\n".join(body)
+
+
+@needs_unwrapper
+@pytest.mark.slow
+@SETTINGS
+@given(container_log())
+def test_a_container_log_reads_alike_unwrapped_in_c_or_in_duckdb(file):
+    name, body = file
+    with tempfile.TemporaryDirectory() as tmp:
+        sql, duckdb_unwrapped, unwrapped = read_three(_file(tmp, body))
+    assert unwrapped == duckdb_unwrapped
+    assert unwrapped == sql
+
+
+@needs_unwrapper
+@pytest.mark.parametrize("name", ["docker-json", "cri"])
+def test_a_clean_container_log_is_unwrapped_in_c(tmp_path, taken, name):
+    body = wrap(name, [A, "", "not a record", 'event=send email=b@example.com msg_id=m2 error="a \\"q\\" é"'])
+    sql, duckdb_unwrapped, unwrapped = read_three(_file(str(tmp_path), body))
+    assert taken == [True] and unwrapped == duckdb_unwrapped == sql and len(unwrapped[0]) == 2
+
+
+def docker_entry(log: str, **extra) -> str:
+    return json.dumps({"log": log, "stream": "stdout", "time": "2026-11-28T09:00:00.123456789Z", **extra},
+                      separators=(",", ":"), ensure_ascii=False)
+
+
+# What the C module leaves to DuckDB: each file is then read as DuckDB reads it.
+DEFERRED = {
+    "a piece of a long line": docker_entry("event=send email=a@example.com ") + "\n" + docker_entry("msg_id=m1\n"),
+    "an unfinished last entry": docker_entry(A + "\n") + "\n" + docker_entry("event=send"),
+    "an entry of two lines": docker_entry(A + "\nevent=send email=b@example.com msg_id=m2\n"),
+    "another key": docker_entry(A + "\n", attrs={"tag": "mailer"}),
+    "a space in the JSON": docker_entry(A + "\n").replace(',"stream"', ', "stream"'),
+    "an escaped key": docker_entry(A + "\n").replace('"stream"', '"str\\u0065am"'),
+    "a key twice": docker_entry(A + "\n")[:-1] + ',"log":"x\\n"}',
+    "a number": docker_entry(A + "\n").replace('"stdout"', "1"),
+    "another stream": docker_entry(A + "\n").replace('"stdout"', '"stdin"'),
+    "a time of another form": docker_entry(A + "\n").replace("2026-11-28T09:00:00.123456789Z", "1764320400"),
+    "a CR": docker_entry(A + "\n") + "\r\n" + docker_entry(A + "\n"),
+    "a CRI piece": "2026-11-28T09:00:00.1Z stdout P event=send\n2026-11-28T09:00:00.1Z stdout F  msg_id=m1 email=a@b.c",
+}
+
+
+@needs_unwrapper
+@pytest.mark.parametrize("case", list(DEFERRED))
+def test_what_the_c_module_cannot_read_exactly_goes_back_to_duckdb(tmp_path, taken, case):
+    sql, duckdb_unwrapped, unwrapped = read_three(_file(str(tmp_path), DEFERRED[case] + "\n"))
+    assert taken == [False] and unwrapped == duckdb_unwrapped == sql
+
+
+@needs_unwrapper
+def test_escapes_and_the_times_docker_writes_are_read_as_duckdb_reads_them(tmp_path, taken):
+    logs = [A + "\r\n", "not a record\r\n", "a\rb=c\n", 'event=send email=b@example.com msg_id=m2 error="tab\\there é \\u00e9 😀 \u2028"\n',
+            "event=send email=c@example.com msg_id=<m3@x> note=\"\\\\\" x=\\/\n", "\n"]
+    body = "\n".join(json.dumps({"time": f"2026-11-28T09:00:0{i}.{'1234567'[:i % 4 + 4]}Z", "stream": "stderr",
+                                 "log": log}, separators=(",", ":")) for i, log in enumerate(logs))
+    sql, duckdb_unwrapped, unwrapped = read_three(_file(str(tmp_path), body + "\n"))
+    assert taken == [True] and unwrapped == duckdb_unwrapped == sql and len(unwrapped[0]) == 3
+
+
+@needs_unwrapper
+def test_a_saved_case_keeps_every_line_as_duckdb_does(tmp_path, taken):
+    from forensics.ingest.case import load_case
+
+    log = _file(str(tmp_path), wrap("cri", [A, "", "not a record"]))
+
+    def staged(database: str) -> list:
+        case = load_case([str(log)], database=str(tmp_path / database))
+        rows = case.con.execute("SELECT * FROM staged_1 ORDER BY rowid").fetchall()
+        case.con.close()
+        return rows
+
+    in_c = staged("c.duckdb")
+    kept, unwrapper._unwrap = unwrapper._unwrap, None
+    try:
+        in_duckdb = staged("duckdb.duckdb")
+    finally:
+        unwrapper._unwrap = kept
+    assert taken == [True] and in_c == in_duckdb and in_c[0][-2] == A
+
+
+@needs_unwrapper
+def test_the_file_path_names_the_container_as_on_the_duckdb_path(tmp_path, taken):
+    folder = tmp_path / "containers" / ("ab12" * 16)
+    folder.mkdir(parents=True)
+    log = folder / f"{'ab12' * 16}-json.log"
+    log.write_text(wrap("docker-json", [A]), encoding="utf-8")
+    sql, duckdb_unwrapped, unwrapped = read_three(log)
+    assert taken == [True] and unwrapped == duckdb_unwrapped == sql
+    envelope = unwrapped[0][0][-1]
+    assert envelope["container"] == "ab12ab12ab12" and envelope["stream"] == "stdout"
+
+
+@needs_unwrapper
+def test_a_kubelet_log_path_names_the_pod_and_container_as_on_the_duckdb_path(tmp_path, taken):
+    folder = tmp_path / "pods" / "outreach_mailer-7d9f5_0c1d2e3f-aaaa-bbbb-cccc-123456789abc" / "mailer"
+    folder.mkdir(parents=True)
+    log = folder / "0.log"
+    log.write_text(wrap("cri", [A, "event=send email=b@example.com msg_id=m2 worker=w-2"]), encoding="utf-8")
+    sql, duckdb_unwrapped, unwrapped = read_three(log)
+    assert taken == [True] and unwrapped == duckdb_unwrapped == sql
+    assert [event[3] for event in unwrapped[0]] == ["mailer-7d9f5", "w-2"]  # the worker: the pod, else the record's
