@@ -11,8 +11,8 @@ envelope's unwrapping inside DuckDB, the same logfmt or JSON Lines parser, sends
 process). A ratio of 1.25 is 25 % over the plain read.
 --parser sets MAILMORTEM_PARSER for both reads: sql, the default (the SQL path, which every reading has), or
 c (the compiled readers: a plain logfmt file read by the tokenizer against the logfmt lines inside each
-envelope read by it). JSON records inside an envelope always take the SQL path while a plain JSON Lines file
-takes the compiled JSON reader under c, so only the sql default compares like with like for --syntax jsonl.
+envelope read by it, a plain JSON Lines file read by the compiled JSON reader against the JSON records inside
+each envelope read by it, which DuckDB hands them vector by vector).
 Classification is not timed: it reads the same tables either way. Prints a Markdown table; not a test.
 """
 
@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-# Both reads take one logfmt parser (--parser; the SQL path unless MAILMORTEM_PARSER says otherwise).
+# Both reads take one parser path (--parser; the SQL path unless MAILMORTEM_PARSER says otherwise).
 os.environ.setdefault("MAILMORTEM_PARSER", "sql")
 
 from forensics.ingest.case import load_case  # noqa: E402
@@ -53,7 +53,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--runs", type=int, default=2, help="runs of each read; the best counts (default 2)")
     p.add_argument("--workdir", type=Path, default=None, help="where the files go (default: a temp folder)")
     p.add_argument("--parser", choices=("sql", "c"), default=os.environ["MAILMORTEM_PARSER"],
-                   help="the logfmt parser of both reads (default sql, or MAILMORTEM_PARSER)")
+                   help="the parser path of both reads (default sql, or MAILMORTEM_PARSER)")
     return p.parse_args(argv)
 
 
@@ -103,7 +103,7 @@ def bench(folder: Path, syntax: str, names: list[str], count: int, runs: int) ->
 def main(argv=None) -> int:
     args = parse_args(argv)
     os.environ["MAILMORTEM_PARSER"] = args.parser
-    print(f"logfmt parser: {args.parser}", flush=True)
+    print(f"parser: {args.parser}", flush=True)
     names = list(wrap.NAMES) if args.envelopes == "all" else args.envelopes.split(",")
     header = ["| inner syntax | envelope | lines | plain s | wrapped s | wrapped / plain | plain CPU s | wrapped CPU s "
               "| CPU wrapped / plain |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]

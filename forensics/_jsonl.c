@@ -17,6 +17,9 @@
  * Runs on up to two threads with the GIL released; hands back Arrow buffers (validity, int32 offsets, data) as
  * bytes. A range holding invalid UTF-8 or an overlong line is reported dirty (the caller repairs the file as the
  * SQL path does); line-ending styles seen are reported (DuckDB's reader treats mixed ones its own way).
+ *
+ * read_lines(data, offsets, paths, always, fields, rare) reads lines given one by one instead, as an Arrow string
+ * array's buffers: the inner lines of an envelope, which DuckDB took off (see read_given).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -109,6 +112,7 @@ typedef struct {
     uint8_t *ts_valid; /* NULL where the SQL's mm_ts types ts_text instead */
     size_t ts_nulls;
     int flags;
+    int given; /* the lines came from DuckDB (read_lines): their text stays there, none is copied back */
     /* per line: the value of each path (s NULL: absent or null), when each node was last met (a key met twice in
      * one object), and room to decode escaped strings into */
     Span vals[MAX_PATHS];
@@ -372,17 +376,20 @@ static int settle(Job *job, size_t row, const unsigned char *s, size_t n) {
     return 0;
 }
 
-/* A line of valid UTF-8 as a row: settled here, blank, or deferred to SQL. */
-static int add_line(Job *job, const unsigned char *s, size_t n) {
+/* A line as a row: settled here, blank, or deferred to SQL (as is every line that is not `readable`: not valid
+ * UTF-8, which settle needs). */
+static int add_line(Job *job, const unsigned char *s, size_t n, int readable) {
     if (reserve(job)) return -1;
     size_t row = job->rows++;
-    int code = n == 0 || is_blank(s, n) ? BLANK : SETTLED, r = code == SETTLED ? settle(job, row, s, n) : 0;
+    int code = n == 0 || is_blank(s, n) ? BLANK : SETTLED;
+    int r = code != SETTLED ? 0 : readable ? settle(job, row, s, n) : 1;
     if (r < 0) return -1;
     job->code[row] = (int8_t)(r > 0 ? DEFERRED : code);
     for (int f = 1; job->code[row] != SETTLED && f < TYPED_COL; f++) /* SQL reads a deferred line's fields */
         put_null(&job->cols[f], row);
     if (typed_fields(job, row)) return -1;
     /* every line's text: typing may still find a settled line is no record, and a skip keeps its text */
+    if (job->given) return put_null(&job->cols[0], row), 0;
     return put_value(&job->cols[0], row, n ? s : NULL, n);
 }
 
@@ -405,7 +412,7 @@ static void *run_job(void *arg) {
         }
         size_t n = line_end - i;
         if (n > MAX_LINE || !valid_utf8(b + i, n)) job->flags |= F_DIRTY;
-        else if (add_line(job, b + i, n)) job->flags |= F_NOMEM;
+        else if (add_line(job, b + i, n, 1)) job->flags |= F_NOMEM;
         i = next;
     }
     return NULL;
@@ -497,7 +504,7 @@ static size_t middle(const unsigned char *b, size_t start, size_t end) {
     return nl ? (size_t)(nl - b) + 1 : end;
 }
 
-static PyObject *read_lines(PyObject *self, PyObject *args) {
+static PyObject *read_ranges(PyObject *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t start, end;
     PyObject *paths, *fields, *rare, *result = NULL;
@@ -543,9 +550,65 @@ done:
     return result;
 }
 
+/* Lines given one by one (line i is data[off[i]:off[i + 1])), read like a file's lines but not split: they
+ * hold no line end of their own (a \r in one stays in it, as in the SQL path). A line that is not valid UTF-8
+ * (a VARCHAR may hold one: a lone surrogate escape, decoded) is deferred; stops at one over MAX_LINE (F_DIRTY:
+ * rows then falls short). */
+static void read_given(Job *job, const int32_t *off, size_t rows) {
+    for (size_t i = 0; i < rows && !(job->flags & (F_DIRTY | F_NOMEM)); i++) {
+        const unsigned char *s = job->buf + off[i];
+        size_t n = (size_t)(off[i + 1] - off[i]);
+        if (n > MAX_LINE) job->flags |= F_DIRTY;
+        else if (add_line(job, s, n, valid_utf8(s, n))) job->flags |= F_NOMEM;
+    }
+}
+
+/* read_lines(data, offsets, paths, always, fields, rare) -> (rows, flags, codes, columns, ts): the lines of an
+ * Arrow string array (its data and int32 offsets), as read() reads a range's, on the calling thread (DuckDB
+ * calls it from its own threads) with the GIL released. The line column is all NULL: the text is DuckDB's. */
+static PyObject *read_lines(PyObject *self, PyObject *args) {
+    Py_buffer data, offsets;
+    PyObject *paths, *fields, *rare, *result = NULL;
+    int always;
+    if (!PyArg_ParseTuple(args, "y*y*OiOO", &data, &offsets, &paths, &always, &fields, &rare)) return NULL;
+    Plan *plan = calloc(1, sizeof(Plan));
+    Job *job = calloc(1, sizeof(Job));
+    const int32_t *off = offsets.buf;
+    size_t rows = offsets.len >= (Py_ssize_t)sizeof(int32_t) ? (size_t)offsets.len / sizeof(int32_t) - 1 : 0;
+    if (plan == NULL || job == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (offsets.len % sizeof(int32_t) || (rows && off[0] < 0) || (rows && off[rows] > data.len)) {
+        PyErr_SetString(PyExc_ValueError, "offsets: int32, rows + 1 of them, within the data");
+        goto done;
+    }
+    for (size_t i = 0; i < rows; i++)
+        if (off[i] > off[i + 1]) {
+            PyErr_SetString(PyExc_ValueError, "offsets: not ascending");
+            goto done;
+        }
+    if (read_plan(paths, always, fields, rare, plan)) goto done;
+    *job = (Job){.buf = data.buf, .plan = plan, .given = 1};
+    Py_BEGIN_ALLOW_THREADS
+    read_given(job, off, rows);
+    Py_END_ALLOW_THREADS
+    result = job->flags & F_NOMEM ? PyErr_NoMemory() : batch_of(job);
+done:
+    if (job) free_job(job);
+    free(job);
+    free(plan);
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&offsets);
+    return result;
+}
+
 static PyMethodDef methods[] = {
-    {"read", read_lines, METH_VARARGS,
+    {"read", read_ranges, METH_VARARGS,
      "read(buffer, start, end, paths, always, fields, rare, threads) -> [(rows, flags, codes, columns)] per thread"},
+    {"read_lines", read_lines, METH_VARARGS,
+     "read_lines(data, offsets, paths, always, fields, rare) -> (rows, flags, codes, columns, ts) of an Arrow "
+     "string array's lines"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -557,7 +620,7 @@ PyMODINIT_FUNC PyInit__jsonl(void) {
     if (PyModule_AddIntConstant(m, "DIRTY", F_DIRTY) || PyModule_AddIntConstant(m, "CRLF", F_CRLF)
         || PyModule_AddIntConstant(m, "LONE", F_LONE) || PyModule_AddIntConstant(m, "DEFERRED", DEFERRED)
         || PyModule_AddIntConstant(m, "BLANK", BLANK) || PyModule_AddIntConstant(m, "MAX_PATHS", MAX_PATHS)
-        || PyModule_AddIntConstant(m, "MAX_NODES", MAX_NODES)) {
+        || PyModule_AddIntConstant(m, "MAX_NODES", MAX_NODES) || PyModule_AddIntConstant(m, "MAX_LINE", MAX_LINE)) {
         Py_DECREF(m);
         return NULL;
     }

@@ -469,9 +469,10 @@ SELECT unnest(CASE WHEN starts_with(ltrim(u.line), '{') THEN j ELSE l END)
 FROM (SELECT line FROM {ident:unwrapped}) u POSITIONAL JOIN {ident:as_json} j POSITIONAL JOIN {ident:as_logfmt} l
 
 -- name: envelope_tokens
--- The inner lines of a file read through an envelope ({ident:unwrapped}) as the compiled tokenizer reads them,
--- for stage_logfmt_tokens: {ident:tokenize} is the function that hands it DuckDB's vectors of lines
--- (forensics.ingest.tokenizer.stage_lines), its columns beside each line and its envelope. A VIEW: read once.
+-- The inner lines of a file read through an envelope ({ident:unwrapped}) as a compiled reader reads them, for
+-- stage_logfmt_tokens or stage_jsonl_tokens: {ident:tokenize} is the function that hands the logfmt tokenizer or
+-- the JSON Lines reader DuckDB's vectors of lines (forensics.ingest.tokenizer.stage_lines,
+-- forensics.ingest.jsontokenizer.stage_lines), its columns beside each line and its envelope. A VIEW: read once.
 -- dialect: duckdb
 CREATE OR REPLACE TEMP VIEW {ident:tokens} AS
 SELECT line, env, unnest({ident:tokenize}(line)) FROM {ident:unwrapped}

@@ -247,12 +247,17 @@ WITH lines AS (
 -- tokenizer types them (see stage_logfmt_tokens). Each of {list:picks} (deferred_text_column) takes the compiled
 -- reader's column or, on a deferred line, the SQL's, the typed ones (carried_column) are carried through. A
 -- deferred line, and a time without a zone, are typed as stage_jsonl types them (staged rows of both paths are
--- held equal).
+-- held equal). {frag:env} is the lines' envelope: none for a file's lines, else the `env` column of the tokens
+-- (envelope_tokens).
 -- dialect: duckdb
 -- fragments: picks=deferred_text_column|carried_column
+-- fragments: env=mm_no_envelope()|env
 CREATE OR REPLACE TABLE {ident:staged} AS
 WITH lines AS (
-    SELECT *, mm_no_envelope() AS env, problem_code = 2 AS deferred,
+    SELECT line, {frag:env} AS env,
+           ts_text, event_text, worker, incarnation, campaign, step, recipient_text, candidate, msg_id_text, shard,
+           lease_text, test_id, variant, status, attempt_text, error, count_text,
+           recipient_typed, msg_id_typed, ts_typed, problem_code = 2 AS deferred,
            CASE WHEN problem_code = 1 THEN 'blank line' END AS settled_problem
     FROM {ident:tokens}
 ), {block:jsonl_texts}, unquoted AS (

@@ -142,7 +142,7 @@ def values(name: str) -> dict:
                      **load.view_parts([1], ["staged_2"], [3]))
     if name in ("records_time_range", "records_outside_window"):
         found["events"] = load.view_parts([1], ["staged_2"], [3])["events"]
-    if name == "stage_logfmt_tokens":
+    if name in ("stage_logfmt_tokens", "stage_jsonl_tokens"):
         found["env"] = "mm_no_envelope()"
     if name == "envelope_drop":
         found["relation"] = "VIEW"

@@ -17,6 +17,7 @@ from forensics.errors import ConfigError, InputError
 from forensics.ingest import envelopes
 from forensics.ingest.case import load_case
 from forensics.ingest.load import Reading
+from tests.test_jsonl_reader_properties import FIRST, json_line
 from tests.test_tokenizer_properties import SETTINGS, logfmt_line, needs_c
 from tests.test_tokenizer_properties import read as read_with_parser
 
@@ -291,3 +292,99 @@ def test_the_lines_inside_an_envelope_go_through_the_compiled_tokenizer(tmp_path
     log.write_text(wrap("docker-json", [f"ts=2026-11-28T09:00:00Z {A}", "", "not a record"]), encoding="utf-8")
     sql, compiled = read_both(log)
     assert staged == [True] and compiled == sql and len(compiled[0]) == 1
+
+
+# --- the JSON records inside an envelope on both parser paths ----------------------------------------
+
+def _json_envelopes():
+    from forensics.simulate.envelopes import LOGFMT_ONLY, NAMES
+
+    return [name for name in NAMES if name not in LOGFMT_ONLY]
+
+
+@st.composite
+def enveloped_jsonl(draw) -> tuple[str, str]:
+    """(envelope, file): random JSON lines (escapes, nesting, keys twice, numbers of every form, broken JSON,
+    blank, junk, a CR kept inside, long ones that Docker splits), now and then among logfmt ones (a journal of
+    several programs), wrapped by a platform, perhaps as its JSON document, perhaps with a last line it never
+    finished."""
+    from forensics.simulate.envelopes import DOCUMENTS, wrap
+
+    name = draw(st.sampled_from(_json_envelopes()))
+    lines = [FIRST.decode()]
+    some_logfmt = draw(st.integers(0, 3)) == 0
+    for line in draw(st.lists(st.one_of(json_line(), logfmt_line()) if some_logfmt else json_line(),
+                              min_size=1, max_size=25)):
+        text = line.decode("utf-8", "replace")
+        if draw(st.integers(0, 30)) == 0 and text.endswith("}"):  # a very long record
+            text = text[:-1] + ("" if text == "{}" else ",") + '"error":"' + "x" * 70_000 + '"}'
+        lines.append(text + draw(st.sampled_from(["", "", "", "\r"])))
+    last = draw(st.sampled_from(["", "", '{"ts":"2026-11-28T09:00:01Z","evt":"send","email":"c', FIRST.decode()]))
+    document = name in DOCUMENTS and draw(st.booleans())
+    return name, wrap(name, lines, last="" if document else last, document=document)
+
+
+@needs_c
+@pytest.mark.slow
+@SETTINGS
+@given(enveloped_jsonl())
+def test_the_json_lines_inside_an_envelope_read_alike_on_both_parser_paths(file):
+    name, body = file
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / ("000000" if name == "cloudwatch-export" else "case.log")
+        path.write_text(body, encoding="utf-8")
+        sql, compiled = read_both(path)
+    for at, part in enumerate(["events", "skips", "file summaries", "staged rows"]):
+        assert compiled[at] == sql[at], f"{part} differ"
+
+
+@needs_c
+def test_the_json_lines_inside_an_envelope_go_through_the_compiled_reader(tmp_path, monkeypatch):
+    from forensics.ingest import jsontokenizer
+    from forensics.simulate.envelopes import wrap
+
+    staged, stage_lines = [], jsontokenizer.stage_lines
+    monkeypatch.setattr(jsontokenizer, "stage_lines", lambda *args: staged.append(stage_lines(*args)) or staged[-1])
+    codes, read_lines = [], jsontokenizer._jsonl.read_lines
+    monkeypatch.setattr(jsontokenizer._jsonl, "read_lines",
+                        lambda *args: codes.extend((result := read_lines(*args))[2]) or result)
+    log = tmp_path / "docker.log"
+    log.write_text(wrap("docker-json", [json.dumps({"ts": "2026-11-28T09:00:00Z", **json.loads(B)}), "",
+                                        '{"not": "a record"', B]), encoding="utf-8")
+    sql, compiled = read_both(log)
+    assert staged == [True] and compiled == sql and len(compiled[0]) == 2
+    assert codes == [0, 1, 2, 0]  # read in C, blank, deferred to SQL, read in C (its time is the envelope's)
+
+
+@needs_c
+def test_a_journal_of_json_and_logfmt_records_reads_each_through_its_compiled_reader(tmp_path, monkeypatch):
+    from forensics.ingest import jsontokenizer, tokenizer
+    from forensics.simulate.envelopes import wrap
+
+    staged = []
+    for module in (jsontokenizer, tokenizer):
+        def spy(*args, stage_lines=module.stage_lines):
+            staged.append(stage_lines(*args))
+            return staged[-1]
+        monkeypatch.setattr(module, "stage_lines", spy)
+    log = tmp_path / "journal.json"
+    log.write_text(wrap("journald", [B, f"ts=2026-11-28T09:00:00Z {A}", "not a record", B.replace("b2", "b3")]),
+                   encoding="utf-8")
+    sql, compiled = read_both(log)
+    assert staged == [True, True] and compiled == sql and len(compiled[0]) == 3
+    assert compiled[2][0][:3] == (4, 3, 1)  # lines, records, skipped
+
+
+@needs_c
+@pytest.mark.slow
+def test_an_inner_json_line_over_the_compiled_readers_limit_sends_the_file_to_sql(tmp_path, monkeypatch):
+    from forensics.ingest import jsontokenizer
+    from forensics.simulate.envelopes import wrap
+
+    staged, stage_lines = [], jsontokenizer.stage_lines
+    monkeypatch.setattr(jsontokenizer, "stage_lines", lambda *args: staged.append(stage_lines(*args)) or staged[-1])
+    long = B[:-1] + ',"error":"' + "x" * jsontokenizer._jsonl.MAX_LINE + '"}'  # Docker writes it in pieces
+    log = tmp_path / "docker.log"
+    log.write_text(wrap("docker-json", [B, long, B.replace("b2", "b3")]), encoding="utf-8")
+    sql, compiled = read_both(log)
+    assert staged == [False] and compiled == sql and len(compiled[0]) == 3

@@ -7,7 +7,8 @@ exactly as DuckDB does and defers every other line (not a strict JSON object, a 
 own way, a key written twice, ...: see forensics/_jsonl.c) to SQL, which reads those lines with stage_jsonl's
 own expressions (stage_jsonl_tokens). On the lines it reads, it types the recipient, msg_id and zoned ISO time
 itself, with the logfmt tokenizer's C code (forensics/_typing.h). A gzipped file is read from its decompressed
-copy (a plain file); the lines inside an envelope are read by SQL as before.
+copy (a plain file). The JSON records inside an envelope, taken off by DuckDB, are read as DuckDB hands them
+over (stage_lines), as the logfmt tokenizer reads the logfmt ones.
 
 One switch for both compiled readers: MAILMORTEM_PARSER=sql forces the SQL path; =c refuses to run without them.
 """
@@ -32,7 +33,7 @@ PROBLEM_COLUMN = "problem_code"
 
 
 def active() -> bool:
-    """Whether plain JSON Lines files are read by the compiled reader."""
+    """Whether JSON Lines (plain files, and the records inside an envelope) are read by the compiled reader."""
     if tokenizer._choice() == "sql":
         return False
     if _jsonl is None and tokenizer._choice() == "c":
@@ -106,7 +107,8 @@ def stage(con, path: str, staged: str, plan: Plan, params: dict, picks: list) ->
     name = f"{staged}_tokens"
     con.register(name, pa.RecordBatchReader.from_batches(schema(), _file_batches(path, plan, flags)))
     try:
-        queries.run(con, "stage_jsonl_tokens", params, staged=staged, tokens=name, picks=picks)
+        queries.run(con, "stage_jsonl_tokens", params, staged=staged, tokens=name, picks=picks,
+                    env="mm_no_envelope()")
     finally:
         con.unregister(name)
     if flags[0] & _jsonl.DIRTY:
@@ -151,3 +153,55 @@ def _batch(rows: int, codes: bytes, cols: list, ts: tuple):
     arrays.append(pa.Array.from_buffers(schema().field(tokenizer.TS_COLUMN).type, rows,
                                         [pa.py_buffer(ts_valid), pa.py_buffer(ts_data)], null_count=ts_nulls))
     return pa.RecordBatch.from_arrays(arrays, schema=schema())
+
+
+# --- the JSON records inside an envelope ---------------------------------------------------------------
+
+
+def stage_lines(con, lines: str, staged: str, plan: Plan, params: dict, picks: list) -> bool:
+    """Read the inner lines of an envelope (`lines`: the view or table of `line` and `env` that
+    queries/envelopes.sql's envelope_lines or envelope_joined_lines made) into `staged`, each row keeping its
+    envelope, as tokenizer.stage_lines reads logfmt ones: DuckDB hands the C module each vector of lines through a
+    function of this connection and gets its columns back as a struct beside the line and its `env`; the lines it
+    defers are read by SQL there (`params` and `picks` as for stage). False when a line is over the reader's
+    limit: the caller reads the lines through the SQL path then."""
+    import queries
+
+    flags = [0]
+
+    def register(name: str) -> None:
+        register_line_reader(con, name, plan, flags)
+
+    try:
+        with tokenizer.line_tokens(con, lines, staged, register) as tokens:
+            queries.run(con, "stage_jsonl_tokens", params, staged=staged, tokens=tokens, picks=picks, env="env")
+    except Exception:
+        if flags[0] & _jsonl.DIRTY:  # raised by LongLine, wrapped by DuckDB
+            return False
+        raise
+    return True
+
+
+def register_line_reader(con, name: str, plan: Plan, flags: list[int]) -> None:
+    """The function `name` of this connection that envelope_tokens calls: a VARCHAR line in, the reader's columns
+    (but the line) out, as a struct; the flags it saw are or-ed into flags[0]."""
+    con.create_function(name, _lines_read(plan, flags), [tokenizer.duck_types(con, schema())["line"]],
+                        tokenizer.duck_struct(con, schema()), type="arrow", null_handling="special")
+
+
+def _lines_read(plan: Plan, flags: list[int]):
+    """The function DuckDB calls with a vector of inner lines: their columns (all but the line) as a struct."""
+    import pyarrow as pa
+
+    fields = list(schema())[1:]
+
+    def read(lines):
+        count, data, offsets = tokenizer.line_buffers(lines)
+        rows, seen, codes, cols, ts = _jsonl.read_lines(data, offsets, plan.paths, plan.always, plan.fields,
+                                                        plan.rare)
+        flags[0] |= seen
+        if rows < count:
+            raise tokenizer.LongLine("an inner line longer than the JSON Lines reader takes")
+        return pa.StructArray.from_arrays(_batch(rows, codes, cols, ts).columns[1:], fields=fields)
+
+    return read

@@ -463,23 +463,25 @@ def _parse_jsonl(con, source: Source, staged: str, head: bytes, field_map: Field
     pattern = '"(?:' + "|".join(re.escape(k) for k in rare) + r')"\s*:' if rare else "$^"
     params = {"paths": _json_path_texts(keys), "rare_paths": _json_path_texts(rare), "rare_keys": pattern,
               "keep_raw": keep_raw}
-    if not (reader == "mm_lines" and _compiled_jsonl(con, source, staged, (keys, rare), field_map, params)):
+    if not _compiled_jsonl(con, source, staged, (keys, rare), field_map, params, reader):
         queries.run(con, "stage_jsonl", {**_lines_of(source), **params}, staged=staged,
                     picks=pick_columns(keys, field_map, rare), lines=reader)
     return 0
 
 
 def _compiled_jsonl(con, source: Source, staged: str, keys: tuple[list[str], list[str]], field_map: FieldMap,
-                    params: dict) -> bool:
-    """Whether the compiled JSON Lines reader staged a plain file, reading `keys` (the sampled paths and the
-    rare keys). False when the SQL path is to read it: the reader is not built or switched off, takes not so
-    many paths, or finds line endings mixed (DuckDB's reader splits those its own way)."""
-    if not (isinstance(source.path, str) and jsontokenizer.active()):
+                    params: dict, reader: str) -> bool:
+    """Whether the compiled JSON Lines reader staged a plain file, or the lines inside its envelope (`reader`
+    mm_unwrapped), reading `keys` (the sampled paths and the rare keys). False when the SQL path is to read it:
+    the reader is not built or switched off, takes not so many paths, finds a file's line endings mixed (DuckDB's
+    reader splits those its own way) or an inner line over its limit."""
+    if not (isinstance(source.path, str) and jsontokenizer.active()):  # a file, or the lines inside its envelope
         return False
     sampled, rare = keys
     plan = jsontokenizer.plan(sampled, rare, field_map)
     picks = [*pick_columns(sampled, field_map, rare, "deferred_text_column"), *jsontokenizer.carried()]
-    if plan and jsontokenizer.stage(con, source.path, staged, plan, params, picks):
+    stage = jsontokenizer.stage_lines if reader == "mm_unwrapped" else jsontokenizer.stage
+    if plan and stage(con, source.path, staged, plan, params, picks):
         return True
     queries.run(con, "drop_staged", staged=staged)
     return False

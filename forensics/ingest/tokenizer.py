@@ -16,6 +16,7 @@ MAILMORTEM_PARSER=sql forces the SQL path; =c refuses to run without the compile
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import itertools
 import mmap
@@ -320,7 +321,7 @@ def _batch(rows: int, problem, cols, ts):
 
 
 class LongLine(Exception):
-    """An inner line over the tokenizer's limit (MAX_LINE): the SQL path reads the file."""
+    """An inner line over a compiled reader's limit (MAX_LINE): the SQL path reads the file."""
 
 
 def stage_lines(con, lines: str, staged: str, keys: list[list[bytes]], keep_raw: bool) -> bool:
@@ -328,66 +329,87 @@ def stage_lines(con, lines: str, staged: str, keys: list[list[bytes]], keep_raw:
     queries/envelopes.sql's envelope_lines or envelope_joined_lines made) into `staged`, each row keeping its
     envelope. DuckDB hands the tokenizer each vector of lines as an Arrow array, through a function of this
     connection called from its own threads, and gets the columns back as a struct beside the line and its
-    `env`: nothing leaves DuckDB but the lines, and the rows stay aligned. False when a line is over the
-    tokenizer's limit: the caller reads the lines through the SQL path then."""
+    `env` (line_tokens): nothing leaves DuckDB but the lines, and the rows stay aligned. False when a line is
+    over the tokenizer's limit: the caller reads the lines through the SQL path then."""
     import queries
 
-    seen, names = _Seen(), {"tokenize": f"mm_tokenize_{staged}", "tokens": f"{staged}_tokens"}
-    register_line_tokenizer(con, names["tokenize"], keys, seen)
+    seen = _Seen()
     try:
-        queries.run(con, "envelope_tokens", unwrapped=lines, **names)
-        queries.script(con, "stage_logfmt_tokens", {"keep_raw": keep_raw}, staged=staged, tokens=names["tokens"],
-                       env="env")
+        with line_tokens(con, lines, staged, lambda name: register_line_tokenizer(con, name, keys, seen)) as tokens:
+            queries.script(con, "stage_logfmt_tokens", {"keep_raw": keep_raw}, staged=staged, tokens=tokens,
+                           env="env")
     except Exception:
         if seen.flags & _logfmt.DIRTY:  # raised by LongLine, wrapped by DuckDB
             return False
         raise
+    return True
+
+
+@contextlib.contextmanager
+def line_tokens(con, lines: str, staged: str, register: Callable[[str], None]) -> Iterator[str]:
+    """The name of a view of `lines` as a compiled reader reads them (envelope_tokens), through the function
+    `register(name)` puts on the connection; the view and the function are gone afterwards."""
+    import queries
+
+    names = {"tokenize": f"mm_tokenize_{staged}", "tokens": f"{staged}_tokens"}
+    register(names["tokenize"])
+    try:
+        queries.run(con, "envelope_tokens", unwrapped=lines, **names)
+        yield names["tokens"]
     finally:
         queries.run(con, "envelope_tokens_drop", tokens=names["tokens"])
         con.remove_function(names["tokenize"])
-    return True
 
 
 def register_line_tokenizer(con, name: str, keys: list[list[bytes]], seen: _Seen) -> None:
     """The function `name` of this connection that envelope_tokens calls: a VARCHAR line in, the tokenizer's
     columns (but the line) out, as a struct."""
-    con.create_function(name, _lines_tokenized(keys, seen), [_duck_types(con)["line"]], _duck_struct(con),
-                        type="arrow", null_handling="special")
+    con.create_function(name, _lines_tokenized(keys, seen), [duck_types(con, schema())["line"]],
+                        duck_struct(con, schema()), type="arrow", null_handling="special")
 
 
 def _lines_tokenized(keys: list[list[bytes]], seen: _Seen) -> Callable:
-    """The function DuckDB calls with a vector of inner lines: their columns (all but the line) as a struct.
-    A NULL line (a blank one) is read as an empty one: both are blank, and the line itself comes from DuckDB."""
+    """The function DuckDB calls with a vector of inner lines: their columns (all but the line) as a struct."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     fields = list(schema())[1:]
 
     def tokens(lines):
-        array = lines.combine_chunks()
-        if array.type != pa.string():
-            array = array.cast(pa.string())
-        if array.null_count:
-            array = pc.fill_null(array, "")
-        _valid, offsets, data = array.buffers()
-        offsets = offsets.slice(array.offset * 4, (len(array) + 1) * 4)
-        rows, flags, problem, cols, ts = _logfmt.tokenize_lines(data or b"", offsets, keys)
+        count, data, offsets = line_buffers(lines)
+        rows, flags, problem, cols, ts = _logfmt.tokenize_lines(data, offsets, keys)
         seen.flags |= flags
-        if rows < len(array):
+        if rows < count:
             raise LongLine("an inner line longer than the tokenizer takes")
         return pa.StructArray.from_arrays(_batch(rows, problem, cols, ts).columns[1:], fields=fields)
 
     return tokens
 
 
-def _duck_types(con) -> dict:
-    """The DuckDB type of each column of the tokenizer's schema."""
-    relation = con.from_arrow(schema().empty_table())
+def line_buffers(lines) -> tuple:
+    """(count, data, offsets) of a vector of lines DuckDB hands a function (an Arrow array), as the compiled
+    readers' lines entry points take them. A NULL line (a blank one) is read as an empty one: both are blank,
+    and the line itself comes from DuckDB."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    array = lines.combine_chunks()
+    if array.type != pa.string():
+        array = array.cast(pa.string())
+    if array.null_count:
+        array = pc.fill_null(array, "")
+    _valid, offsets, data = array.buffers()
+    return len(array), data or b"", offsets.slice(array.offset * 4, (len(array) + 1) * 4)
+
+
+def duck_types(con, arrow_schema) -> dict:
+    """The DuckDB type of each column of a compiled reader's schema."""
+    relation = con.from_arrow(arrow_schema.empty_table())
     return dict(zip(relation.columns, relation.types))
 
 
-def _duck_struct(con):
+def duck_struct(con, arrow_schema):
+    """A compiled reader's columns but the line, as the DuckDB struct its lines function returns."""
     import duckdb
 
-    types = _duck_types(con)
-    return duckdb.struct_type({name: types[name] for name in columns()[1:]})
+    types = duck_types(con, arrow_schema)
+    return duckdb.struct_type({name: types[name] for name in arrow_schema.names[1:]})
