@@ -23,27 +23,50 @@
 #pragma GCC diagnostic ignored "-Wunused-function" /* the typing this reader does not need */
 #include "_typing.h"
 
-enum { K_DOCKER = 1, K_CRI = 2 };
+enum { K_DOCKER = 1, K_CRI = 2, K_TIMESTAMPED = 3, K_SYSLOG = 4, K_RSYSLOG = 5, K_JOURNALD = 6 };
 enum { E_NONE = 0, E_STDOUT = 1, E_STDERR = 2, E_NO_STREAM = 3 }; /* what a line was */
 enum { U_DEFER = 1, U_NOMEM = 2 };
+enum { C_TEXT, C_HOST, C_UNIT, C_CONTAINER, C_PID, NCOLS }; /* the columns: the text, then its provenance */
 
 typedef struct {
-    Column text; /* the text inside each line's envelope (valid everywhere: a blank line is '') */
+    Column cols[NCOLS]; /* the text inside each line's envelope (valid everywhere: a blank line is ''), then what
+                         * the line names of its host, unit, container and pid (the path's names are Python's) */
     int8_t *what;
     int64_t *ts, *line_no;
     uint8_t *ts_valid;
     size_t rows, cap, ts_nulls;
 } Out;
 
+typedef struct {
+    const unsigned char *s[NCOLS]; /* each column's value for one line (NULL: none), */
+    size_t n[NCOLS];               /* and its length */
+} Line;
+
+typedef struct {
+    int kind, year, last_month; /* a year-less syslog stamp's year, or the year before past last_month */
+    unsigned char *scratch;     /* room for one line's decoded JSON strings */
+} Reading;
+
 static int reserve(Out *o) {
     if (o->rows < o->cap) return 0;
     size_t cap = o->cap ? o->cap * 2 : 65536;
-    if (grow_rows(&o->text, 1, &o->what, &o->ts, &o->ts_valid, o->cap, cap)) return -1;
+    if (grow_rows(o->cols, NCOLS, &o->what, &o->ts, &o->ts_valid, o->cap, cap)) return -1;
     int64_t *line_no = realloc(o->line_no, cap * sizeof(int64_t));
     if (line_no == NULL) return -1;
     o->line_no = line_no, o->cap = cap;
     return 0;
 }
+
+/* A line read: its columns put, in row order. */
+static int put_line(Out *o, const Line *line) {
+    for (int c = 0; c < NCOLS; c++) {
+        if (line->s[c] == NULL && c != C_TEXT) put_null(&o->cols[c], o->rows);
+        else if (put(&o->cols[c], o->rows, line->s[c] ? (const char *)line->s[c] : "", line->n[c])) return -1;
+    }
+    return 0;
+}
+
+static void set(Line *line, int col, const unsigned char *s, size_t n) { line->s[col] = s, line->n[col] = n; }
 
 /* mm_ts of an RFC 3339 time with a zone: iso_utc_us, with DuckDB's truncation of 7 to 9 fractional digits. */
 static int time_us(const unsigned char *s, size_t n, int64_t *us) {
@@ -121,94 +144,272 @@ static long json_string(const unsigned char *s, size_t n, size_t *i, unsigned ch
     return (long)m;
 }
 
-typedef struct {
-    const unsigned char *s; /* a value's decoded text in the scratch buffer, or NULL when the key is absent */
-    size_t n;
-} Value;
+/* ---- JSON entries (Docker json-file, journald) ---- */
 
-/* {"log":"...","stream":"...","time":"..."} in any order, each key at most once: 0, or -1 to defer. */
-static int docker_entry(const unsigned char *s, size_t n, unsigned char *scratch, Value v[3]) {
-    static const char *const keys[3] = {"log", "stream", "time"};
-    size_t i = 1, used = 0;
-    memset(v, 0, 3 * sizeof(Value));
-    if (n < 2 || s[n - 1] != '}') return -1;
-    if (n == 2) return 0;
+static inline int json_space(unsigned char c) { return c == ' ' || c == '\t'; }
+
+static size_t skip_spaces(const unsigned char *s, size_t n, size_t i) {
+    while (i < n && json_space(s[i])) i++;
+    return i;
+}
+
+/* A flat JSON object of string values, s[0] being its '{': each of the `nwanted` keys' decoded value into
+ * value[k] (NULL when absent); spaces or tabs between tokens, other keys read and left. 0, or 1 to defer (any
+ * other value than a string, a wanted key twice, an escaped key, anything after the object). */
+static int json_entry(const unsigned char *s, size_t n, unsigned char *scratch, const char *const *wanted,
+                      int nwanted, const unsigned char **value, size_t *len) {
+    size_t i = skip_spaces(s, n, 1), used = 0;
+    for (int k = 0; k < nwanted; k++) value[k] = NULL;
+    if (i < n && s[i] == '}') return skip_spaces(s, n, i + 1) == n ? 0 : 1;
     for (;;) {
-        if (i >= n || s[i] != '"') return -1;
+        if (i >= n || s[i] != '"') return 1;
         const unsigned char *key_end = memchr(s + i + 1, '"', n - i - 1);
-        if (key_end == NULL || memchr(s + i + 1, '\\', (size_t)(key_end - s - i - 1))) return -1; /* escaped keys */
-        long klen = json_string(s, n, &i, scratch + used);
-        if (klen < 0 || i >= n || s[i] != ':' || ++i >= n || s[i] != '"') return -1;
-        int k = 0;
-        while (k < 3 && !(strlen(keys[k]) == (size_t)klen && memcmp(keys[k], scratch + used, (size_t)klen) == 0)) k++;
-        if (k == 3 || v[k].s) return -1;
+        if (key_end == NULL || memchr(s + i + 1, '\\', (size_t)(key_end - s - i - 1))) return 1;
+        size_t key = i + 1, klen = (size_t)(key_end - s) - key;
+        i = skip_spaces(s, n, (size_t)(key_end - s) + 1);
+        if (i >= n || s[i] != ':') return 1;
+        i = skip_spaces(s, n, i + 1);
+        if (i >= n || s[i] != '"') return 1;
         long vlen = json_string(s, n, &i, scratch + used);
-        if (vlen < 0) return -1;
-        v[k].s = scratch + used, v[k].n = (size_t)vlen;
-        used += (size_t)vlen;
-        if (i == n - 1) return 0;
-        if (s[i] != ',') return -1;
-        i++;
+        if (vlen < 0) return 1;
+        for (int k = 0; k < nwanted; k++)
+            if (strlen(wanted[k]) == klen && memcmp(wanted[k], s + key, klen) == 0) {
+                if (value[k]) return 1;
+                value[k] = scratch + used, len[k] = (size_t)vlen;
+                used += (size_t)vlen;
+            }
+        i = skip_spaces(s, n, i);
+        if (i < n && s[i] == '}') return skip_spaces(s, n, i + 1) == n ? 0 : 1;
+        if (i >= n || s[i] != ',') return 1;
+        i = skip_spaces(s, n, i + 1);
     }
 }
 
-/* One Docker json-file line: its text and what it was; 1 to defer, -1 out of memory. */
-static int docker_line(Out *o, const unsigned char *s, size_t n, unsigned char *scratch, int64_t *us, int *what) {
-    Value v[3];
-    *what = E_NONE;
-    if (n == 0 || s[0] != '{') return put(&o->text, o->rows, (const char *)s, n);
-    if (docker_entry(s, n, scratch, v)) return 1;
-    if (v[2].s == NULL) return put(&o->text, o->rows, (const char *)s, n); /* no time: no entry (the SQL's v) */
-    const Value *log = &v[0], *stream = &v[1];
-    if (log->s && (log->n == 0 || log->s[log->n - 1] != '\n')) return 1; /* a piece, or unfinished */
-    size_t len = log->s ? log->n - 1 : 0;
-    if (len && log->s[len - 1] == '\r') len--; /* a \r\n ends it too; a \r inside stays, as in the SQL */
-    if (len && memchr(log->s, '\n', len)) return 1; /* lines: envelope_lines splits them */
-    if (!time_us(v[2].s, v[2].n, us)) return 1;
-    if (stream->s == NULL) *what = E_NO_STREAM;
-    else if (stream->n == 6 && memcmp(stream->s, "stdout", 6) == 0) *what = E_STDOUT;
-    else if (stream->n == 6 && memcmp(stream->s, "stderr", 6) == 0) *what = E_STDERR;
-    else return 1;
-    return put(&o->text, o->rows, log->s ? (const char *)log->s : "", len);
+static int equals(const unsigned char *s, size_t n, const char *word) {
+    return s && n == strlen(word) && memcmp(s, word, n) == 0;
 }
 
-/* ---- CRI: `<RFC 3339> <stdout|stderr> <F|P>[:tags] <line>` ---- */
+/* Docker json-file: {"log": "...\n", "stream": "stdout", "time": RFC 3339}, compact, no other key. */
+static int docker_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
+    static const char *const keys[3] = {"log", "stream", "time"};
+    const unsigned char *v[3];
+    size_t len[3];
+    if (n == 0 || s[0] != '{') return 0;
+    if (json_entry(s, n, r->scratch, keys, 3, v, len)) return 1;
+    for (size_t i = 0; i < n; i++) /* Docker's own JSON is compact: a space outside strings is another writer's */
+        if (s[i] == '"') { while (++i < n && s[i] != '"') if (s[i] == '\\') i++; }
+        else if (json_space(s[i])) return 1;
+    if (v[2] == NULL) return 0; /* no time: no entry (the SQL's v) */
+    if (v[0] && (len[0] == 0 || v[0][len[0] - 1] != '\n')) return 1; /* a piece, or unfinished */
+    size_t text = v[0] ? len[0] - 1 : 0;
+    if (text && v[0][text - 1] == '\r') text--; /* a \r\n ends it too; a \r inside stays, as in the SQL */
+    if (text && memchr(v[0], '\n', text)) return 1; /* lines: envelope_lines splits them */
+    if (!time_us(v[2], len[2], us)) return 1;
+    if (v[1] == NULL) *what = E_NO_STREAM;
+    else if (equals(v[1], len[1], "stdout")) *what = E_STDOUT;
+    else if (equals(v[1], len[1], "stderr")) *what = E_STDERR;
+    else return 1;
+    set(line, C_TEXT, v[0] ? v[0] : (const unsigned char *)"", text);
+    return 0;
+}
+
+/* journald (`journalctl -o json`): MESSAGE, __REALTIME_TIMESTAMP (microseconds), _HOSTNAME, _SYSTEMD_UNIT or
+ * SYSLOG_IDENTIFIER, _PID, CONTAINER_NAME; a cut or partial message, or one of bytes or lines, is DuckDB's. */
+static int journald_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
+    static const char *const keys[9] = {"MESSAGE", "__REALTIME_TIMESTAMP", "_HOSTNAME", "_SYSTEMD_UNIT",
+                                        "SYSLOG_IDENTIFIER", "_PID", "CONTAINER_NAME", "_LINE_BREAK",
+                                        "CONTAINER_PARTIAL_MESSAGE"};
+    const unsigned char *v[9];
+    size_t len[9];
+    if (n == 0 || s[0] != '{') return n && s[0] == 0x1E; /* json-seq's RS: DuckDB's */
+    if (json_entry(s, n, r->scratch, keys, 9, v, len) || v[0] == NULL || v[1] == NULL) return 1;
+    if (equals(v[7], len[7], "line-max") || equals(v[7], len[7], "eof") || equals(v[8], len[8], "true")) return 1;
+    if ((len[0] && v[0][0] == '[') || memchr(v[0], '\n', len[0]) || len[1] == 0 || len[1] > 18) return 1;
+    int64_t t = 0;
+    for (size_t i = 0; i < len[1]; i++) {
+        if (v[1][i] < '0' || v[1][i] > '9') return 1;
+        t = t * 10 + (v[1][i] - '0');
+    }
+    *us = t, *what = E_NO_STREAM;
+    set(line, C_TEXT, v[0], len[0]);
+    set(line, C_HOST, v[2], len[2]);
+    if (v[3]) set(line, C_UNIT, v[3], len[3]);
+    else set(line, C_UNIT, v[4], len[4]);
+    set(line, C_CONTAINER, v[6], len[6]);
+    set(line, C_PID, v[5], len[5]);
+    return 0;
+}
+
+/* ---- text headers ---- */
 
 static inline int re2_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r'; }
+static inline int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
 
-/* One CRI line: its text and what it was; 1 to defer, -1 out of memory. */
-static int cri_line(Out *o, const unsigned char *s, size_t n, int64_t *us, int *what) {
-    *what = E_NONE;
+/* CRI: `<RFC 3339> <stdout|stderr> <F|P>[:tags] <line>` (a header run into the text is no entry). */
+static int cri_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
     size_t t = 0;
     while (t < n && !re2_space(s[t])) t++;
-    if (t == 0 || t + 9 > n || s[t] != ' ' || s[t + 7] != ' ' || (s[t + 8] != 'F' && s[t + 8] != 'P'))
-        return put(&o->text, o->rows, (const char *)s, n);
+    if (t == 0 || t + 9 > n || s[t] != ' ' || s[t + 7] != ' ' || (s[t + 8] != 'F' && s[t + 8] != 'P')) return 0;
     int out = memcmp(s + t + 1, "stdout", 6) == 0, err = memcmp(s + t + 1, "stderr", 6) == 0;
-    if (!out && !err) return put(&o->text, o->rows, (const char *)s, n);
+    if (!out && !err) return 0;
     size_t h = t + 9; /* the head's end: after [FP], and after :tags */
     if (h < n && s[h] == ':')
         while (h < n && !re2_space(s[h])) h++;
-    if (h < n && s[h] != ' ') return put(&o->text, o->rows, (const char *)s, n); /* run into the text */
+    if (h < n && s[h] != ' ') return 0;
     if (s[t + 8] == 'P' || !time_us(s, t, us)) return 1;
     *what = out ? E_STDOUT : E_STDERR;
-    return h < n ? put(&o->text, o->rows, (const char *)s + h + 1, n - h - 1) : put(&o->text, o->rows, "", 0);
+    set(line, C_TEXT, h < n ? s + h + 1 : s, h < n ? n - h - 1 : 0);
+    return 0;
+}
+
+/* `^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})`: its end, or 0 */
+static size_t rfc3339_end(const unsigned char *s, size_t n) {
+    static const char shape[] = "dddd-dd-ddTdd:dd:dd";
+    if (n < 20) return 0;
+    for (int k = 0; k < 19; k++)
+        if (shape[k] == 'd' ? !is_digit(s[k]) : s[k] != shape[k]) return 0;
+    size_t i = 19;
+    if (s[i] == '.') {
+        size_t f = ++i;
+        while (i < n && is_digit(s[i])) i++;
+        if (i == f) return 0;
+    }
+    if (i < n && s[i] == 'Z') return i + 1;
+    if (i + 3 > n || (s[i] != '+' && s[i] != '-') || !is_digit(s[i + 1]) || !is_digit(s[i + 2])) return 0;
+    i += 3;
+    if (i < n && s[i] == ':') i++;
+    return i + 2 <= n && is_digit(s[i]) && is_digit(s[i + 1]) ? i + 2 : 0;
+}
+
+/* `docker logs --timestamps` and CloudWatch's S3 export: `<RFC 3339> <line>`. */
+static int timestamped_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
+    size_t stamp = rfc3339_end(s, n);
+    if (stamp == 0 || stamp >= n || s[stamp] != ' ') return 0;
+    if (!time_us(s, stamp, us)) return 1;
+    *what = E_NO_STREAM;
+    set(line, C_TEXT, s + stamp + 1, n - stamp - 1);
+    return 0;
+}
+
+static const char MONTHS[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
+
+/* A year-less `Mmm dd hh:mm:ss` at s (its length in *end), in UTC: the year r->year, or the one before for a
+ * month past r->last_month; 0 when it is no valid date (DuckDB's strptime gives NULL: left to it). */
+static int syslog_stamp(const Reading *r, const unsigned char *s, size_t n, size_t *end, int64_t *us, int *matched) {
+    size_t i = 3;
+    *matched = 0;
+    if (n < 15 || !(s[0] >= 'A' && s[0] <= 'Z') || !(s[1] >= 'a' && s[1] <= 'z') || !(s[2] >= 'a' && s[2] <= 'z')
+        || s[3] != ' ')
+        return 0;
+    while (i < n && s[i] == ' ') i++;
+    size_t d = i;
+    while (i < n && i - d < 2 && is_digit(s[i])) i++;
+    if (i == d || i + 9 > n || s[i] != ' ' || !is_digit(s[i + 1]) || !is_digit(s[i + 2]) || s[i + 3] != ':'
+        || !is_digit(s[i + 4]) || !is_digit(s[i + 5]) || s[i + 6] != ':' || !is_digit(s[i + 7]) || !is_digit(s[i + 8]))
+        return 0;
+    *matched = 1, *end = i + 9;
+    const char *m = strstr(MONTHS, (char[4]){(char)s[0], (char)s[1], (char)s[2], 0});
+    if (m == NULL || (m - MONTHS) % 3) return 0;
+    int month = (int)(m - MONTHS) / 3 + 1, day = 0, h = (s[i + 1] - '0') * 10 + s[i + 2] - '0';
+    for (size_t k = d; k < i; k++) day = day * 10 + s[k] - '0';
+    int mi = (s[i + 4] - '0') * 10 + s[i + 5] - '0', se = (s[i + 7] - '0') * 10 + s[i + 8] - '0';
+    int year = month > r->last_month ? r->year - 1 : r->year;
+    if (day < 1 || day > days_in_month(year, month) || h > 23 || mi > 59 || se > 59) return 0;
+    *us = (days_from_civil(year, month, day) * 86400 + h * 3600 + mi * 60 + se) * 1000000;
+    return 1;
+}
+
+/* `[^\s\[:]+(?:\[[0-9]+\])?: ?` at s[i] (after the host's space): the head's end, or 0; the tag and pid. */
+static size_t syslog_tag(const unsigned char *s, size_t n, size_t i, Line *line) {
+    size_t t = i;
+    while (i < n && !re2_space(s[i]) && s[i] != '[' && s[i] != ':') i++;
+    if (i == t) return 0;
+    set(line, C_UNIT, s + t, i - t);
+    if (i < n && s[i] == '[') {
+        size_t p = ++i;
+        while (i < n && is_digit(s[i])) i++;
+        if (i == p || i >= n || s[i] != ']') return 0;
+        set(line, C_PID, s + p, i - p);
+        i++;
+    }
+    if (i >= n || s[i] != ':') return 0;
+    return i + 1 < n && s[i + 1] == ' ' ? i + 2 : i + 1;
+}
+
+/* Syslog files: `[<PRI>]Mmm dd hh:mm:ss host tag[pid]: message` (RFC 3164, read in UTC: the caller takes no
+ * other zone) and rsyslog's `<RFC 3339> host tag[pid]: message`. */
+static int syslog_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
+    size_t i = 0, stamp_end = 0;
+    int valid = 0, matched = 0;
+    if (r->kind == K_SYSLOG) {
+        if (n && s[0] == '<') {
+            size_t k = 1;
+            while (k < n && k < 4 && is_digit(s[k])) k++;
+            if (k > 1 && k < n && s[k] == '>') i = k + 1;
+        }
+        valid = syslog_stamp(r, s + i, n - i, &stamp_end, us, &matched);
+        stamp_end += i;
+    } else {
+        /* [0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+ and a zone: only the times time_us reads (others are DuckDB's) */
+        static const char shape[] = "dddd-dd-ddT";
+        matched = n > 11;
+        for (int k = 0; k < 11 && matched; k++) matched = shape[k] == 'd' ? is_digit(s[k]) : s[k] == shape[k];
+        size_t e = 11;
+        while (matched && e < n && (is_digit(s[e]) || s[e] == ':' || s[e] == '.')) e++;
+        if (matched && e < n && s[e] == 'Z') e++;
+        else if (matched && e + 3 <= n && (s[e] == '+' || s[e] == '-') && is_digit(s[e + 1]) && is_digit(s[e + 2])) {
+            size_t z = e + 3 + (e + 3 < n && s[e + 3] == ':');
+            if (z + 2 <= n && is_digit(s[z]) && is_digit(s[z + 1])) e = z + 2;
+        }
+        matched = matched && e > 11;
+        stamp_end = e;
+        valid = matched && time_us(s, e, us);
+    }
+    if (!matched || stamp_end >= n || s[stamp_end] != ' ') return 0;
+    size_t host = stamp_end + 1, h = host;
+    while (h < n && !re2_space(s[h])) h++;
+    if (h == host || h >= n || s[h] != ' ') return 0;
+    Line head = *line;
+    size_t end = syslog_tag(s, n, h + 1, &head);
+    if (end == 0) return 0;
+    if (!valid) return 1; /* an entry whose stamp DuckDB reads its own way (or not at all) */
+    *line = head, *what = E_NO_STREAM;
+    set(line, C_HOST, s + host, h - host);
+    set(line, C_TEXT, s + end, n - end);
+    return 0;
 }
 
 /* ---- the range ---- */
 
-static int unwrap_range(Out *o, const unsigned char *b, size_t i, size_t end, int kind, int64_t first_line) {
-    unsigned char *scratch = malloc(end - i + 1);
-    if (scratch == NULL) return U_NOMEM;
-    int r = 0;
-    while (i < end && r == 0) {
+typedef int (*LineReader)(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what);
+
+static LineReader reader_of(int kind) {
+    switch (kind) {
+    case K_DOCKER: return docker_line;
+    case K_CRI: return cri_line;
+    case K_TIMESTAMPED: return timestamped_line;
+    case K_SYSLOG: case K_RSYSLOG: return syslog_line;
+    case K_JOURNALD: return journald_line;
+    default: return NULL;
+    }
+}
+
+/* Each physical line of b[i:end): a line that is no entry is its own text, without provenance. */
+static int unwrap_range(Out *o, const unsigned char *b, size_t i, size_t end, Reading *r, int64_t first_line) {
+    LineReader read = reader_of(r->kind);
+    if ((r->scratch = malloc(end - i + 1)) == NULL) return U_NOMEM;
+    int result = 0;
+    while (i < end && result == 0) {
         const unsigned char *nl = memchr(b + i, '\n', end - i);
         size_t stop = nl ? (size_t)(nl - b) : end, n = stop - i;
-        if (reserve(o)) { r = U_NOMEM; break; }
+        if (reserve(o)) { result = U_NOMEM; break; }
+        if (memchr(b + i, '\r', n) || !valid_utf8(b + i, n)) { result = U_DEFER; break; }
+        Line line = {{0}, {0}};
         int64_t us = 0;
-        int what;
-        if (memchr(b + i, '\r', n) || !valid_utf8(b + i, n)) { r = U_DEFER; break; }
-        int read = kind == K_DOCKER ? docker_line(o, b + i, n, scratch, &us, &what) : cri_line(o, b + i, n, &us, &what);
-        if (read) { r = read > 0 ? U_DEFER : U_NOMEM; break; }
+        int what = E_NONE;
+        if (read(r, b + i, n, &line, &us, &what)) { result = U_DEFER; break; }
+        if (what == E_NONE) line = (Line){{b + i}, {n}};
+        if (put_line(o, &line)) { result = U_NOMEM; break; }
         o->what[o->rows] = (int8_t)what;
         o->ts[o->rows] = us;
         if (what != E_NONE) o->ts_valid[o->rows / 8] |= (uint8_t)(1u << (o->rows % 8));
@@ -217,8 +418,8 @@ static int unwrap_range(Out *o, const unsigned char *b, size_t i, size_t end, in
         o->rows++;
         i = stop + 1;
     }
-    free(scratch);
-    return r;
+    free(r->scratch);
+    return result;
 }
 
 /* ---- Python ---- */
@@ -263,51 +464,60 @@ static PyObject *block_of(void *data, Py_ssize_t size) {
 }
 
 static void free_out(Out *o) {
-    free(o->text.valid), free(o->text.offsets), free(o->text.data);
+    for (int c = 0; c < NCOLS; c++) free(o->cols[c].valid), free(o->cols[c].offsets), free(o->cols[c].data);
     free(o->what), free(o->ts), free(o->ts_valid), free(o->line_no);
 }
 
-/* unwrap(buffer, start, end, kind, first_line) -> (rows, flags, text (data, offsets), what, ts (valid, data,
- * nulls), line_no); rows is 0 and flags DEFER when the file is for DuckDB to unwrap. */
+/* A column's buffers (validity, offsets, data, nulls), the blocks owning them. */
+static PyObject *column_of(Column *col, size_t rows) {
+    return Py_BuildValue("(NNNn)", block_of(col->valid, (Py_ssize_t)((rows + 7) / 8)),
+                         block_of(col->offsets, (Py_ssize_t)((rows + 1) * sizeof(int32_t))),
+                         block_of(col->data, (Py_ssize_t)col->len), (Py_ssize_t)col->nulls);
+}
+
+/* unwrap(buffer, start, end, kind, year, last_month) -> (rows, flags, columns, what, ts (valid, data, nulls),
+ * line_no): columns are the text, host, unit, container and pid, each (valid, offsets, data, nulls); line_no
+ * counts from 0. rows is 0 and flags DEFER when the file is for DuckDB to unwrap. */
 static PyObject *unwrap(PyObject *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t start, end;
-    int kind;
-    long long first_line;
-    if (!PyArg_ParseTuple(args, "y*nniL", &view, &start, &end, &kind, &first_line)) return NULL;
-    if (start < 0 || end > view.len || start > end || (kind != K_DOCKER && kind != K_CRI)) {
+    Reading r = {0};
+    if (!PyArg_ParseTuple(args, "y*nniii", &view, &start, &end, &r.kind, &r.year, &r.last_month)) return NULL;
+    if (start < 0 || end > view.len || start > end || reader_of(r.kind) == NULL) {
         PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "unwrap: a range inside the buffer, kind DOCKER or CRI");
+        PyErr_SetString(PyExc_ValueError, "unwrap: a range inside the buffer, and a kind of this module");
         return NULL;
     }
     Out o = {0};
-    int r;
+    int result;
     Py_BEGIN_ALLOW_THREADS
-    r = unwrap_range(&o, view.buf, (size_t)start, (size_t)end, kind, (int64_t)first_line);
+    result = unwrap_range(&o, view.buf, (size_t)start, (size_t)end, &r, 0);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
-    if (r == U_NOMEM || (r == 0 && reserve(&o))) {
+    if (result == U_NOMEM || (result == 0 && reserve(&o))) {
         free_out(&o);
         return PyErr_NoMemory();
     }
-    if (r == U_DEFER) {
+    if (result == U_DEFER) {
         free_out(&o);
         return Py_BuildValue("(ni)", (Py_ssize_t)0, U_DEFER);
     }
     size_t rows = o.rows;
-    PyObject *result = Py_BuildValue("(ni(NN)N(NNn)N)", (Py_ssize_t)rows, 0,
-                                     block_of(o.text.data, (Py_ssize_t)o.text.len),
-                                     block_of(o.text.offsets, (Py_ssize_t)((rows + 1) * sizeof(int32_t))),
-                                     block_of(o.what, (Py_ssize_t)rows), block_of(o.ts_valid, (Py_ssize_t)((rows + 7) / 8)),
-                                     block_of(o.ts, (Py_ssize_t)(rows * sizeof(int64_t))), (Py_ssize_t)o.ts_nulls,
-                                     block_of(o.line_no, (Py_ssize_t)(rows * sizeof(int64_t))));
-    free(o.text.valid);
-    return result;
+    PyObject *cols = PyTuple_New(NCOLS);
+    if (cols == NULL) {
+        free_out(&o);
+        return NULL;
+    }
+    for (int c = 0; c < NCOLS; c++) PyTuple_SET_ITEM(cols, c, column_of(&o.cols[c], rows));
+    return Py_BuildValue("(niNN(NNn)N)", (Py_ssize_t)rows, 0, cols, block_of(o.what, (Py_ssize_t)rows),
+                         block_of(o.ts_valid, (Py_ssize_t)((rows + 7) / 8)),
+                         block_of(o.ts, (Py_ssize_t)(rows * sizeof(int64_t))), (Py_ssize_t)o.ts_nulls,
+                         block_of(o.line_no, (Py_ssize_t)(rows * sizeof(int64_t))));
 }
 
 static PyMethodDef methods[] = {
     {"unwrap", unwrap, METH_VARARGS,
-     "unwrap(buffer, start, end, kind, first_line) -> (rows, flags, text, what, ts, line_no) of a range's lines"},
+     "unwrap(buffer, start, end, kind, year, last_month) -> (rows, flags, columns, what, ts, line_no) of a range"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -318,6 +528,8 @@ PyMODINIT_FUNC PyInit__unwrap(void) {
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     if (PyModule_AddIntConstant(m, "DOCKER", K_DOCKER) || PyModule_AddIntConstant(m, "CRI", K_CRI)
+        || PyModule_AddIntConstant(m, "TIMESTAMPED", K_TIMESTAMPED) || PyModule_AddIntConstant(m, "SYSLOG", K_SYSLOG)
+        || PyModule_AddIntConstant(m, "RSYSLOG", K_RSYSLOG) || PyModule_AddIntConstant(m, "JOURNALD", K_JOURNALD)
         || PyModule_AddIntConstant(m, "DEFER", U_DEFER) || PyModule_AddIntConstant(m, "STDOUT", E_STDOUT)
         || PyModule_AddIntConstant(m, "STDERR", E_STDERR) || PyModule_AddIntConstant(m, "NO_STREAM", E_NO_STREAM)) {
         Py_DECREF(m);

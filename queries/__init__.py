@@ -61,9 +61,12 @@ def rows(conn, name: str, params: dict | None = None, **values) -> list[dict]:
 
 
 def one(conn, name: str, params: dict | None = None, **values) -> dict | None:
-    """The first row of a block's result as a dict, or None."""
+    """The first row of a block's result as a dict, or None. The result is read to its end: DuckDB refuses to
+    register an Arrow stream (the compiled readers') beside an unfinished one."""
     cursor = run(conn, name, params, **values)
     row = cursor.fetchone()
+    if row is not None:
+        cursor.fetchall()
     return None if row is None else dict(zip([d[0] for d in cursor.description], row))
 
 

@@ -1,10 +1,12 @@
-"""The Docker json-file and CRI envelopes taken off in C (forensics.ingest.unwrapper): every file it reads gives
+"""Line envelopes taken off in C (forensics.ingest.unwrapper: Docker json-file, CRI, docker logs --timestamps,
+CloudWatch's S3 export, syslog, rsyslog, journald): every file it reads gives
 the staged rows, events, skips and summaries that DuckDB's unwrapping gives (queries/envelopes.sql, with the same
 compiled tokenizer after it, and the SQL path), and every file it cannot read exactly goes back to DuckDB."""
 
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from forensics.ingest import unwrapper
+from forensics.ingest.case import load_case
 from forensics.simulate.envelopes import wrap
 from tests.test_tokenizer_properties import SETTINGS, logfmt_line
 from tests.test_tokenizer_properties import read as read_with_parser
@@ -53,37 +56,42 @@ def _file(tmp: str, body: str, name: str = "case.log") -> Path:
 
 
 @st.composite
-def container_log(draw) -> tuple[str, str]:
-    """(envelope, file): random logfmt lines, hostile values and all but none Docker would split, as Docker's
-    json-file or a CRI log writes them, with lines that are no entry of it among them."""
-    name = draw(st.sampled_from(["docker-json", "cri"]))
+def line_log(draw) -> tuple[str, str]:
+    """(envelope, file): random logfmt lines, hostile values and all but none Docker would split, as one of the
+    platforms the C module reads writes them, with lines that are no entry of it among them."""
+    name = draw(st.sampled_from(sorted(unwrapper.KINDS)))
     lines = [line.decode("utf-8", "replace") for line in draw(st.lists(logfmt_line(), min_size=1, max_size=25))
              if len(line) < 16_000]
     body = wrap(name, lines or [A]).split("\n")
     for _ in range(draw(st.integers(0, 3))):  # not entries: passed on whole, without an envelope
         body.insert(draw(st.integers(0, len(body) - 1)), draw(st.sampled_from(
             ["", "not json", "{}", '{"time":"x"}', "2026-11-28T09:00:00Z stdout Fx no head", " stdout F x",
-             "2026-11-28T09:00:00Z stdin F a=b", "{\"log\":\"a=b\\n\"}", "2026-11-28T09:00:00Z stderr F:x k=v"])))
+             "2026-11-28T09:00:00Z stdin F a=b", "{\"log\":\"a=b\\n\"}", "2026-11-28T09:00:00Z stderr F:x k=v",
+             "2026-11-28T09:00:00Z", "2026-11-28T09:00:00+0100 a=b", "2026-11-28T09:00:00. a=b",
+             "Nov 28 09:21:26 host", "<13>Nov  2 09:21:26 h app: a=b", "Nov 28 09:21:26 h app[x]: a=b",
+             "2026-11-28T09:21:26Z h app[7] a=b", "Nov 128 09:21:26 h a: b=c", '{"MESSAGE":"a=b"}'])))
     return name, "\n".join(body)
 
 
 @needs_unwrapper
 @pytest.mark.slow
 @SETTINGS
-@given(container_log())
-def test_a_container_log_reads_alike_unwrapped_in_c_or_in_duckdb(file):
+@given(line_log())
+def test_a_line_envelope_reads_alike_unwrapped_in_c_or_in_duckdb(file):
     name, body = file
     with tempfile.TemporaryDirectory() as tmp:
-        sql, duckdb_unwrapped, unwrapped = read_three(_file(tmp, body))
+        sql, duckdb_unwrapped, unwrapped = read_three(_file(tmp, body, "000000" if name == "cloudwatch-export"
+                                                             else "case.log"))
     assert unwrapped == duckdb_unwrapped
     assert unwrapped == sql
 
 
 @needs_unwrapper
-@pytest.mark.parametrize("name", ["docker-json", "cri"])
-def test_a_clean_container_log_is_unwrapped_in_c(tmp_path, taken, name):
+@pytest.mark.parametrize("name", sorted(unwrapper.KINDS))
+def test_a_clean_log_of_each_line_envelope_is_unwrapped_in_c(tmp_path, taken, name):
     body = wrap(name, [A, "", "not a record", 'event=send email=b@example.com msg_id=m2 error="a \\"q\\" é"'])
-    sql, duckdb_unwrapped, unwrapped = read_three(_file(str(tmp_path), body))
+    sql, duckdb_unwrapped, unwrapped = read_three(_file(str(tmp_path), body, "000000" if name == "cloudwatch-export"
+                                                        else "case.log"))
     assert taken == [True] and unwrapped == duckdb_unwrapped == sql and len(unwrapped[0]) == 2
 
 
@@ -106,6 +114,18 @@ DEFERRED = {
     "a time of another form": docker_entry(A + "\n").replace("2026-11-28T09:00:00.123456789Z", "1764320400"),
     "a CR": docker_entry(A + "\n") + "\r\n" + docker_entry(A + "\n"),
     "a CRI piece": "2026-11-28T09:00:00.1Z stdout P event=send\n2026-11-28T09:00:00.1Z stdout F  msg_id=m1 email=a@b.c",
+    "a time of ten digits": "2026-11-28T09:00:00.123456789Z " + A + "\n2026-11-28T09:00:00.1234567891Z " + A,
+    "a syslog date that is none": "Feb 30 09:21:26 host app[1]: " + A,
+    "an rsyslog time DuckDB reads its own way": "2026-11-28T09:21:26.1234567890123+00:00 host app: " + A,
+    "a cut journald message": json.dumps({"__REALTIME_TIMESTAMP": "1764321686123456", "MESSAGE": A,
+                                          "_LINE_BREAK": "eof"}),
+    "a journald message of bytes": json.dumps({"__REALTIME_TIMESTAMP": "1764321686123456",
+                                               "MESSAGE": [101, 118, 101, 110, 116, 61, 120]}),
+    "a journald entry without its time": json.dumps({"__REALTIME_TIMESTAMP": "1764321686123456", "MESSAGE": A})
+                                         + "\n" + json.dumps({"MESSAGE": A, "_HOSTNAME": "h"}),
+    "a journald message of two lines": json.dumps({"__REALTIME_TIMESTAMP": "1764321686123456",
+                                                   "MESSAGE": A + "\n" + A}),
+    "json-seq": "\x1e" + json.dumps({"__REALTIME_TIMESTAMP": "1764321686123456", "MESSAGE": A}),
 }
 
 
@@ -168,3 +188,33 @@ def test_a_kubelet_log_path_names_the_pod_and_container_as_on_the_duckdb_path(tm
     sql, duckdb_unwrapped, unwrapped = read_three(log)
     assert taken == [True] and unwrapped == duckdb_unwrapped == sql
     assert [event[3] for event in unwrapped[0]] == ["mailer-7d9f5", "w-2"]  # the worker: the pod, else the record's
+
+
+@needs_unwrapper
+def test_a_syslog_stamp_takes_the_year_before_for_a_month_past_the_files_last(tmp_path, taken):
+    from forensics.ingest.load import Reading
+    from tests.test_tokenizer_properties import parser
+
+    log = _file(str(tmp_path), "Dec 31 23:59:59 host app[7]: " + A.replace("ts=2026-11-28T09:00:00Z ", "") + "\n"
+                + "Jan  1 00:00:01 host app[7]: event=send email=b@example.com msg_id=m2\n")
+    os.utime(log, (1767225601, 1767225601))  # modified 2026-01-01: December was 2025's
+    sql, duckdb_unwrapped, unwrapped = read_three(log)
+    assert taken == [True] and unwrapped == duckdb_unwrapped == sql
+    assert [event[1].year for event in unwrapped[0]] == [2025, 2026]
+    assert unwrapped[0][0][-1] == {"ts": unwrapped[0][0][1], "stream": None, "host": "host", "unit": "app",
+                                   "container": None, "pid": "7"}
+    with parser("c"):
+        load_case([str(log)], reading=Reading(tz="Europe/Berlin"))
+    assert taken == [True, ]  # a zone-less stamp read in another zone than UTC is DuckDB's: not asked at all
+
+
+@needs_unwrapper
+def test_a_journald_entry_names_its_host_unit_and_pid_as_on_the_duckdb_path(tmp_path, taken):
+    entries = [{"__REALTIME_TIMESTAMP": "1764321686123456", "MESSAGE": A, "_HOSTNAME": "mail-1", "_PID": "812",
+                "SYSLOG_IDENTIFIER": "mailer", "PRIORITY": "6", "__CURSOR": "s=1;i=2"},
+               {"__REALTIME_TIMESTAMP": "1764321687000000", "MESSAGE": "event=send email=b@example.com msg_id=m2",
+                "_SYSTEMD_UNIT": "mailer.service", "SYSLOG_IDENTIFIER": "mailer", "CONTAINER_NAME": "c-1"}]
+    log = _file(str(tmp_path), "\n".join(json.dumps(e) for e in entries) + "\n")
+    sql, duckdb_unwrapped, unwrapped = read_three(log)
+    assert taken == [True] and unwrapped == duckdb_unwrapped == sql
+    assert [event[3] for event in unwrapped[0]] == ["mail-1", "c-1"]  # the worker: container, host, unit

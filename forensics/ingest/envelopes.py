@@ -225,7 +225,7 @@ def of_file(path: str, head: bytes, syntax: str | None, reading: Reading) -> Fou
         found = None if syntax == "csv" else detect_envelope(head, path)
     if found and syntax == "csv":
         raise ConfigError("--syntax csv: CSV is not read inside an envelope (records inside one are logfmt or JSON)")
-    return file_params(found, path, reading.year) if found else None
+    return file_params(found, path, reading.year, reading.tz) if found else None
 
 
 def check_zone(con, zone: str) -> None:
@@ -251,9 +251,10 @@ _CONTAINER_LINK = re.compile(r"containers/([^/_]+)_[^/_]+_(.+)-[0-9a-f]{64}\.log
 _S3_STREAM = re.compile(r"([^/]+)/\d+(?:\.gz)?$")
 
 
-def file_params(found: Found, path: str, year: int | None) -> Found:
+def file_params(found: Found, path: str, year: int | None, tz: str = "UTC") -> Found:
     """The envelope with what the file's path and age say: its container (Docker's id, the pod of a kubelet
-    log, a CloudWatch export's stream), a kubelet log's container name, and the year of stamps that lack one."""
+    log, a CloudWatch export's stream), a kubelet log's container name, and the year of stamps that lack one
+    (and the zone they are read in, --tz)."""
     container = unit = None
     if match := _DOCKER_PATH.search(path):
         container = match.group(1)[:12]
@@ -262,7 +263,7 @@ def file_params(found: Found, path: str, year: int | None) -> Found:
     elif found.name in ("cloudwatch", "cloudwatch-export") and (match := _S3_STREAM.search(path)):
         container = match.group(1)
     stamp_year, last_month = year_rule(path, year)
-    params = {"container": container, "unit": unit, "year": stamp_year, "last_month": last_month}
+    params = {"container": container, "unit": unit, "year": stamp_year, "last_month": last_month, "tz": tz}
     return Found(found.envelope, found.document, params)
 
 

@@ -1,8 +1,9 @@
-"""Docker json-file and CRI envelopes taken off in C (forensics._unwrap), their logfmt records tokenized beside.
+"""Line envelopes taken off in C (forensics._unwrap): Docker json-file, CRI, `docker logs --timestamps`, CloudWatch's
+S3 export, syslog (RFC 3164 and rsyslog's format) and journald JSON, their logfmt records tokenized beside.
 
-DuckDB takes every envelope off (queries/envelopes.sql); for the two container runtimes' line formats, which hold
-most of what responders are handed, that cost as much as reading the records themselves. So when the compiled
-readers are built, a plain Docker json-file or CRI log of logfmt records is read here instead: each range of the
+DuckDB takes every envelope off (queries/envelopes.sql); for the line formats of the container runtimes, syslog and
+journald, which hold most of what responders are handed, that cost as much as reading the records themselves. So
+when the compiled readers are built, a plain file of logfmt records in one of them is read here instead: each range of the
 file (a memory map, as tokenizer.stage reads a plain file) is unwrapped and tokenized in C, GIL released, two
 halves at a time, and reaches stage_logfmt_tokens as one Arrow stream with each line's envelope (`env`) built
 beside its tokens. The staged rows are the ones the DuckDB path makes (tests hold them equal).
@@ -29,7 +30,12 @@ try:
 except ImportError:  # built without a C compiler: DuckDB takes every envelope off
     _unwrap = None
 
-KINDS = {"docker-json": "DOCKER", "cri": "CRI"}
+KINDS = {"docker-json": "DOCKER", "cri": "CRI", "docker-logs": "TIMESTAMPED", "cloudwatch-export": "TIMESTAMPED",
+         "syslog": "SYSLOG", "rsyslog": "RSYSLOG", "journald": "JOURNALD"}
+# what the file's path names (envelopes.file_params) rather than the line, by envelope: as queries/envelopes.sql
+FROM_PATH = {"docker-json": ("container",), "cri": ("container", "unit"), "docker-logs": ("container",),
+             "cloudwatch-export": ("container",)}
+PROVENANCE = ("host", "unit", "container", "pid")
 STREAMS = (None, "stdout", "stderr", None)  # by the C module's code: not an entry, stdout, stderr, no stream
 
 
@@ -50,8 +56,10 @@ def describe() -> str:
 
 
 def takes(found: Found, syntax: str | None) -> bool:
-    """Whether this file may be read here: a line format of the two runtimes, records that may be logfmt."""
-    return active() and found.name in KINDS and not found.document and syntax in (None, "logfmt")
+    """Whether this file may be read here: a line format the C module reads, records that may be logfmt, and
+    times without a zone (RFC 3164's) read in UTC (another --tz is DuckDB's)."""
+    zone_less = found.name == "syslog" and found.params.get("tz", "UTC") != "UTC"
+    return active() and found.name in KINDS and not found.document and syntax in (None, "logfmt") and not zone_less
 
 
 def stage(con, found: Found, path: str, staged: str, syntax: str | None, keys_of, keep_raw: bool
@@ -71,7 +79,7 @@ def stage(con, found: Found, path: str, staged: str, syntax: str | None, keys_of
 def _staged(con, found, mapped, staged, syntax, keys_of, keep_raw) -> Unwrapped | None:
     ranges = tokenizer._ranges(mapped)
     kind = getattr(_unwrap, KINDS[found.name])
-    first = _unwrapped(mapped, *ranges[0], kind)
+    first = _unwrapped(mapped, *ranges[0], kind, found)
     if first is None or (first[0] < tokenizer.SAMPLE_LINES and len(ranges) > 1):
         return None  # deferred, or a first range too short to hold the sample of keys DuckDB's path takes
     head_table = f"{staged}_head"
@@ -92,9 +100,10 @@ def _staged(con, found, mapped, staged, syntax, keys_of, keep_raw) -> Unwrapped 
     return Unwrapped("logfmt", entries, sample)
 
 
-def _unwrapped(buffer, start: int, end: int, kind: int):
+def _unwrapped(buffer, start: int, end: int, kind: int, found: Found):
     """The C module's reading of one span, or None where it defers."""
-    result = _unwrap.unwrap(buffer, start, end, kind, 0)
+    params = found.params
+    result = _unwrap.unwrap(buffer, start, end, kind, params.get("year") or 0, params.get("last_month") or 12)
     return None if result[1] & _unwrap.DEFER else result
 
 
@@ -102,9 +111,9 @@ def _head(first, found: Found):
     """The first range's inner lines as envelope_lines has them (line, env), for the samples."""
     import pyarrow as pa
 
-    rows, _flags, text, what, ts, line_no = first
-    lines = _text_array(rows, text)
-    env = _env(rows, what, ts, line_no, 0, found)
+    rows, _flags, cols, what, ts, line_no = first
+    lines = _text_array(rows, cols[0])
+    env = _env(rows, cols, what, ts, line_no, 0, found)
     return pa.table({"line": _as_duckdb_line(lines, what), "env": env})
 
 
@@ -130,7 +139,8 @@ def _batches(mapped, ranges, kind, keys, keep_raw, found, counted: list[int]) ->
         def submitted(span):
             start, end = span
             middle = _middle(mapped, start, end)
-            return [pool.submit(_read, mapped, a, b, kind, keys) for a, b in ((start, middle), (middle, end)) if a < b]
+            return [pool.submit(_read, mapped, a, b, kind, keys, found) for a, b in ((start, middle), (middle, end))
+                    if a < b]
 
         pending = [submitted(ranges[0])]
         for index in range(len(ranges)):
@@ -149,13 +159,14 @@ def _middle(mapped, start: int, end: int) -> int:
     return end if newline < 0 else newline + 1
 
 
-def _read(mapped, start: int, end: int, kind: int, keys) -> tuple[int, tuple]:
+def _read(mapped, start: int, end: int, kind: int, keys, found: Found) -> tuple[int, tuple]:
     from forensics import _logfmt
 
-    unwrapped = _unwrapped(mapped, start, end, kind)
+    unwrapped = _unwrapped(mapped, start, end, kind, found)
     if unwrapped is None:
         raise _Deferred
-    rows, _flags, (data, offsets), what, ts, line_no = unwrapped
+    rows, _flags, cols, what, ts, line_no = unwrapped
+    _valid, offsets, data, _nulls = cols[0]
     tokens = _logfmt.tokenize_lines(data, offsets, keys)
     if tokens[0] < rows or tokens[1] & _logfmt.DIRTY:
         raise _Deferred  # an inner line over the tokenizer's limit
@@ -171,18 +182,21 @@ def _batch(rows: int, parts, first_row: int, keep_raw: bool, found: Found):
     """The tokens of a half range with the line and its `env`, in tokenizer.schema()'s order."""
     import pyarrow as pa
 
-    (_rows, _flags, text, what, ts, line_no), (_n, _tflags, problem, cols, tts) = parts
+    (_rows, _flags, unwrapped, what, ts, line_no), (_n, _tflags, problem, cols, tts) = parts
     tokens = tokenizer._batch(rows, problem, cols, tts)
-    line = _text_array(rows, text) if keep_raw else tokens.column(0)
-    arrays = [_as_duckdb_line(line, what), *tokens.columns[1:], _env(rows, what, ts, line_no, first_row, found)]
+    line = _text_array(rows, unwrapped[0]) if keep_raw else tokens.column(0)
+    arrays = [_as_duckdb_line(line, what), *tokens.columns[1:],
+              _env(rows, unwrapped, what, ts, line_no, first_row, found)]
     return pa.RecordBatch.from_arrays(arrays, schema=_schema())
 
 
-def _text_array(rows: int, text):
+def _text_array(rows: int, column):
+    """One of the C module's text columns (validity, offsets, data, nulls) as an Arrow array, without a copy."""
     import pyarrow as pa
 
-    data, offsets = text
-    return pa.Array.from_buffers(pa.string(), rows, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    valid, offsets, data, nulls = column
+    return pa.Array.from_buffers(pa.string(), rows, [pa.py_buffer(valid), pa.py_buffer(offsets),
+                                                     pa.py_buffer(data)], null_count=nulls)
 
 
 def _as_duckdb_line(line, what):
@@ -205,9 +219,10 @@ def _codes(what, rows: int):
     return pa.Array.from_buffers(pa.int8(), rows, [None, pa.py_buffer(what)])
 
 
-def _env(rows: int, what, ts, line_no, first_row: int, found: Found):
-    """envelope_lines' `env` of each line: its number in the file, and for an entry its time, stream and the
-    container (and pod, for CRI) the file's path names; nothing but the number for a line that is no entry."""
+def _env(rows: int, cols, what, ts, line_no, first_row: int, found: Found):
+    """envelope_lines' `env` of each line: its number in the file, and for an entry its time, stream, and the
+    host, unit, container and pid its line names, or (FROM_PATH) the file's path does; nothing but the number
+    for a line that is no entry."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -215,17 +230,17 @@ def _env(rows: int, what, ts, line_no, first_row: int, found: Found):
     entry = pc.not_equal(codes, 0)
     ts_valid, ts_data, ts_nulls = ts
     numbers = pa.Array.from_buffers(pa.int64(), rows, [None, pa.py_buffer(line_no)])
-    params = found.params
-    unit = params.get("unit") if found.name == "cri" else None
-    container, unit = (pc.if_else(entry, pa.scalar(value, pa.string()), pa.scalar(None, pa.string()))
-                       for value in (params.get("container"), unit))
+    provenance = dict(zip(PROVENANCE, (_text_array(rows, column) for column in cols[1:])))
+    for name in FROM_PATH.get(found.name, ()):
+        provenance[name] = pc.if_else(entry, pa.scalar(found.params.get(name), pa.string()),
+                                      pa.scalar(None, pa.string()))
     fields = {
         "line_no": pc.add(numbers, first_row + 1),
         "ts": pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), rows, [pa.py_buffer(ts_valid), pa.py_buffer(ts_data)],
                                     null_count=ts_nulls),
         "stream": pc.take(pa.array(STREAMS, pa.string()), codes),
-        "host": pa.nulls(rows, pa.string()), "unit": unit, "container": container,
-        "pid": pa.nulls(rows, pa.string()), "worker": pc.coalesce(container, unit),
+        **provenance,
+        "worker": pc.coalesce(provenance["container"], provenance["host"], provenance["unit"]),
         "cut": pc.equal(codes, -1),
     }
     return pa.StructArray.from_arrays(list(fields.values()), names=list(fields))
