@@ -36,6 +36,8 @@
 #define MAX_KEYS 512
 #define MAX_FIELD_KEYS 256
 
+_Static_assert(NFIELDS <= 32, "Job.fields_seen holds a bit per field");
+
 enum { P_NONE = 0, P_BLANK = 1, P_NO_PAIRS = 2 };
 enum { F_DIRTY = 1, F_CRLF = 2, F_LONE = 4, F_NOMEM = 8 };
 
@@ -119,6 +121,7 @@ typedef struct {
     /* per line scratch: where each key was first seen after a space (value position + 1, 0 = absent), and the
      * span of its first key=value pair (shady lines) */
     size_t seen_at[HASH_SIZE];
+    uint32_t fields_seen; /* bit f: a key of field f has its seen_at (most fields' keys are absent from a line) */
     size_t pair_start[HASH_SIZE], pair_len[HASH_SIZE];
     int pair_seen[HASH_SIZE];
     char *scratch;
@@ -141,10 +144,12 @@ static inline uint32_t load4(const unsigned char *p) {
 
 #define EVERY_BYTE(c) (0x0101010101010101ull * (c))
 
-/* 0x80 in the bytes of w that are zero (zero_bytes), or below 0x21. Every such byte is flagged, and a byte more
- * significant than one may be flagged too (a borrow), so the first flag is checked before it is believed. */
-static inline uint64_t zero_bytes(uint64_t w) { return (w - EVERY_BYTE(0x01)) & ~w & EVERY_BYTE(0x80); }
-static inline uint64_t bytes_below_0x21(uint64_t w) { return (w - EVERY_BYTE(0x21)) & ~w & EVERY_BYTE(0x80); }
+/* 0x80 in the bytes of w below c (c <= 0x80). Every such byte is flagged, and a byte more significant than one may
+ * be flagged too (a borrow), so the first flag is checked before it is believed. */
+static inline uint64_t bytes_below(uint64_t w, unsigned char c) {
+    return (w - EVERY_BYTE(c)) & ~w & EVERY_BYTE(0x80);
+}
+static inline uint64_t zero_bytes(uint64_t w) { return bytes_below(w, 1); }
 
 /* The index, in memory order, of the first byte flagged in m (m != 0). */
 static inline size_t first_flagged(uint64_t m) {
@@ -174,8 +179,9 @@ static inline int same_key(const Key *key, KeyEnds e, const unsigned char *s) {
            && (e.len <= 16 || memcmp(key->key + 8, s + 8, e.len - 16) == 0);
 }
 
-/* The id of the key s[0, n) (n > 0), or -1. */
-static int key_id(const Vocabulary *v, const unsigned char *s, size_t n) {
+/* The id of the key s[0, n) (n > 0), or -1. Inlined where a line's keys are looked up (a call cost more than
+ * most lookups). */
+static inline __attribute__((always_inline)) int key_id(const Vocabulary *v, const unsigned char *s, size_t n) {
     KeyEnds e = key_ends(s, n);
     for (uint32_t slot = slot_of(e);; slot = (slot + 1) & (HASH_SIZE - 1)) {
         int id = v->table[slot] - 1;
@@ -205,12 +211,14 @@ static const uint8_t byte_class[256] = {
 
 static inline int is_space(unsigned char c) { return byte_class[c] & C_SPACE; }
 
-/* 0x80 in the bytes of w that may be of the classes given (every byte of them is flagged): each \s is below 0x21. */
+/* 0x80 in the bytes of w that may be of the classes given (every byte of them is flagged). Each \s is below 0x21
+ * and '"' is 0x22, so one test finds both when both are looked for. */
 static inline uint64_t may_be_of(uint64_t w, uint8_t classes) {
     uint64_t m = 0;
-    if (classes & C_SPACE) m |= bytes_below_0x21(w);
+    if ((classes & C_SPACE) && (classes & C_QUOTE)) m |= bytes_below(w, '"' + 1);
+    else if (classes & C_SPACE) m |= bytes_below(w, ' ' + 1);
+    else if (classes & C_QUOTE) m |= zero_bytes(w ^ EVERY_BYTE('"'));
     if (classes & C_EQUALS) m |= zero_bytes(w ^ EVERY_BYTE('='));
-    if (classes & C_QUOTE) m |= zero_bytes(w ^ EVERY_BYTE('"'));
     if (classes & C_BACKSLASH) m |= zero_bytes(w ^ EVERY_BYTE('\\'));
     return m;
 }
@@ -226,7 +234,7 @@ static inline size_t scan_to(const unsigned char *s, size_t i, size_t limit, uin
         }
         i += first_flagged(m);
         if (byte_class[s[i]] & classes) return i;
-        i++; /* a control byte that is no \s (or a borrow's flag): go on after it */
+        i++; /* a control byte that is no \s, a '!' (or a borrow's flag): go on after it */
     }
     while (i < limit && !(byte_class[s[i]] & classes)) i++;
     return i;
@@ -391,11 +399,15 @@ static int typed_fields(Job *job, size_t row) {
 static void find_keys(Job *job, const unsigned char *s, size_t n, int shady) {
     const Vocabulary *v = job->vocab;
     for (int id = 0; id < v->nkeys; id++) job->seen_at[id] = 0;
+    job->fields_seen = 0;
     /* a key starts the line or follows a space: from one such start to the next by memchr */
     for (size_t i = 0; i < n;) {
         size_t stop;
         int id = key_at(v, s, n, i, &stop);
-        if (id >= 0 && !job->seen_at[id]) job->seen_at[id] = stop + 2;
+        if (id >= 0 && !job->seen_at[id]) {
+            job->seen_at[id] = stop + 2;
+            job->fields_seen |= 1u << v->keys[id].field;
+        }
         const unsigned char *space = memchr(s + stop, ' ', n - stop);
         if (space == NULL) break;
         i = (size_t)(space - s) + 1;
@@ -423,6 +435,7 @@ static void find_keys(Job *job, const unsigned char *s, size_t n, int shady) {
  * also has a pair. */
 static int field_key(const Job *job, int f, int shady) {
     const Vocabulary *v = job->vocab;
+    if (!(job->fields_seen >> f & 1)) return -1;
     for (int k = 0; k < v->nfield_keys[f]; k++) {
         int id = v->field_keys[f][k];
         if (job->seen_at[id] && (!shady || job->pair_seen[id])) return id;
