@@ -32,9 +32,11 @@
 #define TYPED_COL (NFIELDS + 1) /* the first typed column */
 #define MAX_THREADS 2
 #define MAX_LINE 16000000 /* DuckDB's max_line_size in mm_named_lines */
-#define HASH_SIZE 1024
+#define HASH_SIZE 1024 /* slot_of takes 10 bits */
 #define MAX_KEYS 512
 #define MAX_FIELD_KEYS 256
+
+_Static_assert(NFIELDS <= 32, "Job.fields_seen holds a bit per field");
 
 enum { P_NONE = 0, P_BLANK = 1, P_NO_PAIRS = 2 };
 enum { F_DIRTY = 1, F_CRLF = 2, F_LONE = 4, F_NOMEM = 8 };
@@ -81,15 +83,23 @@ static PyObject *block_of(char *data, Py_ssize_t size) {
     return (PyObject *)block;
 }
 
+/* What a key is looked up by (key_ends): its length and two words holding its first and last bytes, which are all of
+ * its bytes when it has at most 16 of them (the bytes between are compared too when it has more). */
+typedef struct {
+    uint64_t head, tail;
+    size_t len;
+} KeyEnds;
+
 typedef struct {
     const char *key; /* the key, without space or '=' */
-    size_t len;
+    KeyEnds ends;
     int field;
 } Key;
 
 typedef struct {
     Key keys[HASH_SIZE]; /* the vocabulary's keys; a key's id is its index in keys */
     int nkeys;
+    size_t longest; /* the longest key's length: a longer run of key bytes is no key of the vocabulary */
     int16_t table[HASH_SIZE]; /* open addressing: key id + 1, 0 = empty */
     int field_keys[NFIELDS][MAX_FIELD_KEYS]; /* key ids of each field, best first */
     int nfield_keys[NFIELDS];
@@ -111,25 +121,72 @@ typedef struct {
     /* per line scratch: where each key was first seen after a space (value position + 1, 0 = absent), and the
      * span of its first key=value pair (shady lines) */
     size_t seen_at[HASH_SIZE];
+    uint32_t fields_seen; /* bit f: a key of field f has its seen_at (most fields' keys are absent from a line) */
     size_t pair_start[HASH_SIZE], pair_len[HASH_SIZE];
     int pair_seen[HASH_SIZE];
     char *scratch;
     size_t scratch_cap;
 } Job;
 
-static uint32_t hash_of(const unsigned char *s, size_t n) {
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 16777619u;
-    return h;
+/* ---- reading eight bytes at a time ---- */
+
+static inline uint64_t load8(const unsigned char *p) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return w;
 }
 
-static int key_id(const Vocabulary *v, const unsigned char *s, size_t n) {
-    uint32_t slot = hash_of(s, n) & (HASH_SIZE - 1);
-    for (;;) {
+static inline uint32_t load4(const unsigned char *p) {
+    uint32_t w;
+    memcpy(&w, p, 4);
+    return w;
+}
+
+#define EVERY_BYTE(c) (0x0101010101010101ull * (c))
+
+/* 0x80 in the bytes of w below c (c <= 0x80). Every such byte is flagged, and a byte more significant than one may
+ * be flagged too (a borrow), so the first flag is checked before it is believed. */
+static inline uint64_t bytes_below(uint64_t w, unsigned char c) {
+    return (w - EVERY_BYTE(c)) & ~w & EVERY_BYTE(0x80);
+}
+static inline uint64_t zero_bytes(uint64_t w) { return bytes_below(w, 1); }
+
+/* The index, in memory order, of the first byte flagged in m (m != 0). */
+static inline size_t first_flagged(uint64_t m) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    return (size_t)__builtin_clzll(m) >> 3;
+#else
+    return (size_t)__builtin_ctzll(m) >> 3;
+#endif
+}
+
+/* ---- the vocabulary's keys, looked up by their ends ---- */
+
+/* s[0, n) (n > 0) as a KeyEnds, reading no byte outside it. */
+static inline KeyEnds key_ends(const unsigned char *s, size_t n) {
+    if (n >= 8) return (KeyEnds){load8(s), load8(s + n - 8), n};
+    if (n >= 4) return (KeyEnds){load4(s), load4(s + n - 4), n};
+    return (KeyEnds){(uint64_t)s[0] | (uint64_t)s[n / 2] << 8 | (uint64_t)s[n - 1] << 16, 0, n};
+}
+
+static inline uint32_t slot_of(KeyEnds e) { /* HASH_SIZE is 1024: the multiply's top 10 bits */
+    uint64_t h = (e.head ^ (e.tail * 0x9e3779b97f4a7c15ull >> 7) ^ e.len) * 0xff51afd7ed558ccdull;
+    return (uint32_t)(h >> 54);
+}
+
+static inline int same_key(const Key *key, KeyEnds e, const unsigned char *s) {
+    return key->ends.len == e.len && key->ends.head == e.head && key->ends.tail == e.tail
+           && (e.len <= 16 || memcmp(key->key + 8, s + 8, e.len - 16) == 0);
+}
+
+/* The id of the key s[0, n) (n > 0), or -1. Inlined where a line's keys are looked up (a call cost more than
+ * most lookups). */
+static inline __attribute__((always_inline)) int key_id(const Vocabulary *v, const unsigned char *s, size_t n) {
+    KeyEnds e = key_ends(s, n);
+    for (uint32_t slot = slot_of(e);; slot = (slot + 1) & (HASH_SIZE - 1)) {
         int id = v->table[slot] - 1;
         if (id < 0) return -1;
-        if (v->keys[id].len == n && memcmp(v->keys[id].key, s, n) == 0) return id;
-        slot = (slot + 1) & (HASH_SIZE - 1);
+        if (same_key(&v->keys[id], e, s)) return id;
     }
 }
 
@@ -145,32 +202,68 @@ static int reserve_rows(Job *job) {
 
 /* ---- the regexes of stage_logfmt, by hand ---- */
 
-static inline int is_space(unsigned char c) { /* RE2's \s */
-    return c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r';
+/* The bytes the regexes tell apart, by table: one load per byte where the scans test each byte. */
+enum { C_SPACE = 1, C_EQUALS = 2, C_QUOTE = 4, C_BACKSLASH = 8 };
+static const uint8_t byte_class[256] = {
+    ['\t'] = C_SPACE, ['\n'] = C_SPACE, ['\f'] = C_SPACE, ['\r'] = C_SPACE, [' '] = C_SPACE, /* RE2's \s */
+    ['='] = C_EQUALS, ['"'] = C_QUOTE, ['\\'] = C_BACKSLASH,
+};
+
+static inline int is_space(unsigned char c) { return byte_class[c] & C_SPACE; }
+
+/* 0x80 in the bytes of w that may be of the classes given (every byte of them is flagged). Each \s is below 0x21
+ * and '"' is 0x22, so one test finds both when both are looked for. */
+static inline uint64_t may_be_of(uint64_t w, uint8_t classes) {
+    uint64_t m = 0;
+    if ((classes & C_SPACE) && (classes & C_QUOTE)) m |= bytes_below(w, '"' + 1);
+    else if (classes & C_SPACE) m |= bytes_below(w, ' ' + 1);
+    else if (classes & C_QUOTE) m |= zero_bytes(w ^ EVERY_BYTE('"'));
+    if (classes & C_EQUALS) m |= zero_bytes(w ^ EVERY_BYTE('='));
+    if (classes & C_BACKSLASH) m |= zero_bytes(w ^ EVERY_BYTE('\\'));
+    return m;
 }
 
-static inline int is_key_char(unsigned char c) { /* [^\s="] */
-    return !is_space(c) && c != '=' && c != '"';
+/* The first index in [i, limit) of a byte of the classes given, or limit: a word of eight bytes at a time while
+ * eight are left (no byte at or past limit is read), where most of the scans' bytes are of none of them. */
+static inline size_t scan_to(const unsigned char *s, size_t i, size_t limit, uint8_t classes) {
+    while (limit - i >= 8) {
+        uint64_t m = may_be_of(load8(s + i), classes);
+        if (m == 0) {
+            i += 8;
+            continue;
+        }
+        i += first_flagged(m);
+        if (byte_class[s[i]] & classes) return i;
+        i++; /* a control byte that is no \s, a '!' (or a borrow's flag): go on after it */
+    }
+    while (i < limit && !(byte_class[s[i]] & classes)) i++;
+    return i;
 }
 
 /* End of the key run [^\s="]+ from i when '=' follows it, else 0 (the run is at least one byte). */
 static size_t key_end(const unsigned char *s, size_t n, size_t i) {
-    size_t j = i;
-    while (j < n && is_key_char(s[j])) j++;
+    size_t j = scan_to(s, i, n, C_SPACE | C_EQUALS | C_QUOTE);
     return (j > i && j < n && s[j] == '=') ? j : 0;
+}
+
+/* key_end and key_id in one: the id of the vocabulary key whose run [^\s="]+ starts at i and is followed by
+ * '=' (-1: none). The run is given up once it is longer than any key; *stop is where its scan stopped (no space
+ * lies between i and it). */
+static int key_at(const Vocabulary *v, const unsigned char *s, size_t n, size_t i, size_t *stop) {
+    size_t limit = n - i > v->longest ? i + v->longest + 1 : n;
+    size_t j = scan_to(s, i, limit, C_SPACE | C_EQUALS | C_QUOTE);
+    *stop = j;
+    if (j == i || j == limit || s[j] != '=') return -1; /* no '=' after it, or longer than any key */
+    return key_id(v, s + i, j - i);
 }
 
 /* "(?:[^"\\]|\\.)*" from i (s[i] is the opening quote): the index after its closing quote, or 0. */
 static size_t quoted_end(const unsigned char *s, size_t n, size_t i) {
     size_t j = i + 1;
-    while (j < n) {
+    while ((j = scan_to(s, j, n, C_QUOTE | C_BACKSLASH)) < n) {
         if (s[j] == '"') return j + 1;
-        if (s[j] == '\\') {
-            if (j + 1 >= n) return 0;
-            j += 2;
-        } else {
-            j++;
-        }
+        if (j + 1 >= n) return 0; /* a backslash, and nothing after it */
+        j += 2;
     }
     return 0;
 }
@@ -181,26 +274,40 @@ static size_t value_end(const unsigned char *s, size_t n, size_t i) {
         size_t q = quoted_end(s, n, i);
         return q ? q : i;
     }
-    while (i < n && !is_space(s[i]) && s[i] != '"') i++;
-    return i;
+    return scan_to(s, i, n, C_SPACE | C_QUOTE);
 }
 
-/* regexp_matches(line, '="(?:[^"\\]|\\.)*?\s[^\s="]+='): a quoted value that holds ` k=`. */
-static int is_shady(const unsigned char *s, size_t n) {
-    for (size_t i = 0; i + 1 < n; i++) {
-        if (s[i] != '=' || s[i + 1] != '"') continue;
-        size_t j = i + 2;
-        while (j < n) {
-            if (is_space(s[j]) && key_end(s, n, j + 1)) return 1;
-            if (s[j] == '"') break;
-            if (s[j] == '\\') {
-                if (j + 1 >= n) break;
-                j += 2;
-            } else {
-                j++;
-            }
+/* From j inside a quoted value opened by `="`: whether ` k=` follows (\s[^\s="]+=) before its closing quote
+ * (*stop: where the scan stopped: that quote, an escape cut off by the line's end, or the end). */
+static int holds_pair(const unsigned char *s, size_t n, size_t j, size_t *stop) {
+    int shady = 0;
+    while ((j = scan_to(s, j, n, C_SPACE | C_QUOTE | C_BACKSLASH)) < n) {
+        uint8_t c = byte_class[s[j]];
+        if ((c & C_SPACE) && key_end(s, n, j + 1)) { shady = 1; break; }
+        if (c & C_QUOTE) break;
+        if (c & C_BACKSLASH) {
+            if (j + 1 >= n) break;
+            j += 2;
+        } else {
+            j++;
         }
-        i = j - 2; /* the next `="` starts no earlier than the quote this scan stopped at, less one */
+    }
+    *stop = j;
+    return shady;
+}
+
+/* regexp_matches(line, '="(?:[^"\\]|\\.)*?\s[^\s="]+='): a quoted value that holds ` k=`. Each `="` is found
+ * by a memchr for its quote. */
+static int is_shady(const unsigned char *s, size_t n) {
+    size_t i = 0; /* the next `="` to try starts at i or later */
+    while (i + 1 < n) {
+        const unsigned char *quote = memchr(s + i + 1, '"', n - i - 1);
+        if (quote == NULL) return 0;
+        size_t q = (size_t)(quote - s);
+        if (s[q - 1] != '=') { i = q; continue; }
+        size_t j;
+        if (holds_pair(s, n, q + 1, &j)) return 1;
+        i = j - 1; /* the next `="` starts no earlier than the quote this scan stopped at, less one */
     }
     return 0;
 }
@@ -292,12 +399,18 @@ static int typed_fields(Job *job, size_t row) {
 static void find_keys(Job *job, const unsigned char *s, size_t n, int shady) {
     const Vocabulary *v = job->vocab;
     for (int id = 0; id < v->nkeys; id++) job->seen_at[id] = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (i > 0 && s[i - 1] != ' ') continue;
-        size_t e = key_end(s, n, i);
-        if (!e) continue;
-        int id = key_id(v, s + i, e - i);
-        if (id >= 0 && !job->seen_at[id]) job->seen_at[id] = e + 2;
+    job->fields_seen = 0;
+    /* a key starts the line or follows a space: from one such start to the next by memchr */
+    for (size_t i = 0; i < n;) {
+        size_t stop;
+        int id = key_at(v, s, n, i, &stop);
+        if (id >= 0 && !job->seen_at[id]) {
+            job->seen_at[id] = stop + 2;
+            job->fields_seen |= 1u << v->keys[id].field;
+        }
+        const unsigned char *space = memchr(s + stop, ' ', n - stop);
+        if (space == NULL) break;
+        i = (size_t)(space - s) + 1;
     }
     if (!shady) return;
     for (int id = 0; id < v->nkeys; id++) job->pair_seen[id] = 0; /* read on shady lines only */
@@ -318,36 +431,36 @@ static void find_keys(Job *job, const unsigned char *s, size_t n, int shady) {
     }
 }
 
-static int line_fields(Job *job, size_t row, const unsigned char *s, size_t n) {
+/* The key whose value field f takes (-1: none): the first of its keys on the line; on a shady line the first that
+ * also has a pair. */
+static int field_key(const Job *job, int f, int shady) {
     const Vocabulary *v = job->vocab;
-    int shady = memchr(s, '"', n) != NULL && is_shady(s, n);
+    if (!(job->fields_seen >> f & 1)) return -1;
+    for (int k = 0; k < v->nfield_keys[f]; k++) {
+        int id = v->field_keys[f][k];
+        if (job->seen_at[id] && (!shady || job->pair_seen[id])) return id;
+    }
+    return -1;
+}
+
+static int line_fields(Job *job, size_t row, const unsigned char *s, size_t n) {
+    int shady = is_shady(s, n);
     find_keys(job, s, n, shady);
     for (int f = 0; f < NFIELDS; f++) {
         Column *col = &job->cols[f + 1];
-        int done = 0;
-        for (int k = 0; k < v->nfield_keys[f] && !done; k++) {
-            int id = v->field_keys[f][k];
-            if (!job->seen_at[id]) continue;
-            size_t from, len;
-            if (shady) {
-                if (!job->pair_seen[id]) continue;
-                from = job->pair_start[id];
-                len = job->pair_len[id];
-            } else {
-                from = job->seen_at[id] - 1;
-                len = value_end(s, n, from) - from;
-            }
+        int id = field_key(job, f, shady);
+        if (id >= 0) {
+            size_t from = shady ? job->pair_start[id] : job->seen_at[id] - 1;
+            size_t len = shady ? job->pair_len[id] : value_end(s, n, from) - from;
             if (put_unquoted(job, col, row, s + from, len)) return -1;
-            done = 1;
+            continue;
         }
-        if (!done && f == 0) { /* ts: else the timestamp leading the line */
-            size_t a, b;
-            if (lead_ts(s, n, &a, &b)) {
-                if (put(col, row, (const char *)s + a, b - a)) return -1;
-                done = 1;
-            }
+        size_t a, b;
+        if (f == 0 && lead_ts(s, n, &a, &b)) { /* ts: else the timestamp leading the line */
+            if (put(col, row, (const char *)s + a, b - a)) return -1;
+            continue;
         }
-        if (!done) put_null(col, row);
+        put_null(col, row);
     }
     return 0;
 }
@@ -448,8 +561,9 @@ static int read_vocabulary(PyObject *fields, Vocabulary *v) {
                 return -1;
             }
             int id = v->nkeys++;
-            v->keys[id] = (Key){(const char *)s, n, f};
-            uint32_t slot = hash_of(s, n) & (HASH_SIZE - 1);
+            v->keys[id] = (Key){(const char *)s, key_ends(s, n), f};
+            if (n > v->longest) v->longest = n;
+            uint32_t slot = slot_of(v->keys[id].ends);
             while (v->table[slot]) slot = (slot + 1) & (HASH_SIZE - 1);
             v->table[slot] = (int16_t)(id + 1);
             v->field_keys[f][v->nfield_keys[f]++] = id;
