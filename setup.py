@@ -1,4 +1,4 @@
-"""The optional compiled readers: the logfmt tokenizer, the JSON Lines reader and the Docker json-file / CRI
+"""The optional compiled readers: the logfmt tokenizer, the JSON Lines reader and the line envelopes'
 unwrapper. Without a C compiler (or Python's headers) the build skips them and mailmortem reads those files through
 the SQL path (forensics/ingest/tokenizer.py, jsontokenizer.py, unwrapper.py), as PyYAML and MarkupSafe do. All
 three include forensics/_typing.h (the columns and the typing they share)."""

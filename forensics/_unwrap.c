@@ -1,18 +1,20 @@
-/* forensics._unwrap: the Docker json-file and CRI envelopes taken off in C (optional; queries/envelopes.sql's
- * envelope_docker_json and envelope_cri are the fallback and the reference).
+/* forensics._unwrap: the common line envelopes taken off in C (optional; queries/envelopes.sql's blocks are the
+ * fallback and the reference): Docker json-file, CRI, `docker logs --timestamps` and CloudWatch's S3 export,
+ * syslog (RFC 3164 and rsyslog's file format) and journald JSON.
  *
- * unwrap(buffer, start, end, kind, first_line) reads the physical lines of buffer[start:end) (which starts at a
- * line and ends after one) and gives, per line, the text inside its envelope (an Arrow string array: the line
- * itself where it is not an entry of the envelope, as the SQL passes it on whole), the entry's time
- * (timestamp[us, UTC]) and what it was: not an entry, or an entry of stdout, of stderr, or of no named stream.
- * The logfmt tokenizer then reads the texts (forensics/ingest/unwrapped.py).
+ * unwrap(buffer, start, end, kind, year, last_month) reads the physical lines of buffer[start:end) (which starts
+ * at a line and ends after one) and gives, per line, the text inside its envelope (the line itself where it is
+ * not an entry of the envelope, as the SQL passes it on whole), the host, unit, container and pid the line names,
+ * the entry's time (timestamp[us, UTC]) and what it was: not an entry, or an entry of stdout, of stderr, or of
+ * no named stream. The logfmt tokenizer then reads the texts (forensics/ingest/unwrapper.py).
  *
  * It takes the common case only, and says DEFER for the whole file at the first line where it cannot be sure to
- * read it exactly as DuckDB does: a piece of a longer line (Docker's 16 KiB split, CRI's P) or an unfinished
- * one, an entry holding more than one line, a CR in a physical line, invalid UTF-8, a JSON entry of any other shape than
- * Docker's own {"log": "...", "stream": "...", "time": "..."} (no space outside strings, no other key, strings
- * only, no \u0000), a time iso_utc_us does not read, a stream other than stdout or stderr. The caller then takes
- * the envelope off in DuckDB, which reads every case.
+ * read it exactly as DuckDB does: a piece of a longer line (Docker's 16 KiB split, CRI's P, journald's
+ * line-max) or an unfinished one, an entry holding more than one line, a CR in a physical line, invalid UTF-8,
+ * a JSON entry of another shape than this module reads (Docker's own compact {"log", "stream", "time"};
+ * journald's flat object of strings), an escaped or repeated key, a time iso_utc_us does not read or a syslog
+ * date that is none, a stream other than stdout or stderr, a journald message of bytes or without a time. The
+ * caller then takes the envelope off in DuckDB, which reads every case.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

@@ -130,7 +130,7 @@ def _groups(files: list[_File]) -> list[list[_File]]:
 
 def _unwrapped_in_c(con, source: Source, staged: str, file: _File, field_map: FieldMap,
                     keep_raw: bool) -> envelopes.Unwrapped | None:
-    """A Docker json-file or CRI log of logfmt records unwrapped and tokenized in C (forensics.ingest.unwrapper);
+    """A file of logfmt records in a line envelope unwrapped and tokenized in C (forensics.ingest.unwrapper);
     None when envelopes.stage is to read it."""
     if not (isinstance(source.path, str) and unwrapper.takes(file.envelope, file.forced)):
         return None

@@ -44,12 +44,12 @@ class _Deferred(Exception):
 
 
 def active() -> bool:
-    """Whether Docker json-file and CRI logs are unwrapped here (with the compiled tokenizer, which reads them)."""
+    """Whether the line envelopes of KINDS are taken off here (with the compiled tokenizer, which reads them)."""
     return _unwrap is not None and tokenizer.active()
 
 
 def describe() -> str:
-    """Who takes the Docker json-file and CRI envelopes off, for `mailmortem --version`."""
+    """What takes the line envelopes of KINDS off, for `mailmortem --version`."""
     if active():
         return "C (forensics._unwrap)"
     return "DuckDB (no compiled unwrapper)" if _unwrap is None else "DuckDB (with the SQL parser)"

@@ -83,7 +83,7 @@ def _abort(message: str, code: int) -> None:
 
 def _show_version(ctx, _param, value):
     """The version, and which logfmt and JSON Lines parsers this install reads with (the compiled ones or the SQL
-    fallback), and what takes the Docker json-file and CRI envelopes off (the compiled unwrapper, or DuckDB)."""
+    fallback), and what takes the common line envelopes off (the compiled unwrapper, or DuckDB)."""
     if not value or ctx.resilient_parsing:
         return
     from forensics.ingest import jsontokenizer, tokenizer, unwrapper
@@ -92,7 +92,7 @@ def _show_version(ctx, _param, value):
         parser, json_parser, unwrapping = tokenizer.describe(), jsontokenizer.describe(), unwrapper.describe()
     except MailmortemError as exc:
         _abort(str(exc), exc.exit_code)
-    click.echo(f"mailmortem, version {__version__}\nDocker/CRI envelopes taken off by: {unwrapping}\n"
+    click.echo(f"mailmortem, version {__version__}\nline envelopes taken off by: {unwrapping}\n"
                f"parser: {parser}\nJSON Lines parser: {json_parser}")
     ctx.exit()
 
