@@ -25,7 +25,8 @@
 #pragma GCC diagnostic ignored "-Wunused-function" /* the typing this reader does not need */
 #include "_typing.h"
 
-enum { K_DOCKER = 1, K_CRI = 2, K_TIMESTAMPED = 3, K_SYSLOG = 4, K_RSYSLOG = 5, K_JOURNALD = 6 };
+enum { K_DOCKER = 1, K_CRI = 2, K_TIMESTAMPED = 3, K_SYSLOG = 4, K_RSYSLOG = 5, K_JOURNALD = 6, K_PYTHON_LOGGING = 7,
+       K_STRUCTLOG = 8, K_ZAP = 9, K_SLOG = 10 };
 enum { E_NONE = 0, E_STDOUT = 1, E_STDERR = 2, E_NO_STREAM = 3 }; /* what a line was */
 enum { U_DEFER = 1, U_NOMEM = 2 };
 enum { C_TEXT, C_HOST, C_UNIT, C_CONTAINER, C_PID, NCOLS }; /* the columns: the text, then its provenance */
@@ -381,6 +382,178 @@ static int syslog_line(const Reading *r, const unsigned char *s, size_t n, Line 
     return 0;
 }
 
+/* ---- application prefixes ---- */
+
+/* mm_payload's key=value reading of what follows an application's prefix: `rest` from the first place (its
+ * start, or after a space) where key=value pairs begin, perhaps after a bare ISO time; all of it where none
+ * does. A rest holding a '{' may end with a JSON object (mm_json_tail): 1, to defer. */
+static int is_key_char(unsigned char c) { return !re2_space(c) && c != '=' && c != '"'; }
+
+static int key_at(const unsigned char *s, size_t n, size_t i) {
+    size_t k = i;
+    while (k < n && is_key_char(s[k])) k++;
+    return k > i && k < n && s[k] == '=';
+}
+
+/* [0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9:.]+(?:Z|[+-][0-9:]+)?\s+ then a key, at s[i] */
+static int iso_key_at(const unsigned char *s, size_t n, size_t i) {
+    static const char shape[] = "dddd-dd-dd";
+    if (i + 11 > n) return 0;
+    for (int k = 0; k < 10; k++)
+        if (shape[k] == 'd' ? !is_digit(s[i + k]) : s[i + k] != '-') return 0;
+    size_t j = i + 10;
+    if (s[j] != 'T' && s[j] != ' ') return 0;
+    size_t run = ++j;
+    while (j < n && (is_digit(s[j]) || s[j] == ':' || s[j] == '.')) j++;
+    if (j == run) return 0;
+    if (j < n && s[j] == 'Z') j++;
+    else if (j < n && (s[j] == '+' || s[j] == '-')) {
+        size_t z = ++j;
+        while (j < n && (is_digit(s[j]) || s[j] == ':')) j++;
+        if (j == z) return 0;
+    }
+    size_t spaces = j;
+    while (j < n && re2_space(s[j])) j++;
+    return j > spaces && key_at(s, n, j);
+}
+
+static int payload(const unsigned char *rest, size_t n, Line *line) {
+    if (memchr(rest, '{', n)) return 1;
+    for (size_t p = 0; p < n; p++)
+        if ((p == 0 || re2_space(rest[p - 1])) && (key_at(rest, n, p) || iso_key_at(rest, n, p))) {
+            set(line, C_TEXT, rest + p, n - p);
+            return 0;
+        }
+    set(line, C_TEXT, rest, n);
+    return 0;
+}
+
+/* A zone-less ISO time (the caller reads only UTC: --tz other than UTC is DuckDB's), with `zulu` its zone. */
+static int utc_us(const unsigned char *s, size_t n, int64_t *us) {
+    unsigned char zoned[40];
+    if (n + 1 > sizeof zoned) return 0;
+    memcpy(zoned, s, n);
+    zoned[n] = 'Z';
+    return time_us(zoned, n + 1, us);
+}
+
+/* Python logging with %(asctime)s first: `2026-11-28 09:21:26,123 LEVEL name: message` (local time). */
+static int python_logging_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us,
+                               int *what) {
+    static const char shape[] = "dddd-dd-dd dd:dd:dd,ddd";
+    if (n < 23) return 0;
+    for (int k = 0; k < 23; k++)
+        if (shape[k] == 'd' ? !is_digit(s[k]) : s[k] != shape[k]) return 0;
+    unsigned char stamp[23];
+    memcpy(stamp, s, 23);
+    stamp[19] = '.';
+    if (!utc_us(stamp, 23, us)) return 1;
+    size_t i = 23;
+    while (i < n && (s[i] == ' ' || s[i] == ':' || s[i] == '-')) i++;
+    *what = E_NO_STREAM;
+    return payload(s + i, n - i, line);
+}
+
+/* structlog's console renderer: `2026-11-28 09:21:26[.f][zone] [level    ] event   key=value …`. */
+static int structlog_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
+    static const char shape[] = "dddd-dd-dd?dd:dd:dd";
+    if (n < 20) return 0;
+    for (int k = 0; k < 19; k++)
+        if (shape[k] == 'd' ? !is_digit(s[k]) : shape[k] == '?' ? s[k] != 'T' && s[k] != ' ' : s[k] != shape[k])
+            return 0;
+    size_t i = 19, zone = 0;
+    if (s[i] == '.' && i + 1 < n && is_digit(s[i + 1])) {
+        i++;
+        while (i < n && is_digit(s[i])) i++;
+    }
+    size_t plain = i;
+    if (i < n && s[i] == 'Z') zone = ++i;
+    else if (i + 5 <= n && (s[i] == '+' || s[i] == '-') && is_digit(s[i + 1]) && is_digit(s[i + 2])) {
+        size_t z = i + 3 + (s[i + 3] == ':');
+        if (z + 2 <= n && is_digit(s[z]) && is_digit(s[z + 1])) zone = i = z + 2;
+    }
+    size_t spaces = i;
+    while (i < n && s[i] == ' ') i++;
+    if (i == spaces || i >= n || s[i] != '[') return 0; /* a zone run into the text is no head (no backtrack helps) */
+    i++;
+    while (i < n && s[i] == ' ') i++;
+    size_t level = i;
+    while (i < n && ((s[i] | 32) >= 'a' && (s[i] | 32) <= 'z')) i++;
+    if (i == level) return 0;
+    while (i < n && s[i] == ' ') i++;
+    if (i >= n || s[i] != ']') return 0;
+    i++;
+    if (i < n && s[i] == ' ') i++;
+    if (!(zone ? time_us(s, zone, us) : utc_us(s, plain, us))) return 1;
+    *what = E_NO_STREAM;
+    return payload(s + i, n - i, line);
+}
+
+/* zap's console encoder: `time\tLEVEL\t…` (the time as ISO with a zone here; epochs are DuckDB's). */
+static int zap_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
+    if (n == 0 || !is_digit(s[0])) return 0;
+    const unsigned char *tab = memchr(s, '\t', n);
+    if (tab == NULL) return 0;
+    size_t stamp = (size_t)(tab - s), i = stamp + 1, level = i;
+    while (i < n && ((s[i] | 32) >= 'a' && (s[i] | 32) <= 'z')) i++;
+    if (i == level || i >= n || s[i] != '\t') return 0;
+    if (!time_us(s, stamp, us)) return 1;
+    *what = E_NO_STREAM;
+    return payload(s + i + 1, n - i - 1, line);
+}
+
+/* `"…"` (no escape inside: DuckDB's unquoting is then left to it) or \S+ at s[i], followed by `next`: its end. */
+static size_t value_then(const unsigned char *s, size_t n, size_t i, const char *next, int *quoted) {
+    size_t len = strlen(next);
+    *quoted = 0;
+    if (i < n && s[i] == '"') {
+        const unsigned char *q = memchr(s + i + 1, '"', n - i - 1);
+        if (q && (size_t)(q - s) + 1 + len <= n && memcmp(q + 1, next, len) == 0) {
+            *quoted = 1;
+            return (size_t)(q - s) + 1;
+        }
+    }
+    size_t j = i;
+    while (j < n && !re2_space(s[j])) j++;
+    return j > i && j + len <= n && memcmp(s + j, next, len) == 0 ? j : 0;
+}
+
+/* Go slog's TextHandler and logrus: `time=… level=… [source=… ]msg=… key=value …`, the record the pairs
+ * after msg. */
+static int slog_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
+    int quoted;
+    if (n < 5 || memcmp(s, "time=", 5) != 0) return 0;
+    size_t t = value_then(s, n, 5, " level=", &quoted);
+    if (t == 0) return 0;
+    size_t i = t + 7;
+    while (i < n && !re2_space(s[i])) i++;
+    if (i == t + 7 || i >= n || s[i] != ' ') return 0;
+    i++;
+    if (n - i >= 7 && memcmp(s + i, "source=", 7) == 0) {
+        size_t j = i + 7;
+        while (j < n && !re2_space(s[j])) j++;
+        if (j > i + 7 && j + 5 <= n && s[j] == ' ' && memcmp(s + j + 1, "msg=", 4) == 0) i = j + 1;
+    }
+    if (n - i < 4 || memcmp(s + i, "msg=", 4) != 0) return 0;
+    i += 4;
+    size_t m = i;
+    if (i < n && s[i] == '"') { /* "(?:[^"\\]|\\.)*", else \S* */
+        size_t j = i + 1;
+        while (j < n && s[j] != '"') j += s[j] == '\\' && j + 1 < n ? 2 : 1;
+        if (j < n && s[j] == '"') m = j + 1;
+    }
+    if (m == i)
+        while (m < n && !re2_space(s[m])) m++;
+    if (m < n && s[m] == ' ') m++;
+    const unsigned char *stamp = s + 5 + quoted;
+    size_t stamp_n = t - 5 - 2 * (size_t)quoted;
+    if (quoted && memchr(stamp, '\\', stamp_n)) return 1;
+    if (!time_us(stamp, stamp_n, us)) return 1;
+    *what = E_NO_STREAM;
+    set(line, C_TEXT, s + m, n - m);
+    return 0;
+}
+
 /* ---- the range ---- */
 
 typedef int (*LineReader)(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what);
@@ -392,6 +565,10 @@ static LineReader reader_of(int kind) {
     case K_TIMESTAMPED: return timestamped_line;
     case K_SYSLOG: case K_RSYSLOG: return syslog_line;
     case K_JOURNALD: return journald_line;
+    case K_PYTHON_LOGGING: return python_logging_line;
+    case K_STRUCTLOG: return structlog_line;
+    case K_ZAP: return zap_line;
+    case K_SLOG: return slog_line;
     default: return NULL;
     }
 }
@@ -532,6 +709,9 @@ PyMODINIT_FUNC PyInit__unwrap(void) {
     if (PyModule_AddIntConstant(m, "DOCKER", K_DOCKER) || PyModule_AddIntConstant(m, "CRI", K_CRI)
         || PyModule_AddIntConstant(m, "TIMESTAMPED", K_TIMESTAMPED) || PyModule_AddIntConstant(m, "SYSLOG", K_SYSLOG)
         || PyModule_AddIntConstant(m, "RSYSLOG", K_RSYSLOG) || PyModule_AddIntConstant(m, "JOURNALD", K_JOURNALD)
+        || PyModule_AddIntConstant(m, "PYTHON_LOGGING", K_PYTHON_LOGGING)
+        || PyModule_AddIntConstant(m, "STRUCTLOG", K_STRUCTLOG) || PyModule_AddIntConstant(m, "ZAP", K_ZAP)
+        || PyModule_AddIntConstant(m, "SLOG", K_SLOG)
         || PyModule_AddIntConstant(m, "DEFER", U_DEFER) || PyModule_AddIntConstant(m, "STDOUT", E_STDOUT)
         || PyModule_AddIntConstant(m, "STDERR", E_STDERR) || PyModule_AddIntConstant(m, "NO_STREAM", E_NO_STREAM)) {
         Py_DECREF(m);

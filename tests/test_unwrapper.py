@@ -69,7 +69,11 @@ def line_log(draw) -> tuple[str, str]:
              "2026-11-28T09:00:00Z stdin F a=b", "{\"log\":\"a=b\\n\"}", "2026-11-28T09:00:00Z stderr F:x k=v",
              "2026-11-28T09:00:00Z", "2026-11-28T09:00:00+0100 a=b", "2026-11-28T09:00:00. a=b",
              "Nov 28 09:21:26 host", "<13>Nov  2 09:21:26 h app: a=b", "Nov 28 09:21:26 h app[x]: a=b",
-             "2026-11-28T09:21:26Z h app[7] a=b", "Nov 128 09:21:26 h a: b=c", '{"MESSAGE":"a=b"}'])))
+             "2026-11-28T09:21:26Z h app[7] a=b", "Nov 128 09:21:26 h a: b=c", '{"MESSAGE":"a=b"}',
+             "2026-11-28 09:21:26,123 INFO x: no pairs", "2026-11-28 09:21:26,123 - a 2026-11-28 09:00:00Z b=c",
+             "2026-11-28 09:21:26 [info] x", "2026-11-28 09:21:26+01:00 [ warn ] ev\tk=v", "time=x level=info msg=",
+             'time="2026-11-28T09:00:00Z" level=info source=a.go:1 msg="a \\" b" k=v', "time=t level= msg=x",
+             "2026-11-28T09:00:00Z\tINFO\tmsg a=b", "1764321686.1\tINFO\ta=b", "9\t\tx"])))
     return name, "\n".join(body)
 
 
@@ -126,6 +130,11 @@ DEFERRED = {
     "a journald message of two lines": json.dumps({"__REALTIME_TIMESTAMP": "1764321686123456",
                                                    "MESSAGE": A + "\n" + A}),
     "json-seq": "\x1e" + json.dumps({"__REALTIME_TIMESTAMP": "1764321686123456", "MESSAGE": A}),
+    "a prefix ending in a JSON object": "2026-11-28 09:21:26,123 INFO mailer: " + A + ' ctx={"a": 1}',
+    "a Python logging date that is none": "2026-02-30 09:21:26,123 INFO mailer: " + A,
+    "an slog time of another form": "time=1764321686 level=INFO msg=sent " + A,
+    "a logrus time with an escape": 'time="2026-11-28T09:00:00\\Z" level=info msg="sent" ' + A,
+    "a zap epoch time": "1764321686.123\tinfo\tsent\t" + A + "\n2026-11-28T09:00:00.123Z\tinfo\tsent\t" + A,
 }
 
 

@@ -31,7 +31,8 @@ except ImportError:  # built without a C compiler: DuckDB takes every envelope o
     _unwrap = None
 
 KINDS = {"docker-json": "DOCKER", "cri": "CRI", "docker-logs": "TIMESTAMPED", "cloudwatch-export": "TIMESTAMPED",
-         "syslog": "SYSLOG", "rsyslog": "RSYSLOG", "journald": "JOURNALD"}
+         "syslog": "SYSLOG", "rsyslog": "RSYSLOG", "journald": "JOURNALD", "python-logging": "PYTHON_LOGGING",
+         "structlog": "STRUCTLOG", "zap": "ZAP", "slog": "SLOG", "logrus": "SLOG"}
 # what the file's path names (envelopes.file_params) rather than the line, by envelope: as queries/envelopes.sql
 FROM_PATH = {"docker-json": ("container",), "cri": ("container", "unit"), "docker-logs": ("container",),
              "cloudwatch-export": ("container",)}
@@ -58,7 +59,7 @@ def describe() -> str:
 def takes(found: Found, syntax: str | None) -> bool:
     """Whether this file may be read here: a line format the C module reads, records that may be logfmt, and
     times without a zone (RFC 3164's) read in UTC (another --tz is DuckDB's)."""
-    zone_less = found.name == "syslog" and found.params.get("tz", "UTC") != "UTC"
+    zone_less = found.envelope.zone_less and found.params.get("tz", "UTC") != "UTC"
     return active() and found.name in KINDS and not found.document and syntax in (None, "logfmt") and not zone_less
 
 
