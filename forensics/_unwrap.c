@@ -26,7 +26,7 @@
 #include "_typing.h"
 
 enum { K_DOCKER = 1, K_CRI = 2, K_TIMESTAMPED = 3, K_SYSLOG = 4, K_RSYSLOG = 5, K_JOURNALD = 6, K_PYTHON_LOGGING = 7,
-       K_STRUCTLOG = 8, K_ZAP = 9, K_SLOG = 10 };
+       K_STRUCTLOG = 8, K_ZAP = 9, K_SLOG = 10, K_RFC5424 = 11 };
 enum { E_NONE = 0, E_STDOUT = 1, E_STDERR = 2, E_NO_STREAM = 3 }; /* what a line was */
 enum { U_DEFER = 1, U_NOMEM = 2 };
 enum { C_TEXT, C_HOST, C_UNIT, C_CONTAINER, C_PID, NCOLS }; /* the columns: the text, then its provenance */
@@ -382,6 +382,54 @@ static int syslog_line(const Reading *r, const unsigned char *s, size_t n, Line 
     return 0;
 }
 
+/* RFC 5424: `<PRI>1 TIMESTAMP HOST APP-NAME PROCID MSGID STRUCTURED-DATA [MSG]`, `-` a nil value, a BOM before
+ * MSG dropped. Structured data holding a quote or a backslash, and a nil time, are DuckDB's. */
+static size_t field_end(const unsigned char *s, size_t n, size_t i) { /* \S+ then a space: the space, or 0 */
+    size_t j = i;
+    while (j < n && !re2_space(s[j])) j++;
+    return j > i && j < n && s[j] == ' ' ? j : 0;
+}
+
+static int rfc5424_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
+    size_t i = 1;
+    if (n < 4 || s[0] != '<') return 0;
+    while (i < n && i < 4 && is_digit(s[i])) i++;
+    if (i == 1 || i + 2 > n || s[i] != '>' || s[i + 1] != '1' || i + 2 >= n || s[i + 2] != ' ') return 0;
+    size_t at[6], start = i + 3; /* where TIMESTAMP, HOST, APP-NAME, PROCID, MSGID and the structured data start */
+    for (int f = 0; f < 5; f++) {
+        size_t end = field_end(s, n, start);
+        if (end == 0) return 0;
+        at[f] = start, start = end + 1;
+    }
+    at[5] = start;
+    size_t h = start;
+    if (h < n && s[h] == '-') h++;
+    else if (h < n && s[h] == '[') {
+        while (h < n && s[h] == '[') {
+            const unsigned char *close = memchr(s + h + 1, ']', n - h - 1);
+            const unsigned char *quote = memchr(s + h + 1, '"', n - h - 1), *escape = memchr(s + h + 1, '\\', n - h - 1);
+            if ((quote && (!close || quote < close)) || (escape && (!close || escape < close))) return 1;
+            if (close == NULL) break;
+            h = (size_t)(close - s) + 1;
+        }
+        if (h == start) return 0;
+    } else return 0;
+    if (h < n && s[h] != ' ') return 0; /* mm_spaced_head: run into the text, no entry */
+    size_t stamp_n = at[1] - 1 - at[0];
+    if (stamp_n == 1 && s[at[0]] == '-') return 1;
+    if (!time_us(s + at[0], stamp_n, us)) return 1;
+    static const int cols[3] = {C_HOST, C_UNIT, C_PID}; /* HOST, APP-NAME, PROCID ('-': none) */
+    for (int f = 1; f < 4; f++) {
+        size_t len = at[f + 1] - 1 - at[f];
+        if (!(len == 1 && s[at[f]] == '-')) set(line, cols[f - 1], s + at[f], len);
+    }
+    size_t text = h < n ? h + 1 : n;
+    while (text + 3 <= n && s[text] == 0xEF && s[text + 1] == 0xBB && s[text + 2] == 0xBF) text += 3;
+    *what = E_NO_STREAM;
+    set(line, C_TEXT, s + text, n - text);
+    return 0;
+}
+
 /* ---- application prefixes ---- */
 
 /* mm_payload's key=value reading of what follows an application's prefix: `rest` from the first place (its
@@ -569,6 +617,7 @@ static LineReader reader_of(int kind) {
     case K_STRUCTLOG: return structlog_line;
     case K_ZAP: return zap_line;
     case K_SLOG: return slog_line;
+    case K_RFC5424: return rfc5424_line;
     default: return NULL;
     }
 }
@@ -711,7 +760,7 @@ PyMODINIT_FUNC PyInit__unwrap(void) {
         || PyModule_AddIntConstant(m, "RSYSLOG", K_RSYSLOG) || PyModule_AddIntConstant(m, "JOURNALD", K_JOURNALD)
         || PyModule_AddIntConstant(m, "PYTHON_LOGGING", K_PYTHON_LOGGING)
         || PyModule_AddIntConstant(m, "STRUCTLOG", K_STRUCTLOG) || PyModule_AddIntConstant(m, "ZAP", K_ZAP)
-        || PyModule_AddIntConstant(m, "SLOG", K_SLOG)
+        || PyModule_AddIntConstant(m, "SLOG", K_SLOG) || PyModule_AddIntConstant(m, "RFC5424", K_RFC5424)
         || PyModule_AddIntConstant(m, "DEFER", U_DEFER) || PyModule_AddIntConstant(m, "STDOUT", E_STDOUT)
         || PyModule_AddIntConstant(m, "STDERR", E_STDERR) || PyModule_AddIntConstant(m, "NO_STREAM", E_NO_STREAM)) {
         Py_DECREF(m);

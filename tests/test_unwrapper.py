@@ -73,7 +73,9 @@ def line_log(draw) -> tuple[str, str]:
              "2026-11-28 09:21:26,123 INFO x: no pairs", "2026-11-28 09:21:26,123 - a 2026-11-28 09:00:00Z b=c",
              "2026-11-28 09:21:26 [info] x", "2026-11-28 09:21:26+01:00 [ warn ] ev\tk=v", "time=x level=info msg=",
              'time="2026-11-28T09:00:00Z" level=info source=a.go:1 msg="a \\" b" k=v', "time=t level= msg=x",
-             "2026-11-28T09:00:00Z\tINFO\tmsg a=b", "1764321686.1\tINFO\ta=b", "9\t\tx"])))
+             "2026-11-28T09:00:00Z\tINFO\tmsg a=b", "1764321686.1\tINFO\ta=b", "9\t\tx",
+             "<13>1 2026-11-28T09:00:00Z h - - - [a@1 b][c@2]x k=v", "<13>1 2026-11-28T09:00:00Z h a p m [a@1",
+             "<13>1 2026-11-28T09:00:00.5+01:00 - - - - -", "<13>1 2026-11-28T09:00:00Z h a 7 m [x][y] \ufeffk=v"])))
     return name, "\n".join(body)
 
 
@@ -134,6 +136,8 @@ DEFERRED = {
     "a Python logging date that is none": "2026-02-30 09:21:26,123 INFO mailer: " + A,
     "an slog time of another form": "time=1764321686 level=INFO msg=sent " + A,
     "a logrus time with an escape": 'time="2026-11-28T09:00:00\\Z" level=info msg="sent" ' + A,
+    "an RFC 5424 nil time": "<134>1 2026-11-28T09:00:00Z h app 1 - - " + A + "\n<134>1 - h app 1 - - " + A,
+    "RFC 5424 structured data with a quote": '<134>1 2026-11-28T09:00:00Z h app 1 - [x@1 a="b"] ' + A,
     "a zap epoch time": "1764321686.123\tinfo\tsent\t" + A + "\n2026-11-28T09:00:00.123Z\tinfo\tsent\t" + A,
 }
 
