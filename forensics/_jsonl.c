@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "_typing.h"
+#include "_buffers.h"
 
 #define NFIELDS 17
 #define RECIPIENT_FIELD 6 /* forensics.ingest.fields.CANONICAL: ts, event, ..., recipient */
@@ -574,20 +575,13 @@ static PyObject *read_lines(PyObject *self, PyObject *args) {
     Plan *plan = calloc(1, sizeof(Plan));
     Job *job = calloc(1, sizeof(Job));
     const int32_t *off = offsets.buf;
-    size_t rows = offsets.len >= (Py_ssize_t)sizeof(int32_t) ? (size_t)offsets.len / sizeof(int32_t) - 1 : 0;
+    Py_ssize_t counted = arrow_rows(&data, &offsets);
+    size_t rows = counted < 0 ? 0 : (size_t)counted;
+    if (counted < 0) goto done;
     if (plan == NULL || job == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    if (offsets.len % sizeof(int32_t) || (rows && off[0] < 0) || (rows && off[rows] > data.len)) {
-        PyErr_SetString(PyExc_ValueError, "offsets: int32, rows + 1 of them, within the data");
-        goto done;
-    }
-    for (size_t i = 0; i < rows; i++)
-        if (off[i] > off[i + 1]) {
-            PyErr_SetString(PyExc_ValueError, "offsets: not ascending");
-            goto done;
-        }
     if (read_plan(paths, always, fields, rare, plan)) goto done;
     *job = (Job){.buf = data.buf, .plan = plan, .given = 1};
     Py_BEGIN_ALLOW_THREADS

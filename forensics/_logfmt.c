@@ -20,6 +20,8 @@
 #include <string.h>
 
 #include "_typing.h"
+#define MM_BLOCK_NAME "forensics._logfmt.Block"
+#include "_buffers.h"
 
 #define NFIELDS 17
 #define EVENT_FIELD 1
@@ -41,47 +43,6 @@ _Static_assert(NFIELDS <= 32, "Job.fields_seen holds a bit per field");
 enum { P_NONE = 0, P_BLANK = 1, P_NO_PAIRS = 2 };
 enum { F_DIRTY = 1, F_CRLF = 2, F_LONE = 4, F_NOMEM = 8 };
 
-/* ---- owned memory exposed through the buffer protocol (pyarrow.py_buffer keeps it alive) ---- */
-
-typedef struct {
-    PyObject_HEAD
-    char *data;
-    Py_ssize_t size;
-} Block;
-
-static void block_dealloc(Block *self) {
-    free(self->data);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static int block_getbuffer(Block *self, Py_buffer *view, int flags) {
-    return PyBuffer_FillInfo(view, (PyObject *)self, self->data, self->size, 1, flags);
-}
-
-static PyBufferProcs block_as_buffer = {(getbufferproc)block_getbuffer, NULL};
-
-static PyTypeObject BlockType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "forensics._logfmt.Block",
-    .tp_basicsize = sizeof(Block),
-    .tp_dealloc = (destructor)block_dealloc,
-    .tp_as_buffer = &block_as_buffer,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Memory filled by the tokenizer, readable as a buffer.",
-};
-
-/* Takes ownership of data (freed with the block, or now if the block cannot be made). */
-static PyObject *block_of(char *data, Py_ssize_t size) {
-    if (data == NULL && (data = malloc(1)) == NULL) return PyErr_NoMemory(); /* pyarrow refuses NULL */
-    Block *block = PyObject_New(Block, &BlockType);
-    if (block == NULL) {
-        free(data);
-        return NULL;
-    }
-    block->data = data;
-    block->size = size;
-    return (PyObject *)block;
-}
 
 /* What a key is looked up by (key_ends): its length and two words holding its first and last bytes, which are all of
  * its bytes when it has at most 16 of them (the bytes between are compared too when it has more). */
@@ -694,17 +655,10 @@ static PyObject *tokenize_lines(PyObject *self, PyObject *args) {
     Vocabulary *vocab = calloc(1, sizeof(Vocabulary));
     Job *job = calloc(1, sizeof(Job));
     const int32_t *off = offsets.buf;
-    size_t rows = offsets.len >= (Py_ssize_t)sizeof(int32_t) ? (size_t)offsets.len / sizeof(int32_t) - 1 : 0;
+    Py_ssize_t counted = arrow_rows(&data, &offsets);
+    size_t rows = counted < 0 ? 0 : (size_t)counted;
+    if (counted < 0) goto done;
     if (vocab == NULL || job == NULL) { PyErr_NoMemory(); goto done; }
-    if (offsets.len % sizeof(int32_t) || (rows && off[0] < 0) || (rows && off[rows] > data.len)) {
-        PyErr_SetString(PyExc_ValueError, "offsets: int32, rows + 1 of them, within the data");
-        goto done;
-    }
-    for (size_t i = 0; i < rows; i++)
-        if (off[i] > off[i + 1]) {
-            PyErr_SetString(PyExc_ValueError, "offsets: not ascending");
-            goto done;
-        }
     if (read_vocabulary(fields, vocab)) goto done;
     job->buf = data.buf, job->vocab = vocab;
     int r = 0;

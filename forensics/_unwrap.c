@@ -24,6 +24,8 @@
 
 #pragma GCC diagnostic ignored "-Wunused-function" /* the typing this reader does not need */
 #include "_typing.h"
+#define MM_BLOCK_NAME "forensics._unwrap.Block"
+#include "_buffers.h"
 
 enum { K_DOCKER = 1, K_CRI = 2, K_TIMESTAMPED = 3, K_SYSLOG = 4, K_RSYSLOG = 5, K_JOURNALD = 6, K_PYTHON_LOGGING = 7,
        K_STRUCTLOG = 8, K_ZAP = 9, K_SLOG = 10, K_RFC5424 = 11 };
@@ -652,44 +654,6 @@ static int unwrap_range(Out *o, const unsigned char *b, size_t i, size_t end, Re
 
 /* ---- Python ---- */
 
-typedef struct {
-    PyObject_HEAD
-    char *data;
-    Py_ssize_t size;
-} Block;
-
-static void block_dealloc(Block *self) {
-    free(self->data);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static int block_getbuffer(Block *self, Py_buffer *view, int flags) {
-    return PyBuffer_FillInfo(view, (PyObject *)self, self->data, self->size, 1, flags);
-}
-
-static PyBufferProcs block_as_buffer = {(getbufferproc)block_getbuffer, NULL};
-
-static PyTypeObject BlockType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "forensics._unwrap.Block",
-    .tp_basicsize = sizeof(Block),
-    .tp_dealloc = (destructor)block_dealloc,
-    .tp_as_buffer = &block_as_buffer,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Memory filled by the unwrapper, readable as a buffer.",
-};
-
-/* Takes ownership of data (freed with the block, or now if the block cannot be made). */
-static PyObject *block_of(void *data, Py_ssize_t size) {
-    if (data == NULL && (data = malloc(1)) == NULL) return PyErr_NoMemory();
-    Block *block = PyObject_New(Block, &BlockType);
-    if (block == NULL) {
-        free(data);
-        return NULL;
-    }
-    block->data = data, block->size = size;
-    return (PyObject *)block;
-}
 
 static void free_out(Out *o) {
     for (int c = 0; c < NCOLS; c++) free(o->cols[c].valid), free(o->cols[c].offsets), free(o->cols[c].data);
