@@ -231,3 +231,28 @@ def test_a_journald_entry_names_its_host_unit_and_pid_as_on_the_duckdb_path(tmp_
     sql, duckdb_unwrapped, unwrapped = read_three(log)
     assert taken == [True] and unwrapped == duckdb_unwrapped == sql
     assert [event[3] for event in unwrapped[0]] == ["mail-1", "c-1"]  # the worker: container, host, unit
+
+
+@needs_unwrapper
+@pytest.mark.parametrize("name", ["docker-json", "cri"])
+def test_a_line_handed_back_after_the_first_range_sends_the_whole_file_to_duckdb(tmp_path, taken, monkeypatch, name):
+    from forensics.ingest import tokenizer
+
+    monkeypatch.setattr(tokenizer, "SAMPLE_LINES", 1)  # the first range holds the sample, however small
+    lines = [f"event=send email=p{i}@example.com msg_id=m{i}" for i in range(40)]
+    body = wrap(name, lines).split("\n")
+    body[30] = wrap(name, [], last="event=send email=cut@example.com").rstrip("\n")  # a piece: handed back
+    log = _file(str(tmp_path), "\n".join(body))
+    sql, duckdb_unwrapped, unwrapped = read_three_in_ranges(log, 300)
+    assert taken == [False] and unwrapped == duckdb_unwrapped == sql and len(unwrapped[0]) >= 39
+
+
+def read_three_in_ranges(path: Path, range_bytes: int) -> tuple:
+    """read_three, the compiled readers taking the file `range_bytes` at a time."""
+    sql = read_with_parser(path, "sql")
+    kept, unwrapper._unwrap = unwrapper._unwrap, None
+    try:
+        duckdb_unwrapped = read_with_parser(path, "c", range_bytes)
+    finally:
+        unwrapper._unwrap = kept
+    return sql, duckdb_unwrapped, read_with_parser(path, "c", range_bytes)

@@ -41,7 +41,15 @@ STREAMS = (None, "stdout", "stderr", None)  # by the C module's code: not an ent
 
 
 class _Deferred(Exception):
-    """A line the C module does not read as DuckDB does: the DuckDB path reads the file."""
+    """A line the C module does not read as DuckDB does: the DuckDB path reads the file. Raised inside DuckDB's
+    reading of the Arrow stream, it comes back wrapped in a DuckDB error: _Read.deferred says it was this."""
+
+
+class _Read:
+    """What the stream's batches counted: its rows, and whether a range was handed back (_Deferred)."""
+
+    def __init__(self) -> None:
+        self.rows, self.deferred = 0, False
 
 
 def active() -> bool:
@@ -93,12 +101,15 @@ def _staged(con, found, mapped, staged, syntax, keys_of, keep_raw) -> Unwrapped 
         con.unregister(head_table)
     if keys is None:
         return None
+    read = _Read()
     try:
-        entries = _into_staged(con, found, mapped, ranges, kind, staged, keys, keep_raw)
-    except _Deferred:
+        _into_staged(con, found, mapped, ranges, kind, staged, keys, keep_raw, read)
+    except Exception:
+        if not read.deferred:
+            raise
         queries.run(con, "drop_staged", staged=staged)
         return None
-    return Unwrapped("logfmt", entries, sample)
+    return Unwrapped("logfmt", read.rows, sample)
 
 
 def _unwrapped(buffer, start: int, end: int, kind: int, found: Found):
@@ -118,22 +129,20 @@ def _head(first, found: Found):
     return pa.table({"line": _as_duckdb_line(lines, what), "env": env})
 
 
-def _into_staged(con, found, mapped, ranges, kind, staged, keys, keep_raw) -> int:
+def _into_staged(con, found, mapped, ranges, kind, staged, keys, keep_raw, read: _Read) -> None:
     import pyarrow as pa
 
-    counted = [0]
     name = f"{staged}_tokens"
     reader = pa.RecordBatchReader.from_batches(_schema(), _batches(mapped, ranges, kind, keys, keep_raw, found,
-                                                                   counted))
+                                                                   read))
     con.register(name, reader)
     try:
         queries.script(con, "stage_logfmt_tokens", {"keep_raw": keep_raw}, staged=staged, tokens=name, env="env")
     finally:
         con.unregister(name)
-    return counted[0]
 
 
-def _batches(mapped, ranges, kind, keys, keep_raw, found, counted: list[int]) -> Iterator:
+def _batches(mapped, ranges, kind, keys, keep_raw, found, read: _Read) -> Iterator:
     """Each half range's batch in file order: the next range unwrapped and tokenized on two threads (GIL
     released) while DuckDB types this one."""
     with ThreadPoolExecutor(2) as pool:
@@ -148,9 +157,13 @@ def _batches(mapped, ranges, kind, keys, keep_raw, found, counted: list[int]) ->
             if index + 1 < len(ranges):
                 pending.append(submitted(ranges[index + 1]))
             for future in pending.pop(0):
-                rows, parts = future.result()
-                yield _batch(rows, parts, counted[0], keep_raw, found)
-                counted[0] += rows
+                try:
+                    rows, parts = future.result()
+                except _Deferred:
+                    read.deferred = True
+                    raise
+                yield _batch(rows, parts, read.rows, keep_raw, found)
+                read.rows += rows
             _drop_pages(mapped, *ranges[index])
 
 
