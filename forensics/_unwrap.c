@@ -118,7 +118,13 @@ static long json_string(const unsigned char *s, size_t n, size_t *i, unsigned ch
     while (j < n && s[j] != '"') {
         unsigned c = s[j];
         if (c < 0x20) return -1;
-        if (c != '\\') { t[m++] = (unsigned char)c; j++; continue; }
+        if (c != '\\') { /* a run of plain bytes, copied at once */
+            size_t run = j;
+            while (j < n && s[j] != '"' && s[j] != '\\' && s[j] >= 0x20) j++;
+            memcpy(t + m, s + run, j - run);
+            m += j - run;
+            continue;
+        }
         if (j + 1 >= n) return -1;
         unsigned e = s[j + 1], cp;
         j += 2;
@@ -158,22 +164,28 @@ static size_t skip_spaces(const unsigned char *s, size_t n, size_t i) {
     return i;
 }
 
+/* Where the next token starts after i: past spaces and tabs, or at i in a compact object (a space is then no token). */
+static size_t between(const unsigned char *s, size_t n, int compact, size_t i) {
+    return compact ? i : skip_spaces(s, n, i);
+}
+
 /* A flat JSON object of string values, s[0] being its '{': each of the `nwanted` keys' decoded value into
- * value[k] (NULL when absent); spaces or tabs between tokens, other keys read and left. 0, or 1 to defer (any
- * other value than a string, a wanted key twice, an escaped key, anything after the object). */
+ * value[k] (NULL when absent); spaces or tabs between tokens unless `compact`, other keys read and left. 0, or 1
+ * to defer (any other value than a string, a wanted key twice, an escaped key, anything after the object, a space
+ * between tokens of a compact one). */
 static int json_entry(const unsigned char *s, size_t n, unsigned char *scratch, const char *const *wanted,
-                      int nwanted, const unsigned char **value, size_t *len) {
-    size_t i = skip_spaces(s, n, 1), used = 0;
+                      int nwanted, const unsigned char **value, size_t *len, int compact) {
+    size_t i = between(s, n, compact, 1), used = 0;
     for (int k = 0; k < nwanted; k++) value[k] = NULL;
-    if (i < n && s[i] == '}') return skip_spaces(s, n, i + 1) == n ? 0 : 1;
+    if (i < n && s[i] == '}') return between(s, n, compact, i + 1) == n ? 0 : 1;
     for (;;) {
         if (i >= n || s[i] != '"') return 1;
         const unsigned char *key_end = memchr(s + i + 1, '"', n - i - 1);
         if (key_end == NULL || memchr(s + i + 1, '\\', (size_t)(key_end - s - i - 1))) return 1;
         size_t key = i + 1, klen = (size_t)(key_end - s) - key;
-        i = skip_spaces(s, n, (size_t)(key_end - s) + 1);
+        i = between(s, n, compact, (size_t)(key_end - s) + 1);
         if (i >= n || s[i] != ':') return 1;
-        i = skip_spaces(s, n, i + 1);
+        i = between(s, n, compact, i + 1);
         if (i >= n || s[i] != '"') return 1;
         long vlen = json_string(s, n, &i, scratch + used);
         if (vlen < 0) return 1;
@@ -183,10 +195,10 @@ static int json_entry(const unsigned char *s, size_t n, unsigned char *scratch, 
                 value[k] = scratch + used, len[k] = (size_t)vlen;
                 used += (size_t)vlen;
             }
-        i = skip_spaces(s, n, i);
-        if (i < n && s[i] == '}') return skip_spaces(s, n, i + 1) == n ? 0 : 1;
+        i = between(s, n, compact, i);
+        if (i < n && s[i] == '}') return between(s, n, compact, i + 1) == n ? 0 : 1;
         if (i >= n || s[i] != ',') return 1;
-        i = skip_spaces(s, n, i + 1);
+        i = between(s, n, compact, i + 1);
     }
 }
 
@@ -200,10 +212,7 @@ static int docker_line(const Reading *r, const unsigned char *s, size_t n, Line 
     const unsigned char *v[3];
     size_t len[3];
     if (n == 0 || s[0] != '{') return 0;
-    if (json_entry(s, n, r->scratch, keys, 3, v, len)) return 1;
-    for (size_t i = 0; i < n; i++) /* Docker's own JSON is compact: a space outside strings is another writer's */
-        if (s[i] == '"') { while (++i < n && s[i] != '"') if (s[i] == '\\') i++; }
-        else if (json_space(s[i])) return 1;
+    if (json_entry(s, n, r->scratch, keys, 3, v, len, 1)) return 1; /* Docker's own JSON is compact */
     if (v[2] == NULL) return 0; /* no time: no entry (the SQL's v) */
     if (v[0] && (len[0] == 0 || v[0][len[0] - 1] != '\n')) return 1; /* a piece, or unfinished */
     size_t text = v[0] ? len[0] - 1 : 0;
@@ -227,7 +236,7 @@ static int journald_line(const Reading *r, const unsigned char *s, size_t n, Lin
     const unsigned char *v[9];
     size_t len[9];
     if (n == 0 || s[0] != '{') return n && s[0] == 0x1E; /* json-seq's RS: DuckDB's */
-    if (json_entry(s, n, r->scratch, keys, 9, v, len) || v[0] == NULL || v[1] == NULL) return 1;
+    if (json_entry(s, n, r->scratch, keys, 9, v, len, 0) || v[0] == NULL || v[1] == NULL) return 1;
     if (equals(v[7], len[7], "line-max") || equals(v[7], len[7], "eof") || equals(v[8], len[8], "true")) return 1;
     if ((len[0] && v[0][0] == '[') || memchr(v[0], '\n', len[0]) || len[1] == 0 || len[1] > 18) return 1;
     int64_t t = 0;
