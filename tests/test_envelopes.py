@@ -269,10 +269,15 @@ def enveloped_logfmt(draw) -> tuple[str, str]:
 def test_the_lines_inside_an_envelope_read_alike_on_both_parser_paths(file):
     name, body = file
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / ("000000" if name == "cloudwatch-export" else "case.log")
+        path = Path(tmp) / file_name(name)
         path.write_text(body, encoding="utf-8")
         sql, compiled = read_both(path)
     assert compiled == sql
+
+
+def file_name(envelope: str) -> str:
+    """What a file of this envelope is called: CloudWatch's S3 export is told by its objects' names (000000)."""
+    return "000000" if envelope == "cloudwatch-export" else "case.log"
 
 
 def read_both(path: Path) -> tuple:
@@ -331,7 +336,7 @@ def enveloped_jsonl(draw) -> tuple[str, str]:
 def test_the_json_lines_inside_an_envelope_read_alike_on_both_parser_paths(file):
     name, body = file
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / ("000000" if name == "cloudwatch-export" else "case.log")
+        path = Path(tmp) / file_name(name)
         # a lone surrogate escape the platform's JSON decoded (Cloud Logging's jsonPayload) cannot be written
         path.write_bytes(body.encode("utf-8", "replace"))
         sql, compiled = read_both(path)

@@ -14,9 +14,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from forensics.ingest import unwrapper
+from forensics.ingest import tokenizer, unwrapper
 from forensics.ingest.case import load_case
 from forensics.simulate.envelopes import wrap
+from tests.test_envelopes import file_name
 from tests.test_tokenizer_properties import SETTINGS, logfmt_line
 from tests.test_tokenizer_properties import read as read_with_parser
 
@@ -38,15 +39,16 @@ def taken(monkeypatch) -> list[bool]:
     return seen
 
 
-def read_three(path: Path) -> tuple:
-    """(SQL path, C tokenizer after DuckDB's unwrapping, C unwrapper) readings of one file."""
+def read_three(path: Path, range_bytes: int = tokenizer.RANGE_BYTES) -> tuple:
+    """(SQL path, C tokenizer after DuckDB's unwrapping, C unwrapper) readings of one file, the compiled readers
+    taking it `range_bytes` at a time."""
     sql = read_with_parser(path, "sql")
     kept, unwrapper._unwrap = unwrapper._unwrap, None
     try:
-        duckdb_unwrapped = read_with_parser(path, "c")
+        duckdb_unwrapped = read_with_parser(path, "c", range_bytes)
     finally:
         unwrapper._unwrap = kept
-    return sql, duckdb_unwrapped, read_with_parser(path, "c")
+    return sql, duckdb_unwrapped, read_with_parser(path, "c", range_bytes)
 
 
 def _file(tmp: str, body: str, name: str = "case.log") -> Path:
@@ -86,8 +88,7 @@ def line_log(draw) -> tuple[str, str]:
 def test_a_line_envelope_reads_alike_unwrapped_in_c_or_in_duckdb(file):
     name, body = file
     with tempfile.TemporaryDirectory() as tmp:
-        sql, duckdb_unwrapped, unwrapped = read_three(_file(tmp, body, "000000" if name == "cloudwatch-export"
-                                                             else "case.log"))
+        sql, duckdb_unwrapped, unwrapped = read_three(_file(tmp, body, file_name(name)))
     assert unwrapped == duckdb_unwrapped
     assert unwrapped == sql
 
@@ -96,8 +97,7 @@ def test_a_line_envelope_reads_alike_unwrapped_in_c_or_in_duckdb(file):
 @pytest.mark.parametrize("name", sorted(unwrapper.KINDS))
 def test_a_clean_log_of_each_line_envelope_is_unwrapped_in_c(tmp_path, taken, name):
     body = wrap(name, [A, "", "not a record", 'event=send email=b@example.com msg_id=m2 error="a \\"q\\" é"'])
-    sql, duckdb_unwrapped, unwrapped = read_three(_file(str(tmp_path), body, "000000" if name == "cloudwatch-export"
-                                                        else "case.log"))
+    sql, duckdb_unwrapped, unwrapped = read_three(_file(str(tmp_path), body, file_name(name)))
     assert taken == [True] and unwrapped == duckdb_unwrapped == sql and len(unwrapped[0]) == 2
 
 
@@ -236,23 +236,11 @@ def test_a_journald_entry_names_its_host_unit_and_pid_as_on_the_duckdb_path(tmp_
 @needs_unwrapper
 @pytest.mark.parametrize("name", ["docker-json", "cri"])
 def test_a_line_handed_back_after_the_first_range_sends_the_whole_file_to_duckdb(tmp_path, taken, monkeypatch, name):
-    from forensics.ingest import tokenizer
-
     monkeypatch.setattr(tokenizer, "SAMPLE_LINES", 1)  # the first range holds the sample, however small
     lines = [f"event=send email=p{i}@example.com msg_id=m{i}" for i in range(40)]
     body = wrap(name, lines).split("\n")
     body[30] = wrap(name, [], last="event=send email=cut@example.com").rstrip("\n")  # a piece: handed back
     log = _file(str(tmp_path), "\n".join(body))
-    sql, duckdb_unwrapped, unwrapped = read_three_in_ranges(log, 300)
+    sql, duckdb_unwrapped, unwrapped = read_three(log, 300)
     assert taken == [False] and unwrapped == duckdb_unwrapped == sql and len(unwrapped[0]) >= 39
 
-
-def read_three_in_ranges(path: Path, range_bytes: int) -> tuple:
-    """read_three, the compiled readers taking the file `range_bytes` at a time."""
-    sql = read_with_parser(path, "sql")
-    kept, unwrapper._unwrap = unwrapper._unwrap, None
-    try:
-        duckdb_unwrapped = read_with_parser(path, "c", range_bytes)
-    finally:
-        unwrapper._unwrap = kept
-    return sql, duckdb_unwrapped, read_with_parser(path, "c", range_bytes)
