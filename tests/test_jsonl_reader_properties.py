@@ -242,3 +242,11 @@ def test_the_sql_switch_reads_json_lines_through_sql(monkeypatch, tmp_path):
     monkeypatch.setattr(jsontokenizer, "_jsonl", None)  # would fail if it were used
     assert read(path, "sql")[0][0][0] == 1
     assert jsontokenizer.describe().startswith("SQL")
+
+
+@needs_c
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_dirty_byte_after_a_bare_cr_in_a_crlf_file_reads_as_on_the_sql_path(gz):
+    # see the logfmt test of the same name: first found by the property above
+    assert_same(b"\xef\xbb\xbf" + FIRST + b"\r\n\n{}\r\x80\n{}\n{}\n", gz, 64)
+    assert_same(FIRST + b"\r\n{}\r\x80\r\n" + FIRST + b"\r\n", gz)
