@@ -43,16 +43,29 @@ CREATE OR REPLACE TEMP MACRO mm_spaced_head(line, head) AS
 -- prefix may end with (mm_payload tells). A block computes it once, in a column of its own: a macro's argument
 -- is copied wherever the macro uses it, and cutting the text with strpos and a slice cost more than the rest
 -- of the unwrapping (a regex that matches only the short head is cheap).
-CREATE OR REPLACE TEMP MACRO mm_json_tail(s) AS regexp_replace(s, '^[^{]*', '');
+CREATE OR REPLACE TEMP MACRO mm_json_tail(s) AS CASE WHEN NOT contains(s, '{') THEN '' ELSE regexp_replace(s, '^[^{]*', '') END;
+-- The key (`name=`) that ends at the first '=' of `rest`, when one does: the text from the last whitespace
+-- before that '=' (or from the start) holds no quote and is not empty; '' otherwise. A block computes it once, in a
+-- column `key` of its own, for mm_payload.
+CREATE OR REPLACE TEMP MACRO mm_first_key(rest) AS
+    ltrim(regexp_extract(substring(rest, 1, strpos(rest, '=')), '(?:^|\s)[^\s="]+=$'), ' ' || chr(9) || chr(10) || chr(12) || chr(13));
+-- `rest` from the bare ISO time that `head` (the text before the key) ends with, when it does (the time, then
+-- whitespace), else from the key on.
+CREATE OR REPLACE TEMP MACRO mm_from_key(rest, head) AS substring(rest, length(head) - length(ltrim(
+    regexp_extract(head, '(?:^|\s)[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9:.]+(?:Z|[+-][0-9:]+)?\s+$'),
+    ' ' || chr(9) || chr(10) || chr(12) || chr(13))) + 1);
 -- what follows an application's prefix (time, level, logger, free text): its trailing JSON object (`tail`, from
 -- mm_json_tail of `rest` or of a line that ends like it, when it ends with '}' and parses), else its key=value
 -- pairs from the first one on (with a bare ISO time just before them), else all of it: the prefix up to them is
--- dropped (only that short prefix is matched with its group: extracting the long tail as a group cost three
--- times as much). `rest` is the rest of one line, which never holds a newline; it is read only when the tail is
--- not a JSON object. (ends_with before rtrim: trimming every line cost as much as the parse.)
-CREATE OR REPLACE TEMP MACRO mm_payload(rest, tail) AS CASE
+-- dropped. That is the regexp_replace below; it costs three times what finding the first key (`key`,
+-- mm_first_key of `rest`) and the time before it does, so it runs only where no key ends at the first '='
+-- (a key can only start before the first '=' or after it, so where one ends there it is the first). `rest` is
+-- the rest of one line, which never holds a newline; it is read only when the tail is not a JSON object.
+-- (ends_with before rtrim: trimming every line cost as much as the parse.)
+CREATE OR REPLACE TEMP MACRO mm_payload(rest, tail, key) AS CASE
     WHEN starts_with(tail, '{') AND (ends_with(tail, '}') OR ends_with(rtrim(tail), '}')) AND json_valid(tail)
          THEN tail
+    WHEN key <> '' THEN mm_from_key(rest, substring(rest, 1, strpos(rest, '=') - length(key)))
     ELSE regexp_replace(
         rest, '^(?:.*?\s)??((?:[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9:.]+(?:Z|[+-][0-9:]+)?\s+)?[^\s="]+=)', '\1') END
 
@@ -223,12 +236,14 @@ WITH entries AS (
     SELECT line,
            regexp_extract(line, '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2},[0-9]{3}') AS stamp
     FROM {frag:lines}(:path, :delim)
-), tails AS (
+), rests AS (
     -- the stamp holds no brace and the prefix trim takes none: the line's JSON tail is its rest's
-    SELECT *, mm_json_tail(line) AS tail FROM entries
+    SELECT *, ltrim(substring(line, length(stamp) + 1), ' :-') AS rest, mm_json_tail(line) AS tail FROM entries
+), tails AS (
+    SELECT *, mm_first_key(rest) AS key FROM rests
 )
 SELECT '' AS chain,
-       CASE WHEN stamp = '' THEN line ELSE mm_payload(ltrim(substring(line, length(stamp) + 1), ' :-'), tail) END AS text,
+       CASE WHEN stamp = '' THEN line ELSE mm_payload(rest, tail, key) END AS text,
        true AS complete, TRY_CAST(replace(nullif(stamp, ''), ',', '.') AS TIMESTAMPTZ) AS ts, NULL::VARCHAR AS stream,
        NULL::VARCHAR AS host, NULL::VARCHAR AS unit, NULL::VARCHAR AS container, NULL::VARCHAR AS pid
 FROM tails
@@ -249,9 +264,9 @@ WITH entries AS (
            substring(line, length(head) + 1) AS rest
     FROM entries
 ), tails AS (
-    SELECT *, mm_json_tail(rest) AS tail FROM parts
+    SELECT *, mm_json_tail(rest) AS tail, mm_first_key(rest) AS key FROM parts
 )
-SELECT '' AS chain, CASE WHEN stamp = '' THEN line ELSE mm_payload(rest, tail) END AS text, true AS complete,
+SELECT '' AS chain, CASE WHEN stamp = '' THEN line ELSE mm_payload(rest, tail, key) END AS text, true AS complete,
        mm_ts(nullif(stamp, '')) AS ts, NULL::VARCHAR AS stream, NULL::VARCHAR AS host, NULL::VARCHAR AS unit,
        NULL::VARCHAR AS container, NULL::VARCHAR AS pid
 FROM tails
@@ -270,9 +285,9 @@ WITH entries AS (
     SELECT line, regexp_extract(head, '^([0-9][^\t]*)\t', 1) AS stamp, substring(line, length(head) + 1) AS rest
     FROM entries
 ), tails AS (
-    SELECT *, mm_json_tail(rest) AS tail FROM parts
+    SELECT *, mm_json_tail(rest) AS tail, mm_first_key(rest) AS key FROM parts
 )
-SELECT '' AS chain, CASE WHEN stamp = '' THEN line ELSE mm_payload(rest, tail) END AS text, true AS complete,
+SELECT '' AS chain, CASE WHEN stamp = '' THEN line ELSE mm_payload(rest, tail, key) END AS text, true AS complete,
        mm_ts(nullif(stamp, '')) AS ts, NULL::VARCHAR AS stream, NULL::VARCHAR AS host, NULL::VARCHAR AS unit,
        NULL::VARCHAR AS container, NULL::VARCHAR AS pid
 FROM tails

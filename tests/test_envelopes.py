@@ -394,3 +394,27 @@ def test_an_inner_json_line_over_the_compiled_readers_limit_sends_the_file_to_sq
     log.write_text(wrap("docker-json", [B, long, B.replace("b2", "b3")]), encoding="utf-8")
     sql, compiled = read_both(log)
     assert staged == [False] and compiled == sql and len(compiled[0]) == 3
+
+
+# What follows an application's prefix is read from its first key=value pair on (or the bare ISO time just before
+# it): the rule, as one regex; mm_payload finds the first key without it where it can (the regex costs 3x).
+PAYLOAD_RULE = r"""regexp_replace(rest, '^(?:.*?\s)??((?:[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9:.]+(?:Z|[+-][0-9:]+)?\s+)?[^\s="]+=)', '\1')"""
+PAYLOAD_PIECES = [" ", "  ", "\t", "\r", "\x0c", "\x0b", "=", "==", '"', "k", "evt", "é", "\u00a0", "\u3000", ":", "-", "[",
+                  "2026-11-28T09:00:00Z", "2026-11-28 09:00:00", "2026-11-28T09:00:00.5+01:00", "2026-11-28", "12:00",
+                  "level=info", 'msg="a b=c"', "{", "}", '{"a": 1}', "x=", "=y", "INFO name:"]
+
+
+@pytest.mark.slow
+@SETTINGS
+@given(st.lists(st.lists(st.sampled_from(PAYLOAD_PIECES), max_size=12).map("".join), min_size=1, max_size=30))
+def test_the_record_after_a_prefix_is_found_as_the_one_regex_finds_it(rests):
+    import duckdb
+
+    import queries
+
+    con = duckdb.connect()
+    queries.script(con, "ingest_macros")
+    queries.script(con, "envelope_macros")
+    con.execute("CREATE TABLE r AS SELECT unnest($rests) AS rest", {"rests": rests})
+    found = con.execute(f"SELECT rest, mm_payload(rest, '', mm_first_key(rest)), {PAYLOAD_RULE} FROM r").fetchall()
+    assert [(rest, rule) for rest, _, rule in found] == [(rest, payload) for rest, payload, _ in found]
