@@ -191,20 +191,19 @@ WITH entries AS (
            regexp_extract(line, '^<[0-9]{1,3}>1 \S+ \S+ \S+ \S+ \S+ (?:-|(?:\[(?:[^\]"\\]|\\.|"(?:[^"\\]|\\.)*")*\])+)') AS head
     FROM {frag:lines}(:path, :delim)
 ), parts AS (
-    -- the fields from the header alone (one followed by neither a space nor the end is no entry), the message
-    -- as the rest after that space
-    SELECT line, head,
-           regexp_extract(mm_spaced_head(line, head), '^<([0-9]{1,3})>1 (\S+) (\S+) (\S+) (\S+) ',
-                          ['pri', 'stamp', 'host', 'app', 'procid']) AS m
+    -- the fields from the header alone (one followed by neither a space nor the end is no entry: f is NULL), the
+    -- message as the rest after that space. The header's first six fields are single-space separated and hold no
+    -- whitespace: split at its spaces, f is [<PRI>1, TIMESTAMP, HOST, APP-NAME, PROCID, …] (capturing them with
+    -- a regex cost as much as the rest of the block)
+    SELECT line, head, CASE WHEN mm_spaced_head(line, head) <> '' THEN string_split(head, ' ') END AS f
     FROM entries
 ), texts AS (
     SELECT *, substring(line, length(head) + 2) AS rest FROM parts
 )
 SELECT '' AS chain,
-       CASE WHEN m.pri = '' THEN line WHEN starts_with(rest, chr(65279)) THEN ltrim(rest, chr(65279)) ELSE rest END AS text,
-       true AS complete, CASE WHEN m.stamp NOT IN ('', '-') THEN mm_ts(m.stamp) END AS ts, NULL::VARCHAR AS stream,
-       nullif(nullif(m.host, ''), '-') AS host, nullif(nullif(m.app, ''), '-') AS unit, NULL::VARCHAR AS container,
-       nullif(nullif(m.procid, ''), '-') AS pid
+       CASE WHEN f IS NULL THEN line WHEN starts_with(rest, chr(65279)) THEN ltrim(rest, chr(65279)) ELSE rest END AS text,
+       true AS complete, CASE WHEN f[2] <> '-' THEN mm_ts(f[2]) END AS ts, NULL::VARCHAR AS stream,
+       nullif(f[3], '-') AS host, nullif(f[4], '-') AS unit, NULL::VARCHAR AS container, nullif(f[5], '-') AS pid
 FROM texts
 
 -- name: envelope_timestamped
