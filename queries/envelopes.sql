@@ -340,18 +340,28 @@ FROM read
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
-    SELECT line,
-           CASE WHEN starts_with(line, '{') THEN try(json_extract_string(line, [
+    -- jsonPayload, an object, is rendered as text only where the line may hold it (its key, plain or escaped):
+    -- rendering it on every line cost more than the rest of the unwrapping; elsewhere v[2] is a stand-in
+    SELECT line, contains(line, '"jsonPayload"') OR contains(line, '\u') AS json_payload,
+           CASE WHEN NOT starts_with(line, '{') THEN NULL
+                WHEN json_payload THEN try(json_extract_string(line, [
                '$.textPayload', '$.jsonPayload', '$.timestamp', '$.receiveTimestamp', '$.logName',
+               '$.labels."compute.googleapis.com/resource_name"', '$.resource.labels.node_name',
+               '$.resource.labels.instance_id', '$.resource.labels.pod_name', '$.resource.labels.container_name',
+               '$.resource.labels.service_name', '$.resource.labels.job_name', '$.resource.labels.function_name',
+               '$.insertId']))
+                ELSE try(json_extract_string(line, [
+               '$.textPayload', '$.textPayload', '$.timestamp', '$.receiveTimestamp', '$.logName',
                '$.labels."compute.googleapis.com/resource_name"', '$.resource.labels.node_name',
                '$.resource.labels.instance_id', '$.resource.labels.pod_name', '$.resource.labels.container_name',
                '$.resource.labels.service_name', '$.resource.labels.job_name', '$.resource.labels.function_name',
                '$.insertId'])) END AS v
     FROM {frag:lines}(:path, :delim)
 ), read AS (
-    SELECT line, CASE WHEN v[5] IS NOT NULL OR v[14] IS NOT NULL THEN v END AS v FROM entries
+    SELECT line, json_payload, CASE WHEN v[5] IS NOT NULL OR v[14] IS NOT NULL THEN v END AS v FROM entries
 )
-SELECT '' AS chain, CASE WHEN v IS NULL THEN line ELSE coalesce(v[1], v[2]) END AS text, true AS complete,
+SELECT '' AS chain, CASE WHEN v IS NULL THEN line ELSE coalesce(v[1], CASE WHEN json_payload THEN v[2] END) END AS text,
+       true AS complete,
        mm_ts(coalesce(v[3], v[4])) AS ts, nullif(regexp_extract(v[5], '/logs/(stdout|stderr)$', 1), '') AS stream,
        coalesce(v[6], v[7], v[8]) AS host, coalesce(v[11], v[12], v[13]) AS unit, coalesce(v[9], v[10]) AS container,
        NULL::VARCHAR AS pid
@@ -384,16 +394,22 @@ FROM read
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
+    -- `attributes`, an object, is rendered as text (another parse of the line) only where it is needed: where
+    -- the message is missing or is no record; rendering it on every line cost more than the rest of the block
     SELECT line,
            CASE WHEN starts_with(line, '{') THEN try(json_extract_string(line, [
-               '$.message', '$.attributes', '$.date', '$.timestamp', '$.host', '$.service'])) END AS v
+               '$.message', '$.date', '$.timestamp', '$.host', '$.service'])) END AS v
     FROM {frag:lines}(:path, :delim)
+), kept AS (
+    SELECT line, v, CASE WHEN v IS NOT NULL AND NOT coalesce(mm_record_like(v[1]), false)
+                         THEN json_extract_string(line, '$.attributes') END AS attributes
+    FROM entries
 ), read AS (
-    SELECT line, CASE WHEN v[1] IS NOT NULL OR v[2] IS NOT NULL THEN v END AS v FROM entries
+    SELECT line, attributes, CASE WHEN v[1] IS NOT NULL OR attributes IS NOT NULL THEN v END AS v FROM kept
 )
 SELECT '' AS chain,
-       CASE WHEN v IS NULL THEN line WHEN mm_record_like(v[1]) THEN v[1] ELSE coalesce(v[2], v[1]) END AS text,
-       true AS complete, mm_ts(coalesce(v[3], v[4])) AS ts, NULL::VARCHAR AS stream, v[5] AS host, v[6] AS unit,
+       CASE WHEN v IS NULL THEN line WHEN mm_record_like(v[1]) THEN v[1] ELSE coalesce(attributes, v[1]) END AS text,
+       true AS complete, mm_ts(coalesce(v[2], v[3])) AS ts, NULL::VARCHAR AS stream, v[4] AS host, v[5] AS unit,
        NULL::VARCHAR AS container, NULL::VARCHAR AS pid
 FROM read
 
@@ -405,18 +421,29 @@ FROM read
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
 WITH entries AS (
-    SELECT line,
-           CASE WHEN starts_with(line, '{') THEN try(json_extract_string(coalesce(try(json_extract(line, '$._source')), line), [
-               '$.message', '$.log.original', '$.event.original', '$."@timestamp"', '$.host.name', '$.host.hostname',
-               '$.container.name', '$.kubernetes.pod.name', '$.service.name', '$'])) END AS v
+    -- a hit (`_source` present) is read through its _source: one parse of the line each way, and the document is
+    -- rendered as text (the record when no message is one) only where it is needed; extracting _source and
+    -- rendering it on every line cost more than the rest of the block
+    SELECT line, CASE WHEN starts_with(line, '{') THEN try(json_exists(line, '$._source')) END AS hit
     FROM {frag:lines}(:path, :delim)
+), read AS (
+    SELECT line, hit,
+           CASE WHEN hit THEN try(json_extract_string(line, [
+               '$._source.message', '$._source.log.original', '$._source.event.original', '$._source."@timestamp"',
+               '$._source.host.name', '$._source.host.hostname', '$._source.container.name',
+               '$._source.kubernetes.pod.name', '$._source.service.name']))
+                WHEN NOT hit THEN try(json_extract_string(line, [
+               '$.message', '$.log.original', '$.event.original', '$."@timestamp"', '$.host.name', '$.host.hostname',
+               '$.container.name', '$.kubernetes.pod.name', '$.service.name'])) END AS v
+    FROM entries
 )
 SELECT '' AS chain,
        CASE WHEN v IS NULL THEN line WHEN mm_record_like(v[1]) THEN v[1] WHEN mm_record_like(v[2]) THEN v[2]
-            WHEN mm_record_like(v[3]) THEN v[3] ELSE v[10] END AS text,
+            WHEN mm_record_like(v[3]) THEN v[3]
+            ELSE json_extract_string(CASE WHEN hit THEN json_extract(line, '$._source') ELSE line END, '$') END AS text,
        true AS complete, mm_ts(v[4]) AS ts, NULL::VARCHAR AS stream, coalesce(v[5], v[6]) AS host, v[9] AS unit,
        coalesce(v[8], v[7]) AS container, NULL::VARCHAR AS pid
-FROM entries
+FROM read
 
 -- name: envelope_partial_pieces
 -- How many pieces leave their line unfinished before the file's last entry (then pieces must be joined), how

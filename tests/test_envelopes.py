@@ -418,3 +418,39 @@ def test_the_record_after_a_prefix_is_found_as_the_one_regex_finds_it(rests):
     con.execute("CREATE TABLE r AS SELECT unnest($rests) AS rest", {"rests": rests})
     found = con.execute(f"SELECT rest, mm_payload(rest, '', mm_first_key(rest)), {PAYLOAD_RULE} FROM r").fetchall()
     assert [(rest, rule) for rest, _, rule in found] == [(rest, payload) for rest, payload, _ in found]
+
+
+@pytest.mark.parametrize("name,entries", [
+    ("elastic", [{"_index": "l", "_id": "1", "_source": {"@timestamp": "2026-11-28T09:00:01Z", "message": "{record}",
+                                                         "host": {"name": "h1"}}},
+                 {"_index": "l", "_id": "2", "_source": {"@timestamp": "2026-11-28T09:00:02Z", "message": "sent it",
+                                                         "event": "send", "email": "b@x.co", "msg_id": "m2"}},
+                 {"@timestamp": "2026-11-28T09:00:03Z", "message": "done", "log": {"original": "{record}"}},
+                 {"_index": "l", "_id": "4", "_source": None}]),
+    ("datadog", [{"date": "2026-11-28T09:00:01Z", "host": "h1", "message": "{record}", "attributes": {"x": 1}},
+                 {"date": "2026-11-28T09:00:02Z", "host": "h1", "message": "sent it",
+                  "attributes": {"event": "send", "email": "b@x.co", "msg_id": "m2"}},
+                 {"date": "2026-11-28T09:00:03Z", "host": "h1", "attributes": {"event": "send", "email": "c@x.co",
+                                                                               "msg_id": "m3"}},
+                 {"date": "2026-11-28T09:00:04Z", "host": "h1", "message": "prose only"}]),
+    ("cloud-logging", [{"insertId": "1", "logName": "p/logs/stdout", "timestamp": "2026-11-28T09:00:01Z",
+                        "textPayload": "{record}"},
+                       {"insertId": "2", "logName": "p/logs/stdout", "timestamp": "2026-11-28T09:00:02Z",
+                        "jsonPayload": {"event": "send", "email": "b@x.co", "msg_id": "m2"}},
+                       {"insertId": "3", "logName": "p/logs/stdout", "timestamp": "2026-11-28T09:00:03Z",
+                        "json\\u0050ayload": {"event": "send", "email": "c@x.co", "msg_id": "m3"}},
+                       {"insertId": "4", "logName": "p/logs/stdout", "timestamp": "2026-11-28T09:00:04Z"}]),
+])
+def test_a_json_platforms_record_is_its_message_else_its_object_of_fields(tmp_path, name, entries):
+    # the record is the message where it is one, else the platform's object of fields: a hit's _source, Datadog's
+    # attributes, Cloud Logging's jsonPayload (its key escaped or not); an entry holding none is no record
+    record = "event=send email=a@x.co msg_id=m1"
+    log = tmp_path / f"{name}.log"
+    log.write_text("".join(json.dumps(entry).replace("{record}", record).replace("\\\\u", "\\u") + "\n"
+                           for entry in entries), encoding="utf-8")
+    case = read(tmp_path, log)
+    assert case.inputs[0].envelope == name
+    assert [(r["line_no"], r["recipient"], r["msg_id"]) for r in records(case)] == [
+        (1, "a@x.co", "m1"), (2, "b@x.co", "m2"), (3, "c@x.co" if name != "elastic" else "a@x.co",
+                                                   "m3" if name != "elastic" else "m1")]
+    assert [row[0] for row in case.con.execute("SELECT line_no FROM skipped").fetchall()] == [4]
