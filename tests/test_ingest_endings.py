@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from pathlib import Path
 
 import pytest
 
@@ -58,3 +59,44 @@ def test_a_last_line_cut_mid_record_is_truncated_and_lost(tmp_path, syntax, cut)
     reasons = [r[0] for r in case.con.execute("SELECT reason FROM skipped").fetchall()]
     assert reasons == ["truncated last line (no newline at end of file)"]
     assert build_document(case)["complete"] is False
+
+
+MIXED = {  # each line end, whatever its kind, ends one line
+    "crlf-then-bare-cr": ["\r\n", "\r", "\r\n"],  # DuckDB's reader dropped the first byte after the CR
+    "lf-then-crlf": ["\n", "\r\n", "\n"],  # it read the CRLF as two line ends: every later line number one off
+    "crlf-bare-cr-before-non-ascii": ["\r\n", "\r", "\r\n"],  # it refused the file ("cannot read")
+    "bare-cr-then-crlf-then-lf": ["\r", "\r\n", "\n"],
+}
+
+
+@pytest.mark.parametrize("gz", [False, True])
+@pytest.mark.parametrize("parser", ["c", "sql"])
+@pytest.mark.parametrize("variant", sorted(MIXED))
+@pytest.mark.parametrize("syntax", ["logfmt", "jsonl"])
+def test_a_file_of_mixed_line_ends_reads_every_record_at_its_line(tmp_path, monkeypatch, syntax, variant, parser, gz):
+    monkeypatch.setenv("MAILMORTEM_PARSER", parser)
+    lines = _lines(syntax) + [_lines(syntax)[0].replace("m1", "m3").replace("09:10", "09:12"), "not a record"]
+    if variant.endswith("non-ascii"):
+        lines[2] = lines[2].replace("a@x.co", "é@x.co")
+        lines[2] = "é=1 " + lines[2] if syntax == "logfmt" else lines[2]
+    data = "".join(line + end for line, end in zip(lines, MIXED[variant] + [MIXED[variant][0]])).encode()
+    path = tmp_path / f"mail-send.{EXT[syntax]}{'.gz' if gz else ''}"
+    path.write_bytes(gzip.compress(data) if gz else data)
+    case = load_case([str(path)])
+    assert case.con.execute("SELECT line_no, msg_id FROM events ORDER BY line_no").fetchall() == [
+        (1, "m1"), (2, "m2"), (3, "m3")]
+    assert [row[0] for row in case.con.execute("SELECT line_no FROM skipped").fetchall()] == [4]
+    [(spill,)] = case.con.execute("SELECT current_setting('temp_directory')").fetchall()
+    assert not list(Path(spill).glob("mailmortem-*")), "the copy is not kept once read"
+
+
+def test_many_files_of_mixed_line_ends_read_like_one(tmp_path):
+    # more than MANY_FILES files go to DuckDB's reader in one statement: one whose line ends mix is read alone
+    logs = []
+    for n in range(20):
+        line = f"ts=2026-11-28T09:{n:02d}:00Z evt=sent worker=w{n} campaign=c step=1 recipient=p{n}@x.co msg_id=m{n}"
+        (tmp_path / f"{n:02d}.log").write_bytes((f"{line}\r\n{line.replace(f'm{n}', f'n{n}')}\r" + line.replace(
+            f"m{n}", f"o{n}") + "\r\n").encode())
+        logs.append(str(tmp_path / f"{n:02d}.log"))
+    case = load_case(logs)
+    assert case.con.execute("SELECT count(*), count(DISTINCT msg_id) FROM events").fetchone() == (60, 60)

@@ -112,7 +112,7 @@ def stage(con, path: str, staged: str, plan: Plan, params: dict, picks: list) ->
     finally:
         con.unregister(name)
     if flags[0] & _jsonl.DIRTY:
-        return tokenizer.refuse_dirty(path)
+        raise tokenizer.DirtyFile("invalid utf-8 or line size over the limit")
     return not (flags[0] & _jsonl.CRLF and flags[0] & _jsonl.LONE)
 
 

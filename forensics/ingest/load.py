@@ -185,6 +185,8 @@ def _load_group(con, members: list[_File], field_map: FieldMap, keep_raw: bool) 
         for f in members:  # a damaged .gz raises here; read file by file, it is then named
             plains.append(_decompressed(con, f.source))
         paths = [(plain or f.source).path for plain, f in zip(plains, members)]
+        if any(map(sources.mixes_line_endings, paths)):
+            raise InputError("line endings mix")  # read from a copy, file by file
         # a Source whose path is a list: DuckDB's reader takes either
         _PARSERS[syntax](con, Source(paths, f"{len(paths)} files", False), group,
                          b"".join(f.head for f in members), field_map, keep_raw)
@@ -272,8 +274,9 @@ def _spill_folder(con) -> str | None:
 def _stage(con, source: Source, staged: str, file: _File, field_map: FieldMap,
            keep_raw: bool) -> tuple[int, bool, envelopes.Unwrapped | None]:
     """Parse one file into its staged table: the line number of its header (0 without one), whether
-    it had to be read from a repaired copy, and what its envelope held (None without one)."""
-    readable, unwrapped = source, None
+    it had to be read from a repaired copy, and what its envelope held (None without one). A file whose line
+    endings mix is read from a copy with LF endings (sources.line_ended_copy)."""
+    readable, unwrapped, repaired = _line_ended(con, source), None, False
     for attempt in ("as is", "sanitized"):
         try:
             if file.envelope:
@@ -289,13 +292,27 @@ def _stage(con, source: Source, staged: str, file: _File, field_map: FieldMap,
         except Exception as exc:  # duckdb raises many classes; dirty files get one sanitized retry
             queries.run(con, "drop_staged", staged=staged)
             if attempt == "as is" and _is_dirty_file_error(exc):
-                readable = sources.sanitized_copy(source, _spill_folder(con))
+                sanitized, repaired = sources.sanitized_copy(readable, _spill_folder(con)), True
+                _forget_copy(readable, source)
+                readable = sanitized
                 continue
+            _forget_copy(readable, source)
             raise InputError(f"{source.label}: cannot read ({_first_line(exc)})") from None
     _mark_cut_off(con, staged, sources.unfinished_line(readable))  # what was parsed: the file or its copy
+    _forget_copy(readable, source)  # a copy, like a plain copy, is not kept once staged
+    return header_line, repaired, unwrapped
+
+
+def _line_ended(con, source: Source) -> Source:
+    """The file, or where its line endings mix, its copy with LF endings."""
+    if isinstance(source.path, str) and sources.mixes_line_endings(source.path):
+        return sources.line_ended_copy(source, _spill_folder(con))
+    return source
+
+
+def _forget_copy(readable: Source, source: Source) -> None:
     if readable is not source:
-        os.unlink(readable.path)  # the repaired copy, like a plain copy, is not kept once staged
-    return header_line, readable is not source, unwrapped
+        os.unlink(readable.path)
 
 
 def _create_views(con, files: list[_File], summaries: dict[int, InputSummary],

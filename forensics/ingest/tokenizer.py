@@ -21,7 +21,6 @@ import functools
 import itertools
 import mmap
 import os
-import re
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -90,17 +89,6 @@ class DirtyFile(Exception):
     """Invalid UTF-8 or an overlong line: load._stage repairs the file, as after DuckDB's reader refuses it."""
 
 
-def refuse_dirty(path: str) -> bool:
-    """After a compiled reader found invalid UTF-8 or an overlong line in `path`: raise DirtyFile (load._stage
-    reads a repaired copy), or False when the file's line endings mix CRLF with a bare CR or LF. The SQL path
-    reads such a file as it is, not repaired: DuckDB's reader splits mixed endings its own way (in a CRLF file it
-    drops the byte after a bare CR, an invalid one included), so the compiled path must leave it to SQL as it is
-    too. The readers may have stopped at the dirty range before they saw the endings: the file is searched."""
-    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-        if mapped.find(b"\r\n") >= 0 and re.search(rb"\r(?!\n)|(?<!\r)\n", mapped):
-            return False
-    raise DirtyFile("invalid utf-8 or line size over the limit")
-
 
 @dataclass
 class _Seen:
@@ -119,7 +107,7 @@ def stage(con, path: str, staged: str, keys: list[list[bytes]], keep_raw: bool) 
     seen = _Seen()
     _into_staged(con, staged, _file_batches(path, keys, seen, keep_raw), keep_raw)
     if seen.flags & _logfmt.DIRTY:
-        return refuse_dirty(path)
+        raise DirtyFile("invalid utf-8 or line size over the limit")
     return not seen.mixed_endings
 
 
