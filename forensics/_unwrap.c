@@ -18,6 +18,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +29,8 @@
 #include "_buffers.h"
 
 enum { K_DOCKER = 1, K_CRI = 2, K_TIMESTAMPED = 3, K_SYSLOG = 4, K_RSYSLOG = 5, K_JOURNALD = 6, K_PYTHON_LOGGING = 7,
-       K_STRUCTLOG = 8, K_ZAP = 9, K_SLOG = 10, K_RFC5424 = 11 };
+       K_STRUCTLOG = 8, K_ZAP = 9, K_SLOG = 10, K_RFC5424 = 11,
+       K_LOKI = 12, K_CLOUD_LOGGING = 13, K_CLOUDWATCH = 14, K_DATADOG = 15, K_ELASTIC = 16 };
 enum { E_NONE = 0, E_STDOUT = 1, E_STDERR = 2, E_NO_STREAM = 3 }; /* what a line was */
 enum { U_DEFER = 1, U_NOMEM = 2 };
 enum { C_TEXT, C_HOST, C_UNIT, C_CONTAINER, C_PID, NCOLS }; /* the columns: the text, then its provenance */
@@ -613,6 +615,353 @@ static int slog_line(const Reading *r, const unsigned char *s, size_t n, Line *l
     return 0;
 }
 
+/* ---- JSON platforms: Loki, Cloud Logging, CloudWatch, Datadog, Elasticsearch (one entry per line) ---- */
+
+/* Their entries nest objects (Loki's labels, Cloud Logging's resource.labels, a hit's _source): read_object
+ * finds the wanted paths as json_extract_string(line, [paths]) does, reading every other value strictly and
+ * leaving it (JSON DuckDB's reader takes and this one does not, a trailing comma or NaN say, defers). A wanted
+ * value is absent, null, a string (decoded) or another value: its raw text, which json_extract_string gives for
+ * a plain integer and which the callers otherwise read only as "present" (an empty object aside). */
+
+#define NO_TIME INT64_MIN /* an entry without a time: the SQL's mm_ts(NULL) */
+#define PATH_KEYS 5       /* the most keys of a wanted path, and a NULL after them */
+#define SKIP_DEPTH 64     /* deeper values left are DuckDB's (no unbounded recursion here) */
+#define JSON_FAIL ((size_t)-1)
+
+enum { J_ABSENT = 0, J_NULL = 1, J_STRING = 2, J_OTHER = 3 };
+
+typedef struct {
+    const char *keys[PATH_KEYS]; /* $.a."b.c" as {"a", "b.c"} */
+} JPath;
+
+typedef struct {
+    const JPath *paths;
+    int npaths; /* at most 32 */
+    unsigned char *scratch;
+    size_t used;
+    uint32_t seen[PATH_KEYS]; /* by depth: the paths whose key there was met (a wanted key twice defers) */
+    int type[32];
+    const unsigned char *v[32];
+    size_t len[32];
+} JRead;
+
+static int present(const JRead *j, int p) { return j->type[p] >= J_STRING; } /* not NULL in the SQL */
+
+static size_t skip_number(const unsigned char *s, size_t n, size_t i) {
+    if (i < n && s[i] == '-') i++;
+    if (i >= n || !is_digit(s[i])) return JSON_FAIL;
+    if (s[i] == '0') i++;
+    else
+        while (i < n && is_digit(s[i])) i++;
+    if (i < n && s[i] == '.') {
+        size_t f = ++i;
+        while (i < n && is_digit(s[i])) i++;
+        if (i == f) return JSON_FAIL;
+    }
+    if (i < n && (s[i] | 32) == 'e') {
+        if (++i < n && (s[i] == '+' || s[i] == '-')) i++;
+        size_t e = i;
+        while (i < n && is_digit(s[i])) i++;
+        if (i == e) return JSON_FAIL;
+    }
+    return i;
+}
+
+static size_t skip_value(JRead *r, const unsigned char *s, size_t n, size_t i, int depth);
+
+/* An array or object at s[i], read and left: where it ends. (Strings are decoded past r->used, and dropped.) */
+static size_t skip_container(JRead *r, const unsigned char *s, size_t n, size_t i, int depth) {
+    unsigned char close = s[i] == '{' ? '}' : ']';
+    i = skip_spaces(s, n, i + 1);
+    if (i < n && s[i] == close) return i + 1;
+    for (;;) {
+        if (close == '}') {
+            if (i >= n || s[i] != '"' || json_string(s, n, &i, r->scratch + r->used) < 0) return JSON_FAIL;
+            i = skip_spaces(s, n, i);
+            if (i >= n || s[i] != ':') return JSON_FAIL;
+            i = skip_spaces(s, n, i + 1);
+        }
+        if ((i = skip_value(r, s, n, i, depth)) == JSON_FAIL) return i;
+        i = skip_spaces(s, n, i);
+        if (i < n && s[i] == close) return i + 1;
+        if (i >= n || s[i] != ',') return JSON_FAIL;
+        i = skip_spaces(s, n, i + 1);
+    }
+}
+
+static size_t skip_value(JRead *r, const unsigned char *s, size_t n, size_t i, int depth) {
+    if (i >= n) return JSON_FAIL;
+    switch (s[i]) {
+    case '"': return json_string(s, n, &i, r->scratch + r->used) < 0 ? JSON_FAIL : i;
+    case '{': case '[': return depth < SKIP_DEPTH ? skip_container(r, s, n, i, depth + 1) : JSON_FAIL;
+    case 't': return n - i >= 4 && memcmp(s + i, "true", 4) == 0 ? i + 4 : JSON_FAIL;
+    case 'f': return n - i >= 5 && memcmp(s + i, "false", 5) == 0 ? i + 5 : JSON_FAIL;
+    case 'n': return n - i >= 4 && memcmp(s + i, "null", 4) == 0 ? i + 4 : JSON_FAIL;
+    default: return skip_number(s, n, i);
+    }
+}
+
+/* The paths of `active` whose key `depth` down is s[key:key+klen]. */
+static uint32_t matching(const JRead *r, uint32_t active, int depth, const unsigned char *key, size_t klen) {
+    uint32_t m = 0;
+    for (int p = 0; p < r->npaths; p++) {
+        const char *w = r->paths[p].keys[depth];
+        if (active >> p & 1 && (unsigned char)w[0] == key[0] && strlen(w) == klen && memcmp(w, key, klen) == 0)
+            m |= 1u << p;
+    }
+    return m;
+}
+
+static void found(JRead *r, uint32_t paths, int type, const unsigned char *v, size_t len) {
+    for (int p = 0; p < r->npaths; p++)
+        if (paths >> p & 1) r->type[p] = type, r->v[p] = v, r->len[p] = len;
+}
+
+static size_t read_object(JRead *r, const unsigned char *s, size_t n, size_t i, int depth, uint32_t active);
+
+/* The value at s[i] of a key on the way to the paths `wanted`: theirs where they end here, else the object to
+ * go into (under a value of another kind they are absent, as in DuckDB). */
+static size_t wanted_value(JRead *r, const unsigned char *s, size_t n, size_t i, int depth, uint32_t wanted) {
+    uint32_t leaf = 0;
+    for (int p = 0; p < r->npaths; p++)
+        if (wanted >> p & 1 && r->paths[p].keys[depth + 1] == NULL) leaf |= 1u << p;
+    size_t start = i;
+    if (i < n && s[i] == '"') {
+        long len = json_string(s, n, &i, r->scratch + r->used);
+        if (len < 0) return JSON_FAIL;
+        found(r, leaf, J_STRING, r->scratch + r->used, (size_t)len);
+        if (leaf) r->used += (size_t)len;
+        return i;
+    }
+    if (i < n && s[i] == '{' && wanted != leaf) i = read_object(r, s, n, i, depth + 1, wanted & ~leaf);
+    else i = skip_value(r, s, n, i, 0);
+    if (i != JSON_FAIL) found(r, leaf, i - start == 4 && s[start] == 'n' ? J_NULL : J_OTHER, s + start, i - start);
+    return i;
+}
+
+/* An object at s[i] `depth` keys down the paths `active`: where it ends (JSON_FAIL to defer: a key escaped, a
+ * wanted one twice, which DuckDB reads the first of, or JSON this reader does not take). */
+static size_t read_object(JRead *r, const unsigned char *s, size_t n, size_t i, int depth, uint32_t active) {
+    i = skip_spaces(s, n, i + 1);
+    if (i < n && s[i] == '}') return i + 1;
+    for (;;) {
+        if (i >= n || s[i] != '"') return JSON_FAIL;
+        size_t key = ++i;
+        while (i < n && s[i] != '"' && s[i] != '\\' && s[i] >= 0x20) i++;
+        if (i >= n || s[i] != '"') return JSON_FAIL;
+        uint32_t wanted = matching(r, active, depth, s + key, i - key);
+        if (wanted & r->seen[depth]) return JSON_FAIL;
+        r->seen[depth] |= wanted;
+        i = skip_spaces(s, n, i + 1);
+        if (i >= n || s[i] != ':') return JSON_FAIL;
+        i = skip_spaces(s, n, i + 1);
+        i = wanted ? wanted_value(r, s, n, i, depth, wanted) : skip_value(r, s, n, i, 0);
+        if (i == JSON_FAIL) return i;
+        i = skip_spaces(s, n, i);
+        if (i < n && s[i] == '}') return i + 1;
+        if (i >= n || s[i] != ',') return JSON_FAIL;
+        i = skip_spaces(s, n, i + 1);
+    }
+}
+
+/* An entry, s[0] being its '{': its wanted values in j (type, v, len by path); 1 to defer. */
+static int platform_entry(JRead *j, const unsigned char *s, size_t n) {
+    size_t i = read_object(j, s, n, 0, 0, j->npaths == 32 ? ~0u : (1u << j->npaths) - 1);
+    return i == JSON_FAIL || skip_spaces(s, n, i) != n;
+}
+
+/* mm_ts of a present value: an RFC 3339 time with a zone, or epoch seconds (9 to 11 digits) or milliseconds
+ * (12 to 14) computed as DuckDB does (a double, rounded to the microsecond); 1 to defer anything else. */
+static int platform_time(const JRead *j, int p, int64_t *us) {
+    const unsigned char *v = j->v[p];
+    size_t n = j->len[p], k = 0;
+    if (j->type[p] == J_STRING && memchr(v, '-', n)) return !time_us(v, n, us);
+    while (k < n && is_digit(v[k])) k++;
+    if (k != n || n < 9 || n > 14) return 1;
+    double t = 0;
+    for (k = 0; k < n; k++) t = t * 10 + (v[k] - '0');
+    *us = (int64_t)nearbyint((n >= 12 ? t / 1000 : t) * 1e6);
+    return 0;
+}
+
+/* The time of the first present of paths `from` (-1 ends them): NO_TIME where none is. */
+static int first_time(const JRead *j, const int *from, int64_t *us) {
+    for (; *from >= 0; from++)
+        if (present(j, *from)) return platform_time(j, *from, us);
+    *us = NO_TIME;
+    return 0;
+}
+
+/* An entry's text: a string holding no newline (envelope_lines would split it); 1 to defer. */
+static int platform_text(const JRead *j, int p, Line *line) {
+    if (j->type[p] != J_STRING || memchr(j->v[p], '\n', j->len[p])) return 1;
+    set(line, C_TEXT, j->v[p], j->len[p]);
+    return 0;
+}
+
+/* coalesce of the paths `from` (-1 ends them) into a provenance column; 1 to defer a value not a string. */
+static int first_string(const JRead *j, const int *from, Line *line, int col) {
+    for (; *from >= 0; from++) {
+        if (!present(j, *from)) continue;
+        if (j->type[*from] != J_STRING) return 1;
+        set(line, col, j->v[*from], j->len[*from]);
+        return 0;
+    }
+    return 0;
+}
+
+/* A stream named stdout or stderr, or none; 1 to defer another. */
+static int named_stream(const JRead *j, int p, int *what) {
+    if (!present(j, p)) *what = E_NO_STREAM;
+    else if (j->type[p] == J_STRING && equals(j->v[p], j->len[p], "stdout")) *what = E_STDOUT;
+    else if (j->type[p] == J_STRING && equals(j->v[p], j->len[p], "stderr")) *what = E_STDERR;
+    else return 1;
+    return 0;
+}
+
+/* mm_record_like: 1 when the text is a record (starts with '{' past ltrim's spaces, or holds a key=value pair),
+ * 0 when not, -1 to defer (ltrim takes Unicode spaces too: a text starting with another character holding a '{'). */
+static int record_like(const unsigned char *m, size_t n) {
+    size_t i = 0;
+    while (i < n && m[i] == ' ') i++;
+    if (i < n && m[i] == '{') return 1;
+    if (i < n && m[i] >= 0x80 && memchr(m + i, '{', n - i)) return -1;
+    for (size_t p = 0; p < n; p++) { /* (?:^|\s)[^\s="]+=[^\s] */
+        if (p > 0 && !re2_space(m[p - 1])) continue;
+        size_t k = p;
+        while (k < n && is_key_char(m[k])) k++;
+        if (k > p && k + 1 < n && m[k] == '=' && !re2_space(m[k + 1])) return 1;
+    }
+    return 0;
+}
+
+static int platform_provenance(const JRead *j, const int *host, const int *unit, const int *container, Line *line) {
+    return first_string(j, host, line, C_HOST) || first_string(j, unit, line, C_UNIT)
+           || first_string(j, container, line, C_CONTAINER);
+}
+
+#define LABEL(k) {{"labels", k}}
+static const JPath LOKI[] = {{{"line"}}, {{"timestamp"}}, LABEL("stream"), LABEL("host"), LABEL("hostname"),
+                             LABEL("instance"), LABEL("node_name"), LABEL("pod"), LABEL("container"),
+                             LABEL("container_name"), LABEL("unit"), LABEL("service_name"), LABEL("app"),
+                             LABEL("job")};
+
+/* Loki (logcli --output=jsonl): an entry has its line and timestamp; the labels name the rest. */
+static int loki_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
+    static const int stamp[] = {1, -1}, host[] = {3, 4, 5, 6, -1}, unit[] = {10, 11, 12, 13, -1},
+                     container[] = {7, 8, 9, -1};
+    JRead j = {.paths = LOKI, .npaths = 14, .scratch = r->scratch};
+    if (n == 0 || s[0] != '{') return 0;
+    if (platform_entry(&j, s, n)) return 1;
+    if (!present(&j, 0) || !present(&j, 1)) return 0; /* no entry: the line passed on */
+    if (platform_text(&j, 0, line) || first_time(&j, stamp, us) || named_stream(&j, 2, what)) return 1;
+    return platform_provenance(&j, host, unit, container, line);
+}
+
+#define RESOURCE(k) {{"resource", "labels", k}}
+static const JPath CLOUD_LOGGING[] = {{{"textPayload"}}, {{"jsonPayload"}}, {{"timestamp"}}, {{"receiveTimestamp"}},
+                                      {{"logName"}}, LABEL("compute.googleapis.com/resource_name"),
+                                      RESOURCE("node_name"), RESOURCE("instance_id"), RESOURCE("pod_name"),
+                                      RESOURCE("container_name"), RESOURCE("service_name"), RESOURCE("job_name"),
+                                      RESOURCE("function_name"), {{"insertId"}}};
+
+static int ends_with(const unsigned char *s, size_t n, const char *tail) {
+    size_t k = strlen(tail);
+    return n >= k && memcmp(s + n - k, tail, k) == 0;
+}
+
+/* Google Cloud Logging: an entry has a logName or an insertId; its text the textPayload (a jsonPayload is a
+ * JSON record, DuckDB's to render; an entry with neither has no text: DuckDB's too). */
+static int cloud_logging_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us,
+                              int *what) {
+    static const int stamp[] = {2, 3, -1}, host[] = {5, 6, 7, -1}, unit[] = {10, 11, 12, -1}, container[] = {8, 9, -1};
+    JRead j = {.paths = CLOUD_LOGGING, .npaths = 14, .scratch = r->scratch};
+    if (n == 0 || s[0] != '{') return 0;
+    if (platform_entry(&j, s, n)) return 1;
+    if (!present(&j, 4) && !present(&j, 13)) return 0;
+    if (j.type[4] == J_OTHER || platform_text(&j, 0, line) || first_time(&j, stamp, us)) return 1;
+    *what = E_NO_STREAM; /* regexp_extract(logName, '/logs/(stdout|stderr)$', 1) */
+    if (present(&j, 4) && ends_with(j.v[4], j.len[4], "/logs/stdout")) *what = E_STDOUT;
+    if (present(&j, 4) && ends_with(j.v[4], j.len[4], "/logs/stderr")) *what = E_STDERR;
+    return platform_provenance(&j, host, unit, container, line);
+}
+
+static const JPath CLOUDWATCH[] = {{{"message"}}, {{"timestamp"}}, {{"logStreamName"}}, {{"logGroupName"}}};
+
+/* CloudWatch Logs events, one per line: message and timestamp (epoch milliseconds); the stream the container
+ * (else the file's path names it: unwrapper.FROM_PATH), the group the unit. */
+static int cloudwatch_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
+    static const int stamp[] = {1, -1}, unit[] = {3, -1}, container[] = {2, -1}, none[] = {-1};
+    JRead j = {.paths = CLOUDWATCH, .npaths = 4, .scratch = r->scratch};
+    if (n == 0 || s[0] != '{') return 0;
+    if (platform_entry(&j, s, n)) return 1;
+    if (!present(&j, 0) || !present(&j, 1)) return 0;
+    if (platform_text(&j, 0, line) || first_time(&j, stamp, us)) return 1;
+    *what = E_NO_STREAM;
+    return platform_provenance(&j, none, unit, container, line);
+}
+
+static const JPath DATADOG[] = {{{"message"}}, {{"attributes"}}, {{"date"}}, {{"timestamp"}}, {{"host"}},
+                                {{"service"}}};
+
+static int empty_object(const unsigned char *s, size_t n) {
+    return n >= 2 && s[0] == '{' && skip_spaces(s, n, 1) == n - 1 && s[n - 1] == '}';
+}
+
+/* Datadog's record: the message when it is one, else the attributes (a string, or an empty object: '{}', as
+ * DuckDB renders it; another object is DuckDB's), else the message. */
+static int datadog_text(const JRead *j, Line *line) {
+    if (j->type[0] == J_OTHER) return 1;
+    int like = j->type[0] == J_STRING ? record_like(j->v[0], j->len[0]) : 0;
+    if (like < 0) return 1;
+    if (like || !present(j, 1)) return platform_text(j, 0, line);
+    if (j->type[1] == J_STRING) return platform_text(j, 1, line);
+    if (!empty_object(j->v[1], j->len[1])) return 1;
+    set(line, C_TEXT, (const unsigned char *)"{}", 2);
+    return 0;
+}
+
+/* Datadog log archives: an entry has a message or attributes; date (or timestamp), host, service. */
+static int datadog_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
+    static const int stamp[] = {2, 3, -1}, host[] = {4, -1}, unit[] = {5, -1}, none[] = {-1};
+    JRead j = {.paths = DATADOG, .npaths = 6, .scratch = r->scratch};
+    if (n == 0 || s[0] != '{') return 0;
+    if (platform_entry(&j, s, n)) return 1;
+    if (!present(&j, 0) && !present(&j, 1)) return 0;
+    if (datadog_text(&j, line) || first_time(&j, stamp, us)) return 1;
+    *what = E_NO_STREAM;
+    return platform_provenance(&j, host, unit, none, line);
+}
+
+/* An Elasticsearch document's paths, bare (0-8) and under a hit's _source (9-17), then _source itself (18). */
+static const JPath ELASTIC[] = {
+    {{"message"}}, {{"log", "original"}}, {{"event", "original"}}, {{"@timestamp"}}, {{"host", "name"}},
+    {{"host", "hostname"}}, {{"container", "name"}}, {{"kubernetes", "pod", "name"}}, {{"service", "name"}},
+    {{"_source", "message"}}, {{"_source", "log", "original"}}, {{"_source", "event", "original"}},
+    {{"_source", "@timestamp"}}, {{"_source", "host", "name"}}, {{"_source", "host", "hostname"}},
+    {{"_source", "container", "name"}}, {{"_source", "kubernetes", "pod", "name"}}, {{"_source", "service", "name"}},
+    {{"_source"}}};
+
+/* Elasticsearch / OpenSearch documents, bare or as hits: the record is the first of message, log.original and
+ * event.original that is one (none: the document itself, DuckDB's to render); every such line is an entry. */
+static int elastic_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
+    JRead j = {.paths = ELASTIC, .npaths = 19, .scratch = r->scratch};
+    if (n == 0 || s[0] != '{') return 0;
+    if (platform_entry(&j, s, n)) return 1;
+    if (j.type[18] != J_ABSENT && !(j.type[18] == J_OTHER && j.v[18][0] == '{')) return 1; /* a _source of another kind */
+    int b = j.type[18] == J_OTHER ? 9 : 0, text = -1;
+    for (int k = b; k < b + 3 && text < 0; k++) {
+        if (!present(&j, k)) continue;
+        int like = j.type[k] == J_STRING ? record_like(j.v[k], j.len[k]) : -1;
+        if (like < 0) return 1;
+        if (like) text = k;
+    }
+    const int stamp[] = {b + 3, -1}, host[] = {b + 4, b + 5, -1}, unit[] = {b + 8, -1}, container[] = {b + 7, b + 6, -1};
+    if (text < 0 || platform_text(&j, text, line) || first_time(&j, stamp, us)) return 1;
+    *what = E_NO_STREAM;
+    return platform_provenance(&j, host, unit, container, line);
+}
+
 /* ---- the range ---- */
 
 typedef int (*LineReader)(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what);
@@ -629,6 +978,11 @@ static LineReader reader_of(int kind) {
     case K_ZAP: return zap_line;
     case K_SLOG: return slog_line;
     case K_RFC5424: return rfc5424_line;
+    case K_LOKI: return loki_line;
+    case K_CLOUD_LOGGING: return cloud_logging_line;
+    case K_CLOUDWATCH: return cloudwatch_line;
+    case K_DATADOG: return datadog_line;
+    case K_ELASTIC: return elastic_line;
     default: return NULL;
     }
 }
@@ -651,7 +1005,7 @@ static int unwrap_range(Out *o, const unsigned char *b, size_t i, size_t end, Re
         if (put_line(o, &line)) { result = U_NOMEM; break; }
         o->what[o->rows] = (int8_t)what;
         o->ts[o->rows] = us;
-        if (what != E_NONE) o->ts_valid[o->rows / 8] |= (uint8_t)(1u << (o->rows % 8));
+        if (what != E_NONE && us != NO_TIME) o->ts_valid[o->rows / 8] |= (uint8_t)(1u << (o->rows % 8));
         else o->ts_nulls++;
         o->line_no[o->rows] = first_line + (int64_t)o->rows;
         o->rows++;
@@ -734,6 +1088,9 @@ PyMODINIT_FUNC PyInit__unwrap(void) {
         || PyModule_AddIntConstant(m, "PYTHON_LOGGING", K_PYTHON_LOGGING)
         || PyModule_AddIntConstant(m, "STRUCTLOG", K_STRUCTLOG) || PyModule_AddIntConstant(m, "ZAP", K_ZAP)
         || PyModule_AddIntConstant(m, "SLOG", K_SLOG) || PyModule_AddIntConstant(m, "RFC5424", K_RFC5424)
+        || PyModule_AddIntConstant(m, "LOKI", K_LOKI) || PyModule_AddIntConstant(m, "CLOUD_LOGGING", K_CLOUD_LOGGING)
+        || PyModule_AddIntConstant(m, "CLOUDWATCH", K_CLOUDWATCH) || PyModule_AddIntConstant(m, "DATADOG", K_DATADOG)
+        || PyModule_AddIntConstant(m, "ELASTIC", K_ELASTIC)
         || PyModule_AddIntConstant(m, "DEFER", U_DEFER) || PyModule_AddIntConstant(m, "STDOUT", E_STDOUT)
         || PyModule_AddIntConstant(m, "STDERR", E_STDERR) || PyModule_AddIntConstant(m, "NO_STREAM", E_NO_STREAM)) {
         Py_DECREF(m);

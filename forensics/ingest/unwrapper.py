@@ -32,10 +32,13 @@ except ImportError:  # built without a C compiler: DuckDB takes every envelope o
 
 KINDS = {"docker-json": "DOCKER", "cri": "CRI", "docker-logs": "TIMESTAMPED", "cloudwatch-export": "TIMESTAMPED",
          "syslog": "SYSLOG", "rsyslog": "RSYSLOG", "journald": "JOURNALD", "python-logging": "PYTHON_LOGGING",
-         "structlog": "STRUCTLOG", "zap": "ZAP", "slog": "SLOG", "logrus": "SLOG", "rfc5424": "RFC5424"}
-# what the file's path names (envelopes.file_params) rather than the line, by envelope: as queries/envelopes.sql
+         "structlog": "STRUCTLOG", "zap": "ZAP", "slog": "SLOG", "logrus": "SLOG", "rfc5424": "RFC5424",
+         "loki": "LOKI", "cloud-logging": "CLOUD_LOGGING", "cloudwatch": "CLOUDWATCH", "datadog": "DATADOG",
+         "elastic": "ELASTIC"}
+# what the file's path names (envelopes.file_params) where the line names none, by envelope: as
+# queries/envelopes.sql, coalesce(the line's, :param) for an entry
 FROM_PATH = {"docker-json": ("container",), "cri": ("container", "unit"), "docker-logs": ("container",),
-             "cloudwatch-export": ("container",)}
+             "cloudwatch-export": ("container",), "cloudwatch": ("container",)}
 PROVENANCE = ("host", "unit", "container", "pid")
 STREAMS = (None, "stdout", "stderr", None)  # by the C module's code: not an entry, stdout, stderr, no stream
 
@@ -235,7 +238,7 @@ def _codes(what, rows: int):
 
 def _env(rows: int, cols, what, ts, line_no, first_row: int, found: Found):
     """envelope_lines' `env` of each line: its number in the file, and for an entry its time, stream, and the
-    host, unit, container and pid its line names, or (FROM_PATH) the file's path does; nothing but the number
+    host, unit, container and pid its line names, else (FROM_PATH) the file's path does; nothing but the number
     for a line that is no entry."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -246,8 +249,8 @@ def _env(rows: int, cols, what, ts, line_no, first_row: int, found: Found):
     numbers = pa.Array.from_buffers(pa.int64(), rows, [None, pa.py_buffer(line_no)])
     provenance = dict(zip(PROVENANCE, (_text_array(rows, column) for column in cols[1:])))
     for name in FROM_PATH.get(found.name, ()):
-        provenance[name] = pc.if_else(entry, pa.scalar(found.params.get(name), pa.string()),
-                                      pa.scalar(None, pa.string()))
+        provenance[name] = pc.coalesce(provenance[name], pc.if_else(
+            entry, pa.scalar(found.params.get(name), pa.string()), pa.scalar(None, pa.string())))
     fields = {
         "line_no": pc.add(numbers, first_row + 1),
         "ts": pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), rows, [pa.py_buffer(ts_valid), pa.py_buffer(ts_data)],
