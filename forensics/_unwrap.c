@@ -669,6 +669,12 @@ static size_t skip_number(const unsigned char *s, size_t n, size_t i) {
 
 static size_t skip_value(JRead *r, const unsigned char *s, size_t n, size_t i, int depth);
 
+static int strpbrk_n(const unsigned char *s, size_t n, const char *any) {
+    for (; *any; any++)
+        if (memchr(s, *any, n)) return 1;
+    return 0;
+}
+
 /* An array or object at s[i], read and left: where it ends. (Strings are decoded past r->used, and dropped.) */
 static size_t skip_container(JRead *r, const unsigned char *s, size_t n, size_t i, int depth) {
     unsigned char close = s[i] == '{' ? '}' : ']';
@@ -792,19 +798,107 @@ static int first_time(const JRead *j, const int *from, int64_t *us) {
     return 0;
 }
 
-/* An entry's text: a string holding no newline (envelope_lines would split it); 1 to defer. */
-static int platform_text(const JRead *j, int p, Line *line) {
-    if (j->type[p] != J_STRING || memchr(j->v[p], '\n', j->len[p])) return 1;
-    set(line, C_TEXT, j->v[p], j->len[p]);
+/* One JSON string's character as yyjson writes it (DuckDB's rendering): '"' and '\\' escaped, the control
+ * characters as \b \t \n \f \r or \u00XX in capitals, everything else as UTF-8. */
+static size_t rendered_char(unsigned char *t, unsigned cp) {
+    static const char hex[] = "0123456789ABCDEF", *const short_escape = "btn?fr";
+    if (cp == '"' || cp == '\\') { t[0] = '\\', t[1] = (unsigned char)cp; return 2; }
+    if (cp >= 0x20) return put_utf8(t, cp);
+    if (cp >= 8 && cp <= 13 && short_escape[cp - 8] != '?') { t[0] = '\\', t[1] = short_escape[cp - 8]; return 2; }
+    memcpy(t, "\\u00", 4);
+    t[4] = hex[cp >> 4], t[5] = hex[cp & 15];
+    return 6;
+}
+
+typedef struct {
+    const unsigned char *s; /* a value json_string and skip_value have read (so valid: no check here) */
+    size_t n, i;
+    unsigned char *out;     /* its rendering, never longer than the value */
+    size_t m;
+} Render;
+
+static void render_string(Render *w) {
+    const unsigned char *s = w->s;
+    size_t j = w->i + 1;
+    w->out[w->m++] = '"';
+    while (s[j] != '"') {
+        unsigned cp = s[j];
+        if (cp != '\\') { w->out[w->m++] = s[j++]; continue; }
+        unsigned e = s[j + 1];
+        j += 2;
+        if (e == 'u') {
+            hex4(s + j, &cp);
+            j += 4;
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                unsigned lo;
+                hex4(s + j + 2, &lo);
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                j += 6;
+            }
+        } else cp = e == 'b' ? 8 : e == 't' ? 9 : e == 'n' ? 10 : e == 'f' ? 12 : e == 'r' ? 13 : e;
+        w->m += rendered_char(w->out + w->m, cp);
+    }
+    w->out[w->m++] = '"';
+    w->i = j + 1;
+}
+
+/* A value minified as DuckDB renders it (json_extract_string of an object, array, number or literal): 1 to
+ * defer a number it writes its own way (a fraction or an exponent as a double, -0 as 0; an integer stays). */
+static int render_value(Render *w) {
+    unsigned char c = w->s[w->i];
+    if (c == '"') { render_string(w); return 0; }
+    if (c == '{' || c == '[') {
+        unsigned char close = c == '{' ? '}' : ']';
+        w->out[w->m++] = c;
+        w->i = skip_spaces(w->s, w->n, w->i + 1);
+        while (w->s[w->i] != close) {
+            if (close == '}') {
+                render_string(w);
+                w->out[w->m++] = ':';
+                w->i = skip_spaces(w->s, w->n, skip_spaces(w->s, w->n, w->i) + 1);
+            }
+            if (render_value(w)) return 1;
+            w->i = skip_spaces(w->s, w->n, w->i);
+            if (w->s[w->i] == ',') w->out[w->m++] = ',', w->i = skip_spaces(w->s, w->n, w->i + 1);
+        }
+        w->out[w->m++] = close;
+        w->i++;
+        return 0;
+    }
+    size_t start = w->i, end = c == 't' || c == 'n' ? start + 4 : c == 'f' ? start + 5 : skip_number(w->s, w->n, start);
+    if ((c == '-' || is_digit(c)) && (strpbrk_n(w->s + start, end - start, ".eE") || (end - start == 2 && c == '-')))
+        return 1;
+    memcpy(w->out + w->m, w->s + start, end - start);
+    w->m += end - start, w->i = end;
     return 0;
 }
 
-/* coalesce of the paths `from` (-1 ends them) into a provenance column; 1 to defer a value not a string. */
-static int first_string(const JRead *j, const int *from, Line *line, int col) {
+/* The text json_extract_string gives of a present value: the string, or the rendering (into the scratch). */
+static int text_of(JRead *j, int p, const unsigned char **t, size_t *tn) {
+    if (j->type[p] == J_STRING) { *t = j->v[p], *tn = j->len[p]; return 0; }
+    Render w = {j->v[p], j->len[p], 0, j->scratch + j->used, 0};
+    if (render_value(&w)) return 1;
+    *t = w.out, *tn = w.m, j->used += w.m;
+    return 0;
+}
+
+/* An entry's text from a present value, holding no newline (envelope_lines would split it); 1 to defer. */
+static int platform_text(JRead *j, int p, Line *line) {
+    const unsigned char *t;
+    size_t tn;
+    if (!present(j, p) || text_of(j, p, &t, &tn) || memchr(t, '\n', tn)) return 1;
+    set(line, C_TEXT, t, tn);
+    return 0;
+}
+
+/* coalesce of the paths `from` (-1 ends them) into a provenance column; 1 to defer. */
+static int first_string(JRead *j, const int *from, Line *line, int col) {
     for (; *from >= 0; from++) {
         if (!present(j, *from)) continue;
-        if (j->type[*from] != J_STRING) return 1;
-        set(line, col, j->v[*from], j->len[*from]);
+        const unsigned char *t;
+        size_t tn;
+        if (text_of(j, *from, &t, &tn)) return 1;
+        set(line, col, t, tn);
         return 0;
     }
     return 0;
@@ -835,7 +929,7 @@ static int record_like(const unsigned char *m, size_t n) {
     return 0;
 }
 
-static int platform_provenance(const JRead *j, const int *host, const int *unit, const int *container, Line *line) {
+static int platform_provenance(JRead *j, const int *host, const int *unit, const int *container, Line *line) {
     return first_string(j, host, line, C_HOST) || first_string(j, unit, line, C_UNIT)
            || first_string(j, container, line, C_CONTAINER);
 }
@@ -870,8 +964,8 @@ static int ends_with(const unsigned char *s, size_t n, const char *tail) {
     return n >= k && memcmp(s + n - k, tail, k) == 0;
 }
 
-/* Google Cloud Logging: an entry has a logName or an insertId; its text the textPayload (a jsonPayload is a
- * JSON record, DuckDB's to render; an entry with neither has no text: DuckDB's too). */
+/* Google Cloud Logging: an entry has a logName or an insertId; its text the textPayload, else the jsonPayload
+ * rendered (a JSON record); an entry with neither has no text (NULL): DuckDB's. */
 static int cloud_logging_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us,
                               int *what) {
     static const int stamp[] = {2, 3, -1}, host[] = {5, 6, 7, -1}, unit[] = {10, 11, 12, -1}, container[] = {8, 9, -1};
@@ -879,10 +973,13 @@ static int cloud_logging_line(const Reading *r, const unsigned char *s, size_t n
     if (n == 0 || s[0] != '{') return 0;
     if (platform_entry(&j, s, n)) return 1;
     if (!present(&j, 4) && !present(&j, 13)) return 0;
-    if (j.type[4] == J_OTHER || platform_text(&j, 0, line) || first_time(&j, stamp, us)) return 1;
+    if (platform_text(&j, present(&j, 0) ? 0 : 1, line) || first_time(&j, stamp, us)) return 1;
+    const unsigned char *name;
+    size_t len;
     *what = E_NO_STREAM; /* regexp_extract(logName, '/logs/(stdout|stderr)$', 1) */
-    if (present(&j, 4) && ends_with(j.v[4], j.len[4], "/logs/stdout")) *what = E_STDOUT;
-    if (present(&j, 4) && ends_with(j.v[4], j.len[4], "/logs/stderr")) *what = E_STDERR;
+    if (present(&j, 4) && text_of(&j, 4, &name, &len)) return 1;
+    if (present(&j, 4) && ends_with(name, len, "/logs/stdout")) *what = E_STDOUT;
+    if (present(&j, 4) && ends_with(name, len, "/logs/stderr")) *what = E_STDERR;
     return platform_provenance(&j, host, unit, container, line);
 }
 
@@ -904,20 +1001,18 @@ static int cloudwatch_line(const Reading *r, const unsigned char *s, size_t n, L
 static const JPath DATADOG[] = {{{"message"}}, {{"attributes"}}, {{"date"}}, {{"timestamp"}}, {{"host"}},
                                 {{"service"}}};
 
-static int empty_object(const unsigned char *s, size_t n) {
-    return n >= 2 && s[0] == '{' && skip_spaces(s, n, 1) == n - 1 && s[n - 1] == '}';
-}
-
-/* Datadog's record: the message when it is one, else the attributes (a string, or an empty object: '{}', as
- * DuckDB renders it; another object is DuckDB's), else the message. */
-static int datadog_text(const JRead *j, Line *line) {
-    if (j->type[0] == J_OTHER) return 1;
-    int like = j->type[0] == J_STRING ? record_like(j->v[0], j->len[0]) : 0;
+/* Datadog's record: the message when it is one, else the attributes (rendered where not a string), else the
+ * message. */
+static int datadog_text(JRead *j, Line *line) {
+    const unsigned char *m;
+    size_t mn;
+    if (!present(j, 0)) return platform_text(j, 1, line);
+    if (text_of(j, 0, &m, &mn)) return 1;
+    int like = record_like(m, mn);
     if (like < 0) return 1;
-    if (like || !present(j, 1)) return platform_text(j, 0, line);
-    if (j->type[1] == J_STRING) return platform_text(j, 1, line);
-    if (!empty_object(j->v[1], j->len[1])) return 1;
-    set(line, C_TEXT, (const unsigned char *)"{}", 2);
+    if (!like && present(j, 1)) return platform_text(j, 1, line);
+    if (memchr(m, '\n', mn)) return 1;
+    set(line, C_TEXT, m, mn);
     return 0;
 }
 
@@ -943,21 +1038,24 @@ static const JPath ELASTIC[] = {
     {{"_source"}}};
 
 /* Elasticsearch / OpenSearch documents, bare or as hits: the record is the first of message, log.original and
- * event.original that is one (none: the document itself, DuckDB's to render); every such line is an entry. */
+ * event.original that is one, else the document (its _source) rendered; every such line is an entry. */
 static int elastic_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
     JRead j = {.paths = ELASTIC, .npaths = 19, .scratch = r->scratch};
     if (n == 0 || s[0] != '{') return 0;
     if (platform_entry(&j, s, n)) return 1;
     if (j.type[18] != J_ABSENT && !(j.type[18] == J_OTHER && j.v[18][0] == '{')) return 1; /* a _source of another kind */
-    int b = j.type[18] == J_OTHER ? 9 : 0, text = -1;
-    for (int k = b; k < b + 3 && text < 0; k++) {
-        if (!present(&j, k)) continue;
-        int like = j.type[k] == J_STRING ? record_like(j.v[k], j.len[k]) : -1;
-        if (like < 0) return 1;
-        if (like) text = k;
+    int b = j.type[18] == J_OTHER ? 9 : 0, like = 0;
+    const unsigned char *t = NULL;
+    size_t tn = 0;
+    for (int k = b; k < b + 3 && !like; k++)
+        if (present(&j, k) && (text_of(&j, k, &t, &tn) || (like = record_like(t, tn)) < 0)) return 1;
+    if (!like) { /* the document itself: the hit's _source, or the line's object */
+        if (b == 0) j.type[18] = J_OTHER, j.v[18] = s, j.len[18] = n;
+        if (text_of(&j, 18, &t, &tn)) return 1;
     }
     const int stamp[] = {b + 3, -1}, host[] = {b + 4, b + 5, -1}, unit[] = {b + 8, -1}, container[] = {b + 7, b + 6, -1};
-    if (text < 0 || platform_text(&j, text, line) || first_time(&j, stamp, us)) return 1;
+    if (memchr(t, '\n', tn) || first_time(&j, stamp, us)) return 1;
+    set(line, C_TEXT, t, tn);
     *what = E_NO_STREAM;
     return platform_provenance(&j, host, unit, container, line);
 }
@@ -990,7 +1088,7 @@ static LineReader reader_of(int kind) {
 /* Each physical line of b[i:end): a line that is no entry is its own text, without provenance. */
 static int unwrap_range(Out *o, const unsigned char *b, size_t i, size_t end, Reading *r, int64_t first_line) {
     LineReader read = reader_of(r->kind);
-    if ((r->scratch = malloc(end - i + 1)) == NULL) return U_NOMEM;
+    if ((r->scratch = malloc(2 * (end - i) + 1)) == NULL) return U_NOMEM; /* a line's strings, and a rendering */
     int result = 0;
     while (i < end && result == 0) {
         const unsigned char *nl = memchr(b + i, '\n', end - i);
