@@ -1,5 +1,6 @@
 """Line envelopes taken off in C (forensics.ingest.unwrapper: Docker json-file, CRI, docker logs --timestamps,
-CloudWatch's S3 export, syslog, rsyslog, journald): every file it reads gives
+CloudWatch's S3 export, syslog, rsyslog, RFC 5424, journald, the application prefixes, and Loki, Cloud Logging,
+CloudWatch events, Datadog and Elasticsearch one entry per line): every file it reads gives
 the staged rows, events, skips and summaries that DuckDB's unwrapping gives (queries/envelopes.sql, with the same
 compiled tokenizer after it, and the SQL path), and every file it cannot read exactly goes back to DuckDB."""
 

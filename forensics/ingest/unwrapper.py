@@ -1,17 +1,21 @@
 """Line envelopes taken off in C (forensics._unwrap): Docker json-file, CRI, `docker logs --timestamps`, CloudWatch's
-S3 export, syslog (RFC 3164 and rsyslog's format) and journald JSON, their logfmt records tokenized beside.
+S3 export, syslog (RFC 3164, rsyslog's format, RFC 5424), journald JSON, the application prefixes, and the JSON
+platforms' files of one entry per line (Loki, Cloud Logging, CloudWatch events, Datadog, Elasticsearch), their
+logfmt records tokenized beside.
 
-DuckDB takes every envelope off (queries/envelopes.sql); for the line formats of the container runtimes, syslog and
-journald, which hold most of what responders are handed, that cost as much as reading the records themselves. So
-when the compiled readers are built, a plain file of logfmt records in one of them is read here instead: each range of the
-file (a memory map, as tokenizer.stage reads a plain file) is unwrapped and tokenized in C, GIL released, two
-halves at a time, and reaches stage_logfmt_tokens as one Arrow stream with each line's envelope (`env`) built
-beside its tokens. The staged rows are the ones the DuckDB path makes (tests hold them equal).
+DuckDB takes every envelope off (queries/envelopes.sql); for the line formats of the container runtimes, syslog,
+journald and the log platforms, which hold most of what responders are handed, that cost as much as reading the
+records themselves. So when the compiled readers are built, a plain file of logfmt records in one of them is read
+here instead: each range of the file (a memory map, as tokenizer.stage reads a plain file) is unwrapped and
+tokenized in C, GIL released, two halves at a time, and reaches stage_logfmt_tokens as one Arrow stream with each
+line's envelope (`env`) built beside its tokens. The staged rows are the ones the DuckDB path makes (tests hold
+them equal).
 
 The C module reads the common case only: at the first line it cannot read exactly as envelopes.sql does (a piece
-of a longer line, an unfinished one, a CR, invalid UTF-8, a JSON entry of another shape, ...: see
-forensics/_unwrap.c) the file goes back to the DuckDB path, as it does for JSON records, a byte-order mark, or a
-sample of keys the first range cannot hold.
+of a longer line, an unfinished one, a CR, invalid UTF-8, a JSON entry of another shape, JSON DuckDB reads more
+leniently, a value it would render its own way, ...: see forensics/_unwrap.c) the file goes back to the DuckDB
+path, as it does for JSON records, a byte-order mark, a sample of keys the first range cannot hold, or a JSON
+platform's document (found.document: an array or pages of entries).
 """
 
 from __future__ import annotations
