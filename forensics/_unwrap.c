@@ -640,7 +640,12 @@ enum { J_ABSENT = 0, J_NULL = 1, J_STRING = 2, J_OTHER = 3 };
 
 typedef struct {
     const char *keys[PATH_KEYS]; /* $.a."b.c" as {"a", "b.c"} */
+    unsigned char lens[PATH_KEYS];
 } JPath;
+#define P1(a) {{a}, {sizeof a - 1}}
+#define P2(a, b) {{a, b}, {sizeof a - 1, sizeof b - 1}}
+#define P3(a, b, c) {{a, b, c}, {sizeof a - 1, sizeof b - 1, sizeof c - 1}}
+#define P4(a, b, c, d) {{a, b, c, d}, {sizeof a - 1, sizeof b - 1, sizeof c - 1, sizeof d - 1}}
 
 typedef struct {
     const JPath *paths;
@@ -677,6 +682,39 @@ static size_t skip_number(const unsigned char *s, size_t n, size_t i) {
 
 static size_t skip_value(JRead *r, const unsigned char *s, size_t n, size_t i, int depth);
 
+/* Where the run of plain string bytes from s[i] ends (at a '"', a '\\', a control character, or n), eight
+ * bytes at a time: most of an entry is such runs. */
+static size_t plain_run(const unsigned char *s, size_t n, size_t i) {
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    while (i + 8 <= n) {
+        uint64_t w, q, b;
+        memcpy(&w, s + i, 8);
+        q = w ^ (ones * '"'), b = w ^ (ones * '\\');
+        if (((q - ones) & ~q & highs) | ((b - ones) & ~b & highs) | ((w - ones * 0x20) & ~w & highs)) break;
+        i += 8;
+    }
+    while (i < n && s[i] != '"' && s[i] != '\\' && s[i] >= 0x20) i++;
+    return i;
+}
+
+/* A string at s[i] (its quote): its text in *v, *len (the line's own bytes when it holds no escape, else decoded
+ * into `into`), and where it ends; JSON_FAIL for what json_string does not take. */
+static size_t string_at(const unsigned char *s, size_t n, size_t i, unsigned char *into, const unsigned char **v,
+                        size_t *len) {
+    size_t j = plain_run(s, n, i + 1);
+    if (j < n && s[j] == '"') {
+        *v = s + i + 1, *len = j - i - 1;
+        return j + 1;
+    }
+    size_t plain = j - i - 1, from = j - 1; /* json_string reads on from s[from + 1], past the plain run */
+    memcpy(into, s + i + 1, plain);
+    long decoded = json_string(s, n, &from, into + plain);
+    if (decoded < 0) return JSON_FAIL;
+    *v = into, *len = plain + (size_t)decoded;
+    return from;
+}
+
+
 static int strpbrk_n(const unsigned char *s, size_t n, const char *any) {
     for (; *any; any++)
         if (memchr(s, *any, n)) return 1;
@@ -690,7 +728,10 @@ static size_t skip_container(JRead *r, const unsigned char *s, size_t n, size_t 
     if (i < n && s[i] == close) return i + 1;
     for (;;) {
         if (close == '}') {
-            if (i >= n || s[i] != '"' || json_string(s, n, &i, r->scratch + r->used) < 0) return JSON_FAIL;
+            const unsigned char *key;
+            size_t klen;
+            if (i >= n || s[i] != '"' || (i = string_at(s, n, i, r->scratch + r->used, &key, &klen)) == JSON_FAIL)
+                return JSON_FAIL;
             i = skip_spaces(s, n, i);
             if (i >= n || s[i] != ':') return JSON_FAIL;
             i = skip_spaces(s, n, i + 1);
@@ -706,7 +747,11 @@ static size_t skip_container(JRead *r, const unsigned char *s, size_t n, size_t 
 static size_t skip_value(JRead *r, const unsigned char *s, size_t n, size_t i, int depth) {
     if (i >= n) return JSON_FAIL;
     switch (s[i]) {
-    case '"': return json_string(s, n, &i, r->scratch + r->used) < 0 ? JSON_FAIL : i;
+    case '"': {
+        const unsigned char *v;
+        size_t len;
+        return string_at(s, n, i, r->scratch + r->used, &v, &len);
+    }
     case '{': case '[': return depth < SKIP_DEPTH ? skip_container(r, s, n, i, depth + 1) : JSON_FAIL;
     case 't': return n - i >= 4 && memcmp(s + i, "true", 4) == 0 ? i + 4 : JSON_FAIL;
     case 'f': return n - i >= 5 && memcmp(s + i, "false", 5) == 0 ? i + 5 : JSON_FAIL;
@@ -718,17 +763,18 @@ static size_t skip_value(JRead *r, const unsigned char *s, size_t n, size_t i, i
 /* The paths of `active` whose key `depth` down is s[key:key+klen]. */
 static uint32_t matching(const JRead *r, uint32_t active, int depth, const unsigned char *key, size_t klen) {
     uint32_t m = 0;
-    for (int p = 0; p < r->npaths; p++) {
-        const char *w = r->paths[p].keys[depth];
-        if (active >> p & 1 && (unsigned char)w[0] == key[0] && strlen(w) == klen && memcmp(w, key, klen) == 0)
-            m |= 1u << p;
+    for (uint32_t left = active; left; left &= left - 1) {
+        int p = __builtin_ctz(left);
+        if (r->paths[p].lens[depth] == klen && memcmp(r->paths[p].keys[depth], key, klen) == 0) m |= 1u << p;
     }
     return m;
 }
 
 static void found(JRead *r, uint32_t paths, int type, const unsigned char *v, size_t len) {
-    for (int p = 0; p < r->npaths; p++)
-        if (paths >> p & 1) r->type[p] = type, r->v[p] = v, r->len[p] = len;
+    for (; paths; paths &= paths - 1) {
+        int p = __builtin_ctz(paths);
+        r->type[p] = type, r->v[p] = v, r->len[p] = len;
+    }
 }
 
 static size_t read_object(JRead *r, const unsigned char *s, size_t n, size_t i, int depth, uint32_t active);
@@ -737,14 +783,15 @@ static size_t read_object(JRead *r, const unsigned char *s, size_t n, size_t i, 
  * go into (under a value of another kind they are absent, as in DuckDB). */
 static size_t wanted_value(JRead *r, const unsigned char *s, size_t n, size_t i, int depth, uint32_t wanted) {
     uint32_t leaf = 0;
-    for (int p = 0; p < r->npaths; p++)
-        if (wanted >> p & 1 && r->paths[p].keys[depth + 1] == NULL) leaf |= 1u << p;
+    for (uint32_t left = wanted; left; left &= left - 1)
+        if (r->paths[__builtin_ctz(left)].keys[depth + 1] == NULL) leaf |= left & -left;
     size_t start = i;
     if (i < n && s[i] == '"') {
-        long len = json_string(s, n, &i, r->scratch + r->used);
-        if (len < 0) return JSON_FAIL;
-        found(r, leaf, J_STRING, r->scratch + r->used, (size_t)len);
-        if (leaf) r->used += (size_t)len;
+        const unsigned char *v;
+        size_t len;
+        if ((i = string_at(s, n, i, r->scratch + r->used, &v, &len)) == JSON_FAIL) return i;
+        found(r, leaf, J_STRING, v, len);
+        if (leaf && v == r->scratch + r->used) r->used += len;
         return i;
     }
     if (i < n && s[i] == '{' && wanted != leaf) i = read_object(r, s, n, i, depth + 1, wanted & ~leaf);
@@ -761,7 +808,7 @@ static size_t read_object(JRead *r, const unsigned char *s, size_t n, size_t i, 
     for (;;) {
         if (i >= n || s[i] != '"') return JSON_FAIL;
         size_t key = ++i;
-        while (i < n && s[i] != '"' && s[i] != '\\' && s[i] >= 0x20) i++;
+        i = plain_run(s, n, i);
         if (i >= n || s[i] != '"') return JSON_FAIL;
         uint32_t wanted = matching(r, active, depth, s + key, i - key);
         if (wanted & r->seen[depth]) return JSON_FAIL;
@@ -942,8 +989,8 @@ static int platform_provenance(JRead *j, const int *host, const int *unit, const
            || first_string(j, container, line, C_CONTAINER);
 }
 
-#define LABEL(k) {{"labels", k}}
-static const JPath LOKI[] = {{{"line"}}, {{"timestamp"}}, LABEL("stream"), LABEL("host"), LABEL("hostname"),
+#define LABEL(k) P2("labels", k)
+static const JPath LOKI[] = {P1("line"), P1("timestamp"), LABEL("stream"), LABEL("host"), LABEL("hostname"),
                              LABEL("instance"), LABEL("node_name"), LABEL("pod"), LABEL("container"),
                              LABEL("container_name"), LABEL("unit"), LABEL("service_name"), LABEL("app"),
                              LABEL("job")};
@@ -960,12 +1007,12 @@ static int loki_line(const Reading *r, const unsigned char *s, size_t n, Line *l
     return platform_provenance(&j, host, unit, container, line);
 }
 
-#define RESOURCE(k) {{"resource", "labels", k}}
-static const JPath CLOUD_LOGGING[] = {{{"textPayload"}}, {{"jsonPayload"}}, {{"timestamp"}}, {{"receiveTimestamp"}},
-                                      {{"logName"}}, LABEL("compute.googleapis.com/resource_name"),
+#define RESOURCE(k) P3("resource", "labels", k)
+static const JPath CLOUD_LOGGING[] = {P1("textPayload"), P1("jsonPayload"), P1("timestamp"), P1("receiveTimestamp"),
+                                      P1("logName"), LABEL("compute.googleapis.com/resource_name"),
                                       RESOURCE("node_name"), RESOURCE("instance_id"), RESOURCE("pod_name"),
                                       RESOURCE("container_name"), RESOURCE("service_name"), RESOURCE("job_name"),
-                                      RESOURCE("function_name"), {{"insertId"}}};
+                                      RESOURCE("function_name"), P1("insertId")};
 
 static int ends_with(const unsigned char *s, size_t n, const char *tail) {
     size_t k = strlen(tail);
@@ -991,7 +1038,7 @@ static int cloud_logging_line(const Reading *r, const unsigned char *s, size_t n
     return platform_provenance(&j, host, unit, container, line);
 }
 
-static const JPath CLOUDWATCH[] = {{{"message"}}, {{"timestamp"}}, {{"logStreamName"}}, {{"logGroupName"}}};
+static const JPath CLOUDWATCH[] = {P1("message"), P1("timestamp"), P1("logStreamName"), P1("logGroupName")};
 
 /* CloudWatch Logs events, one per line: message and timestamp (epoch milliseconds); the stream the container
  * (else the file's path names it: unwrapper.FROM_PATH), the group the unit. */
@@ -1006,8 +1053,8 @@ static int cloudwatch_line(const Reading *r, const unsigned char *s, size_t n, L
     return platform_provenance(&j, none, unit, container, line);
 }
 
-static const JPath DATADOG[] = {{{"message"}}, {{"attributes"}}, {{"date"}}, {{"timestamp"}}, {{"host"}},
-                                {{"service"}}};
+static const JPath DATADOG[] = {P1("message"), P1("attributes"), P1("date"), P1("timestamp"), P1("host"),
+                                P1("service")};
 
 /* Datadog's record: the message when it is one, else the attributes (rendered where not a string), else the
  * message. */
@@ -1038,12 +1085,12 @@ static int datadog_line(const Reading *r, const unsigned char *s, size_t n, Line
 
 /* An Elasticsearch document's paths, bare (0-8) and under a hit's _source (9-17), then _source itself (18). */
 static const JPath ELASTIC[] = {
-    {{"message"}}, {{"log", "original"}}, {{"event", "original"}}, {{"@timestamp"}}, {{"host", "name"}},
-    {{"host", "hostname"}}, {{"container", "name"}}, {{"kubernetes", "pod", "name"}}, {{"service", "name"}},
-    {{"_source", "message"}}, {{"_source", "log", "original"}}, {{"_source", "event", "original"}},
-    {{"_source", "@timestamp"}}, {{"_source", "host", "name"}}, {{"_source", "host", "hostname"}},
-    {{"_source", "container", "name"}}, {{"_source", "kubernetes", "pod", "name"}}, {{"_source", "service", "name"}},
-    {{"_source"}}};
+    P1("message"), P2("log", "original"), P2("event", "original"), P1("@timestamp"), P2("host", "name"),
+    P2("host", "hostname"), P2("container", "name"), P3("kubernetes", "pod", "name"), P2("service", "name"),
+    P2("_source", "message"), P3("_source", "log", "original"), P3("_source", "event", "original"),
+    P2("_source", "@timestamp"), P3("_source", "host", "name"), P3("_source", "host", "hostname"),
+    P3("_source", "container", "name"), P4("_source", "kubernetes", "pod", "name"), P3("_source", "service", "name"),
+    P1("_source")};
 
 /* Elasticsearch / OpenSearch documents, bare or as hits: the record is the first of message, log.original and
  * event.original that is one, else the document (its _source) rendered; every such line is an entry. */
