@@ -1,23 +1,32 @@
 /* forensics._unwrap: the common line envelopes taken off in C (optional; queries/envelopes.sql's blocks are the
  * fallback and the reference): Docker json-file, CRI, `docker logs --timestamps` and CloudWatch's S3 export,
- * syslog (RFC 3164 and rsyslog's file format) and journald JSON.
+ * syslog (RFC 3164, rsyslog's file format, RFC 5424), journald JSON, the application prefixes (Python logging,
+ * structlog, zap, slog, logrus), and the JSON platforms' files of one entry per line (Loki, Cloud Logging,
+ * CloudWatch events, Datadog, Elasticsearch; their JSON documents are DuckDB's).
  *
  * unwrap(buffer, start, end, kind, year, last_month) reads the physical lines of buffer[start:end) (which starts
  * at a line and ends after one) and gives, per line, the text inside its envelope (the line itself where it is
  * not an entry of the envelope, as the SQL passes it on whole), the host, unit, container and pid the line names,
- * the entry's time (timestamp[us, UTC]) and what it was: not an entry, or an entry of stdout, of stderr, or of
- * no named stream. The logfmt tokenizer then reads the texts (forensics/ingest/unwrapper.py).
+ * the entry's time (timestamp[us, UTC], NULL for a JSON platform's entry without one) and what it was: not an
+ * entry, or an entry of stdout, of stderr, or of no named stream. The logfmt tokenizer then reads the texts
+ * (forensics/ingest/unwrapper.py).
  *
  * It takes the common case only, and says DEFER for the whole file at the first line where it cannot be sure to
  * read it exactly as DuckDB does: a piece of a longer line (Docker's 16 KiB split, CRI's P, journald's
  * line-max) or an unfinished one, an entry holding more than one line, a CR in a physical line, invalid UTF-8,
  * a JSON entry of another shape than this module reads (Docker's own compact {"log", "stream", "time"};
  * journald's flat object of strings), an escaped or repeated key, a time iso_utc_us does not read or a syslog
- * date that is none, a stream other than stdout or stderr, a journald message of bytes or without a time. The
- * caller then takes the envelope off in DuckDB, which reads every case.
+ * date that is none, a stream other than stdout or stderr, a journald message of bytes or without a time. Of a
+ * JSON platform's line starting with '{': JSON that is not strict (DuckDB also reads trailing commas, NaN, ...)
+ * or nests deeper than 64, an escaped key on the way to a wanted value or a wanted key twice, a time that is
+ * neither RFC 3339 with a zone nor 9 to 14 digits of epoch, an entry without a text (Cloud Logging's
+ * protoPayload), a _source not an object, and a value to render (json_extract_string of a non-string: a
+ * jsonPayload, attributes, the document) holding a number DuckDB writes its own way (a fraction, an exponent,
+ * -0). The caller then takes the envelope off in DuckDB, which reads every case.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +37,8 @@
 #include "_buffers.h"
 
 enum { K_DOCKER = 1, K_CRI = 2, K_TIMESTAMPED = 3, K_SYSLOG = 4, K_RSYSLOG = 5, K_JOURNALD = 6, K_PYTHON_LOGGING = 7,
-       K_STRUCTLOG = 8, K_ZAP = 9, K_SLOG = 10, K_RFC5424 = 11 };
+       K_STRUCTLOG = 8, K_ZAP = 9, K_SLOG = 10, K_RFC5424 = 11,
+       K_LOKI = 12, K_CLOUD_LOGGING = 13, K_CLOUDWATCH = 14, K_DATADOG = 15, K_ELASTIC = 16 };
 enum { E_NONE = 0, E_STDOUT = 1, E_STDERR = 2, E_NO_STREAM = 3 }; /* what a line was */
 enum { U_DEFER = 1, U_NOMEM = 2 };
 enum { C_TEXT, C_HOST, C_UNIT, C_CONTAINER, C_PID, NCOLS }; /* the columns: the text, then its provenance */
@@ -613,6 +623,498 @@ static int slog_line(const Reading *r, const unsigned char *s, size_t n, Line *l
     return 0;
 }
 
+/* ---- JSON platforms: Loki, Cloud Logging, CloudWatch, Datadog, Elasticsearch (one entry per line) ---- */
+
+/* Their entries nest objects (Loki's labels, Cloud Logging's resource.labels, a hit's _source): read_object
+ * finds the wanted paths as json_extract_string(line, [paths]) does, reading every other value strictly and
+ * leaving it (JSON DuckDB's reader takes and this one does not, a trailing comma or NaN say, defers). A wanted
+ * value is absent, null, a string (decoded) or another value: its raw text, which json_extract_string gives for
+ * a plain integer and which the callers otherwise read only as "present" (an empty object aside). */
+
+#define NO_TIME INT64_MIN /* an entry without a time: the SQL's mm_ts(NULL) */
+#define PATH_KEYS 5       /* the most keys of a wanted path, and a NULL after them */
+#define SKIP_DEPTH 64     /* deeper values left are DuckDB's (no unbounded recursion here) */
+#define JSON_FAIL ((size_t)-1)
+
+enum { J_ABSENT = 0, J_NULL = 1, J_STRING = 2, J_OTHER = 3 };
+
+typedef struct {
+    const char *keys[PATH_KEYS]; /* $.a."b.c" as {"a", "b.c"} */
+    unsigned char lens[PATH_KEYS];
+} JPath;
+#define P1(a) {{a}, {sizeof a - 1}}
+#define P2(a, b) {{a, b}, {sizeof a - 1, sizeof b - 1}}
+#define P3(a, b, c) {{a, b, c}, {sizeof a - 1, sizeof b - 1, sizeof c - 1}}
+#define P4(a, b, c, d) {{a, b, c, d}, {sizeof a - 1, sizeof b - 1, sizeof c - 1, sizeof d - 1}}
+
+typedef struct {
+    const JPath *paths;
+    int npaths; /* at most 32 */
+    unsigned char *scratch;
+    size_t used;
+    uint32_t seen[PATH_KEYS]; /* by depth: the paths whose key there was met (a wanted key twice defers) */
+    int type[32];
+    const unsigned char *v[32];
+    size_t len[32];
+} JRead;
+
+static int present(const JRead *j, int p) { return j->type[p] >= J_STRING; } /* not NULL in the SQL */
+
+static size_t skip_number(const unsigned char *s, size_t n, size_t i) {
+    if (i < n && s[i] == '-') i++;
+    if (i >= n || !is_digit(s[i])) return JSON_FAIL;
+    if (s[i] == '0') i++;
+    else
+        while (i < n && is_digit(s[i])) i++;
+    if (i < n && s[i] == '.') {
+        size_t f = ++i;
+        while (i < n && is_digit(s[i])) i++;
+        if (i == f) return JSON_FAIL;
+    }
+    if (i < n && (s[i] | 32) == 'e') {
+        if (++i < n && (s[i] == '+' || s[i] == '-')) i++;
+        size_t e = i;
+        while (i < n && is_digit(s[i])) i++;
+        if (i == e) return JSON_FAIL;
+    }
+    return i;
+}
+
+static size_t skip_value(JRead *r, const unsigned char *s, size_t n, size_t i, int depth);
+
+/* Where the run of plain string bytes from s[i] ends (at a '"', a '\\', a control character, or n), eight
+ * bytes at a time: most of an entry is such runs. */
+static size_t plain_run(const unsigned char *s, size_t n, size_t i) {
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    while (i + 8 <= n) {
+        uint64_t w, q, b;
+        memcpy(&w, s + i, 8);
+        q = w ^ (ones * '"'), b = w ^ (ones * '\\');
+        if (((q - ones) & ~q & highs) | ((b - ones) & ~b & highs) | ((w - ones * 0x20) & ~w & highs)) break;
+        i += 8;
+    }
+    while (i < n && s[i] != '"' && s[i] != '\\' && s[i] >= 0x20) i++;
+    return i;
+}
+
+/* A string at s[i] (its quote): its text in *v, *len (the line's own bytes when it holds no escape, else decoded
+ * into `into`), and where it ends; JSON_FAIL for what json_string does not take. */
+static size_t string_at(const unsigned char *s, size_t n, size_t i, unsigned char *into, const unsigned char **v,
+                        size_t *len) {
+    size_t j = plain_run(s, n, i + 1);
+    if (j < n && s[j] == '"') {
+        *v = s + i + 1, *len = j - i - 1;
+        return j + 1;
+    }
+    size_t plain = j - i - 1, from = j - 1; /* json_string reads on from s[from + 1], past the plain run */
+    memcpy(into, s + i + 1, plain);
+    long decoded = json_string(s, n, &from, into + plain);
+    if (decoded < 0) return JSON_FAIL;
+    *v = into, *len = plain + (size_t)decoded;
+    return from;
+}
+
+
+static int strpbrk_n(const unsigned char *s, size_t n, const char *any) {
+    for (; *any; any++)
+        if (memchr(s, *any, n)) return 1;
+    return 0;
+}
+
+/* An array or object at s[i], read and left: where it ends. (Strings are decoded past r->used, and dropped.) */
+static size_t skip_container(JRead *r, const unsigned char *s, size_t n, size_t i, int depth) {
+    unsigned char close = s[i] == '{' ? '}' : ']';
+    i = skip_spaces(s, n, i + 1);
+    if (i < n && s[i] == close) return i + 1;
+    for (;;) {
+        if (close == '}') {
+            const unsigned char *key;
+            size_t klen;
+            if (i >= n || s[i] != '"' || (i = string_at(s, n, i, r->scratch + r->used, &key, &klen)) == JSON_FAIL)
+                return JSON_FAIL;
+            i = skip_spaces(s, n, i);
+            if (i >= n || s[i] != ':') return JSON_FAIL;
+            i = skip_spaces(s, n, i + 1);
+        }
+        if ((i = skip_value(r, s, n, i, depth)) == JSON_FAIL) return i;
+        i = skip_spaces(s, n, i);
+        if (i < n && s[i] == close) return i + 1;
+        if (i >= n || s[i] != ',') return JSON_FAIL;
+        i = skip_spaces(s, n, i + 1);
+    }
+}
+
+static size_t skip_value(JRead *r, const unsigned char *s, size_t n, size_t i, int depth) {
+    if (i >= n) return JSON_FAIL;
+    switch (s[i]) {
+    case '"': {
+        const unsigned char *v;
+        size_t len;
+        return string_at(s, n, i, r->scratch + r->used, &v, &len);
+    }
+    case '{': case '[': return depth < SKIP_DEPTH ? skip_container(r, s, n, i, depth + 1) : JSON_FAIL;
+    case 't': return n - i >= 4 && memcmp(s + i, "true", 4) == 0 ? i + 4 : JSON_FAIL;
+    case 'f': return n - i >= 5 && memcmp(s + i, "false", 5) == 0 ? i + 5 : JSON_FAIL;
+    case 'n': return n - i >= 4 && memcmp(s + i, "null", 4) == 0 ? i + 4 : JSON_FAIL;
+    default: return skip_number(s, n, i);
+    }
+}
+
+/* The paths of `active` whose key `depth` down is s[key:key+klen]. */
+static uint32_t matching(const JRead *r, uint32_t active, int depth, const unsigned char *key, size_t klen) {
+    uint32_t m = 0;
+    for (uint32_t left = active; left; left &= left - 1) {
+        int p = __builtin_ctz(left);
+        if (r->paths[p].lens[depth] == klen && memcmp(r->paths[p].keys[depth], key, klen) == 0) m |= 1u << p;
+    }
+    return m;
+}
+
+static void found(JRead *r, uint32_t paths, int type, const unsigned char *v, size_t len) {
+    for (; paths; paths &= paths - 1) {
+        int p = __builtin_ctz(paths);
+        r->type[p] = type, r->v[p] = v, r->len[p] = len;
+    }
+}
+
+static size_t read_object(JRead *r, const unsigned char *s, size_t n, size_t i, int depth, uint32_t active);
+
+/* The value at s[i] of a key on the way to the paths `wanted`: theirs where they end here, else the object to
+ * go into (under a value of another kind they are absent, as in DuckDB). */
+static size_t wanted_value(JRead *r, const unsigned char *s, size_t n, size_t i, int depth, uint32_t wanted) {
+    uint32_t leaf = 0;
+    for (uint32_t left = wanted; left; left &= left - 1)
+        if (r->paths[__builtin_ctz(left)].keys[depth + 1] == NULL) leaf |= left & -left;
+    size_t start = i;
+    if (i < n && s[i] == '"') {
+        const unsigned char *v;
+        size_t len;
+        if ((i = string_at(s, n, i, r->scratch + r->used, &v, &len)) == JSON_FAIL) return i;
+        found(r, leaf, J_STRING, v, len);
+        if (leaf && v == r->scratch + r->used) r->used += len;
+        return i;
+    }
+    if (i < n && s[i] == '{' && wanted != leaf) i = read_object(r, s, n, i, depth + 1, wanted & ~leaf);
+    else i = skip_value(r, s, n, i, 0);
+    if (i != JSON_FAIL) found(r, leaf, i - start == 4 && s[start] == 'n' ? J_NULL : J_OTHER, s + start, i - start);
+    return i;
+}
+
+/* An object at s[i] `depth` keys down the paths `active`: where it ends (JSON_FAIL to defer: a key escaped, a
+ * wanted one twice, which DuckDB reads the first of, or JSON this reader does not take). */
+static size_t read_object(JRead *r, const unsigned char *s, size_t n, size_t i, int depth, uint32_t active) {
+    i = skip_spaces(s, n, i + 1);
+    if (i < n && s[i] == '}') return i + 1;
+    for (;;) {
+        if (i >= n || s[i] != '"') return JSON_FAIL;
+        size_t key = ++i;
+        i = plain_run(s, n, i);
+        if (i >= n || s[i] != '"') return JSON_FAIL;
+        uint32_t wanted = matching(r, active, depth, s + key, i - key);
+        if (wanted & r->seen[depth]) return JSON_FAIL;
+        r->seen[depth] |= wanted;
+        i = skip_spaces(s, n, i + 1);
+        if (i >= n || s[i] != ':') return JSON_FAIL;
+        i = skip_spaces(s, n, i + 1);
+        i = wanted ? wanted_value(r, s, n, i, depth, wanted) : skip_value(r, s, n, i, 0);
+        if (i == JSON_FAIL) return i;
+        i = skip_spaces(s, n, i);
+        if (i < n && s[i] == '}') return i + 1;
+        if (i >= n || s[i] != ',') return JSON_FAIL;
+        i = skip_spaces(s, n, i + 1);
+    }
+}
+
+/* An entry, s[0] being its '{': its wanted values in j (type, v, len by path); 1 to defer. */
+static int platform_entry(JRead *j, const unsigned char *s, size_t n) {
+    size_t i = read_object(j, s, n, 0, 0, j->npaths == 32 ? ~0u : (1u << j->npaths) - 1);
+    return i == JSON_FAIL || skip_spaces(s, n, i) != n;
+}
+
+/* mm_ts of a present value: an RFC 3339 time with a zone, or epoch seconds (9 to 11 digits) or milliseconds
+ * (12 to 14) computed as DuckDB does (a double, rounded to the microsecond); 1 to defer anything else. */
+static int platform_time(const JRead *j, int p, int64_t *us) {
+    const unsigned char *v = j->v[p];
+    size_t n = j->len[p], k = 0;
+    if (j->type[p] == J_STRING && memchr(v, '-', n)) return !time_us(v, n, us);
+    while (k < n && is_digit(v[k])) k++;
+    if (k != n || n < 9 || n > 14) return 1;
+    double t = 0;
+    for (k = 0; k < n; k++) t = t * 10 + (v[k] - '0');
+    *us = (int64_t)nearbyint((n >= 12 ? t / 1000 : t) * 1e6);
+    return 0;
+}
+
+/* The time of the first present of paths `from` (-1 ends them): NO_TIME where none is. */
+static int first_time(const JRead *j, const int *from, int64_t *us) {
+    for (; *from >= 0; from++)
+        if (present(j, *from)) return platform_time(j, *from, us);
+    *us = NO_TIME;
+    return 0;
+}
+
+/* One JSON string's character as yyjson writes it (DuckDB's rendering): '"' and '\\' escaped, the control
+ * characters as \b \t \n \f \r or \u00XX in capitals, everything else as UTF-8. */
+static size_t rendered_char(unsigned char *t, unsigned cp) {
+    static const char hex[] = "0123456789ABCDEF", *const short_escape = "btn?fr";
+    if (cp == '"' || cp == '\\') { t[0] = '\\', t[1] = (unsigned char)cp; return 2; }
+    if (cp >= 0x20) return put_utf8(t, cp);
+    if (cp >= 8 && cp <= 13 && short_escape[cp - 8] != '?') { t[0] = '\\', t[1] = short_escape[cp - 8]; return 2; }
+    memcpy(t, "\\u00", 4);
+    t[4] = hex[cp >> 4], t[5] = hex[cp & 15];
+    return 6;
+}
+
+typedef struct {
+    const unsigned char *s; /* a value json_string and skip_value have read (so valid: no check here) */
+    size_t n, i;
+    unsigned char *out;     /* its rendering, never longer than the value */
+    size_t m;
+} Render;
+
+static void render_string(Render *w) {
+    const unsigned char *s = w->s;
+    size_t j = w->i + 1;
+    w->out[w->m++] = '"';
+    while (s[j] != '"') {
+        unsigned cp = s[j];
+        if (cp != '\\') { w->out[w->m++] = s[j++]; continue; }
+        unsigned e = s[j + 1];
+        j += 2;
+        if (e == 'u') {
+            hex4(s + j, &cp);
+            j += 4;
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                unsigned lo;
+                hex4(s + j + 2, &lo);
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                j += 6;
+            }
+        } else cp = e == 'b' ? 8 : e == 't' ? 9 : e == 'n' ? 10 : e == 'f' ? 12 : e == 'r' ? 13 : e;
+        w->m += rendered_char(w->out + w->m, cp);
+    }
+    w->out[w->m++] = '"';
+    w->i = j + 1;
+}
+
+/* A value minified as DuckDB renders it (json_extract_string of an object, array, number or literal): 1 to
+ * defer a number it writes its own way (a fraction or an exponent as a double, -0 as 0; an integer stays). */
+static int render_value(Render *w) {
+    unsigned char c = w->s[w->i];
+    if (c == '"') { render_string(w); return 0; }
+    if (c == '{' || c == '[') {
+        unsigned char close = c == '{' ? '}' : ']';
+        w->out[w->m++] = c;
+        w->i = skip_spaces(w->s, w->n, w->i + 1);
+        while (w->s[w->i] != close) {
+            if (close == '}') {
+                render_string(w);
+                w->out[w->m++] = ':';
+                w->i = skip_spaces(w->s, w->n, skip_spaces(w->s, w->n, w->i) + 1);
+            }
+            if (render_value(w)) return 1;
+            w->i = skip_spaces(w->s, w->n, w->i);
+            if (w->s[w->i] == ',') w->out[w->m++] = ',', w->i = skip_spaces(w->s, w->n, w->i + 1);
+        }
+        w->out[w->m++] = close;
+        w->i++;
+        return 0;
+    }
+    size_t start = w->i, end = c == 't' || c == 'n' ? start + 4 : c == 'f' ? start + 5 : skip_number(w->s, w->n, start);
+    if ((c == '-' || is_digit(c)) && (strpbrk_n(w->s + start, end - start, ".eE") || (end - start == 2 && c == '-')))
+        return 1;
+    memcpy(w->out + w->m, w->s + start, end - start);
+    w->m += end - start, w->i = end;
+    return 0;
+}
+
+/* The text json_extract_string gives of a present value: the string, or the rendering (into the scratch). */
+static int text_of(JRead *j, int p, const unsigned char **t, size_t *tn) {
+    if (j->type[p] == J_STRING) { *t = j->v[p], *tn = j->len[p]; return 0; }
+    Render w = {j->v[p], j->len[p], 0, j->scratch + j->used, 0};
+    if (render_value(&w)) return 1;
+    *t = w.out, *tn = w.m, j->used += w.m;
+    return 0;
+}
+
+/* An entry's text from a present value, holding no newline (envelope_lines would split it); 1 to defer. */
+static int platform_text(JRead *j, int p, Line *line) {
+    const unsigned char *t;
+    size_t tn;
+    if (!present(j, p) || text_of(j, p, &t, &tn) || memchr(t, '\n', tn)) return 1;
+    set(line, C_TEXT, t, tn);
+    return 0;
+}
+
+/* coalesce of the paths `from` (-1 ends them) into a provenance column; 1 to defer. */
+static int first_string(JRead *j, const int *from, Line *line, int col) {
+    for (; *from >= 0; from++) {
+        if (!present(j, *from)) continue;
+        const unsigned char *t;
+        size_t tn;
+        if (text_of(j, *from, &t, &tn)) return 1;
+        set(line, col, t, tn);
+        return 0;
+    }
+    return 0;
+}
+
+/* A stream named stdout or stderr, or none; 1 to defer another. */
+static int named_stream(const JRead *j, int p, int *what) {
+    if (!present(j, p)) *what = E_NO_STREAM;
+    else if (j->type[p] == J_STRING && equals(j->v[p], j->len[p], "stdout")) *what = E_STDOUT;
+    else if (j->type[p] == J_STRING && equals(j->v[p], j->len[p], "stderr")) *what = E_STDERR;
+    else return 1;
+    return 0;
+}
+
+/* mm_record_like: 1 when the text is a record (starts with '{' past ltrim's spaces, or holds a key=value pair),
+ * 0 when not, -1 to defer (ltrim takes Unicode spaces too: a text starting with another character holding a '{'). */
+static int record_like(const unsigned char *m, size_t n) {
+    size_t i = 0;
+    while (i < n && m[i] == ' ') i++;
+    if (i < n && m[i] == '{') return 1;
+    if (i < n && m[i] >= 0x80 && memchr(m + i, '{', n - i)) return -1;
+    for (size_t p = 0; p < n; p++) { /* (?:^|\s)[^\s="]+=[^\s] */
+        if (p > 0 && !re2_space(m[p - 1])) continue;
+        size_t k = p;
+        while (k < n && is_key_char(m[k])) k++;
+        if (k > p && k + 1 < n && m[k] == '=' && !re2_space(m[k + 1])) return 1;
+    }
+    return 0;
+}
+
+static int platform_provenance(JRead *j, const int *host, const int *unit, const int *container, Line *line) {
+    return first_string(j, host, line, C_HOST) || first_string(j, unit, line, C_UNIT)
+           || first_string(j, container, line, C_CONTAINER);
+}
+
+#define LABEL(k) P2("labels", k)
+static const JPath LOKI[] = {P1("line"), P1("timestamp"), LABEL("stream"), LABEL("host"), LABEL("hostname"),
+                             LABEL("instance"), LABEL("node_name"), LABEL("pod"), LABEL("container"),
+                             LABEL("container_name"), LABEL("unit"), LABEL("service_name"), LABEL("app"),
+                             LABEL("job")};
+
+/* Loki (logcli --output=jsonl): an entry has its line and timestamp; the labels name the rest. */
+static int loki_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
+    static const int stamp[] = {1, -1}, host[] = {3, 4, 5, 6, -1}, unit[] = {10, 11, 12, 13, -1},
+                     container[] = {7, 8, 9, -1};
+    JRead j = {.paths = LOKI, .npaths = 14, .scratch = r->scratch};
+    if (n == 0 || s[0] != '{') return 0;
+    if (platform_entry(&j, s, n)) return 1;
+    if (!present(&j, 0) || !present(&j, 1)) return 0; /* no entry: the line passed on */
+    if (platform_text(&j, 0, line) || first_time(&j, stamp, us) || named_stream(&j, 2, what)) return 1;
+    return platform_provenance(&j, host, unit, container, line);
+}
+
+#define RESOURCE(k) P3("resource", "labels", k)
+static const JPath CLOUD_LOGGING[] = {P1("textPayload"), P1("jsonPayload"), P1("timestamp"), P1("receiveTimestamp"),
+                                      P1("logName"), LABEL("compute.googleapis.com/resource_name"),
+                                      RESOURCE("node_name"), RESOURCE("instance_id"), RESOURCE("pod_name"),
+                                      RESOURCE("container_name"), RESOURCE("service_name"), RESOURCE("job_name"),
+                                      RESOURCE("function_name"), P1("insertId")};
+
+static int ends_with(const unsigned char *s, size_t n, const char *tail) {
+    size_t k = strlen(tail);
+    return n >= k && memcmp(s + n - k, tail, k) == 0;
+}
+
+/* Google Cloud Logging: an entry has a logName or an insertId; its text the textPayload, else the jsonPayload
+ * rendered (a JSON record); an entry with neither has no text (NULL): DuckDB's. */
+static int cloud_logging_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us,
+                              int *what) {
+    static const int stamp[] = {2, 3, -1}, host[] = {5, 6, 7, -1}, unit[] = {10, 11, 12, -1}, container[] = {8, 9, -1};
+    JRead j = {.paths = CLOUD_LOGGING, .npaths = 14, .scratch = r->scratch};
+    if (n == 0 || s[0] != '{') return 0;
+    if (platform_entry(&j, s, n)) return 1;
+    if (!present(&j, 4) && !present(&j, 13)) return 0;
+    if (platform_text(&j, present(&j, 0) ? 0 : 1, line) || first_time(&j, stamp, us)) return 1;
+    const unsigned char *name;
+    size_t len;
+    *what = E_NO_STREAM; /* regexp_extract(logName, '/logs/(stdout|stderr)$', 1) */
+    if (present(&j, 4) && text_of(&j, 4, &name, &len)) return 1;
+    if (present(&j, 4) && ends_with(name, len, "/logs/stdout")) *what = E_STDOUT;
+    if (present(&j, 4) && ends_with(name, len, "/logs/stderr")) *what = E_STDERR;
+    return platform_provenance(&j, host, unit, container, line);
+}
+
+static const JPath CLOUDWATCH[] = {P1("message"), P1("timestamp"), P1("logStreamName"), P1("logGroupName")};
+
+/* CloudWatch Logs events, one per line: message and timestamp (epoch milliseconds); the stream the container
+ * (else the file's path names it: unwrapper.FROM_PATH), the group the unit. */
+static int cloudwatch_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
+    static const int stamp[] = {1, -1}, unit[] = {3, -1}, container[] = {2, -1}, none[] = {-1};
+    JRead j = {.paths = CLOUDWATCH, .npaths = 4, .scratch = r->scratch};
+    if (n == 0 || s[0] != '{') return 0;
+    if (platform_entry(&j, s, n)) return 1;
+    if (!present(&j, 0) || !present(&j, 1)) return 0;
+    if (platform_text(&j, 0, line) || first_time(&j, stamp, us)) return 1;
+    *what = E_NO_STREAM;
+    return platform_provenance(&j, none, unit, container, line);
+}
+
+static const JPath DATADOG[] = {P1("message"), P1("attributes"), P1("date"), P1("timestamp"), P1("host"),
+                                P1("service")};
+
+/* Datadog's record: the message when it is one, else the attributes (rendered where not a string), else the
+ * message. */
+static int datadog_text(JRead *j, Line *line) {
+    const unsigned char *m;
+    size_t mn;
+    if (!present(j, 0)) return platform_text(j, 1, line);
+    if (text_of(j, 0, &m, &mn)) return 1;
+    int like = record_like(m, mn);
+    if (like < 0) return 1;
+    if (!like && present(j, 1)) return platform_text(j, 1, line);
+    if (memchr(m, '\n', mn)) return 1;
+    set(line, C_TEXT, m, mn);
+    return 0;
+}
+
+/* Datadog log archives: an entry has a message or attributes; date (or timestamp), host, service. */
+static int datadog_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
+    static const int stamp[] = {2, 3, -1}, host[] = {4, -1}, unit[] = {5, -1}, none[] = {-1};
+    JRead j = {.paths = DATADOG, .npaths = 6, .scratch = r->scratch};
+    if (n == 0 || s[0] != '{') return 0;
+    if (platform_entry(&j, s, n)) return 1;
+    if (!present(&j, 0) && !present(&j, 1)) return 0;
+    if (datadog_text(&j, line) || first_time(&j, stamp, us)) return 1;
+    *what = E_NO_STREAM;
+    return platform_provenance(&j, host, unit, none, line);
+}
+
+/* An Elasticsearch document's paths, bare (0-8) and under a hit's _source (9-17), then _source itself (18). */
+static const JPath ELASTIC[] = {
+    P1("message"), P2("log", "original"), P2("event", "original"), P1("@timestamp"), P2("host", "name"),
+    P2("host", "hostname"), P2("container", "name"), P3("kubernetes", "pod", "name"), P2("service", "name"),
+    P2("_source", "message"), P3("_source", "log", "original"), P3("_source", "event", "original"),
+    P2("_source", "@timestamp"), P3("_source", "host", "name"), P3("_source", "host", "hostname"),
+    P3("_source", "container", "name"), P4("_source", "kubernetes", "pod", "name"), P3("_source", "service", "name"),
+    P1("_source")};
+
+/* Elasticsearch / OpenSearch documents, bare or as hits: the record is the first of message, log.original and
+ * event.original that is one, else the document (its _source) rendered; every such line is an entry. */
+static int elastic_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
+    JRead j = {.paths = ELASTIC, .npaths = 19, .scratch = r->scratch};
+    if (n == 0 || s[0] != '{') return 0;
+    if (platform_entry(&j, s, n)) return 1;
+    if (j.type[18] != J_ABSENT && !(j.type[18] == J_OTHER && j.v[18][0] == '{')) return 1; /* a _source of another kind */
+    int b = j.type[18] == J_OTHER ? 9 : 0, like = 0;
+    const unsigned char *t = NULL;
+    size_t tn = 0;
+    for (int k = b; k < b + 3 && !like; k++)
+        if (present(&j, k) && (text_of(&j, k, &t, &tn) || (like = record_like(t, tn)) < 0)) return 1;
+    if (!like) { /* the document itself: the hit's _source, or the line's object */
+        if (b == 0) j.type[18] = J_OTHER, j.v[18] = s, j.len[18] = n;
+        if (text_of(&j, 18, &t, &tn)) return 1;
+    }
+    const int stamp[] = {b + 3, -1}, host[] = {b + 4, b + 5, -1}, unit[] = {b + 8, -1}, container[] = {b + 7, b + 6, -1};
+    if (memchr(t, '\n', tn) || first_time(&j, stamp, us)) return 1;
+    set(line, C_TEXT, t, tn);
+    *what = E_NO_STREAM;
+    return platform_provenance(&j, host, unit, container, line);
+}
+
 /* ---- the range ---- */
 
 typedef int (*LineReader)(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what);
@@ -629,6 +1131,11 @@ static LineReader reader_of(int kind) {
     case K_ZAP: return zap_line;
     case K_SLOG: return slog_line;
     case K_RFC5424: return rfc5424_line;
+    case K_LOKI: return loki_line;
+    case K_CLOUD_LOGGING: return cloud_logging_line;
+    case K_CLOUDWATCH: return cloudwatch_line;
+    case K_DATADOG: return datadog_line;
+    case K_ELASTIC: return elastic_line;
     default: return NULL;
     }
 }
@@ -636,7 +1143,7 @@ static LineReader reader_of(int kind) {
 /* Each physical line of b[i:end): a line that is no entry is its own text, without provenance. */
 static int unwrap_range(Out *o, const unsigned char *b, size_t i, size_t end, Reading *r, int64_t first_line) {
     LineReader read = reader_of(r->kind);
-    if ((r->scratch = malloc(end - i + 1)) == NULL) return U_NOMEM;
+    if ((r->scratch = malloc(2 * (end - i) + 1)) == NULL) return U_NOMEM; /* a line's strings, and a rendering */
     int result = 0;
     while (i < end && result == 0) {
         const unsigned char *nl = memchr(b + i, '\n', end - i);
@@ -651,7 +1158,7 @@ static int unwrap_range(Out *o, const unsigned char *b, size_t i, size_t end, Re
         if (put_line(o, &line)) { result = U_NOMEM; break; }
         o->what[o->rows] = (int8_t)what;
         o->ts[o->rows] = us;
-        if (what != E_NONE) o->ts_valid[o->rows / 8] |= (uint8_t)(1u << (o->rows % 8));
+        if (what != E_NONE && us != NO_TIME) o->ts_valid[o->rows / 8] |= (uint8_t)(1u << (o->rows % 8));
         else o->ts_nulls++;
         o->line_no[o->rows] = first_line + (int64_t)o->rows;
         o->rows++;
@@ -734,6 +1241,9 @@ PyMODINIT_FUNC PyInit__unwrap(void) {
         || PyModule_AddIntConstant(m, "PYTHON_LOGGING", K_PYTHON_LOGGING)
         || PyModule_AddIntConstant(m, "STRUCTLOG", K_STRUCTLOG) || PyModule_AddIntConstant(m, "ZAP", K_ZAP)
         || PyModule_AddIntConstant(m, "SLOG", K_SLOG) || PyModule_AddIntConstant(m, "RFC5424", K_RFC5424)
+        || PyModule_AddIntConstant(m, "LOKI", K_LOKI) || PyModule_AddIntConstant(m, "CLOUD_LOGGING", K_CLOUD_LOGGING)
+        || PyModule_AddIntConstant(m, "CLOUDWATCH", K_CLOUDWATCH) || PyModule_AddIntConstant(m, "DATADOG", K_DATADOG)
+        || PyModule_AddIntConstant(m, "ELASTIC", K_ELASTIC)
         || PyModule_AddIntConstant(m, "DEFER", U_DEFER) || PyModule_AddIntConstant(m, "STDOUT", E_STDOUT)
         || PyModule_AddIntConstant(m, "STDERR", E_STDERR) || PyModule_AddIntConstant(m, "NO_STREAM", E_NO_STREAM)) {
         Py_DECREF(m);

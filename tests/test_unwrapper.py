@@ -1,5 +1,6 @@
 """Line envelopes taken off in C (forensics.ingest.unwrapper: Docker json-file, CRI, docker logs --timestamps,
-CloudWatch's S3 export, syslog, rsyslog, journald): every file it reads gives
+CloudWatch's S3 export, syslog, rsyslog, RFC 5424, journald, the application prefixes, and Loki, Cloud Logging,
+CloudWatch events, Datadog and Elasticsearch one entry per line): every file it reads gives
 the staged rows, events, skips and summaries that DuckDB's unwrapping gives (queries/envelopes.sql, with the same
 compiled tokenizer after it, and the SQL path), and every file it cannot read exactly goes back to DuckDB."""
 
@@ -57,6 +58,25 @@ def _file(tmp: str, body: str, name: str = "case.log") -> Path:
     return path
 
 
+# JSON lines of the platforms' shapes, some entries of them and some not: missing fields, nesting, escapes
+JSON_NOT_QUITE = [
+    '{"line":"a=b"}', '{"line":"k=v","timestamp":"2026-11-28T09:00:00.5+01:00","labels":{"stream":"stderr","pod":"p"}}',
+    '{"labels":{"host":"h","app":"a"},"line":"\\u00e9 k=v \\ud83d\\ude00","timestamp":"2026-11-28T09:00:00Z"}',
+    '{"labels":"x","line":"k=v","timestamp":"2026-11-28T09:00:00Z"}', '{"logName":"p/logs/stderr","textPayload":"a=b"}',
+    '{"insertId":"1","textPayload":"k=v \\" q","receiveTimestamp":"2026-11-28T09:00:01Z","resource":{"labels":{}}}',
+    '{"insertId":7,"jsonPayload":{"event":"send","n":[1,true,null,"\\u001b\\/"]},"logName":"l/logs/stdout"}',
+    '{"message":"k=v","timestamp":1764320400123}', '{"message":"k=v","timestamp":"1764320400"}',
+    '{"message": "k=v" , "timestamp": 1764320400123, "logGroupName": "g", "logStreamName": "s" }',
+    '{"message":"no pairs","attributes":{}}', '{"message":"prose","attributes":{"a":{"b":[1,-2,"x"]},"c":false}}',
+    '{"message":null,"attributes":"k=v","date":"2026-11-28T09:00:00Z","host":"h","service":"s"}',
+    '{"message":"  {\\"a\\":1}","date":1764320400}', '{"message":"\\u00a0prose","host":{"name":"h"}}',
+    '{"_source":{"message":"a=b","@timestamp":"2026-11-28T09:00:00.5+01:00","kubernetes":{"pod":{"name":"p"}}}}',
+    '{"_source":{"message":"prose","log":{"original":"k=v"},"service":{"name":"s"}},"_id":"1"}',
+    '{"@timestamp":"2026-11-28T09:00:00Z","message":"prose \\t tab","host":{"hostname":"h"},"n":12345678901234567890}',
+    '{"_index":"i","_source":{"event":{"original":"x=1 \\u2028"},"container":{"name":"c"}}}', "{ }", "{x",
+]
+
+
 @st.composite
 def line_log(draw) -> tuple[str, str]:
     """(envelope, file): random logfmt lines, hostile values and all but none Docker would split, as one of the
@@ -77,7 +97,8 @@ def line_log(draw) -> tuple[str, str]:
              'time="2026-11-28T09:00:00Z" level=info source=a.go:1 msg="a \\" b" k=v', "time=t level= msg=x",
              "2026-11-28T09:00:00Z\tINFO\tmsg a=b", "1764321686.1\tINFO\ta=b", "9\t\tx",
              "<13>1 2026-11-28T09:00:00Z h - - - [a@1 b][c@2]x k=v", "<13>1 2026-11-28T09:00:00Z h a p m [a@1",
-             "<13>1 2026-11-28T09:00:00.5+01:00 - - - - -", "<13>1 2026-11-28T09:00:00Z h a 7 m [x][y] \ufeffk=v"])))
+             "<13>1 2026-11-28T09:00:00.5+01:00 - - - - -", "<13>1 2026-11-28T09:00:00Z h a 7 m [x][y] \ufeffk=v",
+             *JSON_NOT_QUITE])))
     return name, "\n".join(body)
 
 
@@ -93,12 +114,31 @@ def test_a_line_envelope_reads_alike_unwrapped_in_c_or_in_duckdb(file):
     assert unwrapped == sql
 
 
+# Datadog's and Elasticsearch's text for a line that is no record is JSON (the attributes, the document): in the
+# sample, that makes the records both JSON and logfmt, DuckDB's to read (see the next test instead)
+RENDERING_PROSE = ("datadog", "elastic")
+
+
 @needs_unwrapper
-@pytest.mark.parametrize("name", sorted(unwrapper.KINDS))
+@pytest.mark.parametrize("name", sorted(set(unwrapper.KINDS) - set(RENDERING_PROSE)))
 def test_a_clean_log_of_each_line_envelope_is_unwrapped_in_c(tmp_path, taken, name):
     body = wrap(name, [A, "", "not a record", 'event=send email=b@example.com msg_id=m2 error="a \\"q\\" é"'])
     sql, duckdb_unwrapped, unwrapped = read_three(_file(str(tmp_path), body, file_name(name)))
     assert taken == [True] and unwrapped == duckdb_unwrapped == sql and len(unwrapped[0]) == 2
+
+
+JSON_PLATFORMS = ("loki", "cloud-logging", "cloudwatch", "datadog", "elastic")
+
+
+@needs_unwrapper
+@pytest.mark.parametrize("name", JSON_PLATFORMS)
+def test_a_json_platforms_simulated_log_is_unwrapped_in_c_rendering_what_it_must(tmp_path, taken, name):
+    """Past the sample of 200 lines (which says logfmt), a line that is no record makes Datadog's and
+    Elasticsearch's text the attributes or the document as DuckDB renders them."""
+    lines = [f"event=send email=p{i}@example.com msg_id=m{i} note=\"é \\\" \\u00e9 😀\"" for i in range(250)]
+    body = wrap(name, lines + ["", "Traceback (most recent call last):", '  File "a\\b.py", line 2\x1b', A])
+    sql, duckdb_unwrapped, unwrapped = read_three(_file(str(tmp_path), body))
+    assert taken == [True] and unwrapped == duckdb_unwrapped == sql and len(unwrapped[0]) == 251
 
 
 def docker_entry(log: str, **extra) -> str:
@@ -139,6 +179,26 @@ DEFERRED = {
     "an RFC 5424 nil time": "<134>1 2026-11-28T09:00:00Z h app 1 - - " + A + "\n<134>1 - h app 1 - - " + A,
     "RFC 5424 structured data with a quote": '<134>1 2026-11-28T09:00:00Z h app 1 - [x@1 a="b"] ' + A,
     "a zap epoch time": "1764321686.123\tinfo\tsent\t" + A + "\n2026-11-28T09:00:00.123Z\tinfo\tsent\t" + A,
+    **{f"{name}: {case}": wrap(name, [A]) + line for name, case, line in [
+        ("loki", "another stream", '{"labels":{"stream":"stdin"},"line":"k=v","timestamp":"2026-11-28T09:00:00Z"}'),
+        ("loki", "a wanted key twice", '{"line":"k=v","line":"k=w","timestamp":"2026-11-28T09:00:00Z"}'),
+        ("loki", "a label twice", '{"labels":{"host":"a"},"labels":{},"line":"k=v","timestamp":"2026-11-28T09:00:00Z"}'),
+        ("loki", "an escaped key", '{"li\\u006ee":"k=v","timestamp":"2026-11-28T09:00:00Z"}'),
+        ("loki", "a line of two lines", '{"line":"k=v\\nk=w","timestamp":"2026-11-28T09:00:00Z"}'),
+        ("loki", "a time of another form", '{"line":"k=v","timestamp":"1764320400123456789"}'),
+        ("loki", "a trailing comma", '{"line":"k=v","timestamp":"2026-11-28T09:00:00Z",}'),
+        ("loki", "NaN", '{"line":"k=v","timestamp":"2026-11-28T09:00:00Z","n":NaN}'),
+        ("loki", "a line that is no JSON", '{"line":"k=v"'),
+        ("cloud-logging", "no payload", '{"insertId":"1","protoPayload":{"a":"b"}}'),
+        ("cloud-logging", "a fraction rendered", '{"insertId":"1","jsonPayload":{"n":1.50}}'),
+        ("cloudwatch", "epoch seconds with a fraction", '{"message":"k=v","timestamp":1764320400.5}'),
+        ("cloudwatch", "too few digits", '{"message":"k=v","timestamp":17643204}'),
+        ("datadog", "a record past a Unicode space", '{"message":"\\u00a0{\\"a\\":1}","date":"2026-11-28T09:00:00Z"}'),
+        ("datadog", "an exponent rendered", '{"message":"prose","attributes":{"n":1e5}}'),
+        ("elastic", "a _source of another kind", '{"_source":"k=v"}'),
+        ("elastic", "a null _source", '{"_source":null,"message":"k=v"}'),
+        ("elastic", "-0 rendered", '{"message":"prose","n":-0}'),
+    ]},
 }
 
 

@@ -1,17 +1,21 @@
 """Line envelopes taken off in C (forensics._unwrap): Docker json-file, CRI, `docker logs --timestamps`, CloudWatch's
-S3 export, syslog (RFC 3164 and rsyslog's format) and journald JSON, their logfmt records tokenized beside.
+S3 export, syslog (RFC 3164, rsyslog's format, RFC 5424), journald JSON, the application prefixes, and the JSON
+platforms' files of one entry per line (Loki, Cloud Logging, CloudWatch events, Datadog, Elasticsearch), their
+logfmt records tokenized beside.
 
-DuckDB takes every envelope off (queries/envelopes.sql); for the line formats of the container runtimes, syslog and
-journald, which hold most of what responders are handed, that cost as much as reading the records themselves. So
-when the compiled readers are built, a plain file of logfmt records in one of them is read here instead: each range of the
-file (a memory map, as tokenizer.stage reads a plain file) is unwrapped and tokenized in C, GIL released, two
-halves at a time, and reaches stage_logfmt_tokens as one Arrow stream with each line's envelope (`env`) built
-beside its tokens. The staged rows are the ones the DuckDB path makes (tests hold them equal).
+DuckDB takes every envelope off (queries/envelopes.sql); for the line formats of the container runtimes, syslog,
+journald and the log platforms, which hold most of what responders are handed, that cost as much as reading the
+records themselves. So when the compiled readers are built, a plain file of logfmt records in one of them is read
+here instead: each range of the file (a memory map, as tokenizer.stage reads a plain file) is unwrapped and
+tokenized in C, GIL released, two halves at a time, and reaches stage_logfmt_tokens as one Arrow stream with each
+line's envelope (`env`) built beside its tokens. The staged rows are the ones the DuckDB path makes (tests hold
+them equal).
 
 The C module reads the common case only: at the first line it cannot read exactly as envelopes.sql does (a piece
-of a longer line, an unfinished one, a CR, invalid UTF-8, a JSON entry of another shape, ...: see
-forensics/_unwrap.c) the file goes back to the DuckDB path, as it does for JSON records, a byte-order mark, or a
-sample of keys the first range cannot hold.
+of a longer line, an unfinished one, a CR, invalid UTF-8, a JSON entry of another shape, JSON DuckDB reads more
+leniently, a value it would render its own way, ...: see forensics/_unwrap.c) the file goes back to the DuckDB
+path, as it does for JSON records, a byte-order mark, a sample of keys the first range cannot hold, or a JSON
+platform's document (found.document: an array or pages of entries).
 """
 
 from __future__ import annotations
@@ -32,10 +36,13 @@ except ImportError:  # built without a C compiler: DuckDB takes every envelope o
 
 KINDS = {"docker-json": "DOCKER", "cri": "CRI", "docker-logs": "TIMESTAMPED", "cloudwatch-export": "TIMESTAMPED",
          "syslog": "SYSLOG", "rsyslog": "RSYSLOG", "journald": "JOURNALD", "python-logging": "PYTHON_LOGGING",
-         "structlog": "STRUCTLOG", "zap": "ZAP", "slog": "SLOG", "logrus": "SLOG", "rfc5424": "RFC5424"}
-# what the file's path names (envelopes.file_params) rather than the line, by envelope: as queries/envelopes.sql
+         "structlog": "STRUCTLOG", "zap": "ZAP", "slog": "SLOG", "logrus": "SLOG", "rfc5424": "RFC5424",
+         "loki": "LOKI", "cloud-logging": "CLOUD_LOGGING", "cloudwatch": "CLOUDWATCH", "datadog": "DATADOG",
+         "elastic": "ELASTIC"}
+# what the file's path names (envelopes.file_params) where the line names none, by envelope: as
+# queries/envelopes.sql, coalesce(the line's, :param) for an entry
 FROM_PATH = {"docker-json": ("container",), "cri": ("container", "unit"), "docker-logs": ("container",),
-             "cloudwatch-export": ("container",)}
+             "cloudwatch-export": ("container",), "cloudwatch": ("container",)}
 PROVENANCE = ("host", "unit", "container", "pid")
 STREAMS = (None, "stdout", "stderr", None)  # by the C module's code: not an entry, stdout, stderr, no stream
 
@@ -235,7 +242,7 @@ def _codes(what, rows: int):
 
 def _env(rows: int, cols, what, ts, line_no, first_row: int, found: Found):
     """envelope_lines' `env` of each line: its number in the file, and for an entry its time, stream, and the
-    host, unit, container and pid its line names, or (FROM_PATH) the file's path does; nothing but the number
+    host, unit, container and pid its line names, else (FROM_PATH) the file's path does; nothing but the number
     for a line that is no entry."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -246,8 +253,8 @@ def _env(rows: int, cols, what, ts, line_no, first_row: int, found: Found):
     numbers = pa.Array.from_buffers(pa.int64(), rows, [None, pa.py_buffer(line_no)])
     provenance = dict(zip(PROVENANCE, (_text_array(rows, column) for column in cols[1:])))
     for name in FROM_PATH.get(found.name, ()):
-        provenance[name] = pc.if_else(entry, pa.scalar(found.params.get(name), pa.string()),
-                                      pa.scalar(None, pa.string()))
+        provenance[name] = pc.coalesce(provenance[name], pc.if_else(
+            entry, pa.scalar(found.params.get(name), pa.string()), pa.scalar(None, pa.string())))
     fields = {
         "line_no": pc.add(numbers, first_row + 1),
         "ts": pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), rows, [pa.py_buffer(ts_valid), pa.py_buffer(ts_data)],
