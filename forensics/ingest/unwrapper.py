@@ -59,7 +59,8 @@ class _Read:
 
 
 def active() -> bool:
-    """Whether the line envelopes of KINDS are taken off here (with the compiled tokenizer, which reads them)."""
+    """Whether the line envelopes of KINDS are taken off here (with the compiled tokenizer, which reads them; JSON
+    records need the compiled JSON Lines reader too)."""
     return _unwrap is not None and tokenizer.active()
 
 
