@@ -19,7 +19,7 @@ from forensics.ingest import tokenizer, unwrapper
 from forensics.ingest.case import load_case
 from forensics.simulate.envelopes import wrap
 from tests.test_envelopes import file_name
-from tests.test_jsonl_reader_properties import FIRST, json_line
+from tests.test_jsonl_reader_properties import CLEAN, FIRST, _object, json_line
 from tests.test_tokenizer_properties import SETTINGS, logfmt_line
 from tests.test_tokenizer_properties import read as read_with_parser
 
@@ -105,12 +105,21 @@ PREFIXED_JSON = ['sent {"evt":"send","email":"a@b.co","messageid":"m1","timestam
 
 
 @st.composite
+def clean_json_line(draw) -> bytes:
+    """A strict JSON object (escapes, unicode, nesting, spaces and tabs around it): a prefix's tail the C module
+    judges itself, where the hostile lines of json_line mostly send a prefixed file back to DuckDB."""
+    members, _scalar, space, _value = CLEAN
+    return (draw(space) + _object(draw(members), [draw(space) for _ in range(4)]) + draw(space)).encode()
+
+
+@st.composite
 def json_log(draw) -> tuple[str, str]:
     """(envelope, file): random JSON lines (escapes, unicode, nesting, keys twice, lines that are no object or no
-    JSON) and the JSON tails an application's prefix may end with, as one of the platforms the C module reads
-    writes them, a record first (the file is told JSON inside)."""
+    JSON; or strict objects only) and the JSON tails an application's prefix may end with, as one of the
+    platforms the C module reads writes them, a record first (the file is told JSON inside)."""
     name = draw(st.sampled_from(sorted(unwrapper.KINDS)))
-    lines = [line.decode("utf-8", "replace") for line in draw(st.lists(json_line(), min_size=1, max_size=25))]
+    line = clean_json_line() if draw(st.booleans()) else json_line()
+    lines = [line.decode("utf-8", "replace") for line in draw(st.lists(line, min_size=1, max_size=25))]
     for _ in range(draw(st.integers(0, 3))):
         lines.insert(draw(st.integers(0, len(lines))), draw(st.sampled_from(PREFIXED_JSON)))
     body = wrap(name, [FIRST.decode(), *lines]).split("\n")
