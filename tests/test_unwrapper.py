@@ -20,7 +20,7 @@ from forensics.ingest.case import load_case
 from forensics.simulate.envelopes import wrap
 from tests.test_envelopes import file_name
 from tests.test_jsonl_reader_properties import CLEAN, FIRST, _object, json_line
-from tests.test_tokenizer_properties import SETTINGS, logfmt_line
+from tests.test_tokenizer_properties import SETTINGS, logfmt_line, parser
 from tests.test_tokenizer_properties import read as read_with_parser
 
 needs_unwrapper = pytest.mark.skipif(unwrapper._unwrap is None, reason="the compiled unwrapper was not built")
@@ -181,7 +181,8 @@ def test_a_saved_case_keeps_every_json_record_as_duckdb_does(tmp_path, taken):
     log = _file(str(tmp_path), wrap("journald", [J, "", '{"a": 1e5}', '"a string"', "12"]))
 
     def staged(database: str) -> list:
-        case = load_case([str(log)], database=str(tmp_path / database))
+        with parser("c"):  # whatever MAILMORTEM_PARSER says
+            case = load_case([str(log)], database=str(tmp_path / database))
         rows = case.con.execute("SELECT * FROM staged_1 ORDER BY rowid").fetchall()
         case.con.close()
         return rows
@@ -265,7 +266,8 @@ def test_a_saved_case_keeps_every_line_as_duckdb_does(tmp_path, taken):
     log = _file(str(tmp_path), wrap("cri", [A, "", "not a record"]))
 
     def staged(database: str) -> list:
-        case = load_case([str(log)], database=str(tmp_path / database))
+        with parser("c"):  # whatever MAILMORTEM_PARSER says
+            case = load_case([str(log)], database=str(tmp_path / database))
         rows = case.con.execute("SELECT * FROM staged_1 ORDER BY rowid").fetchall()
         case.con.close()
         return rows
@@ -305,7 +307,6 @@ def test_a_kubelet_log_path_names_the_pod_and_container_as_on_the_duckdb_path(tm
 @needs_unwrapper
 def test_a_syslog_stamp_takes_the_year_before_for_a_month_past_the_files_last(tmp_path, taken):
     from forensics.ingest.load import Reading
-    from tests.test_tokenizer_properties import parser
 
     log = _file(str(tmp_path), "Dec 31 23:59:59 host app[7]: " + A.replace("ts=2026-11-28T09:00:00Z ", "") + "\n"
                 + "Jan  1 00:00:01 host app[7]: event=send email=b@example.com msg_id=m2\n")
