@@ -12,8 +12,9 @@ process). A ratio of 1.25 is 25 % over the plain read.
 --parser sets MAILMORTEM_PARSER for both reads: sql, the default (the SQL path, which every reading has), or
 c (the compiled readers: a plain logfmt file read by the tokenizer against the logfmt lines inside each
 envelope read by it, a plain JSON Lines file read by the compiled JSON reader against the JSON records inside
-each envelope read by it, which DuckDB hands them vector by vector; logfmt records in the line envelopes the
-C unwrapper takes, forensics.ingest.unwrapper.KINDS, are unwrapped in C beside the tokenizer instead).
+each envelope read by it, which DuckDB hands them vector by vector; logfmt and JSON records in the line
+envelopes the C unwrapper takes, forensics.ingest.unwrapper.KINDS, are unwrapped in C beside the tokenizer
+or the JSON reader instead).
 Classification is not timed: it reads the same tables either way. Prints a Markdown table; not a test.
 """
 

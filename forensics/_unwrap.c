@@ -8,21 +8,25 @@
  * at a line and ends after one) and gives, per line, the text inside its envelope (the line itself where it is
  * not an entry of the envelope, as the SQL passes it on whole), the host, unit, container and pid the line names,
  * the entry's time (timestamp[us, UTC], NULL for a JSON platform's entry without one) and what it was: not an
- * entry, or an entry of stdout, of stderr, or of no named stream. The logfmt tokenizer then reads the texts
- * (forensics/ingest/unwrapper.py).
+ * entry, or an entry of stdout, of stderr, or of no named stream. The logfmt tokenizer or, for JSON records, the
+ * JSON Lines reader then reads the texts (forensics/ingest/unwrapper.py). After an application's prefix the text
+ * is mm_payload's: the trailing JSON object (from the first '{', when it ends with '}', perhaps before spaces,
+ * and is valid JSON), else the key=value pairs.
  *
  * It takes the common case only, and says DEFER for the whole file at the first line where it cannot be sure to
  * read it exactly as DuckDB does: a piece of a longer line (Docker's 16 KiB split, CRI's P, journald's
  * line-max) or an unfinished one, an entry holding more than one line, a CR in a physical line, invalid UTF-8,
  * a JSON entry of another shape than this module reads (Docker's own compact {"log", "stream", "time"};
  * journald's flat object of strings), an escaped or repeated key, a time iso_utc_us does not read or a syslog
- * date that is none, a stream other than stdout or stderr, a journald message of bytes or without a time. Of a
- * JSON platform's line starting with '{': JSON that is not strict (DuckDB also reads trailing commas, NaN, ...)
- * or nests deeper than 64, an escaped key on the way to a wanted value or a wanted key twice, a time that is
- * neither RFC 3339 with a zone nor 9 to 14 digits of epoch, an entry without a text (Cloud Logging's
- * protoPayload), a _source not an object, and a value to render (json_extract_string of a non-string: a
- * jsonPayload, attributes, the document) holding a number DuckDB writes its own way (a fraction, an exponent,
- * -0). The caller then takes the envelope off in DuckDB, which reads every case.
+ * date that is none, a stream other than stdout or stderr, a journald message of bytes (or one starting with
+ * '[') or without a time, a prefix's JSON tail that is no strict JSON (DuckDB's json_valid is laxer: trailing
+ * commas, NaN, ...) or holds a lone surrogate escape, or one ending in a multi-byte character (rtrim takes
+ * Unicode spaces). Of a JSON platform's line starting with '{': JSON that is not strict or nests deeper than
+ * 64, an escaped key on the way to a wanted value or a wanted key twice, a time that is neither RFC 3339 with a
+ * zone nor 9 to 14 digits of epoch, an entry without a text (Cloud Logging's protoPayload), a _source not an
+ * object, and a value to render (json_extract_string of a non-string: a jsonPayload, attributes, the document)
+ * holding a number DuckDB writes its own way (a fraction, an exponent, -0). The caller then takes the envelope
+ * off in DuckDB, which reads every case.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -455,7 +459,7 @@ static int rfc5424_line(const Reading *r, const unsigned char *s, size_t n, Line
 
 /* mm_payload's key=value reading of what follows an application's prefix: `rest` from the first place (its
  * start, or after a space) where key=value pairs begin, perhaps after a bare ISO time; all of it where none
- * does. A rest holding a '{' may end with a JSON object (mm_json_tail): 1, to defer. */
+ * does. */
 static int is_key_char(unsigned char c) { return !re2_space(c) && c != '=' && c != '"'; }
 
 static int key_at(const unsigned char *s, size_t n, size_t i) {
@@ -486,8 +490,110 @@ static int iso_key_at(const unsigned char *s, size_t n, size_t i) {
     return j > spaces && key_at(s, n, j);
 }
 
+/* A strict (RFC 8259) JSON value at s[i], json_valid's judgement of which is certain: its end, or 0 when it is
+ * none or this reader does not judge it (DuckDB's reader is laxer: trailing commas, NaN, ...; it refuses a lone
+ * surrogate escape, which RFC 8259 allows; nesting past JSON_DEPTH is left to it too). */
+#define JSON_DEPTH 64
+
+static size_t json_ws(const unsigned char *s, size_t n, size_t i) {
+    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) i++;
+    return i;
+}
+
+static size_t json_string_end(const unsigned char *s, size_t n, size_t i) {
+    for (i++; i < n && s[i] != '"'; i++) {
+        unsigned cp, lo;
+        if (s[i] < 0x20) return 0;
+        if (s[i] != '\\') continue;
+        if (++i >= n) return 0;
+        if (s[i] != 'u') {
+            if (!memchr("\"\\/bfnrt", s[i], 8)) return 0;
+            continue;
+        }
+        if (i + 5 > n || !hex4(s + i + 1, &cp) || (cp >= 0xDC00 && cp <= 0xDFFF)) return 0;
+        i += 4;
+        if (cp >= 0xD800 && cp <= 0xDBFF) {
+            if (i + 7 > n || s[i + 1] != '\\' || s[i + 2] != 'u' || !hex4(s + i + 3, &lo) || lo < 0xDC00 || lo > 0xDFFF)
+                return 0;
+            i += 6;
+        }
+    }
+    return i < n ? i + 1 : 0;
+}
+
+static size_t digits_end(const unsigned char *s, size_t n, size_t i) {
+    while (i < n && is_digit(s[i])) i++;
+    return i;
+}
+
+/* -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? */
+static size_t json_number_end(const unsigned char *s, size_t n, size_t i) {
+    size_t j = i < n && s[i] == '-' ? i + 1 : i;
+    if (j >= n || !is_digit(s[j])) return 0;
+    j = s[j] == '0' ? j + 1 : digits_end(s, n, j);
+    if (j < n && s[j] == '.') {
+        size_t f = j + 1;
+        if ((j = digits_end(s, n, f)) == f) return 0;
+    }
+    if (j < n && (s[j] | 32) == 'e') {
+        size_t e = j + 1 < n && (s[j + 1] == '+' || s[j + 1] == '-') ? j + 2 : j + 1;
+        if ((j = digits_end(s, n, e)) == e) return 0;
+    }
+    return j;
+}
+
+static size_t json_value_end(const unsigned char *s, size_t n, size_t i, int depth);
+
+/* An object or an array at s[i] (its '{' or '['): members (a string, ':', a value) or values, ',' between. */
+static size_t json_container_end(const unsigned char *s, size_t n, size_t i, int depth) {
+    unsigned char close = s[i] == '{' ? '}' : ']';
+    if (depth >= JSON_DEPTH) return 0;
+    i = json_ws(s, n, i + 1);
+    if (i < n && s[i] == close) return i + 1;
+    for (;;) {
+        if (close == '}') {
+            if (i >= n || s[i] != '"' || (i = json_string_end(s, n, i)) == 0) return 0;
+            i = json_ws(s, n, i);
+            if (i >= n || s[i] != ':') return 0;
+            i = json_ws(s, n, i + 1);
+        }
+        if ((i = json_value_end(s, n, i, depth + 1)) == 0) return 0;
+        i = json_ws(s, n, i);
+        if (i < n && s[i] == close) return i + 1;
+        if (i >= n || s[i] != ',') return 0;
+        i = json_ws(s, n, i + 1);
+    }
+}
+
+static size_t json_value_end(const unsigned char *s, size_t n, size_t i, int depth) {
+    static const char *const literals[3] = {"true", "false", "null"};
+    if (i >= n) return 0;
+    if (s[i] == '{' || s[i] == '[') return json_container_end(s, n, i, depth);
+    if (s[i] == '"') return json_string_end(s, n, i);
+    for (int k = 0; k < 3; k++) {
+        size_t len = strlen(literals[k]);
+        if (n - i >= len && memcmp(s + i, literals[k], len) == 0) return i + len;
+    }
+    return json_number_end(s, n, i);
+}
+
+/* What follows an application's prefix, as mm_payload reads it: the JSON object from its first '{' (mm_json_tail)
+ * when that tail ends with '}' (perhaps before spaces: rtrim) and is valid JSON, else the key=value reading.
+ * 1, to defer, where this reader cannot tell json_valid's or rtrim's answer: a tail that ends like an object but
+ * is no strict JSON, or one ending in a byte of a multi-byte character (rtrim takes Unicode spaces too). */
 static int payload(const unsigned char *rest, size_t n, Line *line) {
-    if (memchr(rest, '{', n)) return 1;
+    const unsigned char *brace = memchr(rest, '{', n);
+    if (brace) {
+        size_t tail = (size_t)(brace - rest), last = n;
+        while (rest[last - 1] == ' ') last--; /* stops at the '{' */
+        if (rest[last - 1] >= 0x80) return 1;
+        if (rest[last - 1] == '}') {
+            size_t end = json_value_end(rest, n, tail, 0);
+            if (end == 0 || json_ws(rest, n, end) != n) return 1;
+            set(line, C_TEXT, rest + tail, n - tail);
+            return 0;
+        }
+    }
     for (size_t p = 0; p < n; p++)
         if ((p == 0 || re2_space(rest[p - 1])) && (key_at(rest, n, p) || iso_key_at(rest, n, p))) {
             set(line, C_TEXT, rest + p, n - p);

@@ -354,9 +354,11 @@ def test_the_json_lines_inside_an_envelope_go_through_the_compiled_reader(tmp_pa
     codes, read_lines = [], jsontokenizer._jsonl.read_lines
     monkeypatch.setattr(jsontokenizer._jsonl, "read_lines",
                         lambda *args: codes.extend((result := read_lines(*args))[2]) or result)
-    log = tmp_path / "docker.log"
-    log.write_text(wrap("docker-json", [json.dumps({"ts": "2026-11-28T09:00:00Z", **json.loads(B)}), "",
-                                        '{"not": "a record"', B]), encoding="utf-8")
+    # a JSON document (an `aws logs` page), which DuckDB takes apart (files of one entry per line are the C
+    # unwrapper's: tests/test_unwrapper.py)
+    log = tmp_path / "events.json"
+    log.write_text(wrap("cloudwatch", [json.dumps({"ts": "2026-11-28T09:00:00Z", **json.loads(B)}), "",
+                                       '{"not": "a record"', B], document=True), encoding="utf-8")
     sql, compiled = read_both(log)
     assert staged == [True] and compiled == sql and len(compiled[0]) == 2
     assert codes == [0, 1, 2, 0]  # read in C, blank, deferred to SQL, read in C (its time is the envelope's)

@@ -1,8 +1,9 @@
 """Line envelopes taken off in C (forensics.ingest.unwrapper: Docker json-file, CRI, docker logs --timestamps,
-CloudWatch's S3 export, syslog, rsyslog, RFC 5424, journald, the application prefixes, and Loki, Cloud Logging,
-CloudWatch events, Datadog and Elasticsearch one entry per line): every file it reads gives
-the staged rows, events, skips and summaries that DuckDB's unwrapping gives (queries/envelopes.sql, with the same
-compiled tokenizer after it, and the SQL path), and every file it cannot read exactly goes back to DuckDB."""
+CloudWatch's S3 export, syslog, rsyslog, RFC 5424, journald, the prefixes of Python logging, structlog, zap, slog
+and logrus, and Loki, Cloud Logging, CloudWatch events, Datadog and Elasticsearch one entry per line), logfmt or
+JSON records inside: every file it reads gives the staged rows, events, skips and summaries that DuckDB's
+unwrapping gives (queries/envelopes.sql, with the same compiled tokenizer or JSON Lines reader after it, and the
+SQL path), and every file it cannot read exactly goes back to DuckDB."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from forensics.ingest import tokenizer, unwrapper
 from forensics.ingest.case import load_case
 from forensics.simulate.envelopes import wrap
 from tests.test_envelopes import file_name
+from tests.test_jsonl_reader_properties import CLEAN, FIRST, _object, json_line
 from tests.test_tokenizer_properties import SETTINGS, logfmt_line, parser
 from tests.test_tokenizer_properties import read as read_with_parser
 
@@ -119,6 +121,52 @@ def test_a_line_envelope_reads_alike_unwrapped_in_c_or_in_duckdb(file):
 RENDERING_PROSE = ("datadog", "elastic")
 
 
+# What may follow an application's prefix: JSON tails mm_payload takes (valid, perhaps before spaces) or not (a
+# tab or a Unicode space after it, something after the object, not valid), key=value pairs beside braces.
+PREFIXED_JSON = ['sent {"evt":"send","email":"a@b.co","messageid":"m1","timestamp":"2026-11-28T09:00:00Z"}',
+                 '{"evt":"send","email":"a@b.co","messageid":"m2"}   ', '{"evt":"send","messageid":"m3"}\t',
+                 'msg {"evt":"send"} evt=send msg_id=m4', "a {b} c=d", "x={", '{"a": [1, {"b": null}], "c": true}',
+                 '{"a":"\\ud83d\\ude00 \\u00e9 \\n"}', '{"a":1} }', '{"a":1}\u00a0', '{"a":1}\u3000 ', "{}", "{ }",
+                 '{"evt":"send","evt":"claim","messageid":"m5"}', '{"a":-0.5e+3,"b":1E2}', '[{"a":1}]']
+
+
+@st.composite
+def clean_json_line(draw) -> bytes:
+    """A strict JSON object (escapes, unicode, nesting, spaces and tabs around it): a prefix's tail the C module
+    judges itself, where the hostile lines of json_line mostly send a prefixed file back to DuckDB."""
+    members, _scalar, space, _value = CLEAN
+    return (draw(space) + _object(draw(members), [draw(space) for _ in range(4)]) + draw(space)).encode()
+
+
+@st.composite
+def json_log(draw) -> tuple[str, str]:
+    """(envelope, file): random JSON lines (escapes, unicode, nesting, keys twice, lines that are no object or no
+    JSON; or strict objects only) and the JSON tails an application's prefix may end with, as one of the
+    platforms the C module reads writes them, a record first (the file is told JSON inside)."""
+    name = draw(st.sampled_from(sorted(unwrapper.KINDS)))
+    line = clean_json_line() if draw(st.booleans()) else json_line()
+    lines = [line.decode("utf-8", "replace") for line in draw(st.lists(line, min_size=1, max_size=25))]
+    for _ in range(draw(st.integers(0, 3))):
+        lines.insert(draw(st.integers(0, len(lines))), draw(st.sampled_from(PREFIXED_JSON)))
+    body = wrap(name, [FIRST.decode(), *lines]).split("\n")
+    for _ in range(draw(st.integers(0, 2))):  # not entries: passed on whole, without an envelope
+        body.insert(draw(st.integers(1, len(body) - 1)), draw(st.sampled_from(["", "not json", '{"time":"x"}',
+                                                                               FIRST.decode(), "{}"])))
+    return name, "\n".join(body)
+
+
+@needs_unwrapper
+@pytest.mark.slow
+@SETTINGS
+@given(json_log())
+def test_json_records_in_a_line_envelope_read_alike_unwrapped_in_c_or_in_duckdb(file):
+    name, body = file
+    with tempfile.TemporaryDirectory() as tmp:
+        sql, duckdb_unwrapped, unwrapped = read_three(_file(tmp, body, file_name(name)))
+    assert unwrapped == duckdb_unwrapped
+    assert unwrapped == sql
+
+
 @needs_unwrapper
 @pytest.mark.parametrize("name", sorted(set(unwrapper.KINDS) - set(RENDERING_PROSE)))
 def test_a_clean_log_of_each_line_envelope_is_unwrapped_in_c(tmp_path, taken, name):
@@ -139,6 +187,54 @@ def test_a_json_platforms_simulated_log_is_unwrapped_in_c_rendering_what_it_must
     body = wrap(name, lines + ["", "Traceback (most recent call last):", '  File "a\\b.py", line 2\x1b', A])
     sql, duckdb_unwrapped, unwrapped = read_three(_file(str(tmp_path), body))
     assert taken == [True] and unwrapped == duckdb_unwrapped == sql and len(unwrapped[0]) == 251
+
+
+J = '{"timestamp":"2026-11-28T09:00:00Z","evt":"email_sent","email":"ana@example.com","messageid":"<a1@x>"}'
+
+
+@needs_unwrapper
+@pytest.mark.parametrize("name", sorted(set(unwrapper.KINDS) - {"cloud-logging"}))
+def test_json_records_of_each_line_envelope_are_unwrapped_and_read_in_c(tmp_path, taken, name):
+    # a blank line, one that is no record, one the JSON reader leaves to SQL (a number with an exponent, which
+    # in Cloud Logging's jsonPayload, rendered as DuckDB renders it, sends the file back to DuckDB)
+    records = [J, "", '{"note": "no record"}', '{"evt":"send","email":"b@x.co","messageid":"m2","attempt":1e0}',
+               '{"evt": "send", "email": "c@x.co", "messageid": "m3", "meta": {"to": "\\u00e9@x.co"}}']
+    body = wrap(name, records)
+    sql, duckdb_unwrapped, unwrapped = read_three(_file(str(tmp_path), body, file_name(name)))
+    assert taken == [True] and unwrapped == duckdb_unwrapped == sql and len(unwrapped[0]) == 3
+
+
+@needs_unwrapper
+@pytest.mark.parametrize("name", sorted(unwrapper.KINDS))
+def test_the_simulators_json_lines_in_each_line_envelope_are_read_in_c(tmp_path, taken, name):
+    from forensics.simulate.run import simulate
+
+    result = simulate("mixed", 40, tmp_path / "sim", seed=1, syntax="jsonl", split_workers=False)
+    lines = result.files[0].read_text(encoding="utf-8").split("\n")[:-1]
+    sql, duckdb_unwrapped, unwrapped = read_three(_file(str(tmp_path), wrap(name, lines), file_name(name)))
+    assert taken == [True] and unwrapped == duckdb_unwrapped == sql and len(unwrapped[0]) > 40
+
+
+@needs_unwrapper
+def test_a_saved_case_keeps_every_json_record_as_duckdb_does(tmp_path, taken):
+    from forensics.ingest.case import load_case
+
+    log = _file(str(tmp_path), wrap("journald", [J, "", '{"a": 1e5}', '"a string"', "12"]))
+
+    def staged(database: str) -> list:
+        with parser("c"):  # whatever MAILMORTEM_PARSER says
+            case = load_case([str(log)], database=str(tmp_path / database))
+        rows = case.con.execute("SELECT * FROM staged_1 ORDER BY rowid").fetchall()
+        case.con.close()
+        return rows
+
+    in_c = staged("c.duckdb")
+    kept, unwrapper._unwrap = unwrapper._unwrap, None
+    try:
+        in_duckdb = staged("duckdb.duckdb")
+    finally:
+        unwrapper._unwrap = kept
+    assert taken == [True] and in_c == in_duckdb and in_c[0][-2] == J
 
 
 def docker_entry(log: str, **extra) -> str:
@@ -172,7 +268,12 @@ DEFERRED = {
     "a journald message of two lines": json.dumps({"__REALTIME_TIMESTAMP": "1764321686123456",
                                                    "MESSAGE": A + "\n" + A}),
     "json-seq": "\x1e" + json.dumps({"__REALTIME_TIMESTAMP": "1764321686123456", "MESSAGE": A}),
-    "a prefix ending in a JSON object": "2026-11-28 09:21:26,123 INFO mailer: " + A + ' ctx={"a": 1}',
+    "a prefix ending in JSON DuckDB's reader alone takes": "2026-11-28 09:21:26,123 INFO mailer: " + A
+                                                           + ' ctx={"a": 1,}',
+    "a prefix's JSON tail before a Unicode space": '2026-11-28T09:00:00.123Z\tinfo\tsent\t{"evt":"send"}\u2000',
+    "a lone surrogate in a prefix's JSON tail": '2026-11-28 09:21:26 [info     ] sent {"evt":"send","a":"\\ud800"}',
+    "records both JSON and logfmt": docker_entry(J + "\n") + "\n" + docker_entry(A + "\n"),
+    "a JSON record with a line of two": docker_entry(J + "\n" + J + "\n"),
     "a Python logging date that is none": "2026-02-30 09:21:26,123 INFO mailer: " + A,
     "an slog time of another form": "time=1764321686 level=INFO msg=sent " + A,
     "a logrus time with an escape": 'time="2026-11-28T09:00:00\\Z" level=info msg="sent" ' + A,
@@ -267,7 +368,6 @@ def test_a_kubelet_log_path_names_the_pod_and_container_as_on_the_duckdb_path(tm
 @needs_unwrapper
 def test_a_syslog_stamp_takes_the_year_before_for_a_month_past_the_files_last(tmp_path, taken):
     from forensics.ingest.load import Reading
-    from tests.test_tokenizer_properties import parser
 
     log = _file(str(tmp_path), "Dec 31 23:59:59 host app[7]: " + A.replace("ts=2026-11-28T09:00:00Z ", "") + "\n"
                 + "Jan  1 00:00:01 host app[7]: event=send email=b@example.com msg_id=m2\n")

@@ -4,9 +4,9 @@ Docker's json-file, CRI, journald, syslog, Loki, Cloud Logging, CloudWatch, Data
 prefixes of common logging frameworks all carry the record an agent wrote (logfmt or JSON) inside something
 else. Python tells which envelope a file has from its first lines; DuckDB takes every envelope off
 (queries/envelopes.sql), and the inner lines are then parsed by the file's ordinary parser, each carrying its
-envelope's time and provenance (used where the record has none). A plain file of logfmt records in one of the
-common line envelopes is first offered to the compiled unwrapper (forensics.ingest.unwrapper), which gives the
-same staged rows or hands the file back here.
+envelope's time and provenance (used where the record has none). A plain file of logfmt or JSON records in one
+of the common line envelopes is first offered to the compiled unwrapper (forensics.ingest.unwrapper), which
+gives the same staged rows or hands the file back here.
 """
 
 from __future__ import annotations

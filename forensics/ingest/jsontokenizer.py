@@ -8,7 +8,8 @@ own way, a key written twice, ...: see forensics/_jsonl.c) to SQL, which reads t
 own expressions (stage_jsonl_tokens). On the lines it reads, it types the recipient, msg_id and zoned ISO time
 itself, with the logfmt tokenizer's C code (forensics/_typing.h). A gzipped file is read from its decompressed
 copy (a plain file). The JSON records inside an envelope, taken off by DuckDB, are read as DuckDB hands them
-over (stage_lines), as the logfmt tokenizer reads the logfmt ones.
+over (stage_lines), as the logfmt tokenizer reads the logfmt ones; in the line envelopes the C unwrapper takes
+(forensics.ingest.unwrapper) they are read by read_lines beside it, with their text.
 
 One switch for both compiled readers: MAILMORTEM_PARSER=sql forces the SQL path; =c refuses to run without them.
 """

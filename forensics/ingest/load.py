@@ -130,8 +130,9 @@ def _groups(files: list[_File]) -> list[list[_File]]:
 
 def _unwrapped_in_c(con, source: Source, staged: str, file: _File, field_map: FieldMap,
                     keep_raw: bool) -> envelopes.Unwrapped | None:
-    """A file of logfmt records in a line envelope unwrapped and tokenized in C (forensics.ingest.unwrapper);
-    None when envelopes.stage is to read it."""
+    """A file of logfmt or JSON records in a line envelope unwrapped and read in C (forensics.ingest.unwrapper),
+    with the keys or the plan the DuckDB path would read its inner lines with; None when envelopes.stage is to
+    read it."""
     if not (isinstance(source.path, str) and unwrapper.takes(file.envelope, file.forced)):
         return None
 
@@ -140,7 +141,16 @@ def _unwrapped_in_c(con, source: Source, staged: str, file: _File, field_map: Fi
                                field_map)
         return keys if tokenizer.fits(keys) else None
 
-    return unwrapper.stage(con, file.envelope, source.path, staged, file.forced, keys_of, keep_raw)
+    def plan_of(table: str) -> tuple | None:
+        if not jsontokenizer.active():
+            return None
+        lines = Source(table, source.label, False)
+        keys, rare, params = _jsonl_keys(con, lines, field_map, keep_raw, "mm_unwrapped")
+        planned = _jsonl_plan(keys, rare, field_map)
+        return None if planned is None else (planned[0], params, planned[1])
+
+    return unwrapper.stage(con, file.envelope, source.path, staged, file.forced,
+                           unwrapper.Plans(keys_of, plan_of), keep_raw)
 
 
 def _load_file(con, file: _File, field_map: FieldMap, keep_raw: bool) -> InputSummary:
@@ -469,8 +479,18 @@ def pick_columns(keys: list[str], field_map: FieldMap, rare: list[str] = (),
 
 def _parse_jsonl(con, source: Source, staged: str, head: bytes, field_map: FieldMap, keep_raw: bool,
                  reader: str = "mm_lines") -> int:
-    # Paths seen among the first lines are read on every line; every other top-level alias of the
-    # vocabulary (a key that first appears late in the file) only where one regex finds it.
+    keys, rare, params = _jsonl_keys(con, source, field_map, keep_raw, reader)
+    if not _compiled_jsonl(con, source, staged, (keys, rare), field_map, params, reader):
+        queries.run(con, "stage_jsonl", {**_lines_of(source), **params}, staged=staged,
+                    picks=pick_columns(keys, field_map, rare), lines=reader)
+    return 0
+
+
+def _jsonl_keys(con, source: Source, field_map: FieldMap, keep_raw: bool, reader: str
+                ) -> tuple[list[str], list[str], dict]:
+    """(keys, rare keys, stage_jsonl's params) of JSON Lines: paths seen among the first lines are read on every
+    line; every other top-level alias of the vocabulary (a key that first appears late in the file) only where
+    one regex finds it."""
     # fetched to the end: DuckDB refuses to register the compiled reader's stream beside an unfinished result
     [(structure,)] = queries.run(con, "json_structure", _lines_of(source), lines=reader).fetchall()
     seen = _json_paths(json.loads(structure) if structure else {})
@@ -478,12 +498,17 @@ def _parse_jsonl(con, source: Source, staged: str, head: bytes, field_map: Field
     rare = [k for k in dict.fromkeys([*ALL_ALIASES, *field_map.overrides.values()])
             if k not in seen and '"' not in k and field_map.canonical_of(k)]
     pattern = '"(?:' + "|".join(re.escape(k) for k in rare) + r')"\s*:' if rare else "$^"
-    params = {"paths": _json_path_texts(keys), "rare_paths": _json_path_texts(rare), "rare_keys": pattern,
-              "keep_raw": keep_raw}
-    if not _compiled_jsonl(con, source, staged, (keys, rare), field_map, params, reader):
-        queries.run(con, "stage_jsonl", {**_lines_of(source), **params}, staged=staged,
-                    picks=pick_columns(keys, field_map, rare), lines=reader)
-    return 0
+    return keys, rare, {"paths": _json_path_texts(keys), "rare_paths": _json_path_texts(rare),
+                        "rare_keys": pattern, "keep_raw": keep_raw}
+
+
+def _jsonl_plan(sampled: list[str], rare: list[str], field_map: FieldMap) -> tuple | None:
+    """The compiled JSON Lines reader's Plan for these keys and stage_jsonl_tokens' picks (None: it does not
+    take them)."""
+    plan = jsontokenizer.plan(sampled, rare, field_map)
+    if plan is None:
+        return None
+    return plan, [*pick_columns(sampled, field_map, rare, "deferred_text_column"), *jsontokenizer.carried()]
 
 
 def _compiled_jsonl(con, source: Source, staged: str, keys: tuple[list[str], list[str]], field_map: FieldMap,
@@ -494,11 +519,9 @@ def _compiled_jsonl(con, source: Source, staged: str, keys: tuple[list[str], lis
     reader splits those its own way) or an inner line over its limit."""
     if not (isinstance(source.path, str) and jsontokenizer.active()):  # a file, or the lines inside its envelope
         return False
-    sampled, rare = keys
-    plan = jsontokenizer.plan(sampled, rare, field_map)
-    picks = [*pick_columns(sampled, field_map, rare, "deferred_text_column"), *jsontokenizer.carried()]
+    planned = _jsonl_plan(*keys, field_map)
     stage = jsontokenizer.stage_lines if reader == "mm_unwrapped" else jsontokenizer.stage
-    if plan and stage(con, source.path, staged, plan, params, picks):
+    if planned and stage(con, source.path, staged, planned[0], params, planned[1]):
         return True
     queries.run(con, "drop_staged", staged=staged)
     return False

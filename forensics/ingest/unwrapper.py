@@ -1,20 +1,23 @@
 """Line envelopes taken off in C (forensics._unwrap): Docker json-file, CRI, `docker logs --timestamps`, CloudWatch's
-S3 export, syslog (RFC 3164, rsyslog's format, RFC 5424), journald JSON, the application prefixes, and the JSON
-platforms' files of one entry per line (Loki, Cloud Logging, CloudWatch events, Datadog, Elasticsearch), their
-logfmt records tokenized beside.
+S3 export, syslog (RFC 3164, rsyslog's format, RFC 5424), journald JSON, the application prefixes (Python logging,
+structlog, zap, slog, logrus), and the JSON platforms' files of one entry per line (Loki, Cloud Logging,
+CloudWatch events, Datadog, Elasticsearch), their logfmt or JSON records read beside.
 
 DuckDB takes every envelope off (queries/envelopes.sql); for the line formats of the container runtimes, syslog,
 journald and the log platforms, which hold most of what responders are handed, that cost as much as reading the
-records themselves. So when the compiled readers are built, a plain file of logfmt records in one of them is read
-here instead: each range of the file (a memory map, as tokenizer.stage reads a plain file) is unwrapped and
-tokenized in C, GIL released, two halves at a time, and reaches stage_logfmt_tokens as one Arrow stream with each
-line's envelope (`env`) built beside its tokens. The staged rows are the ones the DuckDB path makes (tests hold
-them equal).
+records themselves. So when the compiled readers are built, a plain file of logfmt records, or of JSON ones (an
+object per inner line), in one of them is read here instead: each range of the file (a memory map, as
+tokenizer.stage reads a plain file) is unwrapped in C and its inner lines read by the logfmt tokenizer
+(_logfmt.tokenize_lines) or by the JSON Lines reader (_jsonl.read_lines, which leaves the lines it is unsure of
+to SQL, given their text), GIL released, two halves at a time; they reach stage_logfmt_tokens or
+stage_jsonl_tokens as one Arrow stream with each line's envelope (`env`) built beside. The staged rows are the
+ones the DuckDB path makes (tests hold them equal).
 
 The C module reads the common case only: at the first line it cannot read exactly as envelopes.sql does (a piece
 of a longer line, an unfinished one, a CR, invalid UTF-8, a JSON entry of another shape, JSON DuckDB reads more
-leniently, a value it would render its own way, ...: see forensics/_unwrap.c) the file goes back to the DuckDB
-path, as it does for JSON records, a byte-order mark, a sample of keys the first range cannot hold, or a JSON
+leniently, a value it would render its own way, a prefix's JSON tail it cannot judge as json_valid does, ...:
+see forensics/_unwrap.c) the file goes back to the DuckDB path, as it does for records both logfmt and JSON, a
+byte-order mark, a sample of keys the first range cannot hold, keys the compiled readers do not take, or a JSON
 platform's document (found.document: an array or pages of entries).
 """
 
@@ -24,9 +27,11 @@ import mmap
 import os
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable
 
 import queries
-from forensics.ingest import tokenizer
+from forensics.ingest import jsontokenizer, tokenizer
 from forensics.ingest.envelopes import Found, Unwrapped, inner_syntaxes
 
 try:
@@ -60,7 +65,8 @@ class _Read:
 
 
 def active() -> bool:
-    """Whether the line envelopes of KINDS are taken off here (with the compiled tokenizer, which reads them)."""
+    """Whether the line envelopes of KINDS are taken off here (with the compiled tokenizer, which reads them; JSON
+    records need the compiled JSON Lines reader too)."""
     return _unwrap is not None and tokenizer.active()
 
 
@@ -72,27 +78,37 @@ def describe() -> str:
 
 
 def takes(found: Found, syntax: str | None) -> bool:
-    """Whether this file may be read here: a line format the C module reads, records that may be logfmt, and
-    times without a zone (RFC 3164's) read in UTC (another --tz is DuckDB's)."""
+    """Whether this file may be read here: a line format the C module reads, records that may be logfmt or JSON,
+    and times without a zone (RFC 3164's) read in UTC (another --tz is DuckDB's)."""
     zone_less = found.envelope.zone_less and found.params.get("tz", "UTC") != "UTC"
-    return active() and found.name in KINDS and not found.document and syntax in (None, "logfmt") and not zone_less
+    return (active() and found.name in KINDS and not found.document and syntax in (None, "logfmt", "jsonl")
+            and not zone_less)
 
 
-def stage(con, found: Found, path: str, staged: str, syntax: str | None, keys_of, keep_raw: bool
+@dataclass(frozen=True)
+class Plans:
+    """What load reads the inner lines with, from the first range's (`table`: their line and env): the logfmt
+    tokenizer's keys (`logfmt(table, head)`, head the sample's text), or the JSON Lines reader's Plan with
+    stage_jsonl_tokens' params and picks (`jsonl(table)`); None where the compiled reader does not take them."""
+
+    logfmt: Callable[[str, bytes], list | None]
+    jsonl: Callable[[str], tuple | None]
+
+
+def stage(con, found: Found, path: str, staged: str, syntax: str | None, plans: Plans, keep_raw: bool
           ) -> Unwrapped | None:
-    """Take the envelope off `path` and tokenize its logfmt records into `staged`, as envelopes.stage would;
-    `keys_of(table, head)` gives the tokenizer's keys from the inner lines in `table` (None: too many). None when
-    the file is for the DuckDB path (nothing is left in `staged` then)."""
+    """Take the envelope off `path` and read its logfmt or JSON records into `staged`, as envelopes.stage would,
+    with the readers `plans` gives. None when the file is for the DuckDB path (nothing is left in `staged` then)."""
     with open(path, "rb") as handle:
         if os.fstat(handle.fileno()).st_size == 0:
             return None
         with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
             if mapped[:3] == b"\xef\xbb\xbf":
                 return None
-            return _staged(con, found, mapped, staged, syntax, keys_of, keep_raw)
+            return _staged(con, found, mapped, staged, syntax, plans, keep_raw)
 
 
-def _staged(con, found, mapped, staged, syntax, keys_of, keep_raw) -> Unwrapped | None:
+def _staged(con, found, mapped, staged, syntax, plans: Plans, keep_raw) -> Unwrapped | None:
     ranges = tokenizer._ranges(mapped)
     kind = getattr(_unwrap, KINDS[found.name])
     first = _unwrapped(mapped, *ranges[0], kind, found)
@@ -103,20 +119,31 @@ def _staged(con, found, mapped, staged, syntax, keys_of, keep_raw) -> Unwrapped 
     try:
         sample = [row[0] for row in queries.run(con, "envelope_inner_sample", unwrapped=head_table).fetchall()]
         inner = [syntax] if syntax else inner_syntaxes(sample)
-        keys = keys_of(head_table, "\n".join(sample).encode()) if inner == ["logfmt"] else None
+        reader = _reader(inner, plans, head_table, sample, keep_raw, found)
     finally:
         con.unregister(head_table)
-    if keys is None:
-        return None
+    if reader is None:
+        return None  # records of both syntaxes (envelope_mixed_staged), or keys the compiled reader does not take
     read = _Read()
     try:
-        _into_staged(con, found, mapped, ranges, kind, staged, keys, keep_raw, read)
+        _into_staged(con, mapped, ranges, kind, staged, reader, read)
     except Exception:
         if not read.deferred:
             raise
         queries.run(con, "drop_staged", staged=staged)
         return None
-    return Unwrapped("logfmt", read.rows, sample)
+    return Unwrapped(inner[0], read.rows, sample)
+
+
+def _reader(inner: list[str], plans: Plans, head_table: str, sample: list[str], keep_raw: bool, found: Found):
+    """The reading of the inner lines (_Logfmt or _Jsonl), or None for the DuckDB path."""
+    if inner == ["logfmt"]:
+        keys = plans.logfmt(head_table, "\n".join(sample).encode())
+        return None if keys is None else _Logfmt(keys, keep_raw, found)
+    if inner == ["jsonl"]:
+        planned = plans.jsonl(head_table)
+        return None if planned is None else _Jsonl(*planned, found)
+    return None
 
 
 def _unwrapped(buffer, start: int, end: int, kind: int, found: Found):
@@ -136,27 +163,26 @@ def _head(first, found: Found):
     return pa.table({"line": _as_duckdb_line(lines, what), "env": env})
 
 
-def _into_staged(con, found, mapped, ranges, kind, staged, keys, keep_raw, read: _Read) -> None:
+def _into_staged(con, mapped, ranges, kind, staged, reader, read: _Read) -> None:
     import pyarrow as pa
 
     name = f"{staged}_tokens"
-    reader = pa.RecordBatchReader.from_batches(_schema(), _batches(mapped, ranges, kind, keys, keep_raw, found,
-                                                                   read))
-    con.register(name, reader)
+    con.register(name, pa.RecordBatchReader.from_batches(reader.schema(), _batches(mapped, ranges, kind, reader,
+                                                                                   read)))
     try:
-        queries.script(con, "stage_logfmt_tokens", {"keep_raw": keep_raw}, staged=staged, tokens=name, env="env")
+        reader.stage(con, staged, name)
     finally:
         con.unregister(name)
 
 
-def _batches(mapped, ranges, kind, keys, keep_raw, found, read: _Read) -> Iterator:
-    """Each half range's batch in file order: the next range unwrapped and tokenized on two threads (GIL
-    released) while DuckDB types this one."""
+def _batches(mapped, ranges, kind, reader, read: _Read) -> Iterator:
+    """Each half range's batch in file order: the next range unwrapped and read on two threads (GIL released)
+    while DuckDB types this one."""
     with ThreadPoolExecutor(2) as pool:
         def submitted(span):
             start, end = span
             middle = _middle(mapped, start, end)
-            return [pool.submit(_read, mapped, a, b, kind, keys, found) for a, b in ((start, middle), (middle, end))
+            return [pool.submit(_inner_read, reader, mapped, a, b, kind) for a, b in ((start, middle), (middle, end))
                     if a < b]
 
         pending = [submitted(ranges[0])]
@@ -169,7 +195,7 @@ def _batches(mapped, ranges, kind, keys, keep_raw, found, read: _Read) -> Iterat
                 except _Deferred:
                     read.deferred = True
                     raise
-                yield _batch(rows, parts, read.rows, keep_raw, found)
+                yield reader.batch(rows, parts, read.rows)
                 read.rows += rows
             _drop_pages(mapped, *ranges[index])
 
@@ -180,35 +206,86 @@ def _middle(mapped, start: int, end: int) -> int:
     return end if newline < 0 else newline + 1
 
 
-def _read(mapped, start: int, end: int, kind: int, keys, found: Found) -> tuple[int, tuple]:
-    from forensics import _logfmt
-
-    unwrapped = _unwrapped(mapped, start, end, kind, found)
+def _inner_read(reader, mapped, start: int, end: int, kind: int) -> tuple[int, tuple]:
+    """A span unwrapped, and its inner lines read by `reader`: (rows, (unwrapped, what the reader made))."""
+    unwrapped = _unwrapped(mapped, start, end, kind, reader.found)
     if unwrapped is None:
         raise _Deferred
-    rows, _flags, cols, what, ts, line_no = unwrapped
-    _valid, offsets, data, _nulls = cols[0]
-    tokens = _logfmt.tokenize_lines(data, offsets, keys)
-    if tokens[0] < rows or tokens[1] & _logfmt.DIRTY:
-        raise _Deferred  # an inner line over the tokenizer's limit
-    return rows, (unwrapped, tokens)
+    _valid, offsets, data, _nulls = unwrapped[2][0]
+    return unwrapped[0], (unwrapped, reader.read(unwrapped[0], data, offsets))
+
+
+class _Logfmt:
+    """logfmt records: tokenized (_logfmt.tokenize_lines) into stage_logfmt_tokens."""
+
+    def __init__(self, keys: list[list[bytes]], keep_raw: bool, found: Found) -> None:
+        self.keys, self.keep_raw, self.found = keys, keep_raw, found
+
+    def read(self, rows: int, data, offsets) -> tuple:
+        from forensics import _logfmt
+
+        tokens = _logfmt.tokenize_lines(data, offsets, self.keys)
+        if tokens[0] < rows or tokens[1] & _logfmt.DIRTY:
+            raise _Deferred  # an inner line over the tokenizer's limit
+        return tokens
+
+    def batch(self, rows: int, parts, first_row: int):
+        """The tokens of a half range with the line and its `env`, in tokenizer.schema()'s order."""
+        import pyarrow as pa
+
+        (_rows, _flags, unwrapped, what, ts, line_no), (_n, _tflags, problem, cols, tts) = parts
+        tokens = tokenizer._batch(rows, problem, cols, tts)
+        line = _text_array(rows, unwrapped[0]) if self.keep_raw else tokens.column(0)
+        arrays = [_as_duckdb_line(line, what), *tokens.columns[1:],
+                  _env(rows, unwrapped, what, ts, line_no, first_row, self.found)]
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema())
+
+    def schema(self):
+        return _with_env(tokenizer.schema())
+
+    def stage(self, con, staged: str, tokens: str) -> None:
+        queries.script(con, "stage_logfmt_tokens", {"keep_raw": self.keep_raw}, staged=staged, tokens=tokens,
+                       env="env")
+
+
+class _Jsonl:
+    """JSON records: read by the JSON Lines reader (_jsonl.read_lines) into stage_jsonl_tokens, with the Plan,
+    params and picks _parse_jsonl gives DuckDB's path. Every line's text comes along: SQL reads the lines the
+    reader leaves to it (and keeps a skip's) from it, as from DuckDB's line on that path."""
+
+    def __init__(self, plan: jsontokenizer.Plan, params: dict, picks: list, found: Found) -> None:
+        self.plan, self.params, self.picks, self.found = plan, params, picks, found
+
+    def read(self, rows: int, data, offsets) -> tuple:
+        from forensics import _jsonl
+
+        plan = self.plan
+        result = _jsonl.read_lines(data, offsets, plan.paths, plan.always, plan.fields, plan.rare)
+        if result[0] < rows:
+            raise _Deferred  # an inner line over the reader's limit (DuckDB's path then reads them by SQL)
+        return result
+
+    def batch(self, rows: int, parts, first_row: int):
+        """The reader's columns of a half range with the line and its `env`, in jsontokenizer.schema()'s order."""
+        import pyarrow as pa
+
+        (_rows, _flags, unwrapped, what, ts, line_no), (_n, _seen, codes, cols, jts) = parts
+        read = jsontokenizer._batch(rows, codes, cols, jts)
+        arrays = [_as_duckdb_line(_text_array(rows, unwrapped[0]), what), *read.columns[1:],
+                  _env(rows, unwrapped, what, ts, line_no, first_row, self.found)]
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema())
+
+    def schema(self):
+        return _with_env(jsontokenizer.schema())
+
+    def stage(self, con, staged: str, tokens: str) -> None:
+        queries.run(con, "stage_jsonl_tokens", self.params, staged=staged, tokens=tokens, picks=self.picks,
+                    env="env")
 
 
 def _drop_pages(mapped, start: int, end: int) -> None:
     aligned = start - start % mmap.PAGESIZE
     mapped.madvise(mmap.MADV_DONTNEED, aligned, end - aligned)
-
-
-def _batch(rows: int, parts, first_row: int, keep_raw: bool, found: Found):
-    """The tokens of a half range with the line and its `env`, in tokenizer.schema()'s order."""
-    import pyarrow as pa
-
-    (_rows, _flags, unwrapped, what, ts, line_no), (_n, _tflags, problem, cols, tts) = parts
-    tokens = tokenizer._batch(rows, problem, cols, tts)
-    line = _text_array(rows, unwrapped[0]) if keep_raw else tokens.column(0)
-    arrays = [_as_duckdb_line(line, what), *tokens.columns[1:],
-              _env(rows, unwrapped, what, ts, line_no, first_row, found)]
-    return pa.RecordBatch.from_arrays(arrays, schema=_schema())
 
 
 def _text_array(rows: int, column):
@@ -267,10 +344,11 @@ def _env(rows: int, cols, what, ts, line_no, first_row: int, found: Found):
     return pa.StructArray.from_arrays(list(fields.values()), names=list(fields))
 
 
-def _schema():
+def _with_env(schema):
+    """A compiled reader's schema with the lines' `env` after its columns."""
     import pyarrow as pa
 
     env = pa.struct([("line_no", pa.int64()), ("ts", pa.timestamp("us", tz="UTC")), ("stream", pa.string()),
                      ("host", pa.string()), ("unit", pa.string()), ("container", pa.string()), ("pid", pa.string()),
                      ("worker", pa.string()), ("cut", pa.bool_())])
-    return tokenizer.schema().append(pa.field("env", env))
+    return schema.append(pa.field("env", env))
