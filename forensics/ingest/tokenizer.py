@@ -89,7 +89,6 @@ class DirtyFile(Exception):
     """Invalid UTF-8 or an overlong line: load._stage repairs the file, as after DuckDB's reader refuses it."""
 
 
-
 @dataclass
 class _Seen:
     flags: int = 0
