@@ -104,16 +104,20 @@ def line_log(draw) -> tuple[str, str]:
     return name, "\n".join(body)
 
 
+def assert_read_alike(name: str, body: str) -> None:
+    """A file of `name`'s envelope reads alike unwrapped in C, by DuckDB, and on the SQL path."""
+    with tempfile.TemporaryDirectory() as tmp:
+        sql, duckdb_unwrapped, unwrapped = read_three(_file(tmp, body, file_name(name)))
+    assert unwrapped == duckdb_unwrapped
+    assert unwrapped == sql
+
+
 @needs_unwrapper
 @pytest.mark.slow
 @SETTINGS
 @given(line_log())
 def test_a_line_envelope_reads_alike_unwrapped_in_c_or_in_duckdb(file):
-    name, body = file
-    with tempfile.TemporaryDirectory() as tmp:
-        sql, duckdb_unwrapped, unwrapped = read_three(_file(tmp, body, file_name(name)))
-    assert unwrapped == duckdb_unwrapped
-    assert unwrapped == sql
+    assert_read_alike(*file)
 
 
 # Datadog's and Elasticsearch's text for a line that is no record is JSON (the attributes, the document): in the
@@ -160,11 +164,7 @@ def json_log(draw) -> tuple[str, str]:
 @SETTINGS
 @given(json_log())
 def test_json_records_in_a_line_envelope_read_alike_unwrapped_in_c_or_in_duckdb(file):
-    name, body = file
-    with tempfile.TemporaryDirectory() as tmp:
-        sql, duckdb_unwrapped, unwrapped = read_three(_file(tmp, body, file_name(name)))
-    assert unwrapped == duckdb_unwrapped
-    assert unwrapped == sql
+    assert_read_alike(*file)
 
 
 @needs_unwrapper
@@ -217,12 +217,16 @@ def test_the_simulators_json_lines_in_each_line_envelope_are_read_in_c(tmp_path,
 
 @needs_unwrapper
 def test_a_saved_case_keeps_every_json_record_as_duckdb_does(tmp_path, taken):
-    from forensics.ingest.case import load_case
-
     log = _file(str(tmp_path), wrap("journald", [J, "", '{"a": 1e5}', '"a string"', "12"]))
+    in_c, in_duckdb = saved_both_ways(tmp_path, log)
+    assert taken == [True] and in_c == in_duckdb and in_c[0][-2] == J
 
+
+def saved_both_ways(tmp_path, log: Path) -> tuple[list, list]:
+    """The staged rows of a saved case of `log`, unwrapped in C and by DuckDB (both with the compiled readers,
+    whatever MAILMORTEM_PARSER says)."""
     def staged(database: str) -> list:
-        with parser("c"):  # whatever MAILMORTEM_PARSER says
+        with parser("c"):
             case = load_case([str(log)], database=str(tmp_path / database))
         rows = case.con.execute("SELECT * FROM staged_1 ORDER BY rowid").fetchall()
         case.con.close()
@@ -231,10 +235,9 @@ def test_a_saved_case_keeps_every_json_record_as_duckdb_does(tmp_path, taken):
     in_c = staged("c.duckdb")
     kept, unwrapper._unwrap = unwrapper._unwrap, None
     try:
-        in_duckdb = staged("duckdb.duckdb")
+        return in_c, staged("duckdb.duckdb")
     finally:
         unwrapper._unwrap = kept
-    assert taken == [True] and in_c == in_duckdb and in_c[0][-2] == J
 
 
 def docker_entry(log: str, **extra) -> str:
@@ -322,23 +325,8 @@ def test_escapes_and_the_times_docker_writes_are_read_as_duckdb_reads_them(tmp_p
 
 @needs_unwrapper
 def test_a_saved_case_keeps_every_line_as_duckdb_does(tmp_path, taken):
-    from forensics.ingest.case import load_case
-
     log = _file(str(tmp_path), wrap("cri", [A, "", "not a record"]))
-
-    def staged(database: str) -> list:
-        with parser("c"):  # whatever MAILMORTEM_PARSER says: the unwrapper reads beside the compiled tokenizer
-            case = load_case([str(log)], database=str(tmp_path / database))
-        rows = case.con.execute("SELECT * FROM staged_1 ORDER BY rowid").fetchall()
-        case.con.close()
-        return rows
-
-    in_c = staged("c.duckdb")
-    kept, unwrapper._unwrap = unwrapper._unwrap, None
-    try:
-        in_duckdb = staged("duckdb.duckdb")
-    finally:
-        unwrapper._unwrap = kept
+    in_c, in_duckdb = saved_both_ways(tmp_path, log)
     assert taken == [True] and in_c == in_duckdb and in_c[0][-2] == A
 
 
