@@ -766,24 +766,10 @@ typedef struct {
 
 static int present(const JRead *j, int p) { return j->type[p] >= J_STRING; } /* not NULL in the SQL */
 
+/* A number's end (json_number_end's grammar), JSON_FAIL where none starts at s[i]. */
 static size_t skip_number(const unsigned char *s, size_t n, size_t i) {
-    if (i < n && s[i] == '-') i++;
-    if (i >= n || !is_digit(s[i])) return JSON_FAIL;
-    if (s[i] == '0') i++;
-    else
-        while (i < n && is_digit(s[i])) i++;
-    if (i < n && s[i] == '.') {
-        size_t f = ++i;
-        while (i < n && is_digit(s[i])) i++;
-        if (i == f) return JSON_FAIL;
-    }
-    if (i < n && (s[i] | 32) == 'e') {
-        if (++i < n && (s[i] == '+' || s[i] == '-')) i++;
-        size_t e = i;
-        while (i < n && is_digit(s[i])) i++;
-        if (i == e) return JSON_FAIL;
-    }
-    return i;
+    size_t end = json_number_end(s, n, i);
+    return end ? end : JSON_FAIL;
 }
 
 static size_t skip_value(JRead *r, const unsigned char *s, size_t n, size_t i, int depth);

@@ -231,14 +231,10 @@ class _Logfmt:
 
     def batch(self, rows: int, parts, first_row: int):
         """The tokens of a half range with the line and its `env`, in tokenizer.schema()'s order."""
-        import pyarrow as pa
-
-        (_rows, _flags, unwrapped, what, ts, line_no), (_n, _tflags, problem, cols, tts) = parts
+        unwrapped, (_n, _tflags, problem, cols, tts) = parts
         tokens = tokenizer._batch(rows, problem, cols, tts)
-        line = _text_array(rows, unwrapped[0]) if self.keep_raw else tokens.column(0)
-        arrays = [_as_duckdb_line(line, what), *tokens.columns[1:],
-                  _env(rows, unwrapped, what, ts, line_no, first_row, self.found)]
-        return pa.RecordBatch.from_arrays(arrays, schema=self.schema())
+        line = _text_array(rows, unwrapped[2][0]) if self.keep_raw else tokens.column(0)
+        return _enveloped(self.schema(), unwrapped, line, tokens.columns[1:], first_row, self.found)
 
     def schema(self):
         return _with_env(tokenizer.schema())
@@ -267,13 +263,10 @@ class _Jsonl:
 
     def batch(self, rows: int, parts, first_row: int):
         """The reader's columns of a half range with the line and its `env`, in jsontokenizer.schema()'s order."""
-        import pyarrow as pa
-
-        (_rows, _flags, unwrapped, what, ts, line_no), (_n, _seen, codes, cols, jts) = parts
+        unwrapped, (_n, _seen, codes, cols, jts) = parts
         read = jsontokenizer._batch(rows, codes, cols, jts)
-        arrays = [_as_duckdb_line(_text_array(rows, unwrapped[0]), what), *read.columns[1:],
-                  _env(rows, unwrapped, what, ts, line_no, first_row, self.found)]
-        return pa.RecordBatch.from_arrays(arrays, schema=self.schema())
+        return _enveloped(self.schema(), unwrapped, _text_array(rows, unwrapped[2][0]), read.columns[1:], first_row,
+                          self.found)
 
     def schema(self):
         return _with_env(jsontokenizer.schema())
@@ -281,6 +274,16 @@ class _Jsonl:
     def stage(self, con, staged: str, tokens: str) -> None:
         queries.run(con, "stage_jsonl_tokens", self.params, staged=staged, tokens=tokens, picks=self.picks,
                     env="env")
+
+
+def _enveloped(schema, unwrapped, line, columns: list, first_row: int, found: Found):
+    """A batch of `schema`: the inner line as the DuckDB path has it, a reader's `columns`, and each line's env
+    (`unwrapped`: the C module's reading of the half range)."""
+    import pyarrow as pa
+
+    rows, _flags, cols, what, ts, line_no = unwrapped
+    arrays = [_as_duckdb_line(line, what), *columns, _env(rows, cols, what, ts, line_no, first_row, found)]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 def _drop_pages(mapped, start: int, end: int) -> None:
