@@ -275,20 +275,18 @@ def mixes_line_endings(path: str) -> bool:
     """Whether a plain file ends lines both with CRLF and with a bare CR or LF. DuckDB's reader splits such a
     file its own way: where it takes the file for CRLF it reads a bare CR as a line end and drops the byte after
     it (a record's first letter), where it takes it for LF a CRLF is two line ends (every line number after it
-    one off). A file without a CR is told by one search; the others are counted, 64 MB at a time."""
-    with open(path, "rb") as handle:
-        if os.fstat(handle.fileno()).st_size == 0:
-            return False
-        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            if mapped.find(b"\r") < 0:
-                return False
-            crlf = bare = False
-            for chunk in _ending_chunks(mapped):
-                pairs = chunk.count(b"\r\n")
-                crlf = crlf or pairs > 0
-                bare = bare or chunk.count(b"\r") > pairs or chunk.count(b"\n") > pairs
-                if crlf and bare:
-                    return True
+    one off). A stretch without a CR is told by one search; the others are counted."""
+    crlf = bare = False
+    for mapped, start, end in _ending_chunks(path):
+        if mapped.find(b"\r", start, end) < 0:
+            bare = bare or mapped.find(b"\n", start, end) >= 0
+        else:
+            chunk = mapped[start:end]
+            pairs = chunk.count(b"\r\n")
+            crlf = crlf or pairs > 0
+            bare = bare or chunk.count(b"\r") > pairs or chunk.count(b"\n") > pairs
+        if crlf and bare:
+            return True
     return False
 
 
@@ -296,21 +294,29 @@ def line_ended_copy(source: Source, folder: str | None) -> Source:
     """A copy in `folder` of a plain file whose line endings mix (mixes_line_endings), each of them (CRLF, bare CR,
     LF) an LF: one line per line end, as in a file of one kind of ending, which DuckDB's reader splits right."""
     handle = tempfile.NamedTemporaryFile(prefix="mailmortem-lines-", suffix=".log", dir=folder, delete=False)
-    with handle, open(source.path, "rb") as raw, mmap.mmap(raw.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-        for chunk in _ending_chunks(mapped):
-            handle.write(chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n"))
+    with handle:
+        for mapped, start, end in _ending_chunks(source.path):
+            handle.write(mapped[start:end].replace(b"\r\n", b"\n").replace(b"\r", b"\n"))
     return Source(handle.name, source.label, False)
 
 
-def _ending_chunks(mapped) -> Iterator[bytes]:
-    """The bytes of `mapped` in chunks of about _ENDINGS_CHUNK that never end between a CR and its LF."""
-    start = 0
-    while start < len(mapped):
-        end = min(start + _ENDINGS_CHUNK, len(mapped))
-        if mapped[end - 1:end] == b"\r":
-            end = min(end + 1, len(mapped))
-        yield mapped[start:end]
-        start = end
+def _ending_chunks(path: str) -> Iterator[tuple[mmap.mmap, int, int]]:
+    """The file at `path`, mapped, in ranges (start, end) of about _ENDINGS_CHUNK that never end between a CR and
+    its LF. Each range's pages are given back once the caller is done with it: read once, and a file mapped whole
+    would count in full in the process's peak RSS."""
+    with open(path, "rb") as handle:
+        if os.fstat(handle.fileno()).st_size == 0:
+            return
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            start = 0
+            while start < len(mapped):
+                end = min(start + _ENDINGS_CHUNK, len(mapped))
+                if mapped[end - 1:end] == b"\r":
+                    end = min(end + 1, len(mapped))
+                yield mapped, start, end
+                aligned = start - start % mmap.PAGESIZE
+                mapped.madvise(mmap.MADV_DONTNEED, aligned, end - aligned)
+                start = end
 
 
 # gzip read as it is decompressed: chunks of about this many bytes, ending at a line end, for the tokenizer.
