@@ -111,6 +111,8 @@ def main(argv=None) -> int:
               "| CPU wrapped / plain |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     print("\n".join(header), flush=True)
     rows = []
+    if args.workdir:
+        Path(args.workdir).mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         for syntax in args.syntax.split(","):
             rows += bench(Path(tmp), syntax, names, args.lines, args.runs)
