@@ -98,8 +98,9 @@ def schema():
 def stage(con, path: str, staged: str, plan: Plan, params: dict, picks: list) -> bool:
     """Read a plain JSON Lines file into `staged` (`params` and `picks`: stage_jsonl's, for the deferred lines,
     then the carried() columns).
-    False when its line endings mix CRLF with bare CR or LF: DuckDB's reader splits those its own way, so the
-    caller reads it through the SQL path instead."""
+    False when its line endings mix CRLF with bare CR or LF, which the caller then reads through the SQL path.
+    load._stage reads such a file from a copy with LF endings (sources.line_ended_copy), so this never happens
+    there: the check keeps a mix from being split any other way."""
     import pyarrow as pa
 
     import queries

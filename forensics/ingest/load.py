@@ -410,7 +410,7 @@ def _parse_logfmt(con, source: Source, staged: str, head: bytes, field_map: Fiel
         stage = tokenizer.stage_lines if reader == "mm_unwrapped" else tokenizer.stage
         if tokenizer.fits(keys) and stage(con, source.path, staged, keys, keep_raw):
             return 0
-        queries.run(con, "drop_staged", staged=staged)  # mixed line endings or a long line: read by SQL
+        queries.run(con, "drop_staged", staged=staged)  # more keys than the tokenizer takes: read by SQL
     fields, rare_keys = logfmt_fields(sampled, field_map)
     pattern = r"\s(?:" + "|".join(re.escape(k) for k in rare_keys) + ")=" if rare_keys else "$^"
     queries.run(con, "stage_logfmt", {**_lines_of(source), "rare_keys": pattern, "keep_raw": keep_raw},
@@ -515,8 +515,8 @@ def _compiled_jsonl(con, source: Source, staged: str, keys: tuple[list[str], lis
                     params: dict, reader: str) -> bool:
     """Whether the compiled JSON Lines reader staged a plain file, or the lines inside its envelope (`reader`
     mm_unwrapped), reading `keys` (the sampled paths and the rare keys). False when the SQL path is to read it:
-    the reader is not built or switched off, takes not so many paths, finds a file's line endings mixed (DuckDB's
-    reader splits those its own way) or an inner line over its limit."""
+    the reader is not built or switched off, takes not so many paths, finds a file's line endings mixed (never,
+    as _stage reads a mix from an LF copy) or an inner line over its limit."""
     if not (isinstance(source.path, str) and jsontokenizer.active()):  # a file, or the lines inside its envelope
         return False
     planned = _jsonl_plan(*keys, field_map)

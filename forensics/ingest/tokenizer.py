@@ -101,8 +101,9 @@ class _Seen:
 
 
 def stage(con, path: str, staged: str, keys: list[list[bytes]], keep_raw: bool) -> bool:
-    """Parse a plain logfmt file into `staged`. False when its line endings mix CRLF with bare CR or LF:
-    DuckDB's reader splits those its own way, so the caller reads it through the SQL path instead."""
+    """Parse a plain logfmt file into `staged`. False when its line endings mix CRLF with bare CR or LF, which
+    the caller then reads through the SQL path. load._stage reads such a file from a copy with LF endings
+    (sources.line_ended_copy), so this never happens there: the check keeps a mix from being split any other way."""
     seen = _Seen()
     _into_staged(con, staged, _file_batches(path, keys, seen, keep_raw), keep_raw)
     if seen.flags & _logfmt.DIRTY:
