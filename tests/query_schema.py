@@ -3,7 +3,7 @@
 DuckDB: one connection holding what the DuckDB blocks read, built by the project's own code and DDL
 blocks over a sample case and provider fixtures (the Arrow tables the code registers are registered
 under the same names). PostgreSQL: the project's DDL blocks over a leads table like a user's.
-Placeholders are filled as the code fills them (the fragment builders of forensics.ingest.load).
+Placeholders are filled as the code fills them (the fragment builders of forensics.ingest.parsers and forensics.ingest.load).
 """
 
 from __future__ import annotations
@@ -75,18 +75,18 @@ def duckdb_schema():
 def _envelope_tables(con) -> None:
     """What the envelope blocks read, made by the envelope code from fixtures: a Docker log's pieces, its inner
     lines (a view) parsed both ways, and the entries of a CloudWatch page."""
-    from forensics.ingest import envelopes, load
+    from forensics.ingest import envelopes, parsers
     from forensics.ingest.fields import FieldMap
     from forensics.ingest.sources import Source
 
     tables = {"entries": IDENTS["entries"], "pieces": IDENTS["pieces"], "unwrapped": IDENTS["unwrapped"]}
     docker = next(ENVELOPES.glob("docker/containers/*/*-json.log"))
     found = envelopes.file_params(envelopes.detect_envelope(docker.read_bytes(), str(docker)), str(docker), 2026)
-    envelopes._pieces(con, found, Source(str(docker), "docker", False), load.LINE_DELIM, tables)
+    envelopes._pieces(con, found, Source(str(docker), "docker", False), parsers.LINE_DELIM, tables)
     queries.run(con, "envelope_lines", **tables)
     lines = Source(IDENTS["unwrapped"], "docker", False)
-    load._parse_jsonl(con, lines, IDENTS["as_json"], b"", FieldMap(), False, "mm_unwrapped")
-    load._parse_logfmt(con, lines, IDENTS["as_logfmt"], b"", FieldMap(), False, "mm_unwrapped")
+    parsers.parse_jsonl(con, lines, IDENTS["as_json"], b"", FieldMap(), False, "mm_unwrapped")
+    parsers.parse_logfmt(con, lines, IDENTS["as_logfmt"], b"", FieldMap(), False, "mm_unwrapped")
     page = ENVELOPES / "cloudwatch" / "filter-log-events.json"
     queries.run(con, "envelope_document_entries", {"path": str(page), "items": "$.events"}, entries=IDENTS["entries"])
 
@@ -118,7 +118,7 @@ def postgres_schema(conn) -> None:
 
 def values(name: str) -> dict:
     """Placeholder values for a block, as the code would give them."""
-    from forensics.ingest import jsontokenizer, load
+    from forensics.ingest import jsontokenizer, load, parsers
     from forensics.ingest.fields import FieldMap
 
     query = queries.get(name)
@@ -127,15 +127,15 @@ def values(name: str) -> dict:
     if "file_id" in wanted:
         found["file_id"] = 1
     if name == "stage_logfmt":
-        found["fields"] = load.logfmt_fields({"ts", "event", "worker", "recipient", "to"}, FieldMap())[0]
+        found["fields"] = parsers.logfmt_fields({"ts", "event", "worker", "recipient", "to"}, FieldMap())[0]
     if name == "stage_jsonl":
-        found["picks"] = load.pick_columns(["ts", "timestamp", "event", "recipient"], FieldMap(), ["worker"])
+        found["picks"] = parsers.pick_columns(["ts", "timestamp", "event", "recipient"], FieldMap(), ["worker"])
     if name == "stage_jsonl_tokens":
         found["tokens"] = JSON_TOKENS
-        found["picks"] = [*load.pick_columns(["ts", "timestamp", "event", "recipient"], FieldMap(), ["worker"],
+        found["picks"] = [*parsers.pick_columns(["ts", "timestamp", "event", "recipient"], FieldMap(), ["worker"],
                                              "deferred_text_column"), *jsontokenizer.carried()]
     if name == "stage_csv":
-        found["picks"] = load.pick_columns(["ts", "timestamp", "event", "recipient"], FieldMap())
+        found["picks"] = parsers.pick_columns(["ts", "timestamp", "event", "recipient"], FieldMap())
     if name == "create_views":
         found.update(relation="VIEW", window=queries.fragment("in_window", since="2026-11-28T09:00:00+00:00",
                                                               until="infinity"),
@@ -159,7 +159,7 @@ def values(name: str) -> dict:
 
 def params(name: str) -> dict:
     """Parameter values for EXPLAIN on DuckDB: NULL, but files for the line readers and JSON paths."""
-    from forensics.ingest.load import LINE_DELIM
+    from forensics.ingest.parsers import LINE_DELIM
 
     path = str(next(SAMPLE_CASE.glob("*.jsonl")))
     given = {"path": path, "paths": [path], "delim": LINE_DELIM, "keys": ["ts"], "items": "$.events"}

@@ -9,7 +9,7 @@ import duckdb
 import pytest
 
 import queries
-from forensics.ingest import load, tokenizer
+from forensics.ingest import parsers, tokenizer
 from forensics.ingest.case import load_case
 from forensics.ingest.fields import FieldMap
 from forensics.ingest.sources import Source
@@ -26,7 +26,7 @@ LINES = [b"ts=2026-11-28T09:00:00Z event=send to=a@x.co msg_id=m1",  # a record:
 
 
 def _line_texts(body: bytes, keep_lines: bool) -> list[str | None]:
-    keys = load._tokenizer_keys({"ts", "event", "to", "msg_id", "worker"}, FieldMap())
+    keys = parsers.tokenizer_keys({"ts", "event", "to", "msg_id", "worker"}, FieldMap())
     batches = [tokenizer._batch(rows, problem, cols, ts)
                for rows, _flags, problem, cols, ts in tokenizer._logfmt.tokenize(body, 0, len(body), keys, 1,
                                                                                   keep_lines)]
@@ -63,9 +63,9 @@ def test_the_head_sample_holds_the_keys_of_the_first_lines_as_the_whole_file_s_d
     con = duckdb.connect()
     queries.script(con, "ingest_macros")
     source = Source(str(path), "mail.log", False)
-    from_head = tokenizer.sampled_head(str(path), lambda sample: load._sampled_keys(con, Source(sample, "x", False),
+    from_head = tokenizer.sampled_head(str(path), lambda sample: parsers.sampled_keys(con, Source(sample, "x", False),
                                                                                        b""), str(tmp_path))
-    assert from_head == load._sampled_keys(con, source, b"") == {"ts", "event", "email", "msg_id"}
+    assert from_head == parsers.sampled_keys(con, source, b"") == {"ts", "event", "email", "msg_id"}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mail.log"]  # the copy of the head is gone
 
 

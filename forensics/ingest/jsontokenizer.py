@@ -82,7 +82,7 @@ def plan(keys: list[str], rare: list[str], field_map: FieldMap) -> Plan | None:
 
 
 def columns() -> list[str]:
-    from forensics.ingest.load import TEXT_COLUMN_NAMES
+    from forensics.ingest.parsers import TEXT_COLUMN_NAMES
 
     return ["line", *TEXT_COLUMN_NAMES, *tokenizer.TYPED_TEXT_COLUMNS, PROBLEM_COLUMN, tokenizer.TS_COLUMN]
 

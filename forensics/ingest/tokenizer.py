@@ -72,7 +72,7 @@ def fits(keys: list[list[bytes]]) -> bool:
 
 
 def columns() -> list[str]:
-    from forensics.ingest.load import TEXT_COLUMN_NAMES
+    from forensics.ingest.parsers import TEXT_COLUMN_NAMES
 
     return ["line", *TEXT_COLUMN_NAMES, *TYPED_TEXT_COLUMNS, PROBLEM_COLUMN, TS_COLUMN]
 
