@@ -100,3 +100,29 @@ def test_many_files_of_mixed_line_ends_read_like_one(tmp_path):
         logs.append(str(tmp_path / f"{n:02d}.log"))
     case = load_case(logs)
     assert case.con.execute("SELECT count(*), count(DISTINCT msg_id) FROM events").fetchone() == (60, 60)
+
+
+_MAXRSS_GROWTH = """
+import resource, sys
+from forensics.ingest import sources
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+mixed = sources.mixes_line_endings(sys.argv[1])
+print(mixed, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
+"""
+
+
+def test_looking_at_a_large_file_s_line_ends_holds_only_a_range_of_it_in_memory(tmp_path):
+    # Every plain file is looked at: a 3.5 GB log mapped whole had put diagnose's peak RSS at 3.5 GB.
+    import subprocess
+    import sys
+
+    log = tmp_path / "big.log"
+    line = b"ts=2026-11-28T09:10:00Z evt=sent worker=w1 campaign=c step=1 recipient=a@x.co msg_id=m1\n"
+    with open(log, "wb") as handle:
+        for _ in range(32):
+            handle.write(line * (8 * 2**20 // len(line)))  # 256 MB of LF lines
+    result = subprocess.run([sys.executable, "-c", _MAXRSS_GROWTH, str(log)], capture_output=True, text=True,
+                            check=True)
+    mixed, grown_mb = result.stdout.split()
+    assert mixed == "False"
+    assert int(grown_mb) < 160  # the file is 256 MB; a range is 64 MB
