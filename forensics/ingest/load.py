@@ -2,10 +2,10 @@
 
 Python decides which file is which syntax, envelope and parser (forensics.ingest.parsers); the per-line
 work (splitting, regexes, JSON, casts) happens inside DuckDB or the compiled readers, in one parallel pass
-per file (one pass over them all for more than MANY_FILES files of one syntax). A staged table keeps the file's order (the connection preserves insertion
-order), so a line's number is its rowid + 1 (less the rows of the files before it). A file
-wrapped by a platform (forensics.ingest.envelopes) is unwrapped first, and its lines keep
-the number of the line (or entry) they came from.
+per file (one pass over them all for more than MANY_FILES files of one syntax). A staged table keeps the
+file's order (the connection preserves insertion order), so a line's number is its rowid + 1 (less the rows
+of the files before it). A file wrapped by a platform (forensics.ingest.envelopes) is unwrapped first, and
+its lines keep the number of the line (or entry) they came from.
 """
 
 from __future__ import annotations
@@ -193,7 +193,7 @@ def _load_group(con, members: list[_File], field_map: FieldMap, keep_raw: bool) 
             raise InputError("line endings mix")  # read from a copy, file by file
         # a Source whose path is a list: DuckDB's reader takes either
         parsers.PARSERS[syntax](con, Source(paths, f"{len(paths)} files", False), group,
-                         b"".join(f.head for f in members), field_map, keep_raw)
+                                b"".join(f.head for f in members), field_map, keep_raw)
         counts = dict(queries.run(con, "file_line_counts", {"paths": paths, "delim": LINE_DELIM}).fetchall())
         lines = [counts.get(path) for path in paths]
         if None in lines or sum(lines) != _staged_rows(con, group):
@@ -260,7 +260,8 @@ def _streamed_gzip(con, file: _File, staged: str, field_map: FieldMap, keep_raw:
         return keys if tokenizer.fits(keys) else None
 
     try:
-        streamed = tokenizer.stage_gzipped(con, file.source.path, staged, keys_of, keep_raw, parsers.spill_folder(con))
+        spill = parsers.spill_folder(con)
+        streamed = tokenizer.stage_gzipped(con, file.source.path, staged, keys_of, keep_raw, spill)
     except Exception:  # noqa: BLE001 - whatever went wrong, the copy's path reports it (fail closed)
         streamed = None
     if streamed is None:
