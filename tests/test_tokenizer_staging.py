@@ -3,8 +3,6 @@ the keys of the file's first lines sampled from a copy of its head (not by readi
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import duckdb
 import pytest
 
