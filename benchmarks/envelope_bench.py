@@ -84,7 +84,8 @@ def timed_read(path: Path, runs: int) -> tuple[float, float]:
 
 def settle(path: Path) -> None:
     """A file just written, flushed to disk and read once untimed: its reads then all find it in the page cache,
-    and none competes with the kernel writing it back (a read right after the write cost up to 40 % more CPU)."""
+    and none competes with the kernel writing it back (in one run, files read right after they were written cost
+    up to 40 % more CPU than when read again minutes later)."""
     os.sync()
     timed_read(path, 1)  # warm: imports, DuckDB's extensions, the page cache
 
