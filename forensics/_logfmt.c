@@ -15,7 +15,9 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -708,7 +710,31 @@ static PyObject *utc_microseconds(PyObject *self, PyObject *arg) {
     return ok ? PyLong_FromLongLong(us) : Py_NewRef(Py_None);
 }
 
+/* A log mapped by a reader (the tokenizer, the JSON Lines reader, the unwrapper, the line-ending check) that shrinks
+ * while it is read (rotated with copytruncate, say) raises SIGBUS at the first page past its new end: the process
+ * would die as "Bus error" without a word. This says what happened in one line and exits 1 instead; what was read
+ * so far is thrown away with the process (the next run sweeps its spill folder). Only write() and _exit() here:
+ * nothing else is safe in a signal handler. */
+static void on_sigbus(int sig) {
+    static const char text[] = "Error: an input file shrank while it was being read (rotated or truncated?); "
+                               "copy the logs and run again on the copy\n";
+    (void)sig;
+    ssize_t unused = write(2, text, sizeof text - 1);
+    (void)unused;
+    _exit(1);
+}
+
+static PyObject *guard_shrinking_files(PyObject *self, PyObject *unused) {
+    struct sigaction action = {0};
+    action.sa_handler = on_sigbus;
+    sigemptyset(&action.sa_mask);
+    if (sigaction(SIGBUS, &action, NULL) != 0) return PyErr_SetFromErrno(PyExc_OSError);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"guard_shrinking_files", guard_shrinking_files, METH_NOARGS,
+     "guard_shrinking_files() -> None: a SIGBUS (a mapped file shrank under a reader) exits 1 with one line"},
     {"normalize_address", normalize_address, METH_O,
      "normalize_address(utf8) -> the normal form (bytes), or None: forensics.addresses.normalize_address"},
     {"msg_id", msg_id, METH_O, "msg_id(utf8) -> the msg_id as SQL's mm_msg_id gives it (bytes), or None"},

@@ -73,3 +73,28 @@ def test_a_head_too_large_to_copy_is_not_sampled_from_a_copy(tmp_path, monkeypat
     path = tmp_path / "mail.log"
     path.write_text("ts=2026-11-28T09:00:00Z event=send to=a@x.co msg_id=m1\n" * 100)
     assert tokenizer.sampled_head(str(path), lambda sample: pytest.fail("sampled"), str(tmp_path)) is None
+
+
+_SHRINKS_UNDER_THE_MAP = """
+import mmap, os, sys
+from forensics.ingest import tokenizer
+tokenizer.guard_shrinking_files()
+with open(sys.argv[1], "r+b") as handle:
+    mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    os.truncate(sys.argv[1], 0)  # logrotate's copytruncate, while the file is read
+    print(mapped[mmap.PAGESIZE * 2])
+"""
+
+
+@needs_c
+def test_a_log_that_shrinks_while_it_is_read_ends_the_run_with_one_line_not_a_bus_error(tmp_path):
+    import subprocess
+    import sys
+
+    log = tmp_path / "mail.log"
+    log.write_bytes(b"ts=2026-11-28T09:10:00Z evt=sent worker=w1 msg_id=m1\n" * 2000)
+    result = subprocess.run([sys.executable, "-c", _SHRINKS_UNDER_THE_MAP, str(log)], capture_output=True, text=True)
+    assert result.returncode == 1
+    assert result.stderr == ("Error: an input file shrank while it was being read (rotated or truncated?); "
+                             "copy the logs and run again on the copy\n")
+    assert result.stdout == ""

@@ -34,6 +34,14 @@ except ImportError:  # built without a C compiler: the SQL path reads logfmt
     _logfmt = None
 
 ENV = "MAILMORTEM_PARSER"
+
+
+def guard_shrinking_files() -> None:
+    """Make a log that shrinks under a reader's memory map (rotated with copytruncate during the read) end the
+    process with one line and exit 1 (the C module's SIGBUS handler) rather than a bare "Bus error" (a CLI's
+    choice: it is process-wide). Nothing without the C module: the SQL path reads through DuckDB's own reader."""
+    if _logfmt is not None:
+        _logfmt.guard_shrinking_files()
 # A range of the file per call (split between two threads): each batch is a few MB of Arrow buffers.
 RANGE_BYTES = 32 * 2**20
 THREADS = 2

@@ -111,3 +111,6 @@ def main():
       mailmortem backfill-sentlog --provider-export export.json
       mailmortem ab-contamination --test-id subj-2026-11 logs/
     """
+    from forensics.ingest import tokenizer
+
+    tokenizer.guard_shrinking_files()
