@@ -302,21 +302,37 @@ def line_ended_copy(source: Source, folder: str | None) -> Source:
 
 def _ending_chunks(path: str) -> Iterator[tuple[mmap.mmap, int, int]]:
     """The file at `path`, mapped, in ranges (start, end) of about _ENDINGS_CHUNK that never end between a CR and
-    its LF. Each range's pages are given back once the caller is done with it: read once, and a file mapped whole
-    would count in full in the process's peak RSS."""
+    its LF. Each range's pages are given back once the caller is done with it (drop_pages)."""
+    with mapped(path) as whole:
+        if whole is None:
+            return
+        start = 0
+        while start < len(whole):
+            end = min(start + _ENDINGS_CHUNK, len(whole))
+            if whole[end - 1:end] == b"\r":
+                end = min(end + 1, len(whole))
+            yield whole, start, end
+            drop_pages(whole, start, end)
+            start = end
+
+
+@contextmanager
+def mapped(path: str) -> Generator[mmap.mmap | None, None, None]:
+    """The file at `path` mapped read-only for the compiled readers and the line-ending check (None when it is
+    empty: an empty file cannot be mapped)."""
     with open(path, "rb") as handle:
         if os.fstat(handle.fileno()).st_size == 0:
+            yield None
             return
-        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            start = 0
-            while start < len(mapped):
-                end = min(start + _ENDINGS_CHUNK, len(mapped))
-                if mapped[end - 1:end] == b"\r":
-                    end = min(end + 1, len(mapped))
-                yield mapped, start, end
-                aligned = start - start % mmap.PAGESIZE
-                mapped.madvise(mmap.MADV_DONTNEED, aligned, end - aligned)
-                start = end
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as whole:
+            yield whole
+
+
+def drop_pages(whole: mmap.mmap, start: int, end: int) -> None:
+    """Give back the pages of whole[start:end] once they are read: a file is read once, and the pages of a file
+    mapped whole would all count in the process's peak RSS (a 3.5 GB log, 3.5 GB)."""
+    aligned = start - start % mmap.PAGESIZE
+    whole.madvise(mmap.MADV_DONTNEED, aligned, end - aligned)
 
 
 # gzip read as it is decompressed: chunks of about this many bytes, ending at a line end, for the tokenizer.

@@ -35,13 +35,6 @@ except ImportError:  # built without a C compiler: the SQL path reads logfmt
 
 ENV = "MAILMORTEM_PARSER"
 
-
-def guard_shrinking_files() -> None:
-    """Make a log that shrinks under a reader's memory map (rotated with copytruncate during the read) end the
-    process with one line and exit 1 (the C module's SIGBUS handler) rather than a bare "Bus error" (a CLI's
-    choice: it is process-wide). Nothing without the C module: the SQL path reads through DuckDB's own reader."""
-    if _logfmt is not None:
-        _logfmt.guard_shrinking_files()
 # A range of the file per call (split between two threads): each batch is a few MB of Arrow buffers.
 RANGE_BYTES = 32 * 2**20
 THREADS = 2
@@ -71,6 +64,14 @@ def describe() -> str:
     if active():
         return "C (forensics._logfmt)"
     return "SQL (no compiled tokenizer)" if _logfmt is None else f"SQL ({ENV}=sql)"
+
+
+def guard_shrinking_files() -> None:
+    """Make a log that shrinks under a reader's memory map (rotated with copytruncate during the read) end the
+    process with one line and exit 1 (the C module's SIGBUS handler) rather than a bare "Bus error" (a CLI's
+    choice: it is process-wide). Nothing without the C module: the SQL path reads through DuckDB's own reader."""
+    if _logfmt is not None:
+        _logfmt.guard_shrinking_files()
 
 
 def fits(keys: list[list[bytes]]) -> bool:
@@ -257,16 +258,11 @@ def mapped_ranges(path: str, read: Callable[..., list]) -> Iterator[list]:
     """What a compiled reader makes of a plain file (the logfmt tokenizer's tokens, the JSON Lines reader's
     rows), range by range: `read(buffer, start, end)` of each range in turn (read_ahead), the file read once
     through a memory map whose pages are dropped after each range."""
-    with open(path, "rb") as handle:
-        if os.fstat(handle.fileno()).st_size == 0:
+    with sources.mapped(path) as mapped:
+        if mapped is None:
             return
-        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            def drop(span: tuple) -> None:
-                _mapped, start, end = span
-                aligned = start - start % mmap.PAGESIZE
-                mapped.madvise(mmap.MADV_DONTNEED, aligned, end - aligned)  # read once: keep RSS down
-
-            yield from read_ahead(((mapped, *span) for span in _ranges(mapped)), read, drop)
+        yield from read_ahead(((mapped, *span) for span in _ranges(mapped)), read,
+                              lambda span: sources.drop_pages(*span))
 
 
 def read_ahead(spans: Iterator[tuple], read: Callable[..., list],

@@ -23,15 +23,13 @@ platform's document (found.document: an array or pages of entries).
 
 from __future__ import annotations
 
-import mmap
-import os
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 
 import queries
-from forensics.ingest import jsontokenizer, tokenizer
+from forensics.ingest import jsontokenizer, sources, tokenizer
 from forensics.ingest.envelopes import Found, Unwrapped, inner_syntaxes
 
 try:
@@ -99,13 +97,10 @@ def stage(con, found: Found, path: str, staged: str, syntax: str | None, plans: 
           ) -> Unwrapped | None:
     """Take the envelope off `path` and read its logfmt or JSON records into `staged`, as envelopes.stage would,
     with the readers `plans` gives. None when the file is for the DuckDB path (nothing is left in `staged` then)."""
-    with open(path, "rb") as handle:
-        if os.fstat(handle.fileno()).st_size == 0:
+    with sources.mapped(path) as mapped:
+        if mapped is None or mapped[:3] == b"\xef\xbb\xbf":
             return None
-        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            if mapped[:3] == b"\xef\xbb\xbf":
-                return None
-            return _staged(con, found, mapped, staged, syntax, plans, keep_raw)
+        return _staged(con, found, mapped, staged, syntax, plans, keep_raw)
 
 
 def _staged(con, found, mapped, staged, syntax, plans: Plans, keep_raw) -> Unwrapped | None:
@@ -167,7 +162,7 @@ def _into_staged(con, mapped, ranges, kind, staged, reader, read: _Read) -> None
     import pyarrow as pa
 
     name = f"{staged}_tokens"
-    con.register(name, pa.RecordBatchReader.from_batches(reader.schema(), _batches(mapped, ranges, kind, reader,
+    con.register(name, pa.RecordBatchReader.from_batches(reader.schema, _batches(mapped, ranges, kind, reader,
                                                                                    read)))
     try:
         reader.stage(con, staged, name)
@@ -197,7 +192,7 @@ def _batches(mapped, ranges, kind, reader, read: _Read) -> Iterator:
                     raise
                 yield reader.batch(rows, parts, read.rows)
                 read.rows += rows
-            _drop_pages(mapped, *ranges[index])
+            sources.drop_pages(mapped, *ranges[index])
 
 
 def _middle(mapped, start: int, end: int) -> int:
@@ -220,6 +215,7 @@ class _Logfmt:
 
     def __init__(self, keys: list[list[bytes]], keep_raw: bool, found: Found) -> None:
         self.keys, self.keep_raw, self.found = keys, keep_raw, found
+        self.schema = _with_env(tokenizer.schema())  # the stream's, built once (every batch is of it)
 
     def read(self, rows: int, data, offsets) -> tuple:
         from forensics import _logfmt
@@ -234,10 +230,7 @@ class _Logfmt:
         unwrapped, (_n, _tflags, problem, cols, tts) = parts
         tokens = tokenizer._batch(rows, problem, cols, tts)
         line = _text_array(rows, unwrapped[2][0]) if self.keep_raw else tokens.column(0)
-        return _enveloped(self.schema(), unwrapped, line, tokens.columns[1:], first_row, self.found)
-
-    def schema(self):
-        return _with_env(tokenizer.schema())
+        return _enveloped(self.schema, unwrapped, line, tokens.columns[1:], first_row, self.found)
 
     def stage(self, con, staged: str, tokens: str) -> None:
         queries.script(con, "stage_logfmt_tokens", {"keep_raw": self.keep_raw}, staged=staged, tokens=tokens,
@@ -251,6 +244,7 @@ class _Jsonl:
 
     def __init__(self, plan: jsontokenizer.Plan, params: dict, picks: list, found: Found) -> None:
         self.plan, self.params, self.picks, self.found = plan, params, picks, found
+        self.schema = _with_env(jsontokenizer.schema())
 
     def read(self, rows: int, data, offsets) -> tuple:
         from forensics import _jsonl
@@ -265,11 +259,8 @@ class _Jsonl:
         """The reader's columns of a half range with the line and its `env`, in jsontokenizer.schema()'s order."""
         unwrapped, (_n, _seen, codes, cols, jts) = parts
         read = jsontokenizer._batch(rows, codes, cols, jts)
-        return _enveloped(self.schema(), unwrapped, _text_array(rows, unwrapped[2][0]), read.columns[1:], first_row,
+        return _enveloped(self.schema, unwrapped, _text_array(rows, unwrapped[2][0]), read.columns[1:], first_row,
                           self.found)
-
-    def schema(self):
-        return _with_env(jsontokenizer.schema())
 
     def stage(self, con, staged: str, tokens: str) -> None:
         queries.run(con, "stage_jsonl_tokens", self.params, staged=staged, tokens=tokens, picks=self.picks,
@@ -284,11 +275,6 @@ def _enveloped(schema, unwrapped, line, columns: list, first_row: int, found: Fo
     rows, _flags, cols, what, ts, line_no = unwrapped
     arrays = [_as_duckdb_line(line, what), *columns, _env(rows, cols, what, ts, line_no, first_row, found)]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
-
-
-def _drop_pages(mapped, start: int, end: int) -> None:
-    aligned = start - start % mmap.PAGESIZE
-    mapped.madvise(mmap.MADV_DONTNEED, aligned, end - aligned)
 
 
 def _text_array(rows: int, column):
