@@ -34,6 +34,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #pragma GCC diagnostic ignored "-Wunused-function" /* the typing this reader does not need */
 #include "_typing.h"
@@ -125,6 +128,34 @@ static size_t put_utf8(unsigned char *t, unsigned cp) {
     return 4;
 }
 
+/* Where the run of plain string bytes from s[i] ends (at a '"', a '\\', a control character, or n), sixteen bytes
+ * at a time with SSE2 (every x86-64 has it), else eight: most of a JSON entry is such runs, and this loop was the
+ * unwrapping's largest cost for the JSON platforms. */
+static size_t plain_run(const unsigned char *s, size_t n, size_t i) {
+#if defined(__SSE2__)
+    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'), control = _mm_set1_epi8(0x1F);
+    while (i + 16 <= n) {
+        __m128i w = _mm_loadu_si128((const __m128i *)(s + i));
+        __m128i stop = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(w, quote), _mm_cmpeq_epi8(w, backslash)),
+                                    _mm_cmpeq_epi8(_mm_min_epu8(w, control), w)); /* c <= 0x1F */
+        int mask = _mm_movemask_epi8(stop);
+        if (mask) return i + (size_t)__builtin_ctz((unsigned)mask);
+        i += 16;
+    }
+#else
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    while (i + 8 <= n) {
+        uint64_t w, q, b;
+        memcpy(&w, s + i, 8);
+        q = w ^ (ones * '"'), b = w ^ (ones * '\\');
+        if (((q - ones) & ~q & highs) | ((b - ones) & ~b & highs) | ((w - ones * 0x20) & ~w & highs)) break;
+        i += 8;
+    }
+#endif
+    while (i < n && s[i] != '"' && s[i] != '\\' && s[i] >= 0x20) i++;
+    return i;
+}
+
 /* A JSON string at s[*i] (its opening quote), decoded into t (room for its length): the decoded length, or -1
  * for anything this reader does not take (a raw control character, \u0000, a lone surrogate, no end). */
 static long json_string(const unsigned char *s, size_t n, size_t *i, unsigned char *t) {
@@ -134,7 +165,7 @@ static long json_string(const unsigned char *s, size_t n, size_t *i, unsigned ch
         if (c < 0x20) return -1;
         if (c != '\\') { /* a run of plain bytes, copied at once */
             size_t run = j;
-            while (j < n && s[j] != '"' && s[j] != '\\' && s[j] >= 0x20) j++;
+            j = plain_run(s, n, j);
             memcpy(t + m, s + run, j - run);
             m += j - run;
             continue;
@@ -204,7 +235,7 @@ static int json_entry(const unsigned char *s, size_t n, unsigned char *scratch, 
         long vlen = json_string(s, n, &i, scratch + used);
         if (vlen < 0) return 1;
         for (int k = 0; k < nwanted; k++)
-            if (strlen(wanted[k]) == klen && memcmp(wanted[k], s + key, klen) == 0) {
+            if (wanted[k][0] == s[key] && strlen(wanted[k]) == klen && memcmp(wanted[k], s + key, klen) == 0) {
                 if (value[k]) return 1;
                 value[k] = scratch + used, len[k] = (size_t)vlen;
                 used += (size_t)vlen;
@@ -753,9 +784,28 @@ typedef struct {
 #define P3(a, b, c) {{a, b, c}, {sizeof a - 1, sizeof b - 1, sizeof c - 1}}
 #define P4(a, b, c, d) {{a, b, c, d}, {sizeof a - 1, sizeof b - 1, sizeof c - 1, sizeof d - 1}}
 
+#define KEY_LENS 64 /* keys this long or longer share matching's last bucket */
+
+/* A reader's wanted paths, indexed once (index_paths, at import) for matching and wanted_value. */
 typedef struct {
     const JPath *paths;
-    int npaths; /* at most 32 */
+    int npaths;                          /* at most 32 */
+    uint32_t by_len[PATH_KEYS][KEY_LENS]; /* by depth and key length there: the paths whose key it is */
+    uint32_t ends[PATH_KEYS];            /* by depth: the paths whose last key is there */
+} PathSet;
+#define PATH_SET(table) {table, (int)(sizeof table / sizeof table[0]), {{0}}, {0}}
+
+static void index_paths(PathSet *set) {
+    for (int p = 0; p < set->npaths; p++)
+        for (int d = 0; d < PATH_KEYS && set->paths[p].keys[d]; d++) {
+            unsigned len = set->paths[p].lens[d];
+            set->by_len[d][len < KEY_LENS ? len : KEY_LENS - 1] |= 1u << p;
+            if (d + 1 == PATH_KEYS || set->paths[p].keys[d + 1] == NULL) set->ends[d] |= 1u << p;
+        }
+}
+
+typedef struct {
+    const PathSet *set;
     unsigned char *scratch;
     size_t used;
     uint32_t seen[PATH_KEYS]; /* by depth: the paths whose key there was met (a wanted key twice defers) */
@@ -773,21 +823,6 @@ static size_t skip_number(const unsigned char *s, size_t n, size_t i) {
 }
 
 static size_t skip_value(JRead *r, const unsigned char *s, size_t n, size_t i, int depth);
-
-/* Where the run of plain string bytes from s[i] ends (at a '"', a '\\', a control character, or n), eight
- * bytes at a time: most of an entry is such runs. */
-static size_t plain_run(const unsigned char *s, size_t n, size_t i) {
-    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
-    while (i + 8 <= n) {
-        uint64_t w, q, b;
-        memcpy(&w, s + i, 8);
-        q = w ^ (ones * '"'), b = w ^ (ones * '\\');
-        if (((q - ones) & ~q & highs) | ((b - ones) & ~b & highs) | ((w - ones * 0x20) & ~w & highs)) break;
-        i += 8;
-    }
-    while (i < n && s[i] != '"' && s[i] != '\\' && s[i] >= 0x20) i++;
-    return i;
-}
 
 /* A string at s[i] (its quote): its text in *v, *len (the line's own bytes when it holds no escape, else decoded
  * into `into`), and where it ends; JSON_FAIL for what json_string does not take. */
@@ -854,10 +889,15 @@ static size_t skip_value(JRead *r, const unsigned char *s, size_t n, size_t i, i
 
 /* The paths of `active` whose key `depth` down is s[key:key+klen]. */
 static uint32_t matching(const JRead *r, uint32_t active, int depth, const unsigned char *key, size_t klen) {
+    const JPath *paths = r->set->paths;
     uint32_t m = 0;
-    for (uint32_t left = active; left; left &= left - 1) {
+    const char *last = NULL; /* paths sharing a key there (Loki's twelve labels.*) share one literal: compared once */
+    int same = 0;
+    for (uint32_t left = active & r->set->by_len[depth][klen < KEY_LENS ? klen : KEY_LENS - 1]; left; left &= left - 1) {
         int p = __builtin_ctz(left);
-        if (r->paths[p].lens[depth] == klen && memcmp(r->paths[p].keys[depth], key, klen) == 0) m |= 1u << p;
+        const char *want = paths[p].keys[depth];
+        if (want != last) last = want, same = paths[p].lens[depth] == klen && memcmp(want, key, klen) == 0;
+        if (same) m |= 1u << p;
     }
     return m;
 }
@@ -874,9 +914,7 @@ static size_t read_object(JRead *r, const unsigned char *s, size_t n, size_t i, 
 /* The value at s[i] of a key on the way to the paths `wanted`: theirs where they end here, else the object to
  * go into (under a value of another kind they are absent, as in DuckDB). */
 static size_t wanted_value(JRead *r, const unsigned char *s, size_t n, size_t i, int depth, uint32_t wanted) {
-    uint32_t leaf = 0;
-    for (uint32_t left = wanted; left; left &= left - 1)
-        if (r->paths[__builtin_ctz(left)].keys[depth + 1] == NULL) leaf |= left & -left;
+    uint32_t leaf = wanted & r->set->ends[depth];
     size_t start = i;
     if (i < n && s[i] == '"') {
         const unsigned char *v;
@@ -919,7 +957,7 @@ static size_t read_object(JRead *r, const unsigned char *s, size_t n, size_t i, 
 
 /* An entry, s[0] being its '{': its wanted values in j (type, v, len by path); 1 to defer. */
 static int platform_entry(JRead *j, const unsigned char *s, size_t n) {
-    size_t i = read_object(j, s, n, 0, 0, j->npaths == 32 ? ~0u : (1u << j->npaths) - 1);
+    size_t i = read_object(j, s, n, 0, 0, j->set->npaths == 32 ? ~0u : (1u << j->set->npaths) - 1);
     return i == JSON_FAIL || skip_spaces(s, n, i) != n;
 }
 
@@ -1086,12 +1124,13 @@ static const JPath LOKI[] = {P1("line"), P1("timestamp"), LABEL("stream"), LABEL
                              LABEL("instance"), LABEL("node_name"), LABEL("pod"), LABEL("container"),
                              LABEL("container_name"), LABEL("unit"), LABEL("service_name"), LABEL("app"),
                              LABEL("job")};
+static PathSet LOKI_SET = PATH_SET(LOKI);
 
 /* Loki (logcli --output=jsonl): an entry has its line and timestamp; the labels name the rest. */
 static int loki_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
     static const int stamp[] = {1, -1}, host[] = {3, 4, 5, 6, -1}, unit[] = {10, 11, 12, 13, -1},
                      container[] = {7, 8, 9, -1};
-    JRead j = {.paths = LOKI, .npaths = 14, .scratch = r->scratch};
+    JRead j = {.set = &LOKI_SET, .scratch = r->scratch};
     if (n == 0 || s[0] != '{') return 0;
     if (platform_entry(&j, s, n)) return 1;
     if (!present(&j, 0) || !present(&j, 1)) return 0; /* no entry: the line passed on */
@@ -1105,6 +1144,7 @@ static const JPath CLOUD_LOGGING[] = {P1("textPayload"), P1("jsonPayload"), P1("
                                       RESOURCE("node_name"), RESOURCE("instance_id"), RESOURCE("pod_name"),
                                       RESOURCE("container_name"), RESOURCE("service_name"), RESOURCE("job_name"),
                                       RESOURCE("function_name"), P1("insertId")};
+static PathSet CLOUD_LOGGING_SET = PATH_SET(CLOUD_LOGGING);
 
 static int ends_with(const unsigned char *s, size_t n, const char *tail) {
     size_t k = strlen(tail);
@@ -1116,7 +1156,7 @@ static int ends_with(const unsigned char *s, size_t n, const char *tail) {
 static int cloud_logging_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us,
                               int *what) {
     static const int stamp[] = {2, 3, -1}, host[] = {5, 6, 7, -1}, unit[] = {10, 11, 12, -1}, container[] = {8, 9, -1};
-    JRead j = {.paths = CLOUD_LOGGING, .npaths = 14, .scratch = r->scratch};
+    JRead j = {.set = &CLOUD_LOGGING_SET, .scratch = r->scratch};
     if (n == 0 || s[0] != '{') return 0;
     if (platform_entry(&j, s, n)) return 1;
     if (!present(&j, 4) && !present(&j, 13)) return 0;
@@ -1131,12 +1171,13 @@ static int cloud_logging_line(const Reading *r, const unsigned char *s, size_t n
 }
 
 static const JPath CLOUDWATCH[] = {P1("message"), P1("timestamp"), P1("logStreamName"), P1("logGroupName")};
+static PathSet CLOUDWATCH_SET = PATH_SET(CLOUDWATCH);
 
 /* CloudWatch Logs events, one per line: message and timestamp (epoch milliseconds); the stream the container
  * (else the file's path names it: unwrapper.FROM_PATH), the group the unit. */
 static int cloudwatch_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
     static const int stamp[] = {1, -1}, unit[] = {3, -1}, container[] = {2, -1}, none[] = {-1};
-    JRead j = {.paths = CLOUDWATCH, .npaths = 4, .scratch = r->scratch};
+    JRead j = {.set = &CLOUDWATCH_SET, .scratch = r->scratch};
     if (n == 0 || s[0] != '{') return 0;
     if (platform_entry(&j, s, n)) return 1;
     if (!present(&j, 0) || !present(&j, 1)) return 0;
@@ -1147,6 +1188,7 @@ static int cloudwatch_line(const Reading *r, const unsigned char *s, size_t n, L
 
 static const JPath DATADOG[] = {P1("message"), P1("attributes"), P1("date"), P1("timestamp"), P1("host"),
                                 P1("service")};
+static PathSet DATADOG_SET = PATH_SET(DATADOG);
 
 /* Datadog's record: the message when it is one, else the attributes (rendered where not a string), else the
  * message. */
@@ -1166,7 +1208,7 @@ static int datadog_text(JRead *j, Line *line) {
 /* Datadog log archives: an entry has a message or attributes; date (or timestamp), host, service. */
 static int datadog_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
     static const int stamp[] = {2, 3, -1}, host[] = {4, -1}, unit[] = {5, -1}, none[] = {-1};
-    JRead j = {.paths = DATADOG, .npaths = 6, .scratch = r->scratch};
+    JRead j = {.set = &DATADOG_SET, .scratch = r->scratch};
     if (n == 0 || s[0] != '{') return 0;
     if (platform_entry(&j, s, n)) return 1;
     if (!present(&j, 0) && !present(&j, 1)) return 0;
@@ -1183,11 +1225,12 @@ static const JPath ELASTIC[] = {
     P2("_source", "@timestamp"), P3("_source", "host", "name"), P3("_source", "host", "hostname"),
     P3("_source", "container", "name"), P4("_source", "kubernetes", "pod", "name"), P3("_source", "service", "name"),
     P1("_source")};
+static PathSet ELASTIC_SET = PATH_SET(ELASTIC);
 
 /* Elasticsearch / OpenSearch documents, bare or as hits: the record is the first of message, log.original and
  * event.original that is one, else the document (its _source) rendered; every such line is an entry. */
 static int elastic_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
-    JRead j = {.paths = ELASTIC, .npaths = 19, .scratch = r->scratch};
+    JRead j = {.set = &ELASTIC_SET, .scratch = r->scratch};
     if (n == 0 || s[0] != '{') return 0;
     if (platform_entry(&j, s, n)) return 1;
     if (j.type[18] != J_ABSENT && !(j.type[18] == J_OTHER && j.v[18][0] == '{')) return 1; /* a _source of another kind */
@@ -1325,6 +1368,8 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "forensics._unwrap", 
 
 PyMODINIT_FUNC PyInit__unwrap(void) {
     if (PyType_Ready(&BlockType) < 0) return NULL;
+    PathSet *sets[] = {&LOKI_SET, &CLOUD_LOGGING_SET, &CLOUDWATCH_SET, &DATADOG_SET, &ELASTIC_SET};
+    for (size_t k = 0; k < sizeof sets / sizeof sets[0]; k++) index_paths(sets[k]);
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     if (PyModule_AddIntConstant(m, "DOCKER", K_DOCKER) || PyModule_AddIntConstant(m, "CRI", K_CRI)
