@@ -54,7 +54,7 @@ typedef struct {
     Column cols[NCOLS]; /* the text inside each line's envelope (valid everywhere: a blank line is ''), then what
                          * the line names of its host, unit, container and pid (the path's names are Python's) */
     int8_t *what;
-    int64_t *ts, *line_no;
+    int64_t *ts;
     uint8_t *ts_valid;
     size_t rows, cap, ts_nulls;
 } Out;
@@ -73,9 +73,7 @@ static int reserve(Out *o) {
     if (o->rows < o->cap) return 0;
     size_t cap = o->cap ? o->cap * 2 : 65536;
     if (grow_rows(o->cols, NCOLS, &o->what, &o->ts, &o->ts_valid, o->cap, cap)) return -1;
-    int64_t *line_no = realloc(o->line_no, cap * sizeof(int64_t));
-    if (line_no == NULL) return -1;
-    o->line_no = line_no, o->cap = cap;
+    o->cap = cap;
     return 0;
 }
 
@@ -1276,7 +1274,7 @@ static LineReader reader_of(int kind) {
 }
 
 /* Each physical line of b[i:end): a line that is no entry is its own text, without provenance. */
-static int unwrap_range(Out *o, const unsigned char *b, size_t i, size_t end, Reading *r, int64_t first_line) {
+static int unwrap_range(Out *o, const unsigned char *b, size_t i, size_t end, Reading *r) {
     LineReader read = reader_of(r->kind);
     if ((r->scratch = malloc(2 * (end - i) + 1)) == NULL) return U_NOMEM; /* a line's strings, and a rendering */
     int result = 0;
@@ -1295,7 +1293,6 @@ static int unwrap_range(Out *o, const unsigned char *b, size_t i, size_t end, Re
         o->ts[o->rows] = us;
         if (what != E_NONE && us != NO_TIME) o->ts_valid[o->rows / 8] |= (uint8_t)(1u << (o->rows % 8));
         else o->ts_nulls++;
-        o->line_no[o->rows] = first_line + (int64_t)o->rows;
         o->rows++;
         i = stop + 1;
     }
@@ -1308,7 +1305,7 @@ static int unwrap_range(Out *o, const unsigned char *b, size_t i, size_t end, Re
 
 static void free_out(Out *o) {
     for (int c = 0; c < NCOLS; c++) free(o->cols[c].valid), free(o->cols[c].offsets), free(o->cols[c].data);
-    free(o->what), free(o->ts), free(o->ts_valid), free(o->line_no);
+    free(o->what), free(o->ts), free(o->ts_valid);
 }
 
 /* A column's buffers (validity, offsets, data, nulls), the blocks owning them. */
@@ -1318,9 +1315,9 @@ static PyObject *column_of(Column *col, size_t rows) {
                          block_of(col->data, (Py_ssize_t)col->len), (Py_ssize_t)col->nulls);
 }
 
-/* unwrap(buffer, start, end, kind, year, last_month) -> (rows, flags, columns, what, ts (valid, data, nulls),
- * line_no): columns are the text, host, unit, container and pid, each (valid, offsets, data, nulls); line_no
- * counts from 0. rows is 0 and flags DEFER when the file is for DuckDB to unwrap. */
+/* unwrap(buffer, start, end, kind, year, last_month) -> (rows, flags, columns, what, ts (valid, data, nulls)): columns
+ * are the text, host, unit, container and pid, each (valid, offsets, data, nulls), a row per physical line (its
+ * number is its row's). rows is 0 and flags DEFER when the file is for DuckDB to unwrap. */
 static PyObject *unwrap(PyObject *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t start, end;
@@ -1334,7 +1331,7 @@ static PyObject *unwrap(PyObject *self, PyObject *args) {
     Out o = {0};
     int result;
     Py_BEGIN_ALLOW_THREADS
-    result = unwrap_range(&o, view.buf, (size_t)start, (size_t)end, &r, 0);
+    result = unwrap_range(&o, view.buf, (size_t)start, (size_t)end, &r);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
     if (result == U_NOMEM || (result == 0 && reserve(&o))) {
@@ -1352,15 +1349,14 @@ static PyObject *unwrap(PyObject *self, PyObject *args) {
         return NULL;
     }
     for (int c = 0; c < NCOLS; c++) PyTuple_SET_ITEM(cols, c, column_of(&o.cols[c], rows));
-    return Py_BuildValue("(niNN(NNn)N)", (Py_ssize_t)rows, 0, cols, block_of(o.what, (Py_ssize_t)rows),
+    return Py_BuildValue("(niNN(NNn))", (Py_ssize_t)rows, 0, cols, block_of(o.what, (Py_ssize_t)rows),
                          block_of(o.ts_valid, (Py_ssize_t)((rows + 7) / 8)),
-                         block_of(o.ts, (Py_ssize_t)(rows * sizeof(int64_t))), (Py_ssize_t)o.ts_nulls,
-                         block_of(o.line_no, (Py_ssize_t)(rows * sizeof(int64_t))));
+                         block_of(o.ts, (Py_ssize_t)(rows * sizeof(int64_t))), (Py_ssize_t)o.ts_nulls);
 }
 
 static PyMethodDef methods[] = {
     {"unwrap", unwrap, METH_VARARGS,
-     "unwrap(buffer, start, end, kind, year, last_month) -> (rows, flags, columns, what, ts, line_no) of a range"},
+     "unwrap(buffer, start, end, kind, year, last_month) -> (rows, flags, columns, what, ts) of a range"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,14 +1,17 @@
 -- Envelopes: the wrappers a platform puts around an application's log line (Docker, CRI, journald, syslog,
 -- Loki, Cloud Logging, CloudWatch, Datadog, Elastic, application prefixes), taken off inside DuckDB.
--- A file's entries become `pieces` (one per physical line, or per entry of a JSON document): the inner text, the
--- envelope's time and provenance, and whether the entry completes a line (Docker and CRI split long lines). The
--- pieces are then joined and split into the inner lines (`envelope_lines`), which the logfmt or JSON Lines
--- parser of ingest.sql reads like a file's lines, each with its envelope in `env` (see ingest_macros' mm_lines).
+-- A file's entries are `pieces` (one per physical line, or per entry of a JSON document): the inner text, the
+-- envelope's time and provenance, and whether the entry completes a line (Docker, CRI and journald split long
+-- lines). Each envelope's block is a VIEW of them (its values literals: a view takes no parameters), which the
+-- logfmt or JSON Lines parser of ingest.sql reads like a file's lines (`envelope_flat_lines`), each with its
+-- envelope in `env` (see ingest_macros' mm_lines): the file is read once and nothing is written before the staged
+-- table. Where an entry is not one whole line (a piece of a longer one, a multi-line message), the pieces are
+-- written down and joined or split (`envelope_lines`, `envelope_joined_lines`) and the lines parsed again.
 -- Every block reads its lines through {frag:lines}: a file (mm_lines) or the entries of a JSON document
 -- (mm_entries). A line that is not an entry of its envelope is passed on whole, without envelope: nothing is
 -- lost to a format the detection did not expect.
--- The pieces, entries and joined lines are TEMP tables: they live for one file's read, and writing them into a
--- large case's database file (compressed, on disk) cost more than taking the envelope off.
+-- The entries, the written pieces and the joined lines are TEMP tables: they live for one file's read, and writing
+-- them into a large case's database file (compressed, on disk) cost more than taking the envelope off.
 
 -- name: envelope_macros
 -- Helper macros: read the unwrapped lines or a document's entries as lines; times from epoch microseconds and
@@ -84,15 +87,15 @@ FROM read_json_objects(:path, format := 'auto', maximum_object_size := 134217728
 -- name: envelope_docker_json
 -- Docker's json-file driver: {"log": "...\n", "stream": "stdout", "time": RFC 3339, "attrs": {"tag": ...}}.
 -- A `log` without its newline is a piece of a line longer than 16 KiB (or the end of an unfinished one); the
--- container is attrs.tag, else :container (from the file's path).
+-- container is attrs.tag, else {lit:container} (from the file's path).
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
-CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
+CREATE OR REPLACE TEMP VIEW {ident:pieces} AS
 WITH entries AS (
     SELECT line,
            CASE WHEN starts_with(line, '{')
                 THEN try(json_extract_string(line, ['$.log', '$.stream', '$.time', '$.attrs.tag'])) END AS v
-    FROM {frag:lines}(:path, :delim)
+    FROM {frag:lines}({lit:path}, {lit:delim})
 ), read AS (
     SELECT line, CASE WHEN v[3] IS NOT NULL THEN v END AS v FROM entries
 )
@@ -102,19 +105,19 @@ SELECT coalesce(v[2], '') AS chain,
             WHEN ends_with(v[1], chr(10)) THEN substring(v[1], 1, length(v[1]) - 1) ELSE coalesce(v[1], '') END AS text,
        v IS NULL OR v[1] IS NULL OR ends_with(v[1], chr(10)) AS complete, mm_ts(v[3]) AS ts, v[2] AS stream,
        NULL::VARCHAR AS host, NULL::VARCHAR AS unit,
-       CASE WHEN v IS NOT NULL THEN coalesce(v[4], :container) END AS container, NULL::VARCHAR AS pid
+       CASE WHEN v IS NOT NULL THEN coalesce(v[4], {lit:container}) END AS container, NULL::VARCHAR AS pid
 FROM read
 
 -- name: envelope_cri
 -- Kubernetes / containerd / CRI-O log files: `<RFC 3339> <stdout|stderr> <F|P>[:tags] <line>`; P is a piece of a
--- longer line, joined up to the next F of the same stream. Pod (:container) and container (:unit) come from the
+-- longer line, joined up to the next F of the same stream. Pod ({lit:container}) and container ({lit:unit}) come from the
 -- file's path.
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
-CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
+CREATE OR REPLACE TEMP VIEW {ident:pieces} AS
 WITH entries AS (
     SELECT line, regexp_extract(line, '^\S+ (?:stdout|stderr) [FP](?::\S*)?') AS head
-    FROM {frag:lines}(:path, :delim)
+    FROM {frag:lines}({lit:path}, {lit:delim})
 ), parts AS (
     -- the fields from the short header alone (a header not followed by a space or the end is no entry), the
     -- line as the rest after that space
@@ -124,8 +127,8 @@ WITH entries AS (
 )
 SELECT coalesce(m.stream, '') AS chain, CASE WHEN m.stream = '' THEN line ELSE substring(line, length(head) + 2) END AS text,
        coalesce(m.tag, '') <> 'P' AS complete, mm_ts(nullif(m.ts, '')) AS ts, nullif(m.stream, '') AS stream,
-       NULL::VARCHAR AS host, CASE WHEN m.stream <> '' THEN :unit END AS unit,
-       CASE WHEN m.stream <> '' THEN :container END AS container, NULL::VARCHAR AS pid
+       NULL::VARCHAR AS host, CASE WHEN m.stream <> '' THEN {lit:unit} END AS unit,
+       CASE WHEN m.stream <> '' THEN {lit:container} END AS container, NULL::VARCHAR AS pid
 FROM parts
 
 -- name: envelope_journald
@@ -135,11 +138,11 @@ FROM parts
 -- next of its stream (_STREAM_ID); one the stream ended before its newline (_LINE_BREAK=eof) is unfinished.
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
-CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
+CREATE OR REPLACE TEMP VIEW {ident:pieces} AS
 WITH entries AS (
     -- only json-seq entries start with RS: trimming every line would copy each one
     SELECT CASE WHEN starts_with(line, chr(30)) THEN ltrim(line, chr(30)) ELSE line END AS line
-    FROM {frag:lines}(:path, :delim)
+    FROM {frag:lines}({lit:path}, {lit:delim})
 ), read AS (
     -- one parse per entry: a line that is not JSON fails the extraction (NULL), as json_valid would have said
     SELECT line, CASE WHEN starts_with(line, '{') THEN try(json_extract_string(line, [
@@ -156,16 +159,16 @@ FROM read
 
 -- name: envelope_syslog
 -- Syslog files, `[<PRI>]STAMP host tag[pid]: message`: traditional syslog and RFC 3164 ({lit:pri} the optional
--- `<PRI>`, a stamp `Mmm dd hh:mm:ss` without a year or zone: {lit:year_less} = 1, its year :year or :year - 1 for
--- a month after :last_month, read in the session's zone, --tz) and rsyslog's high-precision file format
+-- `<PRI>`, a stamp `Mmm dd hh:mm:ss` without a year or zone: {lit:year_less} = 1, its year {lit:year} or {lit:year} - 1 for
+-- a month after {lit:last_month}, read in the session's zone, --tz) and rsyslog's high-precision file format
 -- (RSYSLOG_FileFormat: an RFC 3339 stamp, {lit:pri} empty). {lit:stamp} is the stamp's regex. The header is matched
 -- alone and the message taken as the rest of the line (capturing the long tail cost more than the unwrapping should).
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
-CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
+CREATE OR REPLACE TEMP VIEW {ident:pieces} AS
 WITH entries AS (
     SELECT line, regexp_extract(line, '^' || {lit:pri} || {lit:stamp} || ' \S+ [^\s\[:]+(?:\[[0-9]+\])?: ?') AS head
-    FROM {frag:lines}(:path, :delim)
+    FROM {frag:lines}({lit:path}, {lit:delim})
 ), parts AS (
     -- the fields from the short header alone, the message as the rest of the line
     SELECT line, head,
@@ -174,7 +177,7 @@ WITH entries AS (
     FROM entries
 )
 SELECT '' AS chain, CASE WHEN m.stamp = '' THEN line ELSE substring(line, length(head) + 1) END AS text, true AS complete,
-       CASE WHEN m.stamp = '' THEN NULL WHEN {lit:year_less} = 1 THEN mm_syslog_ts(m.stamp, :year, :last_month)
+       CASE WHEN m.stamp = '' THEN NULL WHEN {lit:year_less} = 1 THEN mm_syslog_ts(m.stamp, {lit:year}, {lit:last_month})
             ELSE mm_ts(m.stamp) END AS ts,
        NULL::VARCHAR AS stream, nullif(m.host, '') AS host, nullif(m.tag, '') AS unit, NULL::VARCHAR AS container,
        nullif(m.pid, '') AS pid
@@ -185,11 +188,11 @@ FROM parts
 -- byte-order mark before MSG is dropped.
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
-CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
+CREATE OR REPLACE TEMP VIEW {ident:pieces} AS
 WITH entries AS (
     SELECT line,
            regexp_extract(line, '^<[0-9]{1,3}>1 \S+ \S+ \S+ \S+ \S+ (?:-|(?:\[(?:[^\]"\\]|\\.|"(?:[^"\\]|\\.)*")*\])+)') AS head
-    FROM {frag:lines}(:path, :delim)
+    FROM {frag:lines}({lit:path}, {lit:delim})
 ), parts AS (
     -- the fields from the header alone (one followed by neither a space nor the end is no entry: f is NULL), the
     -- message as the rest after that space. The header's first six fields are single-space separated and hold no
@@ -211,16 +214,16 @@ FROM texts
 -- CloudWatch's export to S3 (milliseconds). A line without the time continues a multi-line message.
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
-CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
+CREATE OR REPLACE TEMP VIEW {ident:pieces} AS
 WITH entries AS (
     -- only the stamp is captured: the line is the rest after its space
     SELECT line,
            regexp_extract(line, '^([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})) ', 1) AS stamp
-    FROM {frag:lines}(:path, :delim)
+    FROM {frag:lines}({lit:path}, {lit:delim})
 )
 SELECT '' AS chain, CASE WHEN stamp = '' THEN line ELSE substring(line, length(stamp) + 2) END AS text, true AS complete,
        mm_ts(nullif(stamp, '')) AS ts, NULL::VARCHAR AS stream, NULL::VARCHAR AS host, NULL::VARCHAR AS unit,
-       CASE WHEN stamp <> '' THEN :container END AS container, NULL::VARCHAR AS pid
+       CASE WHEN stamp <> '' THEN {lit:container} END AS container, NULL::VARCHAR AS pid
 FROM entries
 
 -- name: envelope_python_logging
@@ -230,11 +233,11 @@ FROM entries
 -- than the whole unwrapping should). The stamp is cast directly: it is an ISO time, never an epoch (mm_ts).
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
-CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
+CREATE OR REPLACE TEMP VIEW {ident:pieces} AS
 WITH entries AS (
     SELECT line,
            regexp_extract(line, '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2},[0-9]{3}') AS stamp
-    FROM {frag:lines}(:path, :delim)
+    FROM {frag:lines}({lit:path}, {lit:delim})
 ), rests AS (
     -- the stamp holds no brace and the prefix trim takes none: the line's JSON tail is its rest's
     SELECT *, ltrim(substring(line, length(stamp) + 1), ' :-') AS rest, mm_json_tail(line) AS tail FROM entries
@@ -252,12 +255,12 @@ FROM tails
 -- stamp has a zone); the record is its key=value pairs (or a JSON object).
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
-CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
+CREATE OR REPLACE TEMP VIEW {ident:pieces} AS
 WITH entries AS (
     -- the header is matched alone and its stamp taken from it: the rest is the line after it
     SELECT line,
            regexp_extract(line, '^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})? +\[ *[A-Za-z]+ *\] ?') AS head
-    FROM {frag:lines}(:path, :delim)
+    FROM {frag:lines}({lit:path}, {lit:delim})
 ), parts AS (
     SELECT line, regexp_extract(head, '^([0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?) +\[ *[A-Za-z]+ *\] ?$', 1) AS stamp,
            substring(line, length(head) + 1) AS rest
@@ -275,11 +278,11 @@ FROM tails
 -- object (the record); a message of key=value pairs is read too.
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
-CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
+CREATE OR REPLACE TEMP VIEW {ident:pieces} AS
 WITH entries AS (
     -- the header is matched alone and its stamp taken from it: the rest is the line after it
     SELECT line, regexp_extract(line, '^[0-9][^\t]*\t[A-Za-z]+\t') AS head
-    FROM {frag:lines}(:path, :delim)
+    FROM {frag:lines}({lit:path}, {lit:delim})
 ), parts AS (
     SELECT line, regexp_extract(head, '^([0-9][^\t]*)\t', 1) AS stamp, substring(line, length(head) + 1) AS rest
     FROM entries
@@ -296,11 +299,11 @@ FROM tails
 -- (`time="…" level=… msg="…" key=value …`): the record is the pairs after msg.
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
-CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
+CREATE OR REPLACE TEMP VIEW {ident:pieces} AS
 WITH entries AS (
     -- the header is matched alone and its time taken from it: the record is the line after it
     SELECT line, regexp_extract(line, '^time=(?:"[^"]*"|\S+) level=\S+ (?:source=\S+ )?msg=(?:"(?:[^"\\]|\\.)*"|\S*) ?') AS head
-    FROM {frag:lines}(:path, :delim)
+    FROM {frag:lines}({lit:path}, {lit:delim})
 ), parts AS (
     SELECT line, regexp_extract(head, '^time=("[^"]*"|\S+) level=\S+ (?:source=\S+ )?msg=(?:"(?:[^"\\]|\\.)*"|\S*) ?$', 1) AS stamp,
            substring(line, length(head) + 1) AS rest
@@ -316,14 +319,14 @@ FROM parts
 -- labels give the stream, host, pod or container, and app, service or job.
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
-CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
+CREATE OR REPLACE TEMP VIEW {ident:pieces} AS
 WITH entries AS (
     SELECT line,
            CASE WHEN starts_with(line, '{') THEN try(json_extract_string(line, [
                '$.line', '$.timestamp', '$.labels.stream', '$.labels.host', '$.labels.hostname', '$.labels.instance',
                '$.labels.node_name', '$.labels.pod', '$.labels.container', '$.labels.container_name', '$.labels.unit',
                '$.labels.service_name', '$.labels.app', '$.labels.job'])) END AS v
-    FROM {frag:lines}(:path, :delim)
+    FROM {frag:lines}({lit:path}, {lit:delim})
 ), read AS (
     SELECT line, CASE WHEN v[1] IS NOT NULL AND v[2] IS NOT NULL THEN v END AS v FROM entries
 )
@@ -338,7 +341,7 @@ FROM read
 -- name (…/logs/stdout); host, pod or container, and service from the resource's labels.
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
-CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
+CREATE OR REPLACE TEMP VIEW {ident:pieces} AS
 WITH entries AS (
     -- jsonPayload, an object, is rendered as text only where the line may hold it (its key, plain or escaped):
     -- rendering it on every line cost more than the rest of the unwrapping; elsewhere v[2] is a stand-in
@@ -356,7 +359,7 @@ WITH entries AS (
                '$.resource.labels.instance_id', '$.resource.labels.pod_name', '$.resource.labels.container_name',
                '$.resource.labels.service_name', '$.resource.labels.job_name', '$.resource.labels.function_name',
                '$.insertId'])) END AS v
-    FROM {frag:lines}(:path, :delim)
+    FROM {frag:lines}({lit:path}, {lit:delim})
 ), read AS (
     SELECT line, json_payload, CASE WHEN v[5] IS NOT NULL OR v[14] IS NOT NULL THEN v END AS v FROM entries
 )
@@ -370,21 +373,21 @@ FROM read
 -- name: envelope_cloudwatch
 -- AWS CloudWatch Logs events (`aws logs filter-log-events` / `get-log-events` pages through
 -- envelope_document_entries, or one event per line): message, timestamp in milliseconds, logStreamName (else
--- :container, from the file's path).
+-- {lit:container}, from the file's path).
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
-CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
+CREATE OR REPLACE TEMP VIEW {ident:pieces} AS
 WITH entries AS (
     SELECT line,
            CASE WHEN starts_with(line, '{') THEN try(json_extract_string(line, [
                '$.message', '$.timestamp', '$.logStreamName', '$.logGroupName'])) END AS v
-    FROM {frag:lines}(:path, :delim)
+    FROM {frag:lines}({lit:path}, {lit:delim})
 ), read AS (
     SELECT line, CASE WHEN v[1] IS NOT NULL AND v[2] IS NOT NULL THEN v END AS v FROM entries
 )
 SELECT '' AS chain, CASE WHEN v IS NULL THEN line ELSE v[1] END AS text, true AS complete,
        mm_ts(v[2]) AS ts, NULL::VARCHAR AS stream, NULL::VARCHAR AS host, v[4] AS unit,
-       CASE WHEN v IS NOT NULL THEN coalesce(v[3], :container) END AS container, NULL::VARCHAR AS pid
+       CASE WHEN v IS NOT NULL THEN coalesce(v[3], {lit:container}) END AS container, NULL::VARCHAR AS pid
 FROM read
 
 -- name: envelope_datadog
@@ -392,14 +395,14 @@ FROM read
 -- key=value pairs), else the parsed `attributes`; `date` (or `timestamp`), `host`, `service`.
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
-CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
+CREATE OR REPLACE TEMP VIEW {ident:pieces} AS
 WITH entries AS (
     -- `attributes`, an object, is rendered as text (another parse of the line) only where it is needed: where
     -- the message is missing or is no record; rendering it on every line cost more than the rest of the block
     SELECT line,
            CASE WHEN starts_with(line, '{') THEN try(json_extract_string(line, [
                '$.message', '$.date', '$.timestamp', '$.host', '$.service'])) END AS v
-    FROM {frag:lines}(:path, :delim)
+    FROM {frag:lines}({lit:path}, {lit:delim})
 ), kept AS (
     SELECT line, v, CASE WHEN v IS NOT NULL AND NOT coalesce(mm_record_like(v[1]), false)
                          THEN json_extract_string(line, '$.attributes') END AS attributes
@@ -419,13 +422,13 @@ FROM read
 -- one, else the document itself; @timestamp, host.name, container or pod, service.name.
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
-CREATE OR REPLACE TEMP TABLE {ident:pieces} AS
+CREATE OR REPLACE TEMP VIEW {ident:pieces} AS
 WITH entries AS (
     -- a hit (`_source` present) is read through its _source: one parse of the line each way, and the document is
     -- rendered as text (the record when no message is one) only where it is needed; extracting _source and
     -- rendering it on every line cost more than the rest of the block
     SELECT line, CASE WHEN starts_with(line, '{') THEN try(json_exists(line, '$._source')) END AS hit
-    FROM {frag:lines}(:path, :delim)
+    FROM {frag:lines}({lit:path}, {lit:delim})
 ), read AS (
     SELECT line, hit,
            CASE WHEN hit THEN try(json_extract_string(line, [
@@ -445,14 +448,39 @@ SELECT '' AS chain,
        coalesce(v[8], v[7]) AS container, NULL::VARCHAR AS pid
 FROM read
 
+-- name: envelope_flat_lines
+-- The inner lines when every piece is one whole line, straight from the envelope's view {ident:pieces}: the
+-- parser reads the file through it once, and a line's number is its staged row's (env.line_no NULL: see
+-- events_part_enveloped). A piece that holds a newline (a multi-line message) or leaves its line unfinished ends
+-- the read there with the error {lit:again}, and envelopes.stage reads the file again from its pieces written down
+-- (envelope_kept_pieces). The staged table keeps every line's env, so no row escapes the check.
+-- dialect: duckdb
+CREATE OR REPLACE TEMP VIEW {ident:unwrapped} AS
+SELECT text AS line,
+       struct_pack(line_no := CASE WHEN NOT complete OR contains(text, chr(10)) THEN error({lit:again}) END::BIGINT,
+                   ts := ts, stream := stream, host := host, unit := unit, container := container, pid := pid,
+                   worker := coalesce(container, host, unit), cut := false) AS env
+FROM {ident:pieces}
+
+-- name: envelope_flat_entries
+-- How many entries a file staged through envelope_flat_lines has: a staged row each.
+-- dialect: duckdb
+SELECT count(*) AS entries FROM {ident:staged}
+
+-- name: envelope_kept_pieces
+-- The envelope's pieces written down ({ident:kept}), in the file's order, to be joined or split (a piece's place is
+-- its rowid).
+-- dialect: duckdb
+CREATE OR REPLACE TEMP TABLE {ident:kept} AS SELECT * FROM {ident:pieces}
+
 -- name: envelope_partial_pieces
 -- How many pieces leave their line unfinished before the file's last entry (then pieces must be joined), how
 -- many leave it unfinished at all, and how many entries there are. A piece's place is its rowid (see
 -- envelope_lines).
 -- dialect: duckdb
-SELECT count(*) FILTER (WHERE NOT complete AND rowid < (SELECT max(rowid) FROM {ident:pieces})) AS partial,
+SELECT count(*) FILTER (WHERE NOT complete AND rowid < (SELECT max(rowid) FROM {ident:kept})) AS partial,
        count(*) FILTER (WHERE NOT complete) AS incomplete, count(*) AS entries
-FROM {ident:pieces}
+FROM {ident:kept}
 
 -- name: envelope_lines
 -- The inner lines of pieces that need no joining, in order: a piece holding newlines (a multi-line journald
@@ -466,7 +494,7 @@ CREATE OR REPLACE VIEW {ident:unwrapped} AS
 SELECT unnest(CASE WHEN contains(text, chr(10)) THEN string_split(rtrim(text, chr(10)), chr(10)) ELSE [text] END) AS line,
        struct_pack(line_no := rowid + 1, ts := ts, stream := stream, host := host, unit := unit, container := container,
                    pid := pid, worker := coalesce(container, host, unit), cut := NOT complete) AS env
-FROM {ident:pieces}
+FROM {ident:kept}
 
 -- name: envelope_joined_lines
 -- The inner lines when pieces must be joined: consecutive pieces of one chain (stream) make one line, up to and
@@ -475,7 +503,7 @@ FROM {ident:pieces}
 -- dialect: duckdb
 CREATE OR REPLACE TEMP TABLE {ident:unwrapped} AS
 WITH pieces AS (
-    SELECT rowid + 1 AS line_no, * FROM {ident:pieces}
+    SELECT rowid + 1 AS line_no, * FROM {ident:kept}
 ), marked AS (
     SELECT *, coalesce(lag(NOT complete) OVER (PARTITION BY chain ORDER BY line_no), false) AS continues
     FROM pieces
@@ -539,14 +567,19 @@ WHERE cut
 -- Records, skipped lines and the first skipped entries of a staged file read through an envelope.
 -- dialect: duckdb
 SELECT count(*) FILTER (WHERE problem IS NULL) AS records, count(*) FILTER (WHERE problem IS NOT NULL) AS skipped,
-       (list(DISTINCT env.line_no ORDER BY env.line_no) FILTER (WHERE problem IS NOT NULL))[1:10] AS first
+       (list(DISTINCT coalesce(env.line_no, rowid + 1) ORDER BY coalesce(env.line_no, rowid + 1))
+            FILTER (WHERE problem IS NOT NULL))[1:10] AS first
 FROM {ident:staged}
 
 -- name: envelope_drop
--- Forget the intermediate tables and view of a file read through an envelope ({frag:relation}: how its inner
--- lines were kept).
+-- Forget the intermediate view and tables of a file read through an envelope.
+-- dialect: duckdb
+DROP VIEW IF EXISTS {ident:pieces};
+DROP TABLE IF EXISTS {ident:kept};
+DROP TABLE IF EXISTS {ident:entries}
+
+-- name: envelope_drop_lines
+-- Forget the inner lines of a file read through an envelope ({frag:relation}: how they were kept).
 -- dialect: duckdb
 -- fragments: relation=VIEW|TABLE
-DROP {frag:relation} IF EXISTS {ident:unwrapped};
-DROP TABLE IF EXISTS {ident:pieces};
-DROP TABLE IF EXISTS {ident:entries}
+DROP {frag:relation} IF EXISTS {ident:unwrapped}

@@ -476,9 +476,10 @@ FROM {ident:staged} WHERE problem IS NOT NULL
 
 -- name: events_part_enveloped
 -- Template: the records of a staged file read through an envelope, numbered by the file's line (or the entry of
--- its JSON document) each came from, with their envelope.
+-- its JSON document) each came from (env.line_no, or the staged row's own number where each entry was one line:
+-- envelope_flat_lines), with their envelope.
 -- dialect: duckdb
-SELECT {lit:file_id} AS file_id, env.line_no AS line_no, ts, event, worker, incarnation, campaign, step, recipient,
+SELECT {lit:file_id} AS file_id, coalesce(env.line_no, rowid + 1) AS line_no, ts, event, worker, incarnation, campaign, step, recipient,
        candidate, msg_id, shard, lease_s, test_id, variant, status, attempt, error, count, recipient_raw, line AS raw,
        struct_pack(ts := env.ts, stream := env.stream, host := env.host, unit := env.unit,
                    container := env.container, pid := env.pid) AS envelope
@@ -487,7 +488,7 @@ FROM {ident:staged} WHERE problem IS NULL
 -- name: skipped_part_enveloped
 -- Template: the lines inside a staged file's envelope that are not records, numbered like events_part_enveloped.
 -- dialect: duckdb
-SELECT {lit:file_id} AS file_id, env.line_no AS line_no, problem AS reason, line AS text, ts
+SELECT {lit:file_id} AS file_id, coalesce(env.line_no, rowid + 1) AS line_no, problem AS reason, line AS text, ts
 FROM {ident:staged} WHERE problem IS NOT NULL
 
 -- name: events_part_of_many

@@ -5,7 +5,7 @@ Placeholders say what they hold, and each kind is filled one way only:
 
     {ident:x}    one identifier, always quoted: "x" ("schema"."table" for a tuple of names)
     {idents:x}   a list of identifiers, comma-separated, each quoted as above
-    {lit:x}      a string or integer literal ('it''s', 42): only where a parameter cannot go
+    {lit:x}      a string or integer literal ('it''s', 42; NULL for None): only where a parameter cannot go
                  (a view's body, a regex that must be constant)
     {frag:x}     one of the choices of the block's `-- fragments: x=A|B` line: a keyword given
                  as text, or a Fragment (`queries.fragment`) made from a block named there
@@ -114,7 +114,9 @@ def quote_ident(value, where: str = "identifier") -> str:
 
 
 def quote_literal(value, where: str = "literal") -> str:
-    """A text as a standard SQL string literal, or an integer."""
+    """A text as a standard SQL string literal, an integer, or NULL for None (a view's optional value)."""
+    if value is None:
+        return "NULL"
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
     if not isinstance(value, str) or "\x00" in value:

@@ -35,7 +35,8 @@ IDENTS = {"staged": "staged_1", "provider_table": "provider_sends", "log_sends":
           "email": "email", "status": "status", "claimed_by": "claimed_by", "claimed_at": "claimed_at",
           "claim_token": "claim_token", "sequence": "mailmortem_fencing_seq", "key_column": "lead_id",
           "cols": ["status", "claimed_by"], "r_cols": [("r", "status"), ("r", "claimed_by")], "candidate": "NULL",
-          "pieces": "staged_1_pieces", "unwrapped": "staged_1_lines", "entries": "staged_1_entries",
+          "pieces": "staged_1_pieces", "kept": "staged_1_kept", "unwrapped": "staged_1_lines",
+          "entries": "staged_1_entries",
           "as_json": "staged_1_as_json", "as_logfmt": "staged_1_as_logfmt",
           "tokens": "staged_1_tokens", "tokenize": "mm_tokenize_staged_1", "dictionary": "mm_workers", "code": "w", "column": "worker"}
 
@@ -73,16 +74,17 @@ def duckdb_schema():
 
 
 def _envelope_tables(con) -> None:
-    """What the envelope blocks read, made by the envelope code from fixtures: a Docker log's pieces, its inner
-    lines (a view) parsed both ways, and the entries of a CloudWatch page."""
+    """What the envelope blocks read, made by the envelope code from fixtures: a Docker log's pieces (a view, and
+    written down), its inner lines (a view) parsed both ways, and the entries of a CloudWatch page."""
     from forensics.ingest import envelopes, parsers
     from forensics.ingest.fields import FieldMap
     from forensics.ingest.sources import Source
 
-    tables = {"entries": IDENTS["entries"], "pieces": IDENTS["pieces"], "unwrapped": IDENTS["unwrapped"]}
+    tables = {name: IDENTS[name] for name in ("entries", "pieces", "kept", "unwrapped")}
     docker = next(ENVELOPES.glob("docker/containers/*/*-json.log"))
     found = envelopes.file_params(envelopes.detect_envelope(docker.read_bytes(), str(docker)), str(docker), 2026)
     envelopes._pieces(con, found, Source(str(docker), "docker", False), parsers.LINE_DELIM, tables)
+    queries.run(con, "envelope_kept_pieces", **tables)
     queries.run(con, "envelope_lines", **tables)
     lines = Source(IDENTS["unwrapped"], "docker", False)
     parsers.parse_jsonl(con, lines, IDENTS["as_json"], b"", FieldMap(), False, "mm_unwrapped")
@@ -144,12 +146,18 @@ def values(name: str) -> dict:
         found["events"] = load.view_parts([1], ["staged_2"], [3])["events"]
     if name in ("stage_logfmt_tokens", "stage_jsonl_tokens"):
         found["env"] = "mm_no_envelope()"
-    if name == "envelope_drop":
+    if name == "envelope_drop_lines":
         found["relation"] = "VIEW"
-    if name == "envelope_syslog":
-        from forensics.ingest.envelopes import ENVELOPES
+    if name.startswith("envelope_"):  # what the envelope's view is given as literals (envelopes._pieces)
+        from forensics.ingest.envelopes import NOT_FLAT
 
-        found.update(ENVELOPES["syslog"].shape)
+        literals = {"path": str(next(ENVELOPES.glob("docker/containers/*/*-json.log"))), "delim": parsers.LINE_DELIM,
+                    "container": None, "unit": None, "year": 2026, "last_month": 12, "again": NOT_FLAT}
+        found.update({key: value for key, value in literals.items() if key in wanted})
+    if name == "envelope_syslog":
+        from forensics.ingest import envelopes
+
+        found.update(envelopes.ENVELOPES["syslog"].shape)
     if "lines" in wanted:
         found["lines"] = "mm_lines"
     if "zone" in wanted:

@@ -222,6 +222,7 @@ def test_literal_quoting(install):
     con = duckdb.connect()
     assert queries.one(con, "t_lit", v="it's '; --") == {"v": "it's '; --"}
     assert queries.one(con, "t_lit", v=7) == {"v": 7}
+    assert queries.one(con, "t_lit", v=None) == {"v": None}
     with pytest.raises(QueryError, match="is not a text or an integer"):
         queries.sql(con, "t_lit", v=True)
 

@@ -289,38 +289,73 @@ class Unwrapped:
 
 
 Parse = Callable[[str, Source, bytes, str], None]  # (syntax, lines, head, staged table): the file's parser
+NOT_FLAT = "mailmortem: an envelope's entry is not one whole line"  # envelope_flat_lines' error: read the pieces
 
 
 def stage(con, found: Found, source: Source, staged: str, syntax: str | None, delim: str, parse: Parse) -> Unwrapped:
-    """Take the envelope off `source` and parse the lines inside into `staged` (with their envelope, `env`)."""
-    tables = {"entries": f"{staged}_entries", "pieces": f"{staged}_pieces", "unwrapped": f"{staged}_lines"}
-    relation = "VIEW"
+    """Take the envelope off `source` and parse the lines inside into `staged` (with their envelope, `env`): straight
+    from the envelope's view when every entry is one whole line, else from its pieces written down, joined or split."""
+    tables = {"entries": f"{staged}_entries", "pieces": f"{staged}_pieces", "kept": f"{staged}_kept",
+              "unwrapped": f"{staged}_lines"}
     try:
-        entries, partial, incomplete = _pieces(con, found, source, delim, tables)
-        relation = "TABLE" if partial else "VIEW"
+        _pieces(con, found, source, delim, tables)
+        return (_read_flat(con, tables, source, staged, syntax, parse)
+                or _read_kept(con, tables, source, staged, syntax, parse))
+    finally:
+        queries.script(con, "envelope_drop", **tables)
+
+
+def _pieces(con, found: Found, source: Source, delim: str, tables: dict) -> None:
+    """The file's entries as the envelope's view of pieces (a JSON document's entries written down first)."""
+    values = {**found.params, "path": source.path, "delim": delim}
+    lines = "mm_lines"
+    if found.document:
+        queries.run(con, "envelope_document_entries", {"path": source.path, "items": found.envelope.items},
+                    entries=tables["entries"])
+        lines, values["path"] = "mm_entries", tables["entries"]
+    queries.run(con, found.envelope.block, pieces=tables["pieces"], lines=lines, **values, **dict(found.envelope.shape))
+
+
+def _read_flat(con, tables: dict, source: Source, staged: str, syntax: str | None, parse: Parse) -> Unwrapped | None:
+    """The inner lines parsed straight from the pieces' view; None (nothing left in `staged`) when an entry is not
+    one whole line (envelope_flat_lines stops the read there)."""
+    try:
+        queries.run(con, "envelope_flat_lines", again=NOT_FLAT, **tables)
+        sample, inner = _inner(con, tables["unwrapped"], syntax)
+        _parse_inner(con, inner, Source(tables["unwrapped"], source.label, False), sample, staged, parse)
+    except Exception as exc:  # raised inside DuckDB, in whatever class the reading wraps it
+        if NOT_FLAT not in str(exc):
+            raise
+        queries.run(con, "drop_staged", staged=staged)
+        return None
+    finally:
+        queries.run(con, "envelope_drop_lines", relation="VIEW", unwrapped=tables["unwrapped"])
+    [entries] = queries.run(con, "envelope_flat_entries", staged=staged).fetchone()
+    return Unwrapped("+".join(inner), entries, sample)
+
+
+def _read_kept(con, tables: dict, source: Source, staged: str, syntax: str | None, parse: Parse) -> Unwrapped:
+    """The inner lines of the pieces written down: joined where a piece leaves its line unfinished, split at
+    newlines, a last line never finished marked (mark_truncated_row)."""
+    queries.run(con, "envelope_kept_pieces", **tables)
+    partial, incomplete, entries = queries.run(con, "envelope_partial_pieces", **tables).fetchone()
+    relation = "TABLE" if partial else "VIEW"
+    try:
         queries.run(con, "envelope_joined_lines" if partial else "envelope_lines", **tables)
-        sample = [row[0] for row in queries.run(con, "envelope_inner_sample", unwrapped=tables["unwrapped"]).fetchall()]
-        inner = [syntax] if syntax else inner_syntaxes(sample)
+        sample, inner = _inner(con, tables["unwrapped"], syntax)
         _parse_inner(con, inner, Source(tables["unwrapped"], source.label, False), sample, staged, parse)
         cut = queries.run(con, "envelope_cut_rows", unwrapped=tables["unwrapped"]).fetchall() if incomplete else []
     finally:
-        queries.script(con, "envelope_drop", relation=relation, **tables)
+        queries.run(con, "envelope_drop_lines", relation=relation, unwrapped=tables["unwrapped"])
     for row, text in cut:
         queries.run(con, "mark_truncated_row", {"row": row, "text": text}, staged=staged)
     return Unwrapped("+".join(inner), entries, sample)
 
 
-def _pieces(con, found: Found, source: Source, delim: str, tables: dict) -> tuple[int, int, int]:
-    """The file's entries as pieces: (entries, pieces to join, pieces never finished)."""
-    params = {**found.params, "path": source.path, "delim": delim}
-    lines = "mm_lines"
-    if found.document:
-        queries.run(con, "envelope_document_entries", {"path": source.path, "items": found.envelope.items},
-                    entries=tables["entries"])
-        lines, params["path"] = "mm_entries", tables["entries"]
-    queries.run(con, found.envelope.block, params, pieces=tables["pieces"], lines=lines, **dict(found.envelope.shape))
-    partial, incomplete, entries = queries.run(con, "envelope_partial_pieces", pieces=tables["pieces"]).fetchone()
-    return entries, partial, incomplete
+def _inner(con, unwrapped: str, syntax: str | None) -> tuple[list[str], list[str]]:
+    """The first inner lines, and the syntaxes of the records among them (`syntax` when given)."""
+    sample = [row[0] for row in queries.run(con, "envelope_inner_sample", unwrapped=unwrapped).fetchall()]
+    return sample, [syntax] if syntax else inner_syntaxes(sample)
 
 
 def inner_syntaxes(sample: list[str]) -> list[str]:

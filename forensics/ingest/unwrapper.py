@@ -152,9 +152,9 @@ def _head(first, found: Found):
     """The first range's inner lines as envelope_lines has them (line, env), for the samples."""
     import pyarrow as pa
 
-    rows, _flags, cols, what, ts, line_no = first
+    rows, _flags, cols, what, ts = first
     lines = _text_array(rows, cols[0])
-    env = _env(rows, cols, what, ts, line_no, 0, found)
+    env = _env(rows, cols, what, ts, found)
     return pa.table({"line": _as_duckdb_line(lines, what), "env": env})
 
 
@@ -190,7 +190,7 @@ def _batches(mapped, ranges, kind, reader, read: _Read) -> Iterator:
                 except _Deferred:
                     read.deferred = True
                     raise
-                yield reader.batch(rows, parts, read.rows)
+                yield reader.batch(rows, parts)
                 read.rows += rows
             sources.drop_pages(mapped, *ranges[index])
 
@@ -225,12 +225,12 @@ class _Logfmt:
             raise _Deferred  # an inner line over the tokenizer's limit
         return tokens
 
-    def batch(self, rows: int, parts, first_row: int):
+    def batch(self, rows: int, parts):
         """The tokens of a half range with the line and its `env`, in tokenizer.schema()'s order."""
         unwrapped, (_n, _tflags, problem, cols, tts) = parts
         tokens = tokenizer._batch(rows, problem, cols, tts)
         line = _text_array(rows, unwrapped[2][0]) if self.keep_raw else tokens.column(0)
-        return _enveloped(self.schema, unwrapped, line, tokens.columns[1:], first_row, self.found)
+        return _enveloped(self.schema, unwrapped, line, tokens.columns[1:], self.found)
 
     def stage(self, con, staged: str, tokens: str) -> None:
         queries.script(con, "stage_logfmt_tokens", {"keep_raw": self.keep_raw}, staged=staged, tokens=tokens,
@@ -255,25 +255,24 @@ class _Jsonl:
             raise _Deferred  # an inner line over the reader's limit (DuckDB's path then reads them by SQL)
         return result
 
-    def batch(self, rows: int, parts, first_row: int):
+    def batch(self, rows: int, parts):
         """The reader's columns of a half range with the line and its `env`, in jsontokenizer.schema()'s order."""
         unwrapped, (_n, _seen, codes, cols, jts) = parts
         read = jsontokenizer._batch(rows, codes, cols, jts)
-        return _enveloped(self.schema, unwrapped, _text_array(rows, unwrapped[2][0]), read.columns[1:], first_row,
-                          self.found)
+        return _enveloped(self.schema, unwrapped, _text_array(rows, unwrapped[2][0]), read.columns[1:], self.found)
 
     def stage(self, con, staged: str, tokens: str) -> None:
         queries.run(con, "stage_jsonl_tokens", self.params, staged=staged, tokens=tokens, picks=self.picks,
                     env="env")
 
 
-def _enveloped(schema, unwrapped, line, columns: list, first_row: int, found: Found):
+def _enveloped(schema, unwrapped, line, columns: list, found: Found):
     """A batch of `schema`: the inner line as the DuckDB path has it, a reader's `columns`, and each line's env
     (`unwrapped`: the C module's reading of the half range)."""
     import pyarrow as pa
 
-    rows, _flags, cols, what, ts, line_no = unwrapped
-    arrays = [_as_duckdb_line(line, what), *columns, _env(rows, cols, what, ts, line_no, first_row, found)]
+    rows, _flags, cols, what, ts = unwrapped
+    arrays = [_as_duckdb_line(line, what), *columns, _env(rows, cols, what, ts, found)]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
@@ -306,23 +305,22 @@ def _codes(what, rows: int):
     return pa.Array.from_buffers(pa.int8(), rows, [None, pa.py_buffer(what)])
 
 
-def _env(rows: int, cols, what, ts, line_no, first_row: int, found: Found):
-    """envelope_lines' `env` of each line: its number in the file, and for an entry its time, stream, and the
-    host, unit, container and pid its line names, else (FROM_PATH) the file's path does; nothing but the number
-    for a line that is no entry."""
+def _env(rows: int, cols, what, ts, found: Found):
+    """envelope_flat_lines' `env` of each line: for an entry its time, stream, and the host, unit, container and
+    pid its line names, else (FROM_PATH) the file's path does; nothing for a line that is no entry. Its number
+    (line_no) is left NULL: each row is one line of the file, numbered by its staged row."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     codes = _codes(what, rows)
     entry = pc.not_equal(codes, 0)
     ts_valid, ts_data, ts_nulls = ts
-    numbers = pa.Array.from_buffers(pa.int64(), rows, [None, pa.py_buffer(line_no)])
     provenance = dict(zip(PROVENANCE, (_text_array(rows, column) for column in cols[1:])))
     for name in FROM_PATH.get(found.name, ()):
         provenance[name] = pc.coalesce(provenance[name], pc.if_else(
             entry, pa.scalar(found.params.get(name), pa.string()), pa.scalar(None, pa.string())))
     fields = {
-        "line_no": pc.add(numbers, first_row + 1),
+        "line_no": pa.nulls(rows, pa.int64()),
         "ts": pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), rows, [pa.py_buffer(ts_valid), pa.py_buffer(ts_data)],
                                     null_count=ts_nulls),
         "stream": pc.take(pa.array(STREAMS, pa.string()), codes),
