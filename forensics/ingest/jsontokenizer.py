@@ -162,10 +162,10 @@ def _batch(rows: int, codes: bytes, cols: list, ts: tuple):
 
 def stage_lines(con, lines: str, staged: str, plan: Plan, params: dict, picks: list) -> bool:
     """Read the inner lines of an envelope (`lines`: the view or table of `line` and `env` that
-    queries/envelopes.sql's envelope_lines or envelope_joined_lines made) into `staged`, each row keeping its
-    envelope, as tokenizer.stage_lines reads logfmt ones: DuckDB hands the C module each vector of lines through a
-    function of this connection and gets its columns back as a struct beside the line and its `env`; the lines it
-    defers are read by SQL there (`params` and `picks` as for stage). False when a line is over the reader's
+    queries/envelopes.sql's envelope_flat_lines, envelope_lines or envelope_joined_lines made) into `staged`, each row
+    keeping its envelope, as tokenizer.stage_lines reads logfmt ones: DuckDB hands the C module each vector of lines
+    through a function of this connection and gets its columns back as a struct beside the line and its `env`; the
+    lines it defers are read by SQL there (`params` and `picks` as for stage). False when a line is over the reader's
     limit: the caller reads the lines through the SQL path then."""
     import queries
 

@@ -331,8 +331,8 @@ class LongLine(Exception):
 
 def stage_lines(con, lines: str, staged: str, keys: list[list[bytes]], keep_raw: bool) -> bool:
     """Parse the inner lines of an envelope (`lines`: the view or table of `line` and `env` that
-    queries/envelopes.sql's envelope_lines or envelope_joined_lines made) into `staged`, each row keeping its
-    envelope. DuckDB hands the tokenizer each vector of lines as an Arrow array, through a function of this
+    queries/envelopes.sql's envelope_flat_lines, envelope_lines or envelope_joined_lines made) into `staged`, each row
+    keeping its envelope. DuckDB hands the tokenizer each vector of lines as an Arrow array, through a function of this
     connection called from its own threads, and gets the columns back as a struct beside the line and its
     `env` (line_tokens): nothing leaves DuckDB but the lines, and the rows stay aligned. False when a line is
     over the tokenizer's limit: the caller reads the lines through the SQL path then."""

@@ -149,7 +149,7 @@ def _unwrapped(buffer, start: int, end: int, kind: int, found: Found):
 
 
 def _head(first, found: Found):
-    """The first range's inner lines as envelope_lines has them (line, env), for the samples."""
+    """The first range's inner lines as envelope_flat_lines has them (line, env), for the samples."""
     import pyarrow as pa
 
     rows, _flags, cols, what, ts = first
