@@ -105,7 +105,7 @@ SELECT coalesce(v[2], '') AS chain,
             WHEN ends_with(v[1], chr(10)) THEN substring(v[1], 1, length(v[1]) - 1) ELSE coalesce(v[1], '') END AS text,
        v IS NULL OR v[1] IS NULL OR ends_with(v[1], chr(10)) AS complete, mm_ts(v[3]) AS ts, v[2] AS stream,
        NULL::VARCHAR AS host, NULL::VARCHAR AS unit,
-       CASE WHEN v IS NOT NULL THEN coalesce(v[4], {lit:container}) END AS container, NULL::VARCHAR AS pid
+       CASE WHEN v IS NOT NULL THEN coalesce(v[4], {lit:container}::VARCHAR) END AS container, NULL::VARCHAR AS pid
 FROM read
 
 -- name: envelope_cri
@@ -127,8 +127,8 @@ WITH entries AS (
 )
 SELECT coalesce(m.stream, '') AS chain, CASE WHEN m.stream = '' THEN line ELSE substring(line, length(head) + 2) END AS text,
        coalesce(m.tag, '') <> 'P' AS complete, mm_ts(nullif(m.ts, '')) AS ts, nullif(m.stream, '') AS stream,
-       NULL::VARCHAR AS host, CASE WHEN m.stream <> '' THEN {lit:unit} END AS unit,
-       CASE WHEN m.stream <> '' THEN {lit:container} END AS container, NULL::VARCHAR AS pid
+       NULL::VARCHAR AS host, CASE WHEN m.stream <> '' THEN {lit:unit}::VARCHAR END AS unit,
+       CASE WHEN m.stream <> '' THEN {lit:container}::VARCHAR END AS container, NULL::VARCHAR AS pid
 FROM parts
 
 -- name: envelope_journald
@@ -223,7 +223,7 @@ WITH entries AS (
 )
 SELECT '' AS chain, CASE WHEN stamp = '' THEN line ELSE substring(line, length(stamp) + 2) END AS text, true AS complete,
        mm_ts(nullif(stamp, '')) AS ts, NULL::VARCHAR AS stream, NULL::VARCHAR AS host, NULL::VARCHAR AS unit,
-       CASE WHEN stamp <> '' THEN {lit:container} END AS container, NULL::VARCHAR AS pid
+       CASE WHEN stamp <> '' THEN {lit:container}::VARCHAR END AS container, NULL::VARCHAR AS pid
 FROM entries
 
 -- name: envelope_python_logging
@@ -387,7 +387,7 @@ WITH entries AS (
 )
 SELECT '' AS chain, CASE WHEN v IS NULL THEN line ELSE v[1] END AS text, true AS complete,
        mm_ts(v[2]) AS ts, NULL::VARCHAR AS stream, NULL::VARCHAR AS host, v[4] AS unit,
-       CASE WHEN v IS NOT NULL THEN coalesce(v[3], {lit:container}) END AS container, NULL::VARCHAR AS pid
+       CASE WHEN v IS NOT NULL THEN coalesce(v[3], {lit:container}::VARCHAR) END AS container, NULL::VARCHAR AS pid
 FROM read
 
 -- name: envelope_datadog

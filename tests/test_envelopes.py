@@ -138,6 +138,17 @@ def test_a_multi_line_journald_message_gives_a_line_each_numbered_by_its_entry(t
     assert case.inputs[0].lines == 4
 
 
+def test_an_envelope_s_provenance_is_text_where_the_file_s_path_names_none(tmp_path, monkeypatch):
+    """The envelope's view takes the path's container and unit as literals: NULL ones stay typed VARCHAR."""
+    monkeypatch.setenv("MAILMORTEM_PARSER", "sql")
+    log = tmp_path / "cri.log"
+    log.write_text(f"2026-11-28T09:00:00.000000000Z stdout F {A}\n", encoding="utf-8")
+    con = read(tmp_path, log).con
+    [env] = con.execute("SELECT DISTINCT data_type FROM duckdb_columns() WHERE column_name = 'env'").fetchall()
+    assert env[0] == ("STRUCT(line_no BIGINT, ts TIMESTAMP WITH TIME ZONE, stream VARCHAR, host VARCHAR, unit VARCHAR, "
+                      "container VARCHAR, pid VARCHAR, worker VARCHAR, cut BOOLEAN)")
+
+
 def test_an_envelope_of_whole_lines_is_parsed_straight_from_its_view(tmp_path, monkeypatch):
     """Nothing is written before the staged table when every entry is one line: writing the pieces down cost
     about as much as taking the envelope off."""
