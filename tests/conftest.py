@@ -17,12 +17,6 @@ from click.testing import CliRunner
 REPO = Path(__file__).resolve().parent.parent
 
 
-def pytest_collection_modifyitems(items):
-    """The slow tests first (hypothesis, generated logs through DuckDB): with one worker per core, the longest then
-    run beside the quick ones instead of alone at the end of the run."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
