@@ -530,10 +530,9 @@ static size_t json_ws(const unsigned char *s, size_t n, size_t i) {
 }
 
 static size_t json_string_end(const unsigned char *s, size_t n, size_t i) {
-    for (i++; i < n && s[i] != '"'; i++) {
+    for (i = plain_run(s, n, i + 1); i < n && s[i] != '"'; i = plain_run(s, n, i + 1)) {
         unsigned cp, lo;
-        if (s[i] < 0x20) return 0;
-        if (s[i] != '\\') continue;
+        if (s[i] < 0x20) return 0; /* else a '\\': plain_run stops at nothing else */
         if (++i >= n) return 0;
         if (s[i] != 'u') {
             if (!memchr("\"\\/bfnrt", s[i], 8)) return 0;
