@@ -16,6 +16,7 @@ REPO = Path(__file__).resolve().parent.parent
 SAMPLE_CASE = REPO / "sample_logs" / "ab-contamination"
 FIXTURES = REPO / "tests" / "fixtures" / "providers"
 ENVELOPES = REPO / "tests" / "fixtures" / "envelopes"
+DOCKER_LOG = next(ENVELOPES.glob("docker/containers/*/*-json.log"))  # the envelope blocks' file
 TEST_ID = "subj-2026-11"
 
 # Blocks that create what the others read, run before any block is bound.
@@ -81,9 +82,9 @@ def _envelope_tables(con) -> None:
     from forensics.ingest.sources import Source
 
     tables = {name: IDENTS[name] for name in ("entries", "pieces", "kept", "unwrapped")}
-    docker = next(ENVELOPES.glob("docker/containers/*/*-json.log"))
-    found = envelopes.file_params(envelopes.detect_envelope(docker.read_bytes(), str(docker)), str(docker), 2026)
-    envelopes._pieces(con, found, Source(str(docker), "docker", False), parsers.LINE_DELIM, tables)
+    found = envelopes.file_params(envelopes.detect_envelope(DOCKER_LOG.read_bytes(), str(DOCKER_LOG)),
+                                  str(DOCKER_LOG), 2026)
+    envelopes._pieces(con, found, Source(str(DOCKER_LOG), "docker", False), parsers.LINE_DELIM, tables)
     queries.run(con, "envelope_kept_pieces", **tables)
     queries.run(con, "envelope_lines", **tables)
     lines = Source(IDENTS["unwrapped"], "docker", False)
@@ -151,7 +152,7 @@ def values(name: str) -> dict:
     if name.startswith("envelope_"):  # what the envelope's view is given as literals (envelopes._pieces)
         from forensics.ingest.envelopes import NOT_FLAT
 
-        literals = {"path": str(next(ENVELOPES.glob("docker/containers/*/*-json.log"))), "delim": parsers.LINE_DELIM,
+        literals = {"path": str(DOCKER_LOG), "delim": parsers.LINE_DELIM,
                     "container": None, "unit": None, "year": 2026, "last_month": 12, "again": NOT_FLAT}
         found.update({key: value for key, value in literals.items() if key in wanted})
     if name == "envelope_syslog":
