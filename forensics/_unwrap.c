@@ -126,17 +126,25 @@ static size_t put_utf8(unsigned char *t, unsigned cp) {
     return 4;
 }
 
+#if defined(__SSE2__)
+/* The bytes of w that end a run of plain string bytes: a '"', a '\\' or a control character (c <= 0x1F). */
+static inline int stops16(__m128i w) {
+    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'), control = _mm_set1_epi8(0x1F);
+    __m128i stop = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(w, quote), _mm_cmpeq_epi8(w, backslash)),
+                                _mm_cmpeq_epi8(_mm_min_epu8(w, control), w));
+    return _mm_movemask_epi8(stop);
+}
+#endif
+
+static inline int plain_byte(unsigned char c) { return c != '"' && c != '\\' && c >= 0x20; }
+
 /* Where the run of plain string bytes from s[i] ends (at a '"', a '\\', a control character, or n), sixteen bytes
  * at a time with SSE2 (every x86-64 has it), else eight: most of a JSON entry is such runs, and this loop was the
  * unwrapping's largest cost for the JSON platforms. */
 static size_t plain_run(const unsigned char *s, size_t n, size_t i) {
 #if defined(__SSE2__)
-    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'), control = _mm_set1_epi8(0x1F);
     while (i + 16 <= n) {
-        __m128i w = _mm_loadu_si128((const __m128i *)(s + i));
-        __m128i stop = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(w, quote), _mm_cmpeq_epi8(w, backslash)),
-                                    _mm_cmpeq_epi8(_mm_min_epu8(w, control), w)); /* c <= 0x1F */
-        int mask = _mm_movemask_epi8(stop);
+        int mask = stops16(_mm_loadu_si128((const __m128i *)(s + i)));
         if (mask) return i + (size_t)__builtin_ctz((unsigned)mask);
         i += 16;
     }
@@ -150,24 +158,43 @@ static size_t plain_run(const unsigned char *s, size_t n, size_t i) {
         i += 8;
     }
 #endif
-    while (i < n && s[i] != '"' && s[i] != '\\' && s[i] >= 0x20) i++;
+    while (i < n && plain_byte(s[i])) i++;
     return i;
 }
 
-/* A JSON string at s[*i] (its opening quote), decoded into t (room for its length): the decoded length, or -1
- * for anything this reader does not take (a raw control character, \u0000, a lone surrogate, no end). */
+#define COPY_SLACK 16 /* json_string may write this far past a decoded string's end (Reading.scratch has the room) */
+
+/* The run of plain bytes from s[*j] copied to t + *m (perhaps COPY_SLACK bytes more, overwritten later), both
+ * moved past it: with SSE2 each sixteen bytes are stored as they are scanned, so the short runs between the
+ * escapes of a JSON record inside a string (journald's MESSAGE, Docker's log) cost no call. */
+static inline void copy_run(const unsigned char *s, size_t n, size_t *j, unsigned char *t, size_t *m) {
+    size_t i = *j, k = *m;
+#if defined(__SSE2__)
+    while (i + 16 <= n) {
+        __m128i w = _mm_loadu_si128((const __m128i *)(s + i));
+        _mm_storeu_si128((__m128i *)(t + k), w);
+        int mask = stops16(w);
+        if (mask) {
+            unsigned step = (unsigned)__builtin_ctz((unsigned)mask);
+            *j = i + step, *m = k + step;
+            return;
+        }
+        i += 16, k += 16;
+    }
+#endif
+    while (i < n && plain_byte(s[i])) t[k++] = s[i++];
+    *j = i, *m = k;
+}
+
+/* A JSON string at s[*i] (its opening quote), decoded into t (room for its length and COPY_SLACK): the decoded
+ * length, or -1 for anything this reader does not take (a raw control character, \u0000, a lone surrogate, no
+ * end). */
 static long json_string(const unsigned char *s, size_t n, size_t *i, unsigned char *t) {
     size_t j = *i + 1, m = 0;
-    while (j < n && s[j] != '"') {
-        unsigned c = s[j];
-        if (c < 0x20) return -1;
-        if (c != '\\') { /* a run of plain bytes, copied at once */
-            size_t run = j;
-            j = plain_run(s, n, j);
-            memcpy(t + m, s + run, j - run);
-            m += j - run;
-            continue;
-        }
+    for (;;) {
+        copy_run(s, n, &j, t, &m);
+        if (j >= n || s[j] < 0x20) return -1;
+        if (s[j] == '"') break;
         if (j + 1 >= n) return -1;
         unsigned e = s[j + 1], cp;
         j += 2;
@@ -193,9 +220,26 @@ static long json_string(const unsigned char *s, size_t n, size_t *i, unsigned ch
         default: return -1;
         }
     }
-    if (j >= n) return -1;
     *i = j + 1;
     return (long)m;
+}
+
+#define JSON_FAIL ((size_t)-1)
+
+/* A string at s[i] (its quote): its text in *v, *len (the line's own bytes when it holds no escape, else decoded
+ * into `into`), and where it ends; JSON_FAIL for what json_string does not take. */
+static size_t string_at(const unsigned char *s, size_t n, size_t i, unsigned char *into, const unsigned char **v,
+                        size_t *len) {
+    size_t j = plain_run(s, n, i + 1);
+    if (j < n && s[j] == '"') {
+        *v = s + i + 1, *len = j - i - 1;
+        return j + 1;
+    }
+    size_t from = i; /* an escape: decoded from the start (the plain run copied again, sixteen bytes at a time) */
+    long decoded = json_string(s, n, &from, into);
+    if (decoded < 0) return JSON_FAIL;
+    *v = into, *len = (size_t)decoded;
+    return from;
 }
 
 /* ---- JSON entries (Docker json-file, journald) ---- */
@@ -212,31 +256,38 @@ static size_t between(const unsigned char *s, size_t n, int compact, size_t i) {
     return compact ? i : skip_spaces(s, n, i);
 }
 
+typedef struct {
+    const char *name;
+    size_t len;
+} Key; /* a wanted key, its length known at compile time */
+#define KEY(k) {k, sizeof k - 1}
+
 /* A flat JSON object of string values, s[0] being its '{': each of the `nwanted` keys' decoded value into
  * value[k] (NULL when absent); spaces or tabs between tokens unless `compact`, other keys read and left. 0, or 1
- * to defer (any other value than a string, a wanted key twice, an escaped key, anything after the object, a space
- * between tokens of a compact one). */
-static int json_entry(const unsigned char *s, size_t n, unsigned char *scratch, const char *const *wanted,
-                      int nwanted, const unsigned char **value, size_t *len, int compact) {
+ * to defer (any other value than a string, a wanted key twice, a key escaped or holding a control character,
+ * anything after the object, a space between tokens of a compact one). A value without escapes is left in the
+ * line (value[k] points into s); a decoded one is in the scratch. */
+static int json_entry(const unsigned char *s, size_t n, unsigned char *scratch, const Key *wanted, int nwanted,
+                      const unsigned char **value, size_t *len, int compact) {
     size_t i = between(s, n, compact, 1), used = 0;
     for (int k = 0; k < nwanted; k++) value[k] = NULL;
     if (i < n && s[i] == '}') return between(s, n, compact, i + 1) == n ? 0 : 1;
     for (;;) {
         if (i >= n || s[i] != '"') return 1;
-        const unsigned char *key_end = memchr(s + i + 1, '"', n - i - 1);
-        if (key_end == NULL || memchr(s + i + 1, '\\', (size_t)(key_end - s - i - 1))) return 1;
-        size_t key = i + 1, klen = (size_t)(key_end - s) - key;
-        i = between(s, n, compact, (size_t)(key_end - s) + 1);
+        size_t key = i + 1, key_end = plain_run(s, n, key), klen = key_end - key;
+        if (key_end >= n || s[key_end] != '"') return 1; /* escaped (or a raw control character): DuckDB's */
+        i = between(s, n, compact, key_end + 1);
         if (i >= n || s[i] != ':') return 1;
         i = between(s, n, compact, i + 1);
         if (i >= n || s[i] != '"') return 1;
-        long vlen = json_string(s, n, &i, scratch + used);
-        if (vlen < 0) return 1;
+        const unsigned char *v;
+        size_t vlen;
+        if ((i = string_at(s, n, i, scratch + used, &v, &vlen)) == JSON_FAIL) return 1;
         for (int k = 0; k < nwanted; k++)
-            if (wanted[k][0] == s[key] && strlen(wanted[k]) == klen && memcmp(wanted[k], s + key, klen) == 0) {
+            if (wanted[k].len == klen && wanted[k].name[0] == s[key] && memcmp(wanted[k].name, s + key, klen) == 0) {
                 if (value[k]) return 1;
-                value[k] = scratch + used, len[k] = (size_t)vlen;
-                used += (size_t)vlen;
+                value[k] = v, len[k] = vlen;
+                if (v == scratch + used) used += vlen; /* decoded: kept; a value without escapes is the line's */
             }
         i = between(s, n, compact, i);
         if (i < n && s[i] == '}') return between(s, n, compact, i + 1) == n ? 0 : 1;
@@ -251,7 +302,7 @@ static int equals(const unsigned char *s, size_t n, const char *word) {
 
 /* Docker json-file: {"log": "...\n", "stream": "stdout", "time": RFC 3339}, compact, no other key. */
 static int docker_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
-    static const char *const keys[3] = {"log", "stream", "time"};
+    static const Key keys[3] = {KEY("log"), KEY("stream"), KEY("time")};
     const unsigned char *v[3];
     size_t len[3];
     if (n == 0 || s[0] != '{') return 0;
@@ -273,9 +324,9 @@ static int docker_line(const Reading *r, const unsigned char *s, size_t n, Line 
 /* journald (`journalctl -o json`): MESSAGE, __REALTIME_TIMESTAMP (microseconds), _HOSTNAME, _SYSTEMD_UNIT or
  * SYSLOG_IDENTIFIER, _PID, CONTAINER_NAME; a cut or partial message, or one of bytes or lines, is DuckDB's. */
 static int journald_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
-    static const char *const keys[9] = {"MESSAGE", "__REALTIME_TIMESTAMP", "_HOSTNAME", "_SYSTEMD_UNIT",
-                                        "SYSLOG_IDENTIFIER", "_PID", "CONTAINER_NAME", "_LINE_BREAK",
-                                        "CONTAINER_PARTIAL_MESSAGE"};
+    static const Key keys[9] = {KEY("MESSAGE"), KEY("__REALTIME_TIMESTAMP"), KEY("_HOSTNAME"), KEY("_SYSTEMD_UNIT"),
+                                KEY("SYSLOG_IDENTIFIER"), KEY("_PID"), KEY("CONTAINER_NAME"), KEY("_LINE_BREAK"),
+                                KEY("CONTAINER_PARTIAL_MESSAGE")};
     const unsigned char *v[9];
     size_t len[9];
     if (n == 0 || s[0] != '{') return n && s[0] == 0x1E; /* json-seq's RS: DuckDB's */
@@ -768,7 +819,6 @@ static int slog_line(const Reading *r, const unsigned char *s, size_t n, Line *l
 #define NO_TIME INT64_MIN /* an entry without a time: the SQL's mm_ts(NULL) */
 #define PATH_KEYS 5       /* the most keys of a wanted path, and a NULL after them */
 #define SKIP_DEPTH 64     /* deeper values left are DuckDB's (no unbounded recursion here) */
-#define JSON_FAIL ((size_t)-1)
 
 enum { J_ABSENT = 0, J_NULL = 1, J_STRING = 2, J_OTHER = 3 };
 
@@ -820,30 +870,6 @@ static size_t skip_number(const unsigned char *s, size_t n, size_t i) {
 }
 
 static size_t skip_value(JRead *r, const unsigned char *s, size_t n, size_t i, int depth);
-
-/* A string at s[i] (its quote): its text in *v, *len (the line's own bytes when it holds no escape, else decoded
- * into `into`), and where it ends; JSON_FAIL for what json_string does not take. */
-static size_t string_at(const unsigned char *s, size_t n, size_t i, unsigned char *into, const unsigned char **v,
-                        size_t *len) {
-    size_t j = plain_run(s, n, i + 1);
-    if (j < n && s[j] == '"') {
-        *v = s + i + 1, *len = j - i - 1;
-        return j + 1;
-    }
-    size_t plain = j - i - 1, from = j - 1; /* json_string reads on from s[from + 1], past the plain run */
-    memcpy(into, s + i + 1, plain);
-    long decoded = json_string(s, n, &from, into + plain);
-    if (decoded < 0) return JSON_FAIL;
-    *v = into, *len = plain + (size_t)decoded;
-    return from;
-}
-
-
-static int strpbrk_n(const unsigned char *s, size_t n, const char *any) {
-    for (; *any; any++)
-        if (memchr(s, *any, n)) return 1;
-    return 0;
-}
 
 /* An array or object at s[i], read and left: where it ends. (Strings are decoded past r->used, and dropped.) */
 static size_t skip_container(JRead *r, const unsigned char *s, size_t n, size_t i, int depth) {
@@ -995,7 +1021,7 @@ static size_t rendered_char(unsigned char *t, unsigned cp) {
 typedef struct {
     const unsigned char *s; /* a value json_string and skip_value have read (so valid: no check here) */
     size_t n, i;
-    unsigned char *out;     /* its rendering, never longer than the value */
+    unsigned char *out;     /* its rendering, never longer than the value (copy_run's COPY_SLACK past it) */
     size_t m;
 } Render;
 
@@ -1005,7 +1031,10 @@ static void render_string(Render *w) {
     w->out[w->m++] = '"';
     while (s[j] != '"') {
         unsigned cp = s[j];
-        if (cp != '\\') { w->out[w->m++] = s[j++]; continue; }
+        if (cp != '\\') { /* a run of plain bytes (no control character: the value was read), copied at once */
+            copy_run(s, w->n, &j, w->out, &w->m);
+            continue;
+        }
         unsigned e = s[j + 1];
         j += 2;
         if (e == 'u') {
@@ -1024,34 +1053,30 @@ static void render_string(Render *w) {
     w->i = j + 1;
 }
 
-/* A value minified as DuckDB renders it (json_extract_string of an object, array, number or literal): 1 to
- * defer a number it writes its own way (a fraction or an exponent as a double, -0 as 0; an integer stays). */
+/* A number DuckDB writes its own way: a fraction or an exponent (as a double), or -0 (as 0); a two-character
+ * negative one is taken for it too. */
+static int own_number(const unsigned char *s, size_t n) {
+    if (n == 2 && s[0] == '-') return 1;
+    for (size_t k = 0; k < n; k++)
+        if (s[k] == '.' || s[k] == 'e' || s[k] == 'E') return 1;
+    return 0;
+}
+
+/* A value minified as DuckDB renders it (json_extract_string of an object, array, number or literal): one pass
+ * over the value skip_value read (so valid JSON, spaces and tabs its only whitespace), strings rendered, spaces
+ * dropped, the rest copied; 1 to defer a number it writes its own way (own_number; an integer stays). */
 static int render_value(Render *w) {
-    unsigned char c = w->s[w->i];
-    if (c == '"') { render_string(w); return 0; }
-    if (c == '{' || c == '[') {
-        unsigned char close = c == '{' ? '}' : ']';
-        w->out[w->m++] = c;
-        w->i = skip_spaces(w->s, w->n, w->i + 1);
-        while (w->s[w->i] != close) {
-            if (close == '}') {
-                render_string(w);
-                w->out[w->m++] = ':';
-                w->i = skip_spaces(w->s, w->n, skip_spaces(w->s, w->n, w->i) + 1);
-            }
-            if (render_value(w)) return 1;
-            w->i = skip_spaces(w->s, w->n, w->i);
-            if (w->s[w->i] == ',') w->out[w->m++] = ',', w->i = skip_spaces(w->s, w->n, w->i + 1);
-        }
-        w->out[w->m++] = close;
-        w->i++;
-        return 0;
+    while (w->i < w->n) {
+        unsigned char c = w->s[w->i];
+        if (c == '"') render_string(w);
+        else if (json_space(c)) w->i++;
+        else if (c == '-' || is_digit(c)) {
+            size_t start = w->i, end = skip_number(w->s, w->n, start);
+            if (own_number(w->s + start, end - start)) return 1;
+            memcpy(w->out + w->m, w->s + start, end - start);
+            w->m += end - start, w->i = end;
+        } else w->out[w->m++] = c, w->i++; /* a bracket, ',' or ':', or a literal's letter */
     }
-    size_t start = w->i, end = c == 't' || c == 'n' ? start + 4 : c == 'f' ? start + 5 : skip_number(w->s, w->n, start);
-    if ((c == '-' || is_digit(c)) && (strpbrk_n(w->s + start, end - start, ".eE") || (end - start == 2 && c == '-')))
-        return 1;
-    memcpy(w->out + w->m, w->s + start, end - start);
-    w->m += end - start, w->i = end;
     return 0;
 }
 
@@ -1275,7 +1300,7 @@ static LineReader reader_of(int kind) {
 /* Each physical line of b[i:end): a line that is no entry is its own text, without provenance. */
 static int unwrap_range(Out *o, const unsigned char *b, size_t i, size_t end, Reading *r) {
     LineReader read = reader_of(r->kind);
-    if ((r->scratch = malloc(2 * (end - i) + 1)) == NULL) return U_NOMEM; /* a line's strings, and a rendering */
+    if ((r->scratch = malloc(2 * (end - i) + 1 + COPY_SLACK)) == NULL) return U_NOMEM; /* a line's strings, and a rendering */
     int result = 0;
     while (i < end && result == 0) {
         const unsigned char *nl = memchr(b + i, '\n', end - i);
