@@ -14,19 +14,19 @@
  * and is valid JSON), else the key=value pairs.
  *
  * It takes the common case only, and says DEFER for the whole file at the first line where it cannot be sure to
- * read it exactly as DuckDB does: a piece of a longer line (Docker's 16 KiB split, CRI's P, journald's
- * line-max) or an unfinished one, an entry holding more than one line, a CR in a physical line, invalid UTF-8,
- * a JSON entry of another shape than this module reads (Docker's own compact {"log", "stream", "time"};
- * journald's flat object of strings), an escaped or repeated key, a time iso_utc_us does not read or a syslog
- * date that is none, a stream other than stdout or stderr, a journald message of bytes (or one starting with
+ * read it exactly as DuckDB does: a piece of a longer line (Docker's 16 KiB split, CRI's P, journald's line-max) or
+ * an unfinished one, an entry holding more than one line, a CR in a physical line, invalid UTF-8, a JSON entry of
+ * another shape than this module reads (Docker's own compact {"log", "stream", "time"}; journald's flat object of
+ * strings), an escaped or repeated key (or one holding a control character), a time iso_utc_us does not read or a
+ * syslog date that is none, a stream other than stdout or stderr, a journald message of bytes (or one starting with
  * '[') or without a time, a prefix's JSON tail that is no strict JSON (DuckDB's json_valid is laxer: trailing
- * commas, NaN, ...) or holds a lone surrogate escape, or one ending in a multi-byte character (rtrim takes
- * Unicode spaces). Of a JSON platform's line starting with '{': JSON that is not strict or nests deeper than
- * 64, an escaped key on the way to a wanted value or a wanted key twice, a time that is neither RFC 3339 with a
- * zone nor 9 to 14 digits of epoch, an entry without a text (Cloud Logging's protoPayload), a _source not an
- * object, and a value to render (json_extract_string of a non-string: a jsonPayload, attributes, the document)
- * holding a number DuckDB writes its own way (a fraction, an exponent, -0). The caller then takes the envelope
- * off in DuckDB, which reads every case.
+ * commas, NaN, ...) or holds a lone surrogate escape, or one ending in a multi-byte character (rtrim takes Unicode
+ * spaces). Of a JSON platform's line starting with '{': JSON that is not strict or nests deeper than 64, an escaped
+ * key on the way to a wanted value or a wanted key twice, a time that is neither RFC 3339 with a zone nor 9 to 14
+ * digits of epoch, an entry without a text (Cloud Logging's protoPayload), a _source not an object, and a value to
+ * render (json_extract_string of a non-string: a jsonPayload, attributes, the document) holding a number DuckDB
+ * writes its own way (a fraction, an exponent, -0). The caller then takes the envelope off in DuckDB, which reads
+ * every case.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -1300,7 +1300,8 @@ static LineReader reader_of(int kind) {
 /* Each physical line of b[i:end): a line that is no entry is its own text, without provenance. */
 static int unwrap_range(Out *o, const unsigned char *b, size_t i, size_t end, Reading *r) {
     LineReader read = reader_of(r->kind);
-    if ((r->scratch = malloc(2 * (end - i) + 1 + COPY_SLACK)) == NULL) return U_NOMEM; /* a line's strings, and a rendering */
+    /* a line's strings and a rendering, and what copy_run writes past them */
+    if ((r->scratch = malloc(2 * (end - i) + 1 + COPY_SLACK)) == NULL) return U_NOMEM;
     int result = 0;
     while (i < end && result == 0) {
         const unsigned char *nl = memchr(b + i, '\n', end - i);
