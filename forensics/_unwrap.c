@@ -288,6 +288,7 @@ static int json_entry(const unsigned char *s, size_t n, unsigned char *scratch, 
                 if (value[k]) return 1;
                 value[k] = v, len[k] = vlen;
                 if (v == scratch + used) used += vlen; /* decoded: kept; a value without escapes is the line's */
+                break; /* the wanted keys differ: no other is this one */
             }
         i = between(s, n, compact, i);
         if (i < n && s[i] == '}') return between(s, n, compact, i + 1) == n ? 0 : 1;
@@ -919,7 +920,8 @@ static uint32_t matching(const JRead *r, uint32_t active, int depth, const unsig
     for (uint32_t left = active & r->set->by_len[depth][klen < KEY_LENS ? klen : KEY_LENS - 1]; left; left &= left - 1) {
         int p = __builtin_ctz(left);
         const char *want = paths[p].keys[depth];
-        if (want != last) last = want, same = paths[p].lens[depth] == klen && memcmp(want, key, klen) == 0;
+        if (want != last)
+            last = want, same = paths[p].lens[depth] == klen && (klen == 0 || want[0] == key[0]) && memcmp(want, key, klen) == 0;
         if (same) m |= 1u << p;
     }
     return m;
