@@ -321,8 +321,7 @@ def _read_flat(con, tables: dict, source: Source, staged: str, syntax: str | Non
     one whole line (envelope_flat_lines stops the read there)."""
     try:
         queries.run(con, "envelope_flat_lines", again=NOT_FLAT, **tables)
-        sample, inner = _inner(con, tables["unwrapped"], syntax)
-        _parse_inner(con, inner, Source(tables["unwrapped"], source.label, False), sample, staged, parse)
+        sample, inner = _parse_unwrapped(con, tables["unwrapped"], source, syntax, staged, parse)
     except Exception as exc:  # raised inside DuckDB, in whatever class the reading wraps it
         if NOT_FLAT not in str(exc):
             raise
@@ -342,8 +341,7 @@ def _read_kept(con, tables: dict, source: Source, staged: str, syntax: str | Non
     relation = "TABLE" if partial else "VIEW"
     try:
         queries.run(con, "envelope_joined_lines" if partial else "envelope_lines", **tables)
-        sample, inner = _inner(con, tables["unwrapped"], syntax)
-        _parse_inner(con, inner, Source(tables["unwrapped"], source.label, False), sample, staged, parse)
+        sample, inner = _parse_unwrapped(con, tables["unwrapped"], source, syntax, staged, parse)
         cut = queries.run(con, "envelope_cut_rows", unwrapped=tables["unwrapped"]).fetchall() if incomplete else []
     finally:
         queries.run(con, "envelope_drop_lines", relation=relation, unwrapped=tables["unwrapped"])
@@ -352,8 +350,18 @@ def _read_kept(con, tables: dict, source: Source, staged: str, syntax: str | Non
     return Unwrapped("+".join(inner), entries, sample)
 
 
-def _inner(con, unwrapped: str, syntax: str | None) -> tuple[list[str], list[str]]:
-    """The first inner lines, and the syntaxes of the records among them (`syntax` when given)."""
+def _parse_unwrapped(con, unwrapped: str, source: Source, syntax: str | None, staged: str, parse: Parse
+                     ) -> tuple[list[str], list[str]]:
+    """The inner lines (`unwrapped`) parsed into `staged` by the syntaxes of their records (`syntax` when given):
+    (the first inner lines, those syntaxes)."""
+    sample, inner = inner_sample(con, unwrapped, syntax)
+    _parse_inner(con, inner, Source(unwrapped, source.label, False), sample, staged, parse)
+    return sample, inner
+
+
+def inner_sample(con, unwrapped: str, syntax: str | None) -> tuple[list[str], list[str]]:
+    """The first inner lines of `unwrapped` (a relation of `line`), and the syntaxes of the records among them
+    (`syntax` when given)."""
     sample = [row[0] for row in queries.run(con, "envelope_inner_sample", unwrapped=unwrapped).fetchall()]
     return sample, [syntax] if syntax else inner_syntaxes(sample)
 

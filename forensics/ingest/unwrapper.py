@@ -30,7 +30,7 @@ from typing import Callable
 
 import queries
 from forensics.ingest import jsontokenizer, sources, tokenizer
-from forensics.ingest.envelopes import Found, Unwrapped, inner_syntaxes
+from forensics.ingest.envelopes import Found, Unwrapped, inner_sample
 
 try:
     from forensics import _unwrap
@@ -112,8 +112,7 @@ def _staged(con, found, mapped, staged, syntax, plans: Plans, keep_raw) -> Unwra
     head_table = f"{staged}_head"
     con.register(head_table, _head(first, found))
     try:
-        sample = [row[0] for row in queries.run(con, "envelope_inner_sample", unwrapped=head_table).fetchall()]
-        inner = [syntax] if syntax else inner_syntaxes(sample)
+        sample, inner = inner_sample(con, head_table, syntax)
         reader = _reader(inner, plans, head_table, sample, keep_raw, found)
     finally:
         con.unregister(head_table)
