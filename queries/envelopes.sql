@@ -567,9 +567,8 @@ WHERE cut
 -- Records, skipped lines and the first skipped entries of a staged file read through an envelope.
 -- dialect: duckdb
 SELECT count(*) FILTER (WHERE problem IS NULL) AS records, count(*) FILTER (WHERE problem IS NOT NULL) AS skipped,
-       (list(DISTINCT coalesce(env.line_no, rowid + 1) ORDER BY coalesce(env.line_no, rowid + 1))
-            FILTER (WHERE problem IS NOT NULL))[1:10] AS first
-FROM {ident:staged}
+       (list(DISTINCT line_no ORDER BY line_no) FILTER (WHERE problem IS NOT NULL))[1:10] AS first
+FROM (SELECT problem, coalesce(env.line_no, rowid + 1) AS line_no FROM {ident:staged})
 
 -- name: envelope_drop
 -- Forget the intermediate view and tables of a file read through an envelope.
