@@ -35,9 +35,10 @@ CREATE OR REPLACE TEMP MACRO mm_journal_text(j) AS CASE
     WHEN json_type(j) <> 'ARRAY' THEN json_extract_string(j, '$')
     WHEN json_type(j, '$[0]') IN ('UBIGINT', 'BIGINT') THEN mm_bytes_text(TRY_CAST(j AS INTEGER[]))
     ELSE json_extract_string(j, '$[0]') END;
--- a message that is itself a record (a JSON object or key=value pairs) rather than prose
+-- a message that is itself a record (a JSON object, after any spaces that ltrim() would take off, or key=value
+-- pairs) rather than prose; a regex, not ltrim(m), which copied every message
 CREATE OR REPLACE TEMP MACRO mm_record_like(m) AS
-    starts_with(ltrim(m), '{') OR regexp_matches(m, '(?:^|\s)[^\s="]+=[^\s]');
+    regexp_matches(m, '^\p{Zs}*\{') OR regexp_matches(m, '(?:^|\s)[^\s="]+=[^\s]');
 -- `head` when it is the whole header of `line`: followed by a space or by the line's end ('' otherwise, a header
 -- run into the text: no entry of the envelope).
 CREATE OR REPLACE TEMP MACRO mm_spaced_head(line, head) AS
@@ -554,7 +555,7 @@ DROP VIEW IF EXISTS {ident:tokens}
 -- name: envelope_inner_sample
 -- The first non-blank inner lines (to tell the inner syntax, and to say what a file without records holds).
 -- dialect: duckdb
-SELECT line FROM {ident:unwrapped} WHERE trim(line) <> '' LIMIT 200
+SELECT line FROM {ident:unwrapped} WHERE NOT mm_blank(line) LIMIT 200
 
 -- name: envelope_cut_rows
 -- The inner lines a platform never finished (see envelope_lines): their row (the staged table's rowid, which

@@ -358,3 +358,15 @@ def test_address_variants_of_one_person_are_one_recipient(tmp_path):
     log = write(tmp_path / "a.log", "".join(f"ts=2026-11-28T09:00:0{n}Z event=send campaign=c1 step=1 "
                                             f"email={email} msg_id=<m{n}@x>\n" for n, email in enumerate(variants)))
     assert {e["recipient"] for e in events(load_case([log]))} == {"jane@acme.com"}
+
+
+@pytest.mark.parametrize("syntax", ["logfmt", "jsonl"])
+def test_a_line_of_spaces_of_any_kind_is_blank_and_a_tab_is_not(tmp_path, syntax):
+    record = ("ts=2026-11-28T09:00:00Z event=send email=a@b.co msg_id=m1" if syntax == "logfmt" else
+              '{"ts": "2026-11-28T09:00:00Z", "event": "send", "email": "a@b.co", "msg_id": "m1"}')
+    log = write(tmp_path / f"a.{syntax}", "\n".join([record, "", "   ", "\u00a0", " \u3000\u2000 ", "\t", "\x0c",
+                                                     "\u00a0x"]) + "\n")
+    rows = load_case([log]).con.execute("SELECT line_no, reason FROM skipped ORDER BY line_no").fetchall()
+    other = "no key=value pairs" if syntax == "logfmt" else "not valid JSON"
+    assert rows == [(2, "blank line"), (3, "blank line"), (4, "blank line"), (5, "blank line"), (6, other),
+                    (7, other), (8, other)]
