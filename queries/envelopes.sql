@@ -425,21 +425,33 @@ FROM read
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP VIEW {ident:pieces} AS
 WITH entries AS (
-    -- a hit (`_source` present) is read through its _source: one parse of the line each way, and the document is
-    -- rendered as text (the record when no message is one) only where it is needed; extracting _source and
-    -- rendering it on every line cost more than the rest of the block
-    SELECT line, CASE WHEN starts_with(line, '{') THEN try(json_exists(line, '$._source')) END AS hit
+    -- a hit (`_source` present) is read through its _source, a bare document as it is: one parse of the line for
+    -- either (only a line that names `_source`, or escapes a key, may be a hit); the document is rendered as text
+    -- (the record when no message is one) only where it is needed, since extracting _source and rendering it on
+    -- every line cost more than the rest of the block
+    SELECT line, starts_with(line, '{') AS object,
+           CASE WHEN NOT object THEN false WHEN contains(line, '"_source"') THEN true ELSE contains(line, '\u') END AS named
     FROM {frag:lines}({lit:path}, {lit:delim})
-), read AS (
-    SELECT line, hit,
-           CASE WHEN hit THEN try(json_extract_string(line, [
+), sources AS (
+    SELECT line, object, named, CASE WHEN named THEN try(json_extract_string(line, [
                '$._source.message', '$._source.log.original', '$._source.event.original', '$._source."@timestamp"',
                '$._source.host.name', '$._source.host.hostname', '$._source.container.name',
-               '$._source.kubernetes.pod.name', '$._source.service.name']))
+               '$._source.kubernetes.pod.name', '$._source.service.name'])) END AS source
+    FROM entries
+), hits AS (
+    -- a hit when any field of _source is there, else when the line says _source is
+    SELECT line, source, CASE WHEN NOT object THEN NULL WHEN NOT named THEN false
+                              WHEN coalesce(source[1], source[2], source[3], source[4], source[5], source[6], source[7],
+                                            source[8], source[9]) IS NOT NULL THEN true
+                              ELSE try(json_exists(line, '$._source')) END AS hit
+    FROM sources
+), read AS (
+    SELECT line, hit,
+           CASE WHEN hit THEN source
                 WHEN NOT hit THEN try(json_extract_string(line, [
                '$.message', '$.log.original', '$.event.original', '$."@timestamp"', '$.host.name', '$.host.hostname',
                '$.container.name', '$.kubernetes.pod.name', '$.service.name'])) END AS v
-    FROM entries
+    FROM hits
 )
 SELECT '' AS chain,
        CASE WHEN v IS NULL THEN line WHEN mm_record_like(v[1]) THEN v[1] WHEN mm_record_like(v[2]) THEN v[2]

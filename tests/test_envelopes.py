@@ -467,6 +467,24 @@ def test_the_record_after_a_prefix_is_found_as_the_one_regex_finds_it(rests):
     assert [(rest, rule) for rest, _, rule in found] == [(rest, payload) for rest, payload, _ in found]
 
 
+def test_an_elastic_hit_is_told_by_its_source_key_escaped_or_not_and_a_nested_source_is_no_hit(tmp_path):
+    # a hit is read through _source (its key may be escaped, and _source may hold none of the platform's fields);
+    # a bare document whose inner object has a `_source` key is read as it is
+    record = json.dumps({"ts": "2026-11-28T09:00:00Z", "event": "send", "email": "a@x.co", "msg_id": "m1"})
+    lines = ['{"_index": "l", "\\u005fsource": {"@timestamp": "2026-11-28T09:00:01Z", "event": "send", '
+             '"email": "b@x.co", "msg_id": "m2"}, "message": %s}' % json.dumps(record),
+             json.dumps({"@timestamp": "2026-11-28T09:00:02Z", "message": "copied", "meta": {"_source": "crm"},
+                         "event": "send", "email": "c@x.co", "msg_id": "m3"}),
+             json.dumps({"_index": "l", "_source": {"ts": "2026-11-28T09:00:03Z", "event": "send", "email": "d@x.co",
+                                                    "msg_id": "m4"}, "message": record}),
+             json.dumps({"_index": "l", "_source": {"@timestamp": "2026-11-28T09:00:04Z", "message": record}})]
+    log = tmp_path / "hits.log"
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    case = read(tmp_path, log, envelope="elastic")
+    assert [(r["line_no"], r["recipient"], r["msg_id"]) for r in records(case)] == [
+        (1, "b@x.co", "m2"), (2, "c@x.co", "m3"), (3, "d@x.co", "m4"), (4, "a@x.co", "m1")]
+
+
 @pytest.mark.parametrize("name,entries", [
     ("elastic", [{"_index": "l", "_id": "1", "_source": {"@timestamp": "2026-11-28T09:00:01Z", "message": "{record}",
                                                          "host": {"name": "h1"}}},
