@@ -425,10 +425,11 @@ FROM read
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP VIEW {ident:pieces} AS
 WITH entries AS (
-    -- a hit (`_source` present) is read through its _source, a bare document as it is: one parse of the line for
-    -- either (only a line that names `_source`, or escapes a key, may be a hit); the document is rendered as text
-    -- (the record when no message is one) only where it is needed, since extracting _source and rendering it on
-    -- every line cost more than the rest of the block
+    -- a hit (`_source` present) is read through its _source, a bare document as it is. Only a line that names
+    -- `_source` (or escapes a key) may be a hit, so a bare document that does not is parsed once, for its own
+    -- fields, and a hit once, for its _source's; json_exists is asked only of a line naming _source where none of
+    -- those fields is there. The document is rendered as text (the record when no message is one) only where it is
+    -- needed: extracting _source and rendering it on every line cost more than the rest of the block
     SELECT line, starts_with(line, '{') AS object,
            CASE WHEN NOT object THEN false WHEN contains(line, '"_source"') THEN true ELSE contains(line, '\u') END AS named
     FROM {frag:lines}({lit:path}, {lit:delim})

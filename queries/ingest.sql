@@ -27,9 +27,9 @@ CREATE OR REPLACE TEMP MACRO mm_event(e) AS CASE
     WHEN lower(trim(e)) IN ('start', 'worker_start', 'startup', 'boot', 'started') THEN 'start'
     WHEN lower(trim(e)) IN ('error', 'send_error', 'send_failed', 'exception') THEN 'error'
     ELSE lower(trim(e)) END;
--- A blank line: empty or only spaces, the characters trim() takes off (Unicode's space separators). Asking
--- trim(line) = '' copied every line, which cost more than a JSON line's parse; the regex stops at the first other
--- character.
+-- A blank line: empty or only spaces, the characters trim() takes off (Unicode's space separators). trim(line) = ''
+-- walked every character of every line and copied it, which cost more than a JSON line's parse; the regex stops at
+-- the first other character.
 CREATE OR REPLACE TEMP MACRO mm_blank(s) AS regexp_full_match(s, '\p{Zs}*');
 CREATE OR REPLACE TEMP MACRO mm_ok_status(s) AS
     s IS NULL OR lower(trim(s)) IN ('sent', 'ok', 'success', 'accepted', 'queued', 'delivered');
