@@ -35,10 +35,12 @@ CREATE OR REPLACE TEMP MACRO mm_journal_text(j) AS CASE
     WHEN json_type(j) <> 'ARRAY' THEN json_extract_string(j, '$')
     WHEN json_type(j, '$[0]') IN ('UBIGINT', 'BIGINT') THEN mm_bytes_text(TRY_CAST(j AS INTEGER[]))
     ELSE json_extract_string(j, '$[0]') END;
--- a message that is itself a record (a JSON object, after any spaces that ltrim() would take off, or key=value
--- pairs) rather than prose; a regex, not ltrim(m), which copied every message
+-- a text that starts a JSON object after any spaces ltrim() would take off (Unicode's space separators); a regex,
+-- not starts_with(ltrim(s), '{'), which copied every text
+CREATE OR REPLACE TEMP MACRO mm_starts_object(s) AS regexp_matches(s, '^\p{Zs}*\{');
+-- a message that is itself a record (a JSON object or key=value pairs) rather than prose
 CREATE OR REPLACE TEMP MACRO mm_record_like(m) AS
-    regexp_matches(m, '^\p{Zs}*\{') OR regexp_matches(m, '(?:^|\s)[^\s="]+=[^\s]');
+    mm_starts_object(m) OR regexp_matches(m, '(?:^|\s)[^\s="]+=[^\s]');
 -- `head` when it is the whole header of `line`: followed by a space or by the line's end ('' otherwise, a header
 -- run into the text: no entry of the envelope).
 CREATE OR REPLACE TEMP MACRO mm_spaced_head(line, head) AS
@@ -548,7 +550,7 @@ FROM lines ORDER BY line_no, part
 -- own syntax.
 -- dialect: duckdb
 CREATE OR REPLACE TABLE {ident:staged} AS
-SELECT unnest(CASE WHEN starts_with(ltrim(u.line), '{') THEN j ELSE l END)
+SELECT unnest(CASE WHEN mm_starts_object(u.line) THEN j ELSE l END)
 FROM (SELECT line FROM {ident:unwrapped}) u POSITIONAL JOIN {ident:as_json} j POSITIONAL JOIN {ident:as_logfmt} l
 
 -- name: envelope_tokens
