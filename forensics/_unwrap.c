@@ -10,8 +10,8 @@
  * the entry's time (timestamp[us, UTC], NULL for a JSON platform's entry without one) and what it was: not an
  * entry, or an entry of stdout, of stderr, or of no named stream. The logfmt tokenizer or, for JSON records, the
  * JSON Lines reader then reads the texts (forensics/ingest/unwrapper.py). After an application's prefix the text
- * is mm_payload's: the trailing JSON object (from the first '{', when it ends with '}', perhaps before spaces,
- * and is valid JSON), else the key=value pairs.
+ * is the SQL's (mm_json_object, else mm_pairs): the trailing JSON object (from the first '{', when it ends with
+ * '}', perhaps before spaces, and is valid JSON), else the key=value pairs.
  *
  * It takes the common case only, and says DEFER for the whole file at the first line where it cannot be sure to
  * read it exactly as DuckDB does: a piece of a longer line (Docker's 16 KiB split, CRI's P, journald's line-max) or
@@ -538,7 +538,7 @@ static int rfc5424_line(const Reading *r, const unsigned char *s, size_t n, Line
 
 /* ---- application prefixes ---- */
 
-/* mm_payload's key=value reading of what follows an application's prefix: `rest` from the first place (its
+/* mm_pairs' key=value reading of what follows an application's prefix: `rest` from the first place (its
  * start, or after a space) where key=value pairs begin, perhaps after a bare ISO time; all of it where none
  * does. */
 static int is_key_char(unsigned char c) { return !re2_space(c) && c != '=' && c != '"'; }
@@ -657,8 +657,9 @@ static size_t json_value_end(const unsigned char *s, size_t n, size_t i, int dep
     return json_number_end(s, n, i);
 }
 
-/* What follows an application's prefix, as mm_payload reads it: the JSON object from its first '{' (mm_json_tail)
- * when that tail ends with '}' (perhaps before spaces: rtrim) and is valid JSON, else the key=value reading.
+/* What follows an application's prefix, as the SQL reads it (mm_json_object, mm_pairs): the JSON object from its
+ * first '{' (mm_json_tail) when that tail ends with '}' (perhaps before spaces: rtrim) and is valid JSON, else the
+ * key=value reading.
  * 1, to defer, where this reader cannot tell json_valid's or rtrim's answer: a tail that ends like an object but
  * is no strict JSON, or one ending in a byte of a multi-byte character (rtrim takes Unicode spaces too). */
 static int payload(const unsigned char *rest, size_t n, Line *line) {

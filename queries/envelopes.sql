@@ -22,11 +22,13 @@ CREATE OR REPLACE TEMP MACRO mm_entries(tbl, sep) AS TABLE SELECT line FROM quer
 CREATE OR REPLACE TEMP MACRO mm_epoch_us(us) AS
     TIMESTAMPTZ '1970-01-01 00:00:00+00' + to_microseconds(TRY_CAST(us AS BIGINT));
 -- `Nov 28 09:21:26` in year y, or y - 1 when its month comes after month `last` (a log that crossed New Year),
--- read in the session's time zone (--tz). Year 2000 tells the month of a Feb 29 stamp.
-CREATE OR REPLACE TEMP MACRO mm_syslog_ts(s, y, last) AS (
-    try_strptime(CAST(CASE WHEN month(try_strptime('2000 ' || regexp_replace(s, ' +', ' '), '%Y %b %d %H:%M:%S')) > last
-                           THEN y - 1 ELSE y END AS VARCHAR) || ' ' || regexp_replace(s, ' +', ' '),
-                 '%Y %b %d %H:%M:%S'))::TIMESTAMPTZ;
+-- read in the session's time zone (--tz). The month is looked up from the stamp's first three letters (strptime's
+-- %d takes the padding of `Nov  3` itself): collapsing the spaces and parsing the stamp twice, once for its month,
+-- cost three times the parse. Where `last` is 12 no month comes after it and the lookup is not made.
+CREATE OR REPLACE TEMP MACRO mm_syslog_ts(s, y, last) AS try_strptime(
+    CAST(CASE WHEN last < 12 AND list_position(['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct',
+                                                'Nov', 'Dec'], s[1:3]) > last
+              THEN y - 1 ELSE y END AS VARCHAR) || ' ' || s, '%Y %b %d %H:%M:%S')::TIMESTAMPTZ;
 CREATE OR REPLACE TEMP MACRO mm_bytes_text(b) AS coalesce(
     try(decode(from_hex(array_to_string(list_transform(b, lambda x: lpad(to_hex(x), 2, '0')), '')))),
     array_to_string(list_transform(b, lambda x: chr(x)), ''));
@@ -45,14 +47,20 @@ CREATE OR REPLACE TEMP MACRO mm_record_like(m) AS
 -- run into the text: no entry of the envelope).
 CREATE OR REPLACE TEMP MACRO mm_spaced_head(line, head) AS
     CASE WHEN length(line) = length(head) OR substring(line, length(head) + 1, 1) = ' ' THEN head ELSE '' END;
--- The text from the first '{' of `s` on (all of `s` when it holds none): the JSON object an application's
--- prefix may end with (mm_payload tells). A block computes it once, in a column of its own: a macro's argument
--- is copied wherever the macro uses it, and cutting the text with strpos and a slice cost more than the rest
--- of the unwrapping (a regex that matches only the short head is cheap).
-CREATE OR REPLACE TEMP MACRO mm_json_tail(s) AS CASE WHEN NOT contains(s, '{') THEN '' ELSE regexp_replace(s, '^[^{]*', '') END;
+-- The text from the first '{' of `s` on ('' when it holds none): the JSON object an application's prefix may end
+-- with (mm_json_object tells). A block computes it once, in a column of its own, from a column: a macro's argument
+-- is copied wherever the macro uses it. strpos and a slice cost half what a regexp_replace of the head did.
+CREATE OR REPLACE TEMP MACRO mm_json_tail(s) AS CASE WHEN NOT contains(s, '{') THEN '' ELSE substring(s, strpos(s, '{')) END;
+-- Whether `tail` (mm_json_tail) is the JSON object an application's prefix ends with: it ends with '}' (perhaps
+-- before spaces) and parses. (ends_with before rtrim: trimming every line cost as much as the parse.) A block
+-- computes it once, in a column `object` of its own, before the key=value reading, which then runs only on the
+-- lines whose tail is no object.
+CREATE OR REPLACE TEMP MACRO mm_json_object(tail) AS CASE
+    WHEN starts_with(tail, '{') AND (ends_with(tail, '}') OR ends_with(rtrim(tail), '}')) THEN json_valid(tail)
+    ELSE false END;
 -- The key (`name=`) that ends at the first '=' of `rest`, when one does: the text from the last whitespace
 -- before that '=' (or from the start) holds no quote and is not empty; '' otherwise. A block computes it once, in a
--- column `key` of its own, for mm_payload.
+-- column `key` of its own, for mm_pairs.
 CREATE OR REPLACE TEMP MACRO mm_first_key(rest) AS
     ltrim(regexp_extract(substring(rest, 1, strpos(rest, '=')), '(?:^|\s)[^\s="]+=$'), ' ' || chr(9) || chr(10) || chr(12) || chr(13));
 -- `rest` from the bare ISO time that `head` (the text before the key) ends with, when it does (the time, then
@@ -60,17 +68,13 @@ CREATE OR REPLACE TEMP MACRO mm_first_key(rest) AS
 CREATE OR REPLACE TEMP MACRO mm_from_key(rest, head) AS substring(rest, length(head) - length(ltrim(
     regexp_extract(head, '(?:^|\s)[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9:.]+(?:Z|[+-][0-9:]+)?\s+$'),
     ' ' || chr(9) || chr(10) || chr(12) || chr(13))) + 1);
--- what follows an application's prefix (time, level, logger, free text): its trailing JSON object (`tail`, from
--- mm_json_tail of `rest` or of a line that ends like it, when it ends with '}' and parses), else its key=value
--- pairs from the first one on (with a bare ISO time just before them), else all of it: the prefix up to them is
--- dropped. That is the regexp_replace below; it costs three times what finding the first key (`key`,
--- mm_first_key of `rest`) and the time before it does, so it runs only where no key ends at the first '='
--- (a key can only start before the first '=' or after it, so where one ends there it is the first). `rest` is
--- the rest of one line, which never holds a newline; it is read only when the tail is not a JSON object.
--- (ends_with before rtrim: trimming every line cost as much as the parse.)
-CREATE OR REPLACE TEMP MACRO mm_payload(rest, tail, key) AS CASE
-    WHEN starts_with(tail, '{') AND (ends_with(tail, '}') OR ends_with(rtrim(tail), '}')) AND json_valid(tail)
-         THEN tail
+-- The record in what follows an application's prefix (time, level, logger, free text: `rest`) when that ends with no
+-- JSON object (mm_json_object): its key=value pairs from the first one on (with a bare ISO time just before them),
+-- else all of it: the prefix up to them is dropped. That is the regexp_replace below; it costs three times what
+-- finding the first key (`key`, mm_first_key of `rest`) and the time before it does, so it runs only where no key
+-- ends at the first '=' (a key can only start before the first '=' or after it, so where one ends there it is the
+-- first). `rest` is the rest of one line, which never holds a newline.
+CREATE OR REPLACE TEMP MACRO mm_pairs(rest, key) AS CASE
     WHEN key <> '' THEN mm_from_key(rest, substring(rest, 1, strpos(rest, '=') - length(key)))
     ELSE regexp_replace(
         rest, '^(?:.*?\s)??((?:[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9:.]+(?:Z|[+-][0-9:]+)?\s+)?[^\s="]+=)', '\1') END
@@ -241,17 +245,23 @@ WITH entries AS (
     SELECT line,
            regexp_extract(line, '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2},[0-9]{3}') AS stamp
     FROM {frag:lines}({lit:path}, {lit:delim})
-), rests AS (
-    -- the stamp holds no brace and the prefix trim takes none: the line's JSON tail is its rest's
-    SELECT *, ltrim(substring(line, length(stamp) + 1), ' :-') AS rest, mm_json_tail(line) AS tail FROM entries
 ), tails AS (
-    SELECT *, mm_first_key(rest) AS key FROM rests
+    -- the stamp holds no brace and the prefix trim takes none: the line's JSON tail is its rest's
+    SELECT *, mm_json_tail(line) AS tail FROM entries
+), objects AS (
+    SELECT *, CASE WHEN stamp = '' THEN false ELSE mm_json_object(tail) END AS object FROM tails
+), rests AS (
+    -- the key=value reading's text, only where the line ends with no JSON object
+    SELECT *, CASE WHEN stamp <> '' AND NOT object THEN ltrim(substring(line, length(stamp) + 1), ' :-') END AS rest
+    FROM objects
+), keys AS (
+    SELECT *, CASE WHEN rest IS NOT NULL THEN mm_first_key(rest) END AS key FROM rests
 )
 SELECT '' AS chain,
-       CASE WHEN stamp = '' THEN line ELSE mm_payload(rest, tail, key) END AS text,
+       CASE WHEN stamp = '' THEN line WHEN object THEN tail ELSE mm_pairs(rest, key) END AS text,
        true AS complete, TRY_CAST(replace(nullif(stamp, ''), ',', '.') AS TIMESTAMPTZ) AS ts, NULL::VARCHAR AS stream,
        NULL::VARCHAR AS host, NULL::VARCHAR AS unit, NULL::VARCHAR AS container, NULL::VARCHAR AS pid
-FROM tails
+FROM keys
 
 -- name: envelope_structlog
 -- structlog's ConsoleRenderer: `2026-11-28 09:21:26 [info     ] event   key=value …` (local time unless the
@@ -269,12 +279,18 @@ WITH entries AS (
            substring(line, length(head) + 1) AS rest
     FROM entries
 ), tails AS (
-    SELECT *, mm_json_tail(rest) AS tail, mm_first_key(rest) AS key FROM parts
+    SELECT *, mm_json_tail(rest) AS tail FROM parts
+), objects AS (
+    SELECT *, CASE WHEN stamp = '' THEN false ELSE mm_json_object(tail) END AS object FROM tails
+), keys AS (
+    -- the first key, only where the rest ends with no JSON object
+    SELECT *, CASE WHEN stamp <> '' AND NOT object THEN mm_first_key(rest) END AS key FROM objects
 )
-SELECT '' AS chain, CASE WHEN stamp = '' THEN line ELSE mm_payload(rest, tail, key) END AS text, true AS complete,
+SELECT '' AS chain, CASE WHEN stamp = '' THEN line WHEN object THEN tail ELSE mm_pairs(rest, key) END AS text,
+       true AS complete,
        mm_ts(nullif(stamp, '')) AS ts, NULL::VARCHAR AS stream, NULL::VARCHAR AS host, NULL::VARCHAR AS unit,
        NULL::VARCHAR AS container, NULL::VARCHAR AS pid
-FROM tails
+FROM keys
 
 -- name: envelope_zap
 -- zap's console encoder: tab-separated time, level, [logger, caller,] message, then the context as one JSON
@@ -290,12 +306,18 @@ WITH entries AS (
     SELECT line, regexp_extract(head, '^([0-9][^\t]*)\t', 1) AS stamp, substring(line, length(head) + 1) AS rest
     FROM entries
 ), tails AS (
-    SELECT *, mm_json_tail(rest) AS tail, mm_first_key(rest) AS key FROM parts
+    SELECT *, mm_json_tail(rest) AS tail FROM parts
+), objects AS (
+    SELECT *, CASE WHEN stamp = '' THEN false ELSE mm_json_object(tail) END AS object FROM tails
+), keys AS (
+    -- the first key, only where the rest ends with no JSON object
+    SELECT *, CASE WHEN stamp <> '' AND NOT object THEN mm_first_key(rest) END AS key FROM objects
 )
-SELECT '' AS chain, CASE WHEN stamp = '' THEN line ELSE mm_payload(rest, tail, key) END AS text, true AS complete,
+SELECT '' AS chain, CASE WHEN stamp = '' THEN line WHEN object THEN tail ELSE mm_pairs(rest, key) END AS text,
+       true AS complete,
        mm_ts(nullif(stamp, '')) AS ts, NULL::VARCHAR AS stream, NULL::VARCHAR AS host, NULL::VARCHAR AS unit,
        NULL::VARCHAR AS container, NULL::VARCHAR AS pid
-FROM tails
+FROM keys
 
 -- name: envelope_slog
 -- Go log/slog's TextHandler (`time=… level=… [source=…] msg=… key=value …`) and logrus's TextFormatter

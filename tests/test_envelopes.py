@@ -172,6 +172,41 @@ def test_syslog_year_comes_from_the_file_age_and_rolls_back_over_new_year(tmp_pa
     assert [r["ts"] for r in records(read(tmp_path, log))] == [utc("2026-12-31T23:59:58"), utc("2027-01-01T00:00:02")]
 
 
+MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
+def syslog_time(stamp: str, year: int, last_month: int) -> dt.datetime | None:
+    """What a syslog stamp without a year means (the year rule of `--help`): `year`, or the year before for a month
+    after `last_month`; None for a day the month does not have."""
+    month = MONTHS.index(stamp[:3]) + 1
+    try:
+        naive = dt.datetime.strptime(f"{year - (month > last_month)} {stamp}", "%Y %b %d %H:%M:%S")
+    except ValueError:
+        return None
+    return naive.replace(tzinfo=dt.timezone.utc)
+
+
+@pytest.mark.slow
+@SETTINGS
+@given(st.lists(st.tuples(st.sampled_from(MONTHS), st.integers(1, 31), st.integers(0, 23), st.integers(0, 59),
+                          st.integers(0, 59)), min_size=1, max_size=40),
+       st.integers(1999, 2030), st.integers(1, 12))
+def test_a_syslog_stamp_reads_as_its_date_in_the_year_its_month_gives(stamps, year, last_month):
+    """The SQL reading of `Nov  3 09:21:26` (mm_syslog_ts): the day padded as syslog pads it, a Feb 29 only in a
+    leap year, a day the month lacks read as no time, a month after the file's last one in the year before."""
+    import duckdb
+
+    import queries
+
+    texts = [f"{month} {day:2d} {h:02d}:{m:02d}:{s:02d}" for month, day, h, m, s in stamps]
+    con = duckdb.connect()
+    queries.script(con, "ingest_macros")
+    queries.script(con, "envelope_macros")
+    read = con.execute("SELECT mm_syslog_ts(s, $year, $last) FROM unnest($texts) AS t(s)",
+                       {"texts": texts, "year": year, "last": last_month}).fetchall()
+    assert [ts for (ts,) in read] == [syslog_time(text, year, last_month) for text in texts]
+
+
 def test_year_option_sets_the_year(tmp_path):
     rows = records(read(tmp_path, FIXTURES / "syslog" / "messages", year=2024))
     assert [r["ts"].year for r in rows] == [2024, 2024]
@@ -459,7 +494,7 @@ def test_an_inner_json_line_over_the_compiled_readers_limit_sends_the_file_to_sq
 
 
 # What follows an application's prefix is read from its first key=value pair on (or the bare ISO time just before
-# it): the rule, as one regex; mm_payload finds the first key without it where it can (the regex costs 3x).
+# it): the rule, as one regex; mm_pairs finds the first key without it where it can (the regex costs 3x).
 PAYLOAD_RULE = r"""regexp_replace(rest, '^(?:.*?\s)??((?:[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9:.]+(?:Z|[+-][0-9:]+)?\s+)?[^\s="]+=)', '\1')"""
 PAYLOAD_PIECES = [" ", "  ", "\t", "\r", "\x0c", "\x0b", "=", "==", '"', "k", "evt", "é", "\u00a0", "\u3000", ":", "-", "[",
                   "2026-11-28T09:00:00Z", "2026-11-28 09:00:00", "2026-11-28T09:00:00.5+01:00", "2026-11-28", "12:00",
@@ -478,7 +513,7 @@ def test_the_record_after_a_prefix_is_found_as_the_one_regex_finds_it(rests):
     queries.script(con, "ingest_macros")
     queries.script(con, "envelope_macros")
     con.execute("CREATE TABLE r AS SELECT unnest($rests) AS rest", {"rests": rests})
-    found = con.execute(f"SELECT rest, mm_payload(rest, '', mm_first_key(rest)), {PAYLOAD_RULE} FROM r").fetchall()
+    found = con.execute(f"SELECT rest, mm_pairs(rest, mm_first_key(rest)), {PAYLOAD_RULE} FROM r").fetchall()
     assert [(rest, rule) for rest, _, rule in found] == [(rest, payload) for rest, payload, _ in found]
 
 

@@ -125,7 +125,7 @@ def test_a_line_envelope_reads_alike_unwrapped_in_c_or_in_duckdb(file):
 RENDERING_PROSE = ("datadog", "elastic")
 
 
-# What may follow an application's prefix: JSON tails mm_payload takes (valid, perhaps before spaces) or not (a
+# What may follow an application's prefix: JSON tails mm_json_object takes (valid, perhaps before spaces) or not (a
 # tab or a Unicode space after it, something after the object, not valid), key=value pairs beside braces.
 PREFIXED_JSON = ['sent {"evt":"send","email":"a@b.co","messageid":"m1","timestamp":"2026-11-28T09:00:00Z"}',
                  '{"evt":"send","email":"a@b.co","messageid":"m2"}   ', '{"evt":"send","messageid":"m3"}\t',
