@@ -40,9 +40,11 @@ CREATE OR REPLACE TEMP MACRO mm_journal_text(j) AS CASE
 -- a text that starts a JSON object after any spaces ltrim() would take off (Unicode's space separators); a regex,
 -- not starts_with(ltrim(s), '{'), which copied every text
 CREATE OR REPLACE TEMP MACRO mm_starts_object(s) AS regexp_matches(s, '^\p{Zs}*\{');
--- a message that is itself a record (a JSON object or key=value pairs) rather than prose
+-- a message that is itself a record (a JSON object or key=value pairs) rather than prose. A CASE, not an OR: DuckDB
+-- evaluates both sides of an OR on every row, and the pairs' regex over a JSON object's text cost fifteen times the
+-- test for its brace.
 CREATE OR REPLACE TEMP MACRO mm_record_like(m) AS
-    mm_starts_object(m) OR regexp_matches(m, '(?:^|\s)[^\s="]+=[^\s]');
+    CASE WHEN mm_starts_object(m) THEN true ELSE regexp_matches(m, '(?:^|\s)[^\s="]+=[^\s]') END;
 -- `head` when it is the whole header of `line`: followed by a space or by the line's end ('' otherwise, a header
 -- run into the text: no entry of the envelope).
 CREATE OR REPLACE TEMP MACRO mm_spaced_head(line, head) AS
@@ -390,7 +392,8 @@ WITH entries AS (
 )
 SELECT '' AS chain, CASE WHEN v IS NULL THEN line ELSE coalesce(v[1], CASE WHEN json_payload THEN v[2] END) END AS text,
        true AS complete,
-       mm_ts(coalesce(v[3], v[4])) AS ts, nullif(regexp_extract(v[5], '/logs/(stdout|stderr)$', 1), '') AS stream,
+       mm_ts(coalesce(v[3], v[4])) AS ts,
+       CASE WHEN ends_with(v[5], '/logs/stdout') THEN 'stdout' WHEN ends_with(v[5], '/logs/stderr') THEN 'stderr' END AS stream,
        coalesce(v[6], v[7], v[8]) AS host, coalesce(v[11], v[12], v[13]) AS unit, coalesce(v[9], v[10]) AS container,
        NULL::VARCHAR AS pid
 FROM read
