@@ -11,6 +11,7 @@ import pytest
 
 from forensics.findings import build_document
 from forensics.ingest.case import load_case
+from tests.test_tokenizer_properties import needs_c
 
 SENDS = [("2026-11-28T09:10:00Z", "w1", "m1"), ("2026-11-28T09:11:00Z", "w2", "m2")]
 
@@ -104,14 +105,17 @@ def test_many_files_of_mixed_line_ends_read_like_one(tmp_path):
 
 _MAXRSS_GROWTH = """
 import resource, sys
-from forensics.ingest import sources
+from forensics.ingest import sources, tokenizer
+if sys.argv[2] == "guarded":
+    tokenizer.guard_shrinking_files()  # as the CLI does: the file is then mapped, not read
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 mixed = sources.mixes_line_endings(sys.argv[1])
 print(mixed, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
 """
 
 
-def test_looking_at_a_large_file_s_line_ends_holds_only_a_range_of_it_in_memory(tmp_path):
+@pytest.mark.parametrize("sigbus", [pytest.param("guarded", marks=needs_c), "default"])
+def test_looking_at_a_large_file_s_line_ends_holds_only_a_range_of_it_in_memory(tmp_path, sigbus):
     # Every plain file is looked at: a 3.5 GB log mapped whole had put diagnose's peak RSS at 3.5 GB.
     import subprocess
     import sys
@@ -121,8 +125,31 @@ def test_looking_at_a_large_file_s_line_ends_holds_only_a_range_of_it_in_memory(
     with open(log, "wb") as handle:
         for _ in range(32):
             handle.write(line * (8 * 2**20 // len(line)))  # 256 MB of LF lines
-    result = subprocess.run([sys.executable, "-c", _MAXRSS_GROWTH, str(log)], capture_output=True, text=True,
-                            check=True)
+    result = subprocess.run([sys.executable, "-c", _MAXRSS_GROWTH, str(log), sigbus], capture_output=True,
+                            text=True, check=True)
     mixed, grown_mb = result.stdout.split()
     assert mixed == "False"
     assert int(grown_mb) < 160  # the file is 256 MB; a range is 64 MB
+
+
+_SHRINKS_BETWEEN_CHUNKS = """
+import os, sys
+from forensics.ingest import sources
+sources._ENDINGS_CHUNK = 4096
+chunks = sources._ending_chunks(sys.argv[1])
+first = next(chunks)
+os.truncate(sys.argv[1], 0)  # logrotate's copytruncate, while the line ends are looked at
+print(first[2] - first[1], len(list(chunks)))
+"""
+
+
+def test_without_a_sigbus_handler_a_log_shrinking_while_its_line_ends_are_looked_at_ends_the_look_early(tmp_path):
+    # Without the compiled tokenizer nothing handles SIGBUS: a mapped file that shrinks killed the process with a
+    # bare "Bus error". Read instead of mapped, the look ends early and the run says the file shrank (check_unchanged).
+    import subprocess
+    import sys
+
+    log = tmp_path / "mail.log"
+    log.write_bytes(b"ts=2026-11-28T09:10:00Z evt=sent worker=w1 msg_id=m1\r\n" * 2000)
+    result = subprocess.run([sys.executable, "-c", _SHRINKS_BETWEEN_CHUNKS, str(log)], capture_output=True, text=True)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "4096 0\n", "")

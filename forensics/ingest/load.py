@@ -21,7 +21,7 @@ from forensics.ingest.envelopes import Reading
 from forensics.errors import ConfigError, InputError, ParseError
 from forensics.ingest.fields import FieldMap
 from forensics.ingest.parsers import LINE_DELIM
-from forensics.ingest.sources import SYNTAXES, Source, head_bytes, is_empty
+from forensics.ingest.sources import SYNTAXES, Source, check_unchanged, head_bytes, identity, is_empty
 
 # More files than this get events/skipped tables rather than views over a union of staged tables.
 MANY_FILES = 16
@@ -64,6 +64,8 @@ def load(con, sources: list[Source], syntax: str | None = None, field_map: Field
         summaries = _load_all(con, files, field_map, keep_raw, progress)
     finally:
         queries.run(con, "set_time_zone", zone="UTC")
+    for file in files:
+        check_unchanged(file.source, file.identity)
     cut = _create_views(con, files, summaries, limits)
     queries.run(con, "build_sends")
     if keep_raw:  # a saved case
@@ -97,20 +99,22 @@ class _File:
     group: str | None = None  # the staged table it was read into with other files
     envelope: envelopes.Found | None = None
     forced: str | None = None  # --syntax
+    identity: tuple | None = None  # the file when first looked at (sources.identity): it must not shrink or change
 
 
 def _detected(file_id: int, source: Source, forced: str | None, reading: Reading) -> _File:
+    seen = identity(source)
     if is_empty(source):
-        return _File(file_id, source, forced or "empty")
+        return _File(file_id, source, forced or "empty", identity=seen)
     head = head_bytes(source)
     found = envelopes.of_file(source.path, head, forced, reading)
     if found:
-        return _File(file_id, source, forced or "logfmt", head, envelope=found, forced=forced)
+        return _File(file_id, source, forced or "logfmt", head, envelope=found, forced=forced, identity=seen)
     syntax = forced or detect_syntax(head)
     if syntax is None:
         raise InputError(f"{source.label}: cannot tell the log syntax (not logfmt, JSON Lines or CSV, nor "
                          "wrapped in a known envelope); force one with --syntax or --envelope")
-    return _File(file_id, source, syntax, head)
+    return _File(file_id, source, syntax, head, identity=seen)
 
 
 def _groups(files: list[_File]) -> list[list[_File]]:

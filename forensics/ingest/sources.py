@@ -12,6 +12,7 @@ import os
 import shutil
 import sys
 import queue
+import signal
 import tempfile
 import threading
 import zlib
@@ -207,6 +208,30 @@ def check_readable(source: Source, what: str = "text log") -> None:
         raise InputError(f"{source.label}: binary file, not a {what}")
 
 
+def identity(source: Source) -> tuple[int, int, int] | None:
+    """What tells a file apart while it is read (device, inode, size), for check_unchanged; None when it is gone."""
+    try:
+        st = os.stat(source.path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_size
+
+
+def check_unchanged(source: Source, before: tuple[int, int, int] | None) -> None:
+    """Refuse a file that shrank or was replaced since `before` (identity, taken when it was first looked at): what
+    was read of it is not the log that was asked for (logrotate's copytruncate or a rename during the run). A file
+    that only grew (a live log) is fine: what was read is all there was then."""
+    after = identity(source)
+    if before is None or after == before or (after and after[:2] == before[:2] and after[2] >= before[2]):
+        return
+    if after is None or after[:2] != before[:2]:
+        change = "was replaced or removed (rotated?)"
+    else:
+        change = f"shrank from {before[2]:,} to {after[2]:,} bytes (rotated or truncated?)"
+    raise InputError(f"{source.label}: the file {change} while it was being read; copy the logs and run again on "
+                     "the copy")
+
+
 def is_empty(source: Source) -> bool:
     return not head_bytes(source, 1)
 
@@ -300,9 +325,13 @@ def line_ended_copy(source: Source, folder: str | None) -> Source:
     return Source(handle.name, source.label, False)
 
 
-def _ending_chunks(path: str) -> Iterator[tuple[mmap.mmap, int, int]]:
+def _ending_chunks(path: str) -> Iterator[tuple[mmap.mmap | bytes, int, int]]:
     """The file at `path`, mapped, in ranges (start, end) of about _ENDINGS_CHUNK that never end between a CR and
-    its LF. Each range's pages are given back once the caller is done with it (drop_pages)."""
+    its LF. Each range's pages are given back once the caller is done with it (drop_pages). Read instead of mapped
+    where nothing handles SIGBUS (_shrink_guarded): a file that shrinks under its map would kill the process."""
+    if not _shrink_guarded():
+        yield from _read_chunks(path)
+        return
     with mapped(path) as whole:
         if whole is None:
             return
@@ -314,6 +343,23 @@ def _ending_chunks(path: str) -> Iterator[tuple[mmap.mmap, int, int]]:
             yield whole, start, end
             drop_pages(whole, start, end)
             start = end
+
+
+def _read_chunks(path: str) -> Iterator[tuple[bytes, int, int]]:
+    """_ending_chunks by reads: each chunk as (bytes, 0, its length); a file that shrinks while it is read just ends
+    early (check_unchanged then says so)."""
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_ENDINGS_CHUNK):
+            if chunk.endswith(b"\r"):
+                chunk += handle.read(1)
+            yield chunk, 0, len(chunk)
+
+
+def _shrink_guarded() -> bool:
+    """Whether a SIGBUS is handled (the CLI installs the compiled tokenizer's handler, tokenizer.guard_shrinking_files,
+    which Python's signal module reports as None: not a Python handler). Without it, the first page of a map past a
+    shrunken file's end kills the process with a bare "Bus error"."""
+    return signal.getsignal(signal.SIGBUS) not in (signal.SIG_DFL, signal.SIG_IGN)
 
 
 @contextmanager

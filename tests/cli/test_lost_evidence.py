@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -51,3 +53,45 @@ def test_a_line_naming_an_address_is_evidence(cli, tmp_path):
     path = _log(tmp_path, _sends(False) + ["garbled: delivered to dee@acme.com?"])
     doc = json.loads(cli("diagnose", path, "--format", "json").stdout)
     assert doc["complete"] is False and doc["lost_evidence"]["lines"] == 1
+
+
+def _rotating(monkeypatch, rotate):
+    """Make the logs change between the look that told their syntax and the read (logrotate during the run)."""
+    from forensics.ingest import load
+
+    read = load._load_all
+
+    def rotated_then_read(con, files, *args):
+        for file in files:
+            rotate(Path(file.source.path))
+        return read(con, files, *args)
+
+    monkeypatch.setattr(load, "_load_all", rotated_then_read)
+
+
+def test_a_log_truncated_during_the_run_is_refused_not_read_short(cli, tmp_path, monkeypatch):
+    # copytruncate: the duplicate sends at the end would be lost and the run would look all-clear
+    path = _log(tmp_path, NOISE + _sends(True))
+    _rotating(monkeypatch, lambda log: os.truncate(log, 100))
+    result = cli("diagnose", path, "--fail-on-duplicates")
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert f"{path}: the file shrank from " in result.stderr
+    assert "to 100 bytes (rotated or truncated?) while it was being read; copy the logs and run again on the copy" \
+        in result.stderr
+
+
+def test_a_log_renamed_away_during_the_run_is_refused(cli, tmp_path, monkeypatch):
+    path = _log(tmp_path, _sends(True))
+    _rotating(monkeypatch, lambda log: (log.rename(log.with_suffix(".1")), log.write_text(SEND.format(
+        n=9, w=9, who="new@acme.com") + "\n")))
+    result = cli("diagnose", path)
+    assert result.exit_code == 1
+    assert f"{path}: the file was replaced or removed (rotated?) while it was being read" in result.stderr
+
+
+def test_a_live_log_that_grows_during_the_run_is_read_as_it_was(cli, tmp_path, monkeypatch):
+    path = _log(tmp_path, _sends(True))
+    _rotating(monkeypatch, lambda log: log.write_text(log.read_text() + "\n".join(NOISE) + "\n"))
+    result = cli("diagnose", path, "--fail-on-duplicates")
+    assert result.exit_code == 3
