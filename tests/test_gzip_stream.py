@@ -1,5 +1,5 @@
 """A gzipped logfmt file is tokenized as it is decompressed (tokenizer.stage_gzipped over
-sources.gunzipped_chunks), and reads exactly as the plain file does; whatever it cannot read that way (a
+gzstream.gunzipped_chunks), and reads exactly as the plain file does; whatever it cannot read that way (a
 damaged stream, a dirty file, mixed line endings) goes through a decompressed copy, which names a damaged one."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from forensics.errors import InputError
-from forensics.ingest import sources, tokenizer
+from forensics.ingest import gzstream, tokenizer
 from forensics.ingest.case import load_case
 from tests.test_tokenizer_properties import SETTINGS, log_file, needs_c, parser, read
 
@@ -35,12 +35,12 @@ def members(body: bytes, cuts: list[int]) -> bytes:
 
 @contextlib.contextmanager
 def chunks_of(size: int):
-    before = sources.CHUNK_BYTES
-    sources.CHUNK_BYTES = size
+    before = gzstream.CHUNK_BYTES
+    gzstream.CHUNK_BYTES = size
     try:
         yield
     finally:
-        sources.CHUNK_BYTES = before
+        gzstream.CHUNK_BYTES = before
 
 
 @contextlib.contextmanager
@@ -98,7 +98,7 @@ def test_chunks_cut_inside_lines_and_crlf_pairs_keep_every_line_and_number(endin
 def test_line_chunks_end_at_line_ends_and_never_split_a_crlf(size):
     body = b"a=1\r\nbb=2\r\n\r\nc=3\rd=4\ne=5"
     for at in range(len(body) + 1):  # the decompressed pieces may end anywhere
-        chunks = [data[:end] for data, end in sources._line_chunks(iter([body[:at], body[at:]]), size)]
+        chunks = [data[:end] for data, end in gzstream._line_chunks(iter([body[:at], body[at:]]), size)]
         assert b"".join(chunks) == body
         for chunk, following in zip(chunks, chunks[1:]):
             assert chunk.endswith((b"\n", b"\r")) and not (chunk.endswith(b"\r") and following.startswith(b"\n"))
@@ -138,7 +138,7 @@ def test_a_gzip_damaged_after_chunks_were_parsed_is_refused_by_name(tmp_path, da
 def test_the_decompressing_thread_stops_when_its_reader_does(tmp_path):
     (tmp_path / "a.log.gz").write_bytes(gzip.compress(lines(20_000)))
     with chunks_of(1024):
-        chunks = sources.gunzipped_chunks(str(tmp_path / "a.log.gz"))
+        chunks = gzstream.gunzipped_chunks(str(tmp_path / "a.log.gz"))
         next(chunks)
         chunks.close()
     assert not [t for t in threading.enumerate() if t.name == "mailmortem-gunzip"]

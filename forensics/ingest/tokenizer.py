@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from forensics.errors import ConfigError
-from forensics.ingest import sources
+from forensics.ingest import gzstream, sources
 
 try:
     from forensics import _logfmt
@@ -134,12 +134,12 @@ class Streamed:
 def stage_gzipped(con, path: str, staged: str, keys_of: Callable[[str], list[list[bytes]] | None],
                   keep_raw: bool, folder: str | None) -> Streamed | None:
     """Parse a gzipped logfmt file into `staged` as it is decompressed: a chunk is tokenized while the next is
-    decompressed (sources.gunzipped_chunks) and DuckDB types the one before. `keys_of` gives the keys from a
+    decompressed (gzstream.gunzipped_chunks) and DuckDB types the one before. `keys_of` gives the keys from a
     plain file (in `folder`) holding the first lines, the sample the other paths read (None: not to be read
     this way). None when the caller must read a decompressed copy instead, which repairs, reads or refuses it
     by name: a damaged stream (`staged` then holds what came before the damage), a dirty file, mixed line
     endings, or a sample that cannot be read."""
-    seen, chunks = _Seen(), sources.gunzipped_chunks(path)
+    seen, chunks = _Seen(), gzstream.gunzipped_chunks(path)
     try:
         sample = _first_chunks(chunks)
         keys = sample and _sample_keys(sample, keys_of, folder)
