@@ -265,47 +265,20 @@ SELECT '' AS chain,
        NULL::VARCHAR AS host, NULL::VARCHAR AS unit, NULL::VARCHAR AS container, NULL::VARCHAR AS pid
 FROM keys
 
--- name: envelope_structlog
--- structlog's ConsoleRenderer: `2026-11-28 09:21:26 [info     ] event   key=value …` (local time unless the
--- stamp has a zone); the record is its key=value pairs (or a JSON object).
+-- name: envelope_console
+-- Console formats whose header is a time and a level, the record after it: structlog's ConsoleRenderer
+-- (`2026-11-28 09:21:26 [info     ] event   key=value …`, local time unless the stamp has a zone) and zap's console
+-- encoder (tab-separated time, level, [logger, caller,] message, then the context as one JSON object). {lit:head}
+-- matches the header alone and {lit:stamp} takes its time from it (group 1): the rest is the line after it, and the
+-- record the rest's trailing JSON object (mm_json_object), else its key=value pairs (mm_pairs).
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP VIEW {ident:pieces} AS
 WITH entries AS (
-    -- the header is matched alone and its stamp taken from it: the rest is the line after it
-    SELECT line,
-           regexp_extract(line, '^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})? +\[ *[A-Za-z]+ *\] ?') AS head
+    SELECT line, regexp_extract(line, {lit:head}) AS head
     FROM {frag:lines}({lit:path}, {lit:delim})
 ), parts AS (
-    SELECT line, regexp_extract(head, '^([0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?) +\[ *[A-Za-z]+ *\] ?$', 1) AS stamp,
-           substring(line, length(head) + 1) AS rest
-    FROM entries
-), tails AS (
-    SELECT *, mm_json_tail(rest) AS tail FROM parts
-), objects AS (
-    SELECT *, CASE WHEN stamp = '' THEN false ELSE mm_json_object(tail) END AS object FROM tails
-), keys AS (
-    -- the first key, only where the rest ends with no JSON object
-    SELECT *, CASE WHEN stamp <> '' AND NOT object THEN mm_first_key(rest) END AS key FROM objects
-)
-SELECT '' AS chain, CASE WHEN stamp = '' THEN line WHEN object THEN tail ELSE mm_pairs(rest, key) END AS text,
-       true AS complete,
-       mm_ts(nullif(stamp, '')) AS ts, NULL::VARCHAR AS stream, NULL::VARCHAR AS host, NULL::VARCHAR AS unit,
-       NULL::VARCHAR AS container, NULL::VARCHAR AS pid
-FROM keys
-
--- name: envelope_zap
--- zap's console encoder: tab-separated time, level, [logger, caller,] message, then the context as one JSON
--- object (the record); a message of key=value pairs is read too.
--- dialect: duckdb
--- fragments: lines=mm_lines|mm_entries
-CREATE OR REPLACE TEMP VIEW {ident:pieces} AS
-WITH entries AS (
-    -- the header is matched alone and its stamp taken from it: the rest is the line after it
-    SELECT line, regexp_extract(line, '^[0-9][^\t]*\t[A-Za-z]+\t') AS head
-    FROM {frag:lines}({lit:path}, {lit:delim})
-), parts AS (
-    SELECT line, regexp_extract(head, '^([0-9][^\t]*)\t', 1) AS stamp, substring(line, length(head) + 1) AS rest
+    SELECT line, regexp_extract(head, {lit:stamp}, 1) AS stamp, substring(line, length(head) + 1) AS rest
     FROM entries
 ), tails AS (
     SELECT *, mm_json_tail(rest) AS tail FROM parts

@@ -155,10 +155,10 @@ def values(name: str) -> dict:
         literals = {"path": str(DOCKER_LOG), "delim": parsers.LINE_DELIM,
                     "container": None, "unit": None, "year": 2026, "last_month": 12, "again": NOT_FLAT}
         found.update({key: value for key, value in literals.items() if key in wanted})
-    if name == "envelope_syslog":
+    if name in ("envelope_syslog", "envelope_console"):  # blocks shared by envelopes of one shape
         from forensics.ingest import envelopes
 
-        found.update(envelopes.ENVELOPES["syslog"].shape)
+        found.update(envelopes.ENVELOPES["syslog" if name == "envelope_syslog" else "zap"].shape)
     if "lines" in wanted:
         found["lines"] = "mm_lines"
     if "zone" in wanted:

@@ -33,9 +33,14 @@ class Envelope:
     block: str  # the queries/envelopes.sql block that reads its entries
     zone_less: bool = False  # its times carry no zone: read in --tz
     items: str = "$"  # where a JSON document of this envelope lists its entries
-    shape: tuple = ()  # its block's {lit:...} values, as (name, value) pairs (the syslog flavours share one block)
+    shape: tuple = ()  # its block's {lit:...} values, as (name, value) pairs (the syslog flavours share one block,
+    # structlog and zap another)
 
 
+# structlog's console header (a time, perhaps with a zone, then the level in brackets), as envelope_console's regexes
+_STRUCTLOG_STAMP = "[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\\.[0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?"
+_STRUCTLOG_LEVEL = " +\\[ *[A-Za-z]+ *\\]"
+_STRUCTLOG_HEAD = f"^{_STRUCTLOG_STAMP}{_STRUCTLOG_LEVEL}"
 ENVELOPES = {e.name: e for e in (
     Envelope("docker-json", "Docker json-file", "envelope_docker_json"),
     Envelope("cri", "Kubernetes CRI log", "envelope_cri"),
@@ -50,8 +55,10 @@ ENVELOPES = {e.name: e for e in (
     Envelope("docker-logs", "docker logs --timestamps", "envelope_timestamped"),
     Envelope("cloudwatch-export", "CloudWatch export to S3", "envelope_timestamped"),
     Envelope("python-logging", "Python logging", "envelope_python_logging", zone_less=True),
-    Envelope("structlog", "structlog console", "envelope_structlog", zone_less=True),
-    Envelope("zap", "zap console", "envelope_zap"),
+    Envelope("structlog", "structlog console", "envelope_console", zone_less=True,
+             shape=(("head", _STRUCTLOG_HEAD + " ?"), ("stamp", f"^({_STRUCTLOG_STAMP}){_STRUCTLOG_LEVEL} ?$"))),
+    Envelope("zap", "zap console", "envelope_console",
+             shape=(("head", "^[0-9][^\\t]*\\t[A-Za-z]+\\t"), ("stamp", "^([0-9][^\\t]*)\\t"))),
     Envelope("slog", "Go slog text", "envelope_slog"),
     Envelope("logrus", "logrus text", "envelope_slog"),
     Envelope("loki", "Loki logcli jsonl", "envelope_loki"),
