@@ -40,9 +40,9 @@ CREATE OR REPLACE TEMP MACRO mm_journal_text(j) AS CASE
 -- a text that starts a JSON object after any spaces ltrim() would take off (Unicode's space separators); a regex,
 -- not starts_with(ltrim(s), '{'), which copied every text
 CREATE OR REPLACE TEMP MACRO mm_starts_object(s) AS regexp_matches(s, '^\p{Zs}*\{');
--- a message that is itself a record (a JSON object or key=value pairs) rather than prose. A CASE, not an OR: DuckDB
--- evaluates both sides of an OR on every row, and the pairs' regex over a JSON object's text cost fifteen times the
--- test for its brace.
+-- a message that is itself a record (a JSON object or key=value pairs) rather than prose. A CASE, not an OR: where the
+-- test is a value (an argument, a column) rather than a CASE's condition, DuckDB evaluates both sides of an OR on
+-- every row, and the pairs' regex over a JSON object's text cost fifteen times the test for its brace.
 CREATE OR REPLACE TEMP MACRO mm_record_like(m) AS
     CASE WHEN mm_starts_object(m) THEN true ELSE regexp_matches(m, '(?:^|\s)[^\s="]+=[^\s]') END;
 -- `head` when it is the whole header of `line`: followed by a space or by the line's end ('' otherwise, a header
@@ -51,7 +51,7 @@ CREATE OR REPLACE TEMP MACRO mm_spaced_head(line, head) AS
     CASE WHEN length(line) = length(head) OR substring(line, length(head) + 1, 1) = ' ' THEN head ELSE '' END;
 -- The text from the first '{' of `s` on ('' when it holds none): the JSON object an application's prefix may end
 -- with (mm_json_object tells). A block computes it once, in a column of its own, from a column: a macro's argument
--- is copied wherever the macro uses it. strpos and a slice cost half what a regexp_replace of the head did.
+-- is copied wherever the macro uses it. strpos and a slice cost half what a regexp_replace of the text before it did.
 CREATE OR REPLACE TEMP MACRO mm_json_tail(s) AS CASE WHEN NOT contains(s, '{') THEN '' ELSE substring(s, strpos(s, '{')) END;
 -- Whether `tail` (mm_json_tail) is the JSON object an application's prefix ends with: it ends with '}' (perhaps
 -- before spaces) and parses. (ends_with before rtrim: trimming every line cost as much as the parse.) A block

@@ -18,7 +18,7 @@ from forensics.ingest import envelopes
 from forensics.ingest.case import load_case
 from forensics.ingest.load import Reading
 from tests.test_jsonl_reader_properties import FIRST, json_line
-from tests.test_tokenizer_properties import SETTINGS, logfmt_line, needs_c
+from tests.test_tokenizer_properties import READ_EVERY_WAY, SETTINGS, logfmt_line, needs_c
 from tests.test_tokenizer_properties import read as read_with_parser
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "envelopes"
@@ -359,7 +359,7 @@ def enveloped_logfmt(draw) -> tuple[str, str]:
 
 @needs_c
 @pytest.mark.slow
-@SETTINGS
+@READ_EVERY_WAY
 @given(enveloped_logfmt())
 def test_the_lines_inside_an_envelope_read_alike_on_both_parser_paths(file):
     name, body = file
@@ -426,7 +426,7 @@ def enveloped_jsonl(draw) -> tuple[str, str]:
 
 @needs_c
 @pytest.mark.slow
-@SETTINGS
+@READ_EVERY_WAY
 @given(enveloped_jsonl())
 def test_the_json_lines_inside_an_envelope_read_alike_on_both_parser_paths(file):
     name, body = file

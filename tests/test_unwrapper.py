@@ -21,7 +21,7 @@ from forensics.ingest.case import load_case
 from forensics.simulate.envelopes import wrap
 from tests.test_envelopes import file_name
 from tests.test_jsonl_reader_properties import CLEAN, FIRST, _object, json_line
-from tests.test_tokenizer_properties import SETTINGS, logfmt_line, parser
+from tests.test_tokenizer_properties import READ_EVERY_WAY, logfmt_line, parser
 from tests.test_tokenizer_properties import read as read_with_parser
 
 needs_unwrapper = pytest.mark.skipif(unwrapper._unwrap is None, reason="the compiled unwrapper was not built")
@@ -114,7 +114,7 @@ def assert_read_alike(name: str, body: str) -> None:
 
 @needs_unwrapper
 @pytest.mark.slow
-@SETTINGS
+@READ_EVERY_WAY
 @given(line_log())
 def test_a_line_envelope_reads_alike_unwrapped_in_c_or_in_duckdb(file):
     assert_read_alike(*file)
@@ -161,7 +161,7 @@ def json_log(draw) -> tuple[str, str]:
 
 @needs_unwrapper
 @pytest.mark.slow
-@SETTINGS
+@READ_EVERY_WAY
 @given(json_log())
 def test_json_records_in_a_line_envelope_read_alike_unwrapped_in_c_or_in_duckdb(file):
     assert_read_alike(*file)
