@@ -257,7 +257,7 @@ WITH entries AS (
     SELECT *, CASE WHEN stamp <> '' AND NOT object THEN ltrim(substring(line, length(stamp) + 1), ' :-') END AS rest
     FROM objects
 ), keys AS (
-    SELECT *, CASE WHEN rest IS NOT NULL THEN mm_first_key(rest) END AS key FROM rests
+    SELECT *, mm_first_key(rest) AS key FROM rests
 )
 SELECT '' AS chain,
        CASE WHEN stamp = '' THEN line WHEN object THEN tail ELSE mm_pairs(rest, key) END AS text,

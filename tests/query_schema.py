@@ -155,10 +155,10 @@ def values(name: str) -> dict:
         literals = {"path": str(DOCKER_LOG), "delim": parsers.LINE_DELIM,
                     "container": None, "unit": None, "year": 2026, "last_month": 12, "again": NOT_FLAT}
         found.update({key: value for key, value in literals.items() if key in wanted})
-    if name in ("envelope_syslog", "envelope_console"):  # blocks shared by envelopes of one shape
+    if name.startswith("envelope_"):  # a block envelopes share takes each one's regexes (its shape) as literals
         from forensics.ingest import envelopes
 
-        found.update(envelopes.ENVELOPES["syslog" if name == "envelope_syslog" else "zap"].shape)
+        found.update(next((e.shape for e in envelopes.ENVELOPES.values() if e.block == name), ()))
     if "lines" in wanted:
         found["lines"] = "mm_lines"
     if "zone" in wanted:
