@@ -473,7 +473,7 @@ CREATE OR REPLACE TEMP VIEW {ident:unwrapped} AS
 SELECT text AS line,
        struct_pack(line_no := CASE WHEN NOT complete OR contains(text, chr(10)) THEN error({lit:again}) END::BIGINT,
                    ts := ts, stream := stream, host := host, unit := unit, container := container, pid := pid,
-                   worker := coalesce(container, host, unit), cut := false) AS env
+                   cut := false) AS env
 FROM {ident:pieces}
 
 -- name: envelope_flat_entries
@@ -507,7 +507,7 @@ FROM {ident:kept}
 CREATE OR REPLACE VIEW {ident:unwrapped} AS
 SELECT unnest(CASE WHEN contains(text, chr(10)) THEN string_split(rtrim(text, chr(10)), chr(10)) ELSE [text] END) AS line,
        struct_pack(line_no := rowid + 1, ts := ts, stream := stream, host := host, unit := unit, container := container,
-                   pid := pid, worker := coalesce(container, host, unit), cut := NOT complete) AS env
+                   pid := pid, cut := NOT complete) AS env
 FROM {ident:kept}
 
 -- name: envelope_joined_lines
@@ -538,8 +538,7 @@ WITH pieces AS (
     SELECT *, unnest(parts) AS line, generate_subscripts(parts, 1) AS part FROM split
 )
 SELECT line, struct_pack(line_no := line_no, ts := ts, stream := stream, host := host, unit := unit,
-                         container := container, pid := pid, worker := coalesce(container, host, unit),
-                         cut := NOT complete) AS env
+                         container := container, pid := pid, cut := NOT complete) AS env
 FROM lines ORDER BY line_no, part
 
 -- name: envelope_mixed_staged

@@ -50,7 +50,7 @@ CREATE OR REPLACE TEMP MACRO mm_named_lines(path, sep) AS TABLE
 -- A line's envelope (`env`), as a type: a staged table created before it is filled names it.
 CREATE OR REPLACE TEMP TYPE mm_envelope AS
     STRUCT(line_no BIGINT, ts TIMESTAMPTZ, stream VARCHAR, host VARCHAR, unit VARCHAR, container VARCHAR,
-           pid VARCHAR, worker VARCHAR, cut BOOLEAN);
+           pid VARCHAR, cut BOOLEAN);
 -- A line read from a file has no envelope: mm_no_envelope() is that empty `env`, typed.
 CREATE OR REPLACE TEMP MACRO mm_no_envelope() AS NULL::mm_envelope;
 CREATE OR REPLACE TEMP MACRO mm_lines(path, sep) AS TABLE
@@ -141,7 +141,7 @@ typed AS (
     SELECT coalesce(ts_typed, env.ts) AS ts,
            CASE WHEN nullif(trim(event_text), '') IS NOT NULL THEN mm_event(event_text)
                 WHEN msg_id_text IS NOT NULL AND status IS NOT NULL AND mm_ok_status(status) THEN 'send' END AS event,
-           coalesce(worker, env.worker) AS worker, coalesce(incarnation, env.pid) AS incarnation, campaign, step,
+           coalesce(worker, env.container, env.host, env.unit) AS worker, coalesce(incarnation, env.pid) AS incarnation, campaign, step,
            recipient_typed AS recipient, candidate, msg_id_typed AS msg_id, shard,
            mm_seconds(lease_text) AS lease_s, test_id, variant, status,
            TRY_CAST(attempt_text AS INTEGER) AS attempt, error, TRY_CAST(count_text AS BIGINT) AS count,

@@ -146,7 +146,7 @@ def test_an_envelope_s_provenance_is_text_where_the_file_s_path_names_none(tmp_p
     con = read(tmp_path, log).con
     [env] = con.execute("SELECT DISTINCT data_type FROM duckdb_columns() WHERE column_name = 'env'").fetchall()
     assert env[0] == ("STRUCT(line_no BIGINT, ts TIMESTAMP WITH TIME ZONE, stream VARCHAR, host VARCHAR, unit VARCHAR, "
-                      "container VARCHAR, pid VARCHAR, worker VARCHAR, cut BOOLEAN)")
+                      "container VARCHAR, pid VARCHAR, cut BOOLEAN)")
 
 
 def test_an_envelope_of_whole_lines_is_parsed_straight_from_its_view(tmp_path, monkeypatch):

@@ -324,7 +324,6 @@ def _env(rows: int, cols, what, ts, found: Found):
                                     null_count=ts_nulls),
         "stream": pc.take(pa.array(STREAMS, pa.string()), codes),
         **provenance,
-        "worker": pc.coalesce(provenance["container"], provenance["host"], provenance["unit"]),
         "cut": pc.equal(codes, -1),
     }
     return pa.StructArray.from_arrays(list(fields.values()), names=list(fields))
@@ -336,5 +335,5 @@ def _with_env(schema):
 
     env = pa.struct([("line_no", pa.int64()), ("ts", pa.timestamp("us", tz="UTC")), ("stream", pa.string()),
                      ("host", pa.string()), ("unit", pa.string()), ("container", pa.string()), ("pid", pa.string()),
-                     ("worker", pa.string()), ("cut", pa.bool_())])
+                     ("cut", pa.bool_())])
     return schema.append(pa.field("env", env))
