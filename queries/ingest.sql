@@ -141,7 +141,8 @@ typed AS (
     SELECT coalesce(ts_typed, env.ts) AS ts,
            CASE WHEN nullif(trim(event_text), '') IS NOT NULL THEN mm_event(event_text)
                 WHEN msg_id_text IS NOT NULL AND status IS NOT NULL AND mm_ok_status(status) THEN 'send' END AS event,
-           coalesce(worker, env.container, env.host, env.unit) AS worker, coalesce(incarnation, env.pid) AS incarnation, campaign, step,
+           coalesce(worker, env.container, env.host, env.unit) AS worker, coalesce(incarnation, env.pid) AS incarnation,
+           campaign, step,
            recipient_typed AS recipient, candidate, msg_id_typed AS msg_id, shard,
            mm_seconds(lease_text) AS lease_s, test_id, variant, status,
            TRY_CAST(attempt_text AS INTEGER) AS attempt, error, TRY_CAST(count_text AS BIGINT) AS count,
