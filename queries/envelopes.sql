@@ -567,7 +567,7 @@ DROP VIEW IF EXISTS {ident:tokens}
 -- name: envelope_inner_sample
 -- The first non-blank inner lines (to tell the inner syntax, and to say what a file without records holds).
 -- dialect: duckdb
-SELECT line FROM {ident:unwrapped} WHERE NOT mm_blank(line) LIMIT 200
+SELECT line FROM {ident:unwrapped} WHERE NOT mm_blank(line) LIMIT :most
 
 -- name: envelope_cut_rows
 -- The inner lines a platform never finished (see envelope_lines): their row (the staged table's rowid, which

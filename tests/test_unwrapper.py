@@ -398,3 +398,17 @@ def test_a_line_handed_back_after_the_first_range_sends_the_whole_file_to_duckdb
     sql, duckdb_unwrapped, unwrapped = read_three(log, 300)
     assert taken == [False] and unwrapped == duckdb_unwrapped == sql and len(unwrapped[0]) >= 39
 
+
+
+@needs_unwrapper
+@pytest.mark.parametrize("name", ["docker-json", "loki"])
+def test_the_samples_come_from_a_head_grown_past_blank_lines_as_duckdb_reads_them(tmp_path, taken, monkeypatch, name):
+    """The first range is sampled from its head; a head of blank inner lines says nothing of the syntax inside, so
+    it grows until it holds the non-blank sample: JSON records after 300 blank lines are read as JSON."""
+    monkeypatch.setattr(unwrapper, "HEAD_BYTES", 64)
+    monkeypatch.setattr(tokenizer, "SAMPLE_LINES", 1)
+    records = [json.dumps({"event": "send", "email": f"p{i}@example.com", "msg_id": f"m{i}"}) for i in range(250)]
+    log = _file(str(tmp_path), wrap(name, [""] * 300 + records), file_name(name))
+    sql, duckdb_unwrapped, unwrapped = read_three(log)
+    assert taken == [True] and unwrapped == duckdb_unwrapped == sql
+    assert len(unwrapped[0]) == 250  # every record an event: read as JSON, not as logfmt

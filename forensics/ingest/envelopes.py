@@ -69,6 +69,7 @@ ENVELOPES = {e.name: e for e in (
 )}
 NAMES = tuple(ENVELOPES)
 NONE = "none"  # --envelope none: read every file as it is
+INNER_SAMPLE_LINES = 200  # the first non-blank inner lines that tell the inner syntax (inner_sample)
 
 
 @dataclass(frozen=True)
@@ -369,7 +370,8 @@ def _parse_unwrapped(con, unwrapped: str, source: Source, syntax: str | None, st
 def inner_sample(con, unwrapped: str, syntax: str | None) -> tuple[list[str], list[str]]:
     """The first inner lines of `unwrapped` (a relation of `line`), and the syntaxes of the records among them
     (`syntax` when given)."""
-    sample = [row[0] for row in queries.run(con, "envelope_inner_sample", unwrapped=unwrapped).fetchall()]
+    sample = [row[0] for row in queries.run(con, "envelope_inner_sample", {"most": INNER_SAMPLE_LINES},
+                                            unwrapped=unwrapped).fetchall()]
     return sample, [syntax] if syntax else inner_syntaxes(sample)
 
 

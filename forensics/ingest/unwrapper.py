@@ -30,7 +30,7 @@ from typing import Callable
 
 import queries
 from forensics.ingest import jsontokenizer, sources, tokenizer
-from forensics.ingest.envelopes import Found, Unwrapped, inner_sample
+from forensics.ingest.envelopes import INNER_SAMPLE_LINES, Found, Unwrapped, inner_sample
 
 try:
     from forensics import _unwrap
@@ -46,6 +46,7 @@ KINDS = {"docker-json": "DOCKER", "cri": "CRI", "docker-logs": "TIMESTAMPED", "c
 # queries/envelopes.sql, coalesce(the line's, :param) for an entry
 FROM_PATH = {"docker-json": ("container",), "cri": ("container", "unit"), "docker-logs": ("container",),
              "cloudwatch-export": ("container",), "cloudwatch": ("container",)}
+HEAD_BYTES = 2 * 2**20  # the first head of the first range read for the samples (_head_spans)
 PROVENANCE = ("host", "unit", "container", "pid")
 STREAMS = (None, "stdout", "stderr", None)  # by the C module's code: not an entry, stdout, stderr, no stream
 
@@ -106,16 +107,10 @@ def stage(con, found: Found, path: str, staged: str, syntax: str | None, plans: 
 def _staged(con, found, mapped, staged, syntax, plans: Plans, keep_raw) -> Unwrapped | None:
     ranges = tokenizer._ranges(mapped)
     kind = getattr(_unwrap, KINDS[found.name])
-    first = _unwrapped(mapped, *ranges[0], kind, found)
-    if first is None or (first[0] < tokenizer.SAMPLE_LINES and len(ranges) > 1):
-        return None  # deferred, or a first range too short to hold the sample of keys DuckDB's path takes
-    head_table = f"{staged}_head"
-    con.register(head_table, _head(first, found))
-    try:
-        sample, inner = inner_sample(con, head_table, syntax)
-        reader = _reader(inner, plans, head_table, sample, keep_raw, found)
-    finally:
-        con.unregister(head_table)
+    head = _head(con, found, mapped, ranges, kind, f"{staged}_head", syntax, plans, keep_raw)
+    if head is None:
+        return None
+    sample, inner, reader = head
     if reader is None:
         return None  # records of both syntaxes (envelope_mixed_staged), or keys the compiled reader does not take
     read = _Read()
@@ -127,6 +122,31 @@ def _staged(con, found, mapped, staged, syntax, plans: Plans, keep_raw) -> Unwra
         queries.run(con, "drop_staged", staged=staged)
         return None
     return Unwrapped(inner[0], read.rows, sample)
+
+
+def _head(con, found, mapped, ranges, kind, table, syntax, plans: Plans, keep_raw):
+    """(sample, inner syntaxes, reader) from the samples of the first range's head (None: deferred, or a first range
+    too short to hold the sample of keys DuckDB's path takes). The head grows until it holds the samples (the first
+    SAMPLE_LINES inner lines, INNER_SAMPLE_LINES of them not blank) or is the whole range, which _batches unwraps
+    again: unwrapping all of its 32 MB for them cost a fifteenth of a 1M-line file's unwrapping, more than half of
+    a 100,000-line one's. The C module reads each line on its own, so a head's rows are the range's first rows."""
+    (start, end), size = ranges[0], HEAD_BYTES
+    while True:
+        stop = end if start + size >= end else (mapped.find(b"\n", start + size, end) + 1 or end)
+        first = _unwrapped(mapped, start, stop, kind, found)
+        if first is None:
+            return None
+        con.register(table, _head_table(first, found))
+        try:
+            sample, inner = inner_sample(con, table, syntax)
+            if stop == end or (first[0] >= tokenizer.SAMPLE_LINES and len(sample) >= INNER_SAMPLE_LINES):
+                if first[0] < tokenizer.SAMPLE_LINES and len(ranges) > 1:
+                    return None
+                return sample, inner, _reader(inner, plans, table, sample, keep_raw, found)
+        finally:
+            con.unregister(table)
+        # a head the samples may reach past: one long enough for SAMPLE_LINES at its density, with a margin
+        size = max(2 * size, size * tokenizer.SAMPLE_LINES * 5 // (4 * max(first[0], 1)))
 
 
 def _reader(inner: list[str], plans: Plans, head_table: str, sample: list[str], keep_raw: bool, found: Found):
@@ -147,7 +167,7 @@ def _unwrapped(buffer, start: int, end: int, kind: int, found: Found):
     return None if result[1] & _unwrap.DEFER else result
 
 
-def _head(first, found: Found):
+def _head_table(first, found: Found):
     """The first range's inner lines as envelope_flat_lines has them (line, env), for the samples."""
     import pyarrow as pa
 
