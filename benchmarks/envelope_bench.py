@@ -18,7 +18,9 @@ envelope read by it, a plain JSON Lines file read by the compiled JSON reader ag
 each envelope read by it, which DuckDB hands them vector by vector; logfmt and JSON records in the line
 envelopes the C unwrapper takes, forensics.ingest.unwrapper.KINDS, are unwrapped in C beside the tokenizer
 or the JSON reader instead).
-Classification is not timed: it reads the same tables either way. Prints a Markdown table; not a test.
+The process installs the SIGBUS handler the CLI installs (tokenizer.guard_shrinking_files), so each file is read as
+`diagnose` reads it (mapped, not read whole into memory by the line-ending check). Classification is not timed: it
+reads the same tables either way. Prints a Markdown table; not a test.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 # Both reads take one parser path (--parser; the SQL path unless MAILMORTEM_PARSER says otherwise).
 os.environ.setdefault("MAILMORTEM_PARSER", "sql")
 
+from forensics.ingest import tokenizer  # noqa: E402
 from forensics.ingest.case import load_case  # noqa: E402
 from forensics.ingest.load import Reading  # noqa: E402
 from forensics.simulate import envelopes as wrap  # noqa: E402
@@ -127,6 +130,9 @@ def interleaved(plain: Path, wrapped: Path, runs: int) -> tuple[tuple[float, flo
 def main(argv=None) -> int:
     args = parse_args(argv)
     os.environ["MAILMORTEM_PARSER"] = args.parser
+    # as the CLI does: with the SIGBUS handler in place the line-ending check maps each file instead of reading it
+    # whole into memory (sources._ending_chunks), so the reads timed here are the ones `diagnose` makes
+    tokenizer.guard_shrinking_files()
     print(f"parser: {args.parser}", flush=True)
     names = list(wrap.NAMES) if args.envelopes == "all" else args.envelopes.split(",")
     header = ["| inner syntax | envelope | lines | plain s | wrapped s | wrapped / plain | plain CPU s | wrapped CPU s "

@@ -732,9 +732,19 @@ static PyObject *guard_shrinking_files(PyObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+/* Whether on_sigbus handles SIGBUS: Python's signal.getsignal does not see a handler installed here (it answers
+ * from its own table, filled when the interpreter started). */
+static PyObject *shrink_guarded(PyObject *self, PyObject *unused) {
+    struct sigaction action;
+    if (sigaction(SIGBUS, NULL, &action) != 0) return PyErr_SetFromErrno(PyExc_OSError);
+    return PyBool_FromLong(!(action.sa_flags & SA_SIGINFO) && action.sa_handler == on_sigbus);
+}
+
 static PyMethodDef methods[] = {
     {"guard_shrinking_files", guard_shrinking_files, METH_NOARGS,
      "guard_shrinking_files() -> None: a SIGBUS (a mapped file shrank under a reader) exits 1 with one line"},
+    {"shrink_guarded", shrink_guarded, METH_NOARGS,
+     "shrink_guarded() -> bool: whether guard_shrinking_files' handler is the one SIGBUS has"},
     {"normalize_address", normalize_address, METH_O,
      "normalize_address(utf8) -> the normal form (bytes), or None: forensics.addresses.normalize_address"},
     {"msg_id", msg_id, METH_O, "msg_id(utf8) -> the msg_id as SQL's mm_msg_id gives it (bytes), or None"},

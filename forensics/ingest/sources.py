@@ -10,7 +10,6 @@ import mmap
 import os
 import shutil
 import sys
-import signal
 import tempfile
 from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
@@ -345,10 +344,15 @@ def _read_chunks(path: str) -> Iterator[tuple[bytes, int, int]]:
 
 
 def _shrink_guarded() -> bool:
-    """Whether a SIGBUS is handled (the CLI installs the compiled tokenizer's handler, tokenizer.guard_shrinking_files,
-    which Python's signal module reports as None: not a Python handler). Without it, the first page of a map past a
-    shrunken file's end kills the process with a bare "Bus error"."""
-    return signal.getsignal(signal.SIGBUS) not in (signal.SIG_DFL, signal.SIG_IGN)
+    """Whether the compiled tokenizer's SIGBUS handler is installed (the CLI installs it: tokenizer.guard_shrinking_files).
+    Without it, the first page of a map past a shrunken file's end kills the process with a bare "Bus error". Asked of
+    the C module: Python's signal.getsignal answers from its own table, filled when the interpreter started, and
+    said SIG_DFL under the handler, so every file's line ends had been read whole instead of mapped."""
+    try:
+        from forensics import _logfmt
+    except ImportError:
+        return False
+    return _logfmt.shrink_guarded()
 
 
 @contextmanager
