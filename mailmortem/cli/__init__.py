@@ -17,6 +17,10 @@ from forensics import __version__
 from forensics.errors import MailmortemError
 from queries import QueryError
 
+# pyarrow imports numpy, whose OpenBLAS starts a thread per core that spins on its own for a while: 0.12 CPU s of
+# every run, for linear algebra mailmortem never does
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 # name -> "module:function"; each module lives in mailmortem/cli/.
 COMMANDS = {
     "diagnose": "mailmortem.cli.diagnose:diagnose",
