@@ -399,7 +399,6 @@ def test_a_line_handed_back_after_the_first_range_sends_the_whole_file_to_duckdb
     assert taken == [False] and unwrapped == duckdb_unwrapped == sql and len(unwrapped[0]) >= 39
 
 
-
 @needs_unwrapper
 @pytest.mark.parametrize("name", ["docker-json", "loki"])
 def test_the_samples_come_from_a_head_grown_past_blank_lines_as_duckdb_reads_them(tmp_path, taken, monkeypatch, name):

@@ -46,7 +46,7 @@ KINDS = {"docker-json": "DOCKER", "cri": "CRI", "docker-logs": "TIMESTAMPED", "c
 # queries/envelopes.sql, coalesce(the line's, :param) for an entry
 FROM_PATH = {"docker-json": ("container",), "cri": ("container", "unit"), "docker-logs": ("container",),
              "cloudwatch-export": ("container",), "cloudwatch": ("container",)}
-HEAD_BYTES = 2 * 2**20  # the first head of the first range read for the samples (_head_spans)
+HEAD_BYTES = 2 * 2**20  # the first head of the first range read for the samples (_head)
 PROVENANCE = ("host", "unit", "container", "pid")
 STREAMS = (None, "stdout", "stderr", None)  # by the C module's code: not an entry, stdout, stderr, no stream
 
