@@ -120,6 +120,23 @@ def test_journald_message_as_bytes_is_decoded(tmp_path):
 
 
 @pytest.mark.parametrize("parser", ["sql", "c"])
+def test_what_was_read_names_the_first_ten_skipped_lines_of_the_file_once_each(tmp_path, monkeypatch, parser):
+    """The skipped lines an envelope's file is summed up by are its own line numbers, in order, each once: the two
+    lines of one entry's message share its number."""
+    monkeypatch.setenv("MAILMORTEM_PARSER", parser)
+
+    def entry(message: str) -> str:
+        return json.dumps({"__REALTIME_TIMESTAMP": "1795857686000000", "MESSAGE": message, **HOST}) + "\n"
+
+    journal = tmp_path / "journal.json"
+    journal.write_text(entry(A) + entry("starting\nstill starting") + entry(A.replace("a1", "a2"))
+                       + "".join(entry(f"waiting {n}") for n in range(12)), encoding="utf-8")
+    summary = read(tmp_path, journal).inputs[0]
+    assert (summary.lines, summary.records, summary.skipped) == (15, 2, 14)
+    assert summary.first_skipped_lines == [2, 4, 5, 6, 7, 8, 9, 10, 11, 12]
+
+
+@pytest.mark.parametrize("parser", ["sql", "c"])
 def test_a_multi_line_journald_message_gives_a_line_each_numbered_by_its_entry(tmp_path, monkeypatch, parser):
     """DuckDB parses a file straight through its envelope's view until an entry is not one whole line, then reads
     it again from its pieces: no line is lost or renumbered (the compiled unwrapper hands such a file to DuckDB)."""
