@@ -301,10 +301,13 @@ def _ranges(mapped: mmap.mmap) -> list[tuple[int, int]]:
 
 def _range_end(mapped: mmap.mmap, start: int, size: int) -> int:
     """Just after the first \\n at or beyond start + RANGE_BYTES (a CRLF is never split), or the file's end."""
-    if start + RANGE_BYTES >= size:
-        return size
-    newline = mapped.find(b"\n", start + RANGE_BYTES)
-    return size if newline < 0 else newline + 1
+    return _line_end_after(mapped, start + RANGE_BYTES, size)
+
+
+def _line_end_after(mapped: mmap.mmap, at: int, end: int) -> int:
+    """Just after the first \\n of mapped[at:end], or `end` when it holds none (or `at` is past it)."""
+    newline = mapped.find(b"\n", at, end)
+    return end if newline < 0 else newline + 1
 
 
 def _batch(rows: int, problem, cols, ts):

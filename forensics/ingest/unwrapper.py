@@ -132,7 +132,7 @@ def _head(con, found, mapped, ranges, kind, table, syntax, plans: Plans, keep_ra
     a 100,000-line one's. The C module reads each line on its own, so a head's rows are the range's first rows."""
     (start, end), size = ranges[0], HEAD_BYTES
     while True:
-        stop = end if start + size >= end else (mapped.find(b"\n", start + size, end) + 1 or end)
+        stop = tokenizer._line_end_after(mapped, start + size, end)
         first = _unwrapped(mapped, start, stop, kind, found)
         if first is None:
             return None
@@ -195,7 +195,7 @@ def _batches(mapped, ranges, kind, reader, read: _Read) -> Iterator:
     with ThreadPoolExecutor(2) as pool:
         def submitted(span):
             start, end = span
-            middle = _middle(mapped, start, end)
+            middle = tokenizer._line_end_after(mapped, (start + end) // 2, end)  # the first line end past the middle
             return [pool.submit(_inner_read, reader, mapped, a, b, kind) for a, b in ((start, middle), (middle, end))
                     if a < b]
 
@@ -212,12 +212,6 @@ def _batches(mapped, ranges, kind, reader, read: _Read) -> Iterator:
                 yield reader.batch(rows, parts)
                 read.rows += rows
             sources.drop_pages(mapped, *ranges[index])
-
-
-def _middle(mapped, start: int, end: int) -> int:
-    """Just after the first line end at or past the middle of a span (its end if none)."""
-    newline = mapped.find(b"\n", (start + end) // 2, end)
-    return end if newline < 0 else newline + 1
 
 
 def _inner_read(reader, mapped, start: int, end: int, kind: int) -> tuple[int, tuple]:
