@@ -6,7 +6,7 @@
 Each case (BENCH/logfmt-SIZE/mail-send.log) is staged once: `mailmortem diagnose LOG --save CASE`, cached in
 the workdir (delete it to stage again, e.g. after changing the ingest). Then, for each run, a fresh process
 opens the saved case with diagnose's connection settings (memory limit, private spill folder,
-insertion order kept), builds the TEMP `sends` again from the saved `events` and runs what diagnose runs on
+insertion order kept), builds the `sends` view again over the saved `events` and runs what diagnose runs on
 them: the classification (forensics.classify), the summary and the candidates at two addresses. Every query
 block reports its CPU time (MAILMORTEM_PROFILE, all threads of the process); the process's peak RSS comes
 from wait4. The median CPU per block over the runs is printed per size, with each block's growth from the
@@ -68,7 +68,7 @@ def child(case: Path, memory_limit: str) -> None:
         con = duckdb.connect(str(case), config=config)
         queries.script(con, "ingest_macros")
         print(f"lines: {con.execute('SELECT count(*) FROM events').fetchone()[0]}", file=sys.stderr)
-        queries.run(con, "build_sends")
+        queries.script(con, "build_sends")
         classify.classify(con)
         classify.summary(con)
         queries.rows(con, "candidates_at_two_addresses")

@@ -516,34 +516,41 @@ WHERE s.problem IS NOT NULL
 
 -- name: build_sends
 -- Real sends: a send event with a msg_id and a success (or absent) status; one row per msg_id and recipient
--- (a line logged twice is one send; one provider id may cover several recipients of one API call).
--- Only keys whose 64-bit hash occurs twice are compared exactly: no window or wide hash table over every
--- send, which is what keeps a 10M-line case fast within the memory limit. A TEMP table: held in memory (spilled
--- past the limit), not compressed into the case file, which costs more than it saves for a table read a dozen
--- times and then thrown away (a saved case copies it into the file: save_sends).
+-- (a line logged twice is one send; one provider id may cover several recipients of one API call: the first of
+-- each, by time, file and line, is kept). `sends` is a TEMP VIEW over `events`, not a copy: each query reads the
+-- records it needs from the staged tables (compressed in a large case's file) instead of a table of every send
+-- held in memory, which at 10.7M lines (~230 bytes a send, 2 GB) outgrew the memory limit and made every
+-- later scan read spilled blocks back. Only the repeats are written down (`send_repeats`, the file and line
+-- of every later copy of a (msg_id, recipient)), found by grouping on a 64-bit hash and then compared exactly
+-- within the few groups whose hash occurs twice; the view leaves those lines out. A view has no rowid: a send
+-- is known by its file's number (`send_files`) and its line, packed into one integer by mm_send_id.
 -- dialect: duckdb
-CREATE OR REPLACE TEMP TABLE sends AS
-WITH ok AS NOT MATERIALIZED (  -- scanned three times rather than held: 10M sends do not fit
-    SELECT source, line_no AS line, ts, worker, incarnation, coalesce(campaign, '') AS campaign,
-           coalesce(step, '') AS step, recipient, candidate, msg_id, shard, test_id, variant, attempt,
-           hash(msg_id, recipient) AS h
+CREATE OR REPLACE TEMP TABLE send_files AS
+SELECT (row_number() OVER (ORDER BY source))::INTEGER AS file, source FROM (SELECT DISTINCT source FROM files);
+CREATE OR REPLACE TEMP MACRO mm_send_id(file, line) AS (file::BIGINT << 40) + line;
+CREATE OR REPLACE TEMP TABLE send_repeats AS
+WITH ok AS NOT MATERIALIZED (  -- scanned twice rather than held: 10M sends do not fit
+    SELECT source, line_no AS line, ts, msg_id, recipient, hash(msg_id, recipient) AS h
     FROM events
     WHERE event = 'send' AND msg_id IS NOT NULL AND mm_ok_status(status) AND recipient IS NOT NULL AND recipient <> ''
 ), repeated AS (
     SELECT h FROM ok GROUP BY h HAVING count(*) > 1
-), first_of_repeated AS (
-    SELECT * FROM ok WHERE h IN (SELECT h FROM repeated)
-    QUALIFY row_number() OVER (PARTITION BY msg_id, recipient ORDER BY ts, source, line) = 1
 )
-SELECT * EXCLUDE (h) FROM ok WHERE h NOT IN (SELECT h FROM repeated)
-UNION ALL
-SELECT * EXCLUDE (h) FROM first_of_repeated
+SELECT source, line FROM ok WHERE h IN (SELECT h FROM repeated)
+QUALIFY row_number() OVER (PARTITION BY msg_id, recipient ORDER BY ts, source, line) > 1;
+CREATE OR REPLACE TEMP VIEW sends AS
+SELECT e.source, e.line_no AS line, e.ts, e.worker, e.incarnation, coalesce(e.campaign, '') AS campaign,
+       coalesce(e.step, '') AS step, e.recipient, e.candidate, e.msg_id, e.shard, e.test_id, e.variant, e.attempt
+FROM events e ANTI JOIN send_repeats r ON r.source = e.source AND r.line = e.line_no
+WHERE e.event = 'send' AND e.msg_id IS NOT NULL AND mm_ok_status(e.status) AND e.recipient IS NOT NULL
+  AND e.recipient <> ''
 
 -- name: save_sends
--- A saved case keeps its sends in the case file (`mailmortem sql` reads them): build_sends' TEMP table, copied.
+-- A saved case keeps its sends in the case file (`mailmortem sql` reads them): build_sends' view, copied.
 -- dialect: duckdb
 CREATE OR REPLACE TABLE main.sends AS SELECT * FROM temp.main.sends;
-DROP TABLE temp.main.sends
+DROP VIEW temp.main.sends;
+DROP TABLE temp.main.send_repeats
 
 -- name: first_fatal_skip
 -- The first non-blank line that is not a record (what --strict stops on).

@@ -5,8 +5,8 @@
 -- name: report_marks_build
 -- Every send and lifecycle record (claim, renew, release, expire, start, error), narrow: its time `t` in
 -- epoch ms, its lane (worker · incarnation; a lifecycle record without an incarnation, e.g. a claim line,
--- goes to the incarnation the worker had started last by then) and where it came from (`src` s/e: `rid` = rowid
--- in sends, or `rsource` and `rid` = file and line of the event), so details are fetched only for the few
+-- goes to the incarnation the worker had started last by then) and where it came from (`src` s/e: `rid` =
+-- a send's mm_send_id, or `rsource` and `rid` = file and line of the event), so details are fetched only for the few
 -- records drawn one by one.
 -- dialect: duckdb
 CREATE OR REPLACE TEMP MACRO mm_lane(w, i) AS coalesce(w, '(no worker)') || coalesce(' · ' || i, '');
@@ -22,8 +22,8 @@ WITH dup AS (
 ), sends_drawn AS (
     SELECT s.ts, s.worker, s.incarnation AS inc,
            CASE WHEN d.recipient IS NULL THEN 'send' ELSE 'duplicate send' END AS what,
-           'sends' AS src, s.rowid AS rid, NULL::VARCHAR AS rsource, NULL::VARCHAR AS shard, NULL::DOUBLE AS lease_s
-    FROM sends s
+           'sends' AS src, mm_send_id(f.file, s.line) AS rid, NULL::VARCHAR AS rsource, NULL::VARCHAR AS shard, NULL::DOUBLE AS lease_s
+    FROM sends s JOIN send_files f USING (source)
     LEFT JOIN dup d ON d.campaign = s.campaign AND d.step = s.step AND d.recipient = s.recipient
     WHERE s.ts IS NOT NULL
 ), lifecycle AS (
@@ -78,7 +78,8 @@ SELECT CASE WHEN m.lane IN (SELECT unnest(:kept)) THEN m.lane ELSE :other END AS
        coalesce(s.step, e.step) AS step, coalesce(s.shard, e.shard) AS shard,
        coalesce(s.msg_id, e.msg_id) AS msg_id, s.variant, m.lease_s, d.kind, e.error
 FROM drawn m
-LEFT JOIN sends s ON m.src = 'sends' AND s.rowid = m.rid
+LEFT JOIN (SELECT s.*, mm_send_id(f.file, s.line) AS sid FROM sends s JOIN send_files f USING (source)) s
+  ON m.src = 'sends' AND s.sid = m.rid
 LEFT JOIN events e ON m.src = 'events' AND e.source = m.rsource AND e.line_no = m.rid
 LEFT JOIN dup d ON d.campaign = s.campaign AND d.step = s.step AND d.recipient = s.recipient
 ORDER BY m.t, lane

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from forensics.ingest.case import load_case
+from forensics.classify import classify
 from forensics.findings import build_document
 from forensics.simulate.run import KINDS, simulate
 from tests.accuracy import f1_by_kind, false_people, predicted_of, truth_of
@@ -65,6 +66,22 @@ def test_not_duplicates_are_never_reported(tmp_path):
     ])
     assert doc["summary"]["duplicated_people"] == 0 and doc["incidents"] == []
     assert doc["summary"]["sends"] == 5
+
+
+def test_a_saved_case_pairs_each_send_with_its_own_file_and_line(tmp_path):
+    # two files whose sends sit on the same line numbers: a send is known by its file and line, never by the
+    # line alone (the first send of each pair, the earlier one, is w2's, in the second file)
+    first, second = tmp_path / "w1.log", tmp_path / "w2.log"
+    first.write_text(f"ts={T.format(5)} event=send worker=w1 campaign=c1 step=1 email=a@x.co candidate=cand-1 "
+                     f"msg_id=<1@m>\n", encoding="utf-8")
+    second.write_text(f"ts={T.format(1)} event=send worker=w2 campaign=c1 step=1 email=a@x.co candidate=cand-2 "
+                      f"msg_id=<2@m>\n", encoding="utf-8")
+    case = load_case([str(first), str(second)], database=str(tmp_path / "case.duckdb"))
+    classify(case.con, save=True)
+    pairs = case.con.execute("SELECT worker1, worker2, candidate, seq FROM dup_pairs").fetchall()
+    assert pairs == [("w2", "w1", "cand-2", 1)]
+    sends = case.con.execute("SELECT source, line, msg_id FROM main.sends ORDER BY msg_id").fetchall()
+    assert sends == [(str(first), 1, "1@m"), (str(second), 1, "2@m")]
 
 
 def test_case_variants_of_one_address_are_one_person(tmp_path):

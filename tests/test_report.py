@@ -137,6 +137,17 @@ def test_lifecycle_lines_without_an_incarnation_join_the_lane_of_the_running_one
         ("send", "w-a · 1"), ("claim", "w-a · 1"), ("start", "w-a · 2"), ("send", "w-a · 2"), ("renew", "w-a · 2")]
 
 
+def test_each_drawn_send_shows_its_own_files_details(tmp_path):
+    # two files with sends on the same line numbers: a mark's details come from its own file and line
+    first, second = tmp_path / "w-a.log", tmp_path / "w-b.log"
+    first.write_text(_send(0, "w-a", 1, "a@x.co", 1) + "\n" + _send(10, "w-a", 1, "b@x.co", 2) + "\n")
+    second.write_text(_send(5, "w-b", 2, "a@x.co", 3) + "\n" + _send(15, "w-b", 2, "c@x.co", 4) + "\n")
+    overview = build_report(load_case([str(first), str(second)]), [str(first), str(second)]).timeline.panels[0]
+    assert [(m["lane"], m["what"], m["recipient"], m["msg_id"]) for m in overview.marks] == [
+        ("w-a · 1", "duplicate send", "a@x.co", "m1@x"), ("w-b · 2", "duplicate send", "a@x.co", "m3@x"),
+        ("w-a · 1", "send", "b@x.co", "m2@x"), ("w-b · 2", "send", "c@x.co", "m4@x")]
+
+
 @pytest.mark.slow
 def test_large_cases_are_binned_into_at_most_mark_cap_marks(tmp_path):
     # 4 workers × 12,000 sends, half of them duplicates: far beyond what a chart should draw point by point.

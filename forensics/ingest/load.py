@@ -67,7 +67,7 @@ def load(con, sources: list[Source], syntax: str | None = None, field_map: Field
     for file in files:
         check_unchanged(file.source, file.identity)
     cut = _create_views(con, files, summaries, limits)
-    queries.run(con, "build_sends")
+    queries.script(con, "build_sends")
     if keep_raw:  # a saved case
         queries.script(con, "save_sends")
     if strict:
