@@ -171,7 +171,8 @@ FROM (SELECT * EXCLUDE (problem),
 -- dialect: duckdb
 -- fragments: fields=text_column
 -- fragments: lines=mm_lines|mm_unwrapped
-CREATE OR REPLACE TABLE {ident:staged} AS
+{block:staged_table};
+INSERT INTO {ident:staged}
 WITH lines AS (
     SELECT line, env, ' ' || line AS l, regexp_matches(' ' || line, :rare_keys) AS rare,
            contains(line, '="') AND regexp_matches(line, '="(?:[^"\\]|\\.)*?\s[^\s="]+=') AS shady
@@ -198,6 +199,21 @@ WITH lines AS (
     FROM fields
 ), {block:typed_in_sql}, {block:typed_columns}
 
+-- name: staged_table
+-- Template: the staged table {ident:staged} every parser fills (stage_logfmt, stage_jsonl, stage_csv and the
+-- compiled readers' stage_logfmt_tokens, stage_jsonl_tokens), with the columns typed_columns selects. The
+-- columns of (nearly) one distinct value per line are stored uncompressed: DuckDB's analysis of them (DICT_FSST)
+-- cost a third of the compiled logfmt staging (a sixth of the JSON Lines one) and saved little on random ids,
+-- and the scans of `sends` read them faster.
+-- dialect: duckdb
+CREATE OR REPLACE TABLE {ident:staged} (
+    ts TIMESTAMPTZ, event VARCHAR, worker VARCHAR, incarnation VARCHAR, campaign VARCHAR, step VARCHAR,
+    recipient VARCHAR USING COMPRESSION uncompressed, candidate VARCHAR USING COMPRESSION uncompressed,
+    msg_id VARCHAR USING COMPRESSION uncompressed, shard VARCHAR, lease_s DOUBLE, test_id VARCHAR,
+    variant VARCHAR, status VARCHAR, attempt INTEGER, error VARCHAR, count BIGINT,
+    recipient_raw VARCHAR USING COMPRESSION uncompressed, problem VARCHAR, line VARCHAR, env mm_envelope
+)
+
 -- name: stage_logfmt_tokens
 -- logfmt read by the compiled tokenizer (forensics.ingest.tokenizer): {ident:tokens} is its Arrow stream, one
 -- row per line in file order, of the text columns stage_logfmt computes with regexes (the line where it may be
@@ -206,17 +222,10 @@ WITH lines AS (
 -- zone, else NULL), typed here exactly as stage_logfmt types them (the same columns: staged rows of both paths
 -- are held equal). {block:typed_columns} is that block. {frag:env} is the lines' envelope: none for a file's
 -- lines, else the `env` column of the tokens (envelope_tokens).
--- The columns of (nearly) one distinct value per line are stored uncompressed: DuckDB's analysis of them
--- (DICT_FSST) cost a third of this block and saved little on random ids, and build_sends reads them faster.
+-- The table is staged_table's.
 -- dialect: duckdb
 -- fragments: env=mm_no_envelope()|env
-CREATE OR REPLACE TABLE {ident:staged} (
-    ts TIMESTAMPTZ, event VARCHAR, worker VARCHAR, incarnation VARCHAR, campaign VARCHAR, step VARCHAR,
-    recipient VARCHAR USING COMPRESSION uncompressed, candidate VARCHAR USING COMPRESSION uncompressed,
-    msg_id VARCHAR USING COMPRESSION uncompressed, shard VARCHAR, lease_s DOUBLE, test_id VARCHAR,
-    variant VARCHAR, status VARCHAR, attempt INTEGER, error VARCHAR, count BIGINT,
-    recipient_raw VARCHAR USING COMPRESSION uncompressed, problem VARCHAR, line VARCHAR, env mm_envelope
-);
+{block:staged_table};
 INSERT INTO {ident:staged}
 WITH unquoted AS (
     SELECT line, {frag:env} AS env,
@@ -239,7 +248,8 @@ WITH unquoted AS (
 -- dialect: duckdb
 -- fragments: picks=text_column
 -- fragments: lines=mm_lines|mm_unwrapped
-CREATE OR REPLACE TABLE {ident:staged} AS
+{block:staged_table};
+INSERT INTO {ident:staged}
 WITH lines AS (
     SELECT line, env, TRUE AS deferred, NULL::VARCHAR AS settled_problem FROM {frag:lines}(:path, :delim)
 ), {block:jsonl_texts}, {block:typed_in_sql}, {block:typed_columns}
@@ -253,11 +263,12 @@ WITH lines AS (
 -- reader's column or, on a deferred line, the SQL's, the typed ones (carried_column) are carried through. A
 -- deferred line, and a time without a zone, are typed as stage_jsonl types them (staged rows of both paths are
 -- held equal). {frag:env} is the lines' envelope: none for a file's lines, else the `env` column of the tokens
--- (envelope_tokens).
+-- (envelope_tokens). The table is staged_table's.
 -- dialect: duckdb
 -- fragments: picks=deferred_text_column|carried_column
 -- fragments: env=mm_no_envelope()|env
-CREATE OR REPLACE TABLE {ident:staged} AS
+{block:staged_table};
+INSERT INTO {ident:staged}
 WITH lines AS (
     SELECT line, {frag:env} AS env,
            ts_text, event_text, worker, incarnation, campaign, step, recipient_text, candidate, msg_id_text, shard,
@@ -330,7 +341,8 @@ WHERE json_valid(line) AND json_type(line) = 'OBJECT'
 -- that block.
 -- dialect: duckdb
 -- fragments: picks=text_column
-CREATE OR REPLACE TABLE {ident:staged} AS
+{block:staged_table};
+INSERT INTO {ident:staged}
 WITH lines AS (
     SELECT line, env FROM mm_lines(:path, :delim)
 ), cells AS (

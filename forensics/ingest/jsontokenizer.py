@@ -109,7 +109,7 @@ def stage(con, path: str, staged: str, plan: Plan, params: dict, picks: list) ->
     name = f"{staged}_tokens"
     con.register(name, pa.RecordBatchReader.from_batches(schema(), _file_batches(path, plan, flags)))
     try:
-        queries.run(con, "stage_jsonl_tokens", params, staged=staged, tokens=name, picks=picks,
+        queries.script(con, "stage_jsonl_tokens", params, staged=staged, tokens=name, picks=picks,
                     env="mm_no_envelope()")
     finally:
         con.unregister(name)
@@ -176,7 +176,7 @@ def stage_lines(con, lines: str, staged: str, plan: Plan, params: dict, picks: l
 
     try:
         with tokenizer.line_tokens(con, lines, staged, register) as tokens:
-            queries.run(con, "stage_jsonl_tokens", params, staged=staged, tokens=tokens, picks=picks, env="env")
+            queries.script(con, "stage_jsonl_tokens", params, staged=staged, tokens=tokens, picks=picks, env="env")
     except Exception:
         if flags[0] & _jsonl.DIRTY:  # raised by LongLine, wrapped by DuckDB
             return False

@@ -275,7 +275,7 @@ class _Jsonl:
         return _enveloped(self.schema, unwrapped, _text_array(rows, unwrapped[2][0]), read.columns[1:], self.found)
 
     def stage(self, con, staged: str, tokens: str) -> None:
-        queries.run(con, "stage_jsonl_tokens", self.params, staged=staged, tokens=tokens, picks=self.picks,
+        queries.script(con, "stage_jsonl_tokens", self.params, staged=staged, tokens=tokens, picks=self.picks,
                     env="env")
 
 
