@@ -539,6 +539,7 @@ WHERE s.problem IS NOT NULL
 -- dialect: duckdb
 CREATE OR REPLACE TEMP TABLE send_files AS
 SELECT (row_number() OVER (ORDER BY source))::INTEGER AS file, source FROM (SELECT DISTINCT source FROM files);
+-- the file's number above the line's 40 bits (a trillion lines)
 CREATE OR REPLACE TEMP MACRO mm_send_id(file, line) AS (file::BIGINT << 40) + line;
 CREATE OR REPLACE TEMP TABLE send_repeats AS
 WITH ok AS NOT MATERIALIZED (  -- scanned twice rather than held: 10M sends do not fit

@@ -6,8 +6,8 @@
 -- Every send and lifecycle record (claim, renew, release, expire, start, error), narrow: its time `t` in
 -- epoch ms, its lane (worker · incarnation; a lifecycle record without an incarnation, e.g. a claim line,
 -- goes to the incarnation the worker had started last by then) and where it came from (`src` s/e: `rid` =
--- a send's mm_send_id, or `rsource` and `rid` = file and line of the event), so details are fetched only for the few
--- records drawn one by one.
+-- a send's mm_send_id, or `rsource` and `rid` = file and line of the event), so details are fetched only for
+-- the few records drawn one by one.
 -- dialect: duckdb
 CREATE OR REPLACE TEMP MACRO mm_lane(w, i) AS coalesce(w, '(no worker)') || coalesce(' · ' || i, '');
 CREATE OR REPLACE TEMP TABLE report_marks AS
@@ -22,7 +22,8 @@ WITH dup AS (
 ), sends_drawn AS (
     SELECT s.ts, s.worker, s.incarnation AS inc,
            CASE WHEN d.recipient IS NULL THEN 'send' ELSE 'duplicate send' END AS what,
-           'sends' AS src, mm_send_id(f.file, s.line) AS rid, NULL::VARCHAR AS rsource, NULL::VARCHAR AS shard, NULL::DOUBLE AS lease_s
+           'sends' AS src, mm_send_id(f.file, s.line) AS rid, NULL::VARCHAR AS rsource, NULL::VARCHAR AS shard,
+           NULL::DOUBLE AS lease_s
     FROM sends s JOIN send_files f USING (source)
     LEFT JOIN dup d ON d.campaign = s.campaign AND d.step = s.step AND d.recipient = s.recipient
     WHERE s.ts IS NOT NULL

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from forensics.ingest.case import load_case
 from forensics.classify import classify
 from forensics.findings import build_document
+from forensics.ingest.case import load_case
 from forensics.simulate.run import KINDS, simulate
 from tests.accuracy import f1_by_kind, false_people, predicted_of, truth_of
 

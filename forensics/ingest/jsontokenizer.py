@@ -110,7 +110,7 @@ def stage(con, path: str, staged: str, plan: Plan, params: dict, picks: list) ->
     con.register(name, pa.RecordBatchReader.from_batches(schema(), _file_batches(path, plan, flags)))
     try:
         queries.script(con, "stage_jsonl_tokens", params, staged=staged, tokens=name, picks=picks,
-                    env="mm_no_envelope()")
+                       env="mm_no_envelope()")
     finally:
         con.unregister(name)
     if flags[0] & _jsonl.DIRTY:

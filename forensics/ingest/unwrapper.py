@@ -276,7 +276,7 @@ class _Jsonl:
 
     def stage(self, con, staged: str, tokens: str) -> None:
         queries.script(con, "stage_jsonl_tokens", self.params, staged=staged, tokens=tokens, picks=self.picks,
-                    env="env")
+                       env="env")
 
 
 def _enveloped(schema, unwrapped, line, columns: list, found: Found):
