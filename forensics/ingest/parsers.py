@@ -72,8 +72,8 @@ def parse_logfmt(con, source: Source, staged: str, head: bytes, field_map: Field
         queries.run(con, "drop_staged", staged=staged)  # more keys than the tokenizer takes: read by SQL
     fields, rare_keys = logfmt_fields(sampled, field_map)
     pattern = r"\s(?:" + "|".join(re.escape(k) for k in rare_keys) + ")=" if rare_keys else "$^"
-    queries.script(con, "stage_logfmt", {**lines_of(source), "rare_keys": pattern, "keep_raw": keep_raw},
-                   staged=staged, fields=fields, lines=reader)
+    queries.run(con, "stage_logfmt", {**lines_of(source), "rare_keys": pattern, "keep_raw": keep_raw},
+                staged=staged, fields=fields, lines=reader)
     return 0
 
 
@@ -140,8 +140,8 @@ def parse_jsonl(con, source: Source, staged: str, head: bytes, field_map: FieldM
                  reader: str = "mm_lines") -> int:
     keys, rare, params = jsonl_keys(con, source, field_map, keep_raw, reader)
     if not _compiled_jsonl(con, source, staged, (keys, rare), field_map, params, reader):
-        queries.script(con, "stage_jsonl", {**lines_of(source), **params}, staged=staged,
-                       picks=pick_columns(keys, field_map, rare), lines=reader)
+        queries.run(con, "stage_jsonl", {**lines_of(source), **params}, staged=staged,
+                    picks=pick_columns(keys, field_map, rare), lines=reader)
     return 0
 
 
@@ -208,8 +208,8 @@ def parse_csv(con, source: Source, staged: str, head: bytes, field_map: FieldMap
     if found is None:
         raise InputError(f"{source.label}: CSV file without a header row")
     header_line, keys = found
-    queries.script(con, "stage_csv", {**lines_of(source), "keys": keys, "keep_raw": keep_raw},
-                   staged=staged, picks=pick_columns(keys, field_map))
+    queries.run(con, "stage_csv", {**lines_of(source), "keys": keys, "keep_raw": keep_raw},
+                staged=staged, picks=pick_columns(keys, field_map))
     return header_line
 
 
