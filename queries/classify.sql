@@ -426,12 +426,12 @@ LEFT JOIN by_shard sh USING (ik)
 SELECT id, people, kind, coalesce(campaign, '') AS campaign FROM incidents ORDER BY id
 
 -- name: summary_counts
--- Case-wide totals for the summary block.
+-- Case-wide totals for the summary block: the sends and their people from one scan of `sends` (a view: each
+-- scan reads the staged rows again), the duplicated people and their extra sends from one of dup_people.
 -- dialect: duckdb
-SELECT (SELECT count(*) FROM sends) AS sends,
-       (SELECT count(DISTINCT recipient) FROM sends) AS people,
-       (SELECT count(*) FROM dup_people) AS duplicated_people,
-       (SELECT coalesce(sum(extra_sends), 0) FROM dup_people) AS extra_sends
+SELECT s.sends, s.people, d.duplicated_people, d.extra_sends
+FROM (SELECT count(*) AS sends, count(DISTINCT recipient) AS people FROM sends) s,
+     (SELECT count(*) AS duplicated_people, coalesce(sum(extra_sends), 0) AS extra_sends FROM dup_people) d
 
 -- name: people_by_kind
 -- Duplicated people per kind.
