@@ -57,11 +57,10 @@ CREATE OR REPLACE TEMP TABLE mm_repeated_sends AS
 WITH repeated AS (
     SELECT hash(campaign, step, recipient) AS h FROM sends GROUP BY h HAVING count(*) >= 2
 )
-SELECT k.cs, s.recipient, mm_send_id(f.file, s.line) AS sid, w.w, i.i AS inc, s.ts, h.sh, s.attempt, t.t, v.v,
-       r.r, c.c, s.msg_id
+SELECT k.cs, s.recipient, mm_send_id(s.source, s.line) AS sid, w.w, i.i AS inc, s.ts, h.sh, s.attempt, t.t,
+       v.v, r.r, c.c, s.msg_id
 FROM sends s
 JOIN mm_cs k ON k.campaign = s.campaign AND k.step = s.step
-JOIN send_files f ON f.source = s.source
 LEFT JOIN mm_workers w ON w.worker = s.worker
 LEFT JOIN mm_incarnations i ON i.incarnation = s.incarnation
 LEFT JOIN mm_shards h ON h.shard = s.shard
@@ -147,8 +146,7 @@ SELECT k.campaign, k.step, pe.recipient, pe.n_sends, q.seq::BIGINT AS seq, w1.wo
        i1.incarnation AS inc1, i2.incarnation AS inc2, q.ts1, q.ts2, h1.shard AS shard1, h2.shard AS shard2,
        q.attempt2, s.candidate, t.test_id, q.gap_s, q.start_between, q.incarnation_changed, q.error_between
 FROM mm_pairs q JOIN mm_people pe USING (p) JOIN mm_cs k ON k.cs = q.cs
-JOIN (SELECT mm_send_id(f.file, s.line) AS sid, s.candidate FROM sends s JOIN send_files f USING (source)) s
-  ON s.sid = q.sid
+JOIN (SELECT mm_send_id(source, line) AS sid, candidate FROM sends) s ON s.sid = q.sid
 LEFT JOIN mm_workers w1 ON w1.w = q.w1 LEFT JOIN mm_workers w2 ON w2.w = q.w2
 LEFT JOIN mm_incarnations i1 ON i1.i = q.inc1 LEFT JOIN mm_incarnations i2 ON i2.i = q.inc2
 LEFT JOIN mm_shards h1 ON h1.sh = q.sh1 LEFT JOIN mm_shards h2 ON h2.sh = q.sh2

@@ -533,12 +533,14 @@ WHERE s.problem IS NOT NULL
 -- later scan read spilled blocks back. Only the repeats are written down (`send_repeats`, the file and line
 -- of every later copy of a (msg_id, recipient)), found by grouping on a 64-bit hash and then compared exactly
 -- within the few groups whose hash occurs twice; the view leaves those lines out. A view has no rowid: a send
--- is known by its file's number (`send_files`) and its line, packed into one integer by mm_send_id.
+-- is known by its file and line, packed into one integer by mm_send_id (the file's number from `send_files`).
 -- dialect: duckdb
 CREATE OR REPLACE TEMP TABLE send_files AS
 SELECT (row_number() OVER (ORDER BY source))::INTEGER AS file, source FROM (SELECT DISTINCT source FROM files);
--- the file's number above the line's 40 bits (a trillion lines)
-CREATE OR REPLACE TEMP MACRO mm_send_id(file, line) AS (file::BIGINT << 40) + line;
+-- the number of the file named `src` above the line's 40 bits (a trillion lines); a scalar subquery, which
+-- DuckDB turns into one join with send_files (and which fails rather than multiplies a row if a name were twice)
+CREATE OR REPLACE TEMP MACRO mm_send_id(src, line) AS
+    ((SELECT f.file FROM send_files f WHERE f.source = src)::BIGINT << 40) + line;
 CREATE OR REPLACE TEMP TABLE send_repeats AS
 WITH ok AS NOT MATERIALIZED (  -- scanned twice rather than held: 10M sends do not fit
     SELECT source, line_no AS line, ts, msg_id, recipient, hash(msg_id, recipient) AS h

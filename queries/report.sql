@@ -22,9 +22,9 @@ WITH dup AS (
 ), sends_drawn AS (
     SELECT s.ts, s.worker, s.incarnation AS inc,
            CASE WHEN d.recipient IS NULL THEN 'send' ELSE 'duplicate send' END AS what,
-           'sends' AS src, mm_send_id(f.file, s.line) AS rid, NULL::VARCHAR AS rsource, NULL::VARCHAR AS shard,
+           'sends' AS src, mm_send_id(s.source, s.line) AS rid, NULL::VARCHAR AS rsource, NULL::VARCHAR AS shard,
            NULL::DOUBLE AS lease_s
-    FROM sends s JOIN send_files f USING (source)
+    FROM sends s
     LEFT JOIN dup d ON d.campaign = s.campaign AND d.step = s.step AND d.recipient = s.recipient
     WHERE s.ts IS NOT NULL
 ), lifecycle AS (
@@ -79,8 +79,7 @@ SELECT CASE WHEN m.lane IN (SELECT unnest(:kept)) THEN m.lane ELSE :other END AS
        coalesce(s.step, e.step) AS step, coalesce(s.shard, e.shard) AS shard,
        coalesce(s.msg_id, e.msg_id) AS msg_id, s.variant, m.lease_s, d.kind, e.error
 FROM drawn m
-LEFT JOIN (SELECT s.*, mm_send_id(f.file, s.line) AS sid FROM sends s JOIN send_files f USING (source)) s
-  ON m.src = 'sends' AND s.sid = m.rid
+LEFT JOIN (SELECT *, mm_send_id(source, line) AS sid FROM sends) s ON m.src = 'sends' AND s.sid = m.rid
 LEFT JOIN events e ON m.src = 'events' AND e.source = m.rsource AND e.line_no = m.rid
 LEFT JOIN dup d ON d.campaign = s.campaign AND d.step = s.step AND d.recipient = s.recipient
 ORDER BY m.t, lane
