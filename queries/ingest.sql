@@ -68,17 +68,13 @@ SET TimeZone = {lit:zone}
 SELECT count(*) > 0 AS known FROM pg_timezone_names() WHERE name = :zone
 
 -- name: create_files
--- The files of the case (the staged table holding each one's lines, from row first_row on) and staged_0, an
--- empty staged table that gives the events and skipped views their columns even when no file holds a line.
+-- The files of the case (the staged table holding each one's lines, from row first_row on) and {ident:staged}
+-- (staged_0), an empty staged table (staged_table's) that gives the events and skipped views their columns even
+-- when no file holds a line.
 -- dialect: duckdb
 CREATE OR REPLACE TABLE files (file_id INTEGER, source VARCHAR, header_line BIGINT, staged VARCHAR, first_row BIGINT,
                                 envelope VARCHAR);
-CREATE OR REPLACE TABLE staged_0 (
-    ts TIMESTAMPTZ, event VARCHAR, worker VARCHAR, incarnation VARCHAR, campaign VARCHAR, step VARCHAR,
-    recipient VARCHAR, candidate VARCHAR, msg_id VARCHAR, shard VARCHAR, lease_s DOUBLE, test_id VARCHAR,
-    variant VARCHAR, status VARCHAR, attempt INTEGER, error VARCHAR, count BIGINT, recipient_raw VARCHAR,
-    problem VARCHAR, line VARCHAR
-)
+{block:staged_table}
 
 -- name: sample_logfmt_keys
 -- The keys used on a sample of a file's first lines (so only those get a regex each; see stage_logfmt), read
@@ -200,7 +196,7 @@ WITH lines AS (
 
 -- name: staged_table
 -- Template: the staged table {ident:staged} the compiled readers fill (stage_logfmt_tokens, stage_jsonl_tokens),
--- with the columns typed_columns selects. The columns of (nearly) one distinct value per line are stored
+-- with the columns typed_columns selects; create_files' empty staged_0 is one too. The columns of (nearly) one distinct value per line are stored
 -- uncompressed: DuckDB's analysis of them (DICT_FSST) cost a third of the logfmt staging (a sixth of the JSON
 -- Lines one) and saved little on random ids, and the scans of `sends` read them faster. (The SQL parsers keep
 -- CREATE TABLE AS: the same table cost their reads of the lines inside an envelope 0.3 CPU s per 1M lines more,

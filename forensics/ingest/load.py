@@ -54,7 +54,7 @@ def load(con, sources: list[Source], syntax: str | None = None, field_map: Field
     queries.script(con, "ingest_macros")
     queries.script(con, "envelope_macros")
     queries.script(con, "address_duckdb_macro")
-    queries.script(con, "create_files")
+    queries.script(con, "create_files", staged="staged_0")  # the empty staged table of file 0 (_create_views)
     envelopes.check_zone(con, reading.tz)
     field_map = field_map or FieldMap()
     files = [_detected(index + 1, source, syntax, reading) for index, source in enumerate(sources)]
