@@ -196,26 +196,36 @@ def check_readable(source: Source, what: str = "text log") -> None:
         raise InputError(f"{source.label}: binary file, not a {what}")
 
 
-def identity(source: Source) -> tuple[int, int, int] | None:
-    """What tells a file apart while it is read (device, inode, size), for check_unchanged; None when it is gone."""
+_HEAD_CHECKED = 4096  # the first bytes of a file that must read the same when it is done (check_unchanged)
+
+
+def identity(source: Source) -> tuple[int, int, int, bytes] | None:
+    """What tells a file apart while it is read (device, inode, size, its first bytes as stored), for
+    check_unchanged; None when it is gone."""
     try:
-        st = os.stat(source.path)
+        with open(source.path, "rb") as handle:
+            st = os.fstat(handle.fileno())
+            return st.st_dev, st.st_ino, st.st_size, handle.read(_HEAD_CHECKED)
     except OSError:
         return None
-    return st.st_dev, st.st_ino, st.st_size
 
 
-def check_unchanged(source: Source, before: tuple[int, int, int] | None) -> None:
-    """Refuse a file that shrank or was replaced since `before` (identity, taken when it was first looked at): what
-    was read of it is not the log that was asked for (logrotate's copytruncate or a rename during the run). A file
-    that only grew (a live log) is fine: what was read is all there was then."""
+def check_unchanged(source: Source, before: tuple[int, int, int, bytes] | None) -> None:
+    """Refuse a file that shrank, was replaced, or was emptied and written again since `before` (identity, taken
+    when it was first looked at): what was read of it is not the log that was asked for (logrotate's copytruncate,
+    with or without new lines since, or a rename during the run). A file that only grew (a live log) is fine: what
+    was read is all there was then, and its first bytes are still those it had."""
     after = identity(source)
-    if before is None or (after and after[:2] == before[:2] and after[2] >= before[2]):
+    if before is None:
         return
     if after is None or after[:2] != before[:2]:
         change = "was replaced or removed (rotated?)"
-    else:
+    elif after[2] < before[2]:
         change = f"shrank from {before[2]:,} to {after[2]:,} bytes (rotated or truncated?)"
+    elif not after[3].startswith(before[3]):
+        change = "was emptied and written again (its first bytes changed: truncated by a rotation?)"
+    else:
+        return
     raise InputError(f"{source.label}: the file {change} while it was being read; copy the logs and run again on "
                      "the copy")
 

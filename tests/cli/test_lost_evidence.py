@@ -81,6 +81,20 @@ def test_a_log_truncated_during_the_run_is_refused_not_read_short(cli, tmp_path,
         in result.stderr
 
 
+def test_a_log_truncated_and_written_again_during_the_run_is_refused(cli, tmp_path, monkeypatch):
+    # copytruncate, then the agent logs on: the file is longer than it was, yet not the log that was looked at
+    path = _log(tmp_path, _sends(True))
+    again = "\n".join(NOISE * 20) + "\n"
+    _rotating(monkeypatch, lambda log: (os.truncate(log, 0), log.write_text(again)))
+    assert len(again) > os.path.getsize(path)
+    result = cli("diagnose", path, "--fail-on-duplicates")
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr == (f"Error: {path}: the file was emptied and written again (its first bytes changed: "
+                             "truncated by a rotation?) while it was being read; copy the logs and run again on "
+                             "the copy\n")
+
+
 def test_a_log_renamed_away_during_the_run_is_refused(cli, tmp_path, monkeypatch):
     path = _log(tmp_path, _sends(True))
     _rotating(monkeypatch, lambda log: (log.rename(log.with_suffix(".1")), log.write_text(SEND.format(
