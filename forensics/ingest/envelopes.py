@@ -37,7 +37,8 @@ class Envelope:
     # structlog and zap another)
 
 
-# structlog's console header (a time, perhaps with a zone, then the level in brackets), as envelope_console's regexes
+# structlog's console header (a time, perhaps with a zone, then the level in brackets): envelope_console's regexes and
+# the shape that tells the envelope (_TEXT_SHAPES)
 _STRUCTLOG_STAMP = "[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\\.[0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?"
 _STRUCTLOG_LEVEL = " +\\[ *[A-Za-z]+ *\\]"
 _STRUCTLOG_HEAD = f"^{_STRUCTLOG_STAMP}{_STRUCTLOG_LEVEL}"
@@ -107,7 +108,7 @@ _TEXT_SHAPES = (  # (envelope, a line's shape), tried in this order: the first f
     ("docker-logs", re.compile(rf"^{_ISO}\.\d{{9}}{_ZONE} ")),
     ("cloudwatch-export", re.compile(rf"^{_ISO}(?:\.\d+)?{_ZONE} \{{")),
     ("python-logging", re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\b")),
-    ("structlog", re.compile(rf"^\d{{4}}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d+)?{_ZONE}? +\[ *[A-Za-z]+ *\] ")),
+    ("structlog", re.compile(_STRUCTLOG_HEAD + " ")),  # the header envelope_console takes off, then the record
     ("zap", re.compile(rf"^(?:{_ISO}(?:\.\d+)?{_ZONE}?|\d{{9,11}}(?:\.\d+)?(?:e\+\d+)?)\t[A-Za-z]+\t")),
     ("slog", re.compile(r"^time=[^\s\"]+ level=\S+ (?:source=\S+ )?msg=")),
     ("logrus", re.compile(r"^time=\"[^\"]*\" level=\w+ msg=")),
