@@ -32,9 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import diagnose_bench as bench  # noqa: E402
 
 LINES = ("read_csv({path}, delim = '\\x01', quote = '', escape = '', header = false, columns = {{'line': 'VARCHAR'}}, "
-         "auto_detect = false, strict_mode = false, null_padding = true, max_line_size = 16000000)")
+         "auto_detect = false, strict_mode = false, null_padding = true, max_line_size = 8000000, buffer_size = 32000000)")
 TOKENS = ("read_csv({path}, delim = ' ', quote = '', escape = '', header = false, columns = {columns}, "
-          "auto_detect = false, strict_mode = false, null_padding = true, max_line_size = 16000000)")
+          "auto_detect = false, strict_mode = false, null_padding = true, max_line_size = 8000000, buffer_size = 32000000)")
 VALUE = '("(?:[^"\\\\]|\\\\.)*"|[^\\s"]*)'
 TOKEN_COLUMNS = 24
 SKELETONS = {

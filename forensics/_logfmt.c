@@ -35,7 +35,7 @@
 #define TS_COL 1
 #define TYPED_COL (NFIELDS + 1) /* the first typed column */
 #define MAX_THREADS 2
-#define MAX_LINE 16000000 /* DuckDB's max_line_size in mm_named_lines */
+#define MAX_LINE 8000000 /* DuckDB's max_line_size in mm_named_lines */
 #define HASH_SIZE 1024 /* slot_of takes 10 bits */
 #define MAX_KEYS 512
 #define MAX_FIELD_KEYS 256

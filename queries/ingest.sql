@@ -42,11 +42,16 @@ CREATE OR REPLACE TEMP MACRO mm_unquote(v) AS CASE
 -- file's name: DuckDB's CSV reader with a delimiter no log contains (read in parallel; with
 -- preserve_insertion_order a table built from it keeps that order; blank lines kept as NULL). A file's lines
 -- come with no envelope (`env`, see queries/envelopes.sql: the same columns for the lines inside one).
+-- Lines up to 8 MB (a longer one makes the file dirty: load reads a repaired copy). The buffers are 32,000,000
+-- bytes, under the 32 MiB up to which glibc's malloc keeps freed memory for the next allocation: the reader's
+-- default buffers, larger, were mapped afresh and faulted in page by page for every buffer (half the system time
+-- of a read, and a wrapped file, twice the bytes of its records, paid it twice). 32 MB is the smallest buffer
+-- DuckDB's parallel reader takes with 8 MB lines.
 CREATE OR REPLACE TEMP MACRO mm_named_lines(path, sep) AS TABLE
     SELECT filename, line
     FROM read_csv(path, delim = sep, quote = '', escape = '', header = false,
                   columns = {'line': 'VARCHAR'}, auto_detect = false, strict_mode = false,
-                  null_padding = true, max_line_size = 16000000, filename = true);
+                  null_padding = true, max_line_size = 8000000, buffer_size = 32000000, filename = true);
 -- A line's envelope (`env`), as a type: a staged table created before it is filled names it.
 CREATE OR REPLACE TEMP TYPE mm_envelope AS
     STRUCT(line_no BIGINT, ts TIMESTAMPTZ, stream VARCHAR, host VARCHAR, unit VARCHAR, container VARCHAR,

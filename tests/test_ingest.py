@@ -370,3 +370,20 @@ def test_a_line_of_spaces_of_any_kind_is_blank_and_a_tab_is_not(tmp_path, syntax
     other = "no key=value pairs" if syntax == "logfmt" else "not valid JSON"
     assert rows == [(2, "blank line"), (3, "blank line"), (4, "blank line"), (5, "blank line"), (6, other),
                     (7, other), (8, other)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("parser", ["c", "sql"])
+@pytest.mark.parametrize("syntax", ["logfmt", "jsonl"])
+def test_a_line_over_the_readers_limit_is_a_located_skip_and_the_records_around_it_are_read(
+        tmp_path, monkeypatch, parser, syntax):
+    # both readers take lines of up to 8 MB (queries/ingest.sql's mm_named_lines, the compiled readers' MAX_LINE); a
+    # file with a longer one is read from a repaired copy, in which the line is cut and skipped, not lost
+    monkeypatch.setenv("MAILMORTEM_PARSER", parser)
+    send = ("ts=2026-11-28T09:00:00Z event=send worker=w1 email=a@b.c msg_id={}" if syntax == "logfmt" else
+            '{{"ts": "2026-11-28T09:00:00Z", "event": "send", "worker": "w1", "email": "a@b.c", "msg_id": "{}"}}')
+    log = write(tmp_path / f"mail-send.{syntax}", "\n".join([send.format("m1"), "x" * 8_000_001, send.format("m3")]) + "\n")
+    case = load_case([str(log)])
+    assert case.con.execute("SELECT line_no, msg_id FROM events ORDER BY line_no").fetchall() == [(1, "m1"), (3, "m3")]
+    assert [row[0] for row in case.con.execute("SELECT line_no FROM skipped").fetchall()] == [2]
+    assert case.inputs[0].encoding == "utf-8 (repaired: invalid bytes or overlong lines)"

@@ -21,7 +21,7 @@ GZIP_ERRORS = (OSError, EOFError, zlib.error, _isal_error)
 # gzip read as it is decompressed: chunks of about this many bytes, ending at a line end, for the tokenizer.
 CHUNK_BYTES = 16 * 2**20
 _READ_BYTES = 2**20  # compressed bytes read at a time
-_LONGEST_LINE = 16_000_000  # the longest line DuckDB's reader (and the compiled tokenizer) takes
+_LONGEST_LINE = 8_000_000  # the longest line DuckDB's reader (and the compiled tokenizer) takes
 
 
 def gunzipped_chunks(path: str) -> Iterator[tuple[bytes, int]]:
