@@ -45,8 +45,8 @@ CREATE OR REPLACE TEMP MACRO mm_unquote(v) AS CASE
 -- Lines up to 8 MB (a longer one makes the file dirty: load reads a repaired copy). The buffers are 32,000,000
 -- bytes, under the 32 MiB up to which glibc's malloc keeps freed memory for the next allocation: the reader's
 -- default buffers, larger, were mapped afresh and faulted in page by page for every buffer (half the system time
--- of a read, and a wrapped file, twice the bytes of its records, paid it twice). 32 MB is the smallest buffer
--- DuckDB's parallel reader takes with 8 MB lines.
+-- of a read, and a wrapped file, twice the bytes of its records, paid it twice). The lines are held to a quarter of
+-- the buffer: DuckDB's parallel reader refused buffers nearer the longest line (16 MB with 8 MB lines).
 CREATE OR REPLACE TEMP MACRO mm_named_lines(path, sep) AS TABLE
     SELECT filename, line
     FROM read_csv(path, delim = sep, quote = '', escape = '', header = false,
