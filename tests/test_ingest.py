@@ -378,16 +378,27 @@ def test_a_line_of_spaces_of_any_kind_is_blank_and_a_tab_is_not(tmp_path, syntax
 def test_a_line_over_the_readers_limit_is_a_located_skip_and_the_records_around_it_are_read(
         tmp_path, monkeypatch, parser, syntax):
     # both readers take lines of up to 8 MB (queries/ingest.sql's mm_named_lines, the compiled readers' MAX_LINE); a
-    # file with a longer one is read from a repaired copy, in which the line is cut: skipped, or, where what is left
-    # still names a send (an endless error text after its msg_id), read as that send, never lost
+    # file with a longer one is read from a repaired copy, in which the line is cut and skipped, not lost
     monkeypatch.setenv("MAILMORTEM_PARSER", parser)
     send = ("ts=2026-11-28T09:00:00Z event=send worker=w1 email=a@b.c msg_id={}" if syntax == "logfmt" else
             '{{"ts": "2026-11-28T09:00:00Z", "event": "send", "worker": "w1", "email": "a@b.c", "msg_id": "{}"}}')
-    endless = send.format("m4") + ' error="' + "x" * 9_000_000 + '"' if syntax == "logfmt" else None
-    lines = [send.format("m1"), "x" * 8_000_001, send.format("m3")] + ([endless] if endless else [])
-    log = write(tmp_path / f"mail-send.{syntax}", "\n".join(lines) + "\n")
+    log = write(tmp_path / f"mail-send.{syntax}", "\n".join([send.format("m1"), "x" * 8_000_001, send.format("m3")]) + "\n")
+    case = load_case([str(log)])
+    assert case.con.execute("SELECT line_no, msg_id FROM events ORDER BY line_no").fetchall() == [(1, "m1"), (3, "m3")]
+    assert [row[0] for row in case.con.execute("SELECT line_no FROM skipped").fetchall()] == [2]
+    assert case.inputs[0].encoding == "utf-8 (repaired: invalid bytes or overlong lines)"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("parser", ["c", "sql"])
+def test_a_logfmt_send_whose_text_runs_past_the_readers_limit_is_still_read_as_that_send(tmp_path, monkeypatch, parser):
+    # the repaired copy cuts the line; what is left still names the send (its msg_id comes before the endless error)
+    monkeypatch.setenv("MAILMORTEM_PARSER", parser)
+    send = "ts=2026-11-28T09:00:00Z event=send worker=w1 email=a@b.c msg_id={}"
+    endless = send.format("m2") + ' error="' + "x" * 9_000_000 + '"'
+    log = write(tmp_path / "mail-send.log", "\n".join([send.format("m1"), endless, send.format("m3")]) + "\n")
     case = load_case([str(log)])
     assert case.con.execute("SELECT line_no, msg_id FROM events ORDER BY line_no").fetchall() == [
-        (1, "m1"), (3, "m3")] + ([(4, "m4")] if endless else [])
-    assert [row[0] for row in case.con.execute("SELECT line_no FROM skipped").fetchall()] == [2]
+        (1, "m1"), (2, "m2"), (3, "m3")]
+    assert case.con.execute("SELECT count(*) FROM skipped").fetchone()[0] == 0
     assert case.inputs[0].encoding == "utf-8 (repaired: invalid bytes or overlong lines)"
