@@ -9,7 +9,8 @@ opens the saved case with diagnose's connection settings (memory limit, private 
 insertion order kept), builds the `sends` view again over the saved `events` and runs what diagnose runs on
 them: the classification (forensics.classify), the summary and the candidates at two addresses. Every query
 block reports its CPU time (MAILMORTEM_PROFILE, all threads of the process); the process's peak RSS comes
-from wait4. The median CPU per block over the runs is printed per size, with each block's growth from the
+from wait4. The sizes take turns run by run (1M, 10M, 1M, 10M, ...: a drift of the machine's speed weighs on
+both alike), and the median CPU per block over the runs is printed per size, with each block's growth from the
 smallest size to the largest beside the growth of the lines (issue 15 item 2: every block that takes at least
 0.5 s at the largest size grows no faster than 1.05 x the lines).
 
@@ -110,13 +111,21 @@ def timed_run(case: Path, memory_limit: str) -> tuple[dict[str, float], int, flo
     return cpu, lines, usage.ru_maxrss / 1024
 
 
-def measured(args, size: str) -> tuple[dict[str, float], int, float]:
-    case = staged(args, size)
-    runs = [timed_run(case, args.memory_limit) for _ in range(args.runs)]
-    for number, (cpu, _, rss) in enumerate(runs, 1):
-        log(f"{size} run {number}: {sum(v for k, v in cpu.items() if '#' not in k):.1f} s CPU, peak RSS {rss:.0f} MB")
-    medians = {block: statistics.median(run[0].get(block, 0.0) for run in runs) for block in runs[0][0]}
-    return medians, runs[0][1], max(run[2] for run in runs)
+def measured(args, sizes: list[str]) -> dict[str, tuple[dict[str, float], int, float]]:
+    """Each size's median CPU per block, lines and peak RSS. The sizes take turns, run by run (1M, 10M, 1M,
+    10M, ...), so a machine whose speed drifts over minutes weighs on every size alike."""
+    cases = {size: staged(args, size) for size in sizes}
+    runs: dict[str, list] = {size: [] for size in sizes}
+    for number in range(1, args.runs + 1):
+        for size in sizes:
+            cpu, lines, rss = timed_run(cases[size], args.memory_limit)
+            runs[size].append((cpu, lines, rss))
+            log(f"{size} run {number}: {sum(v for k, v in cpu.items() if '#' not in k):.1f} s CPU, peak RSS {rss:.0f} MB")
+    results = {}
+    for size, done in runs.items():
+        medians = {block: statistics.median(run[0].get(block, 0.0) for run in done) for block in done[0][0]}
+        results[size] = (medians, done[0][1], max(run[2] for run in done))
+    return results
 
 
 def table(sizes: list[str], results: dict) -> str:
@@ -146,7 +155,7 @@ def main(argv=None) -> int:
         child(args.child, args.memory_limit)
         return 0
     sizes = args.sizes.split(",")
-    results = {size: measured(args, size) for size in sizes}
+    results = measured(args, sizes)
     text = table(sizes, results)
     print(text)
     out = args.out or RESULTS / f"classify-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}.md"
