@@ -106,6 +106,24 @@ def test_differing_variants_take_precedence_and_keep_the_mechanism_as_cause(tmp_
     assert incident["test_id"] == "t1" and 0 <= incident["confidence"] <= 1
 
 
+def test_a_send_without_a_variant_is_no_second_variant_and_a_saved_case_lists_each_persons_variants(tmp_path):
+    log = tmp_path / "case.log"
+    log.write_text("\n".join([
+        # a@: variant A, then a re-send that logged none: one variant, a retry
+        f"ts={T.format(0)} event=send worker=w1 pid=1 campaign=c1 step=1 email=a@x.co msg_id=<1@m> test_id=t1 variant=A",
+        f"ts={T.format(1)} event=send worker=w1 pid=1 campaign=c1 step=1 email=a@x.co msg_id=<2@m> attempt=2",
+        # b@: B, B, then A on a third send (the first two sends agree): contaminated all the same
+        f"ts={T.format(2)} event=send worker=w1 pid=1 campaign=c1 step=1 email=b@x.co msg_id=<3@m> test_id=t1 variant=B",
+        f"ts={T.format(3)} event=send worker=w1 pid=1 campaign=c1 step=1 email=b@x.co msg_id=<4@m> test_id=t1 variant=B",
+        f"ts={T.format(4)} event=send worker=w2 pid=7 campaign=c1 step=1 email=b@x.co msg_id=<5@m> test_id=t1 variant=A",
+    ]) + "\n", encoding="utf-8")
+    case = load_case([str(log)], database=str(tmp_path / "case.duckdb"))
+    classify(case.con, save=True)
+    people = case.con.execute("SELECT recipient, kind, variants, workers FROM dup_people ORDER BY recipient").fetchall()
+    assert people == [("a@x.co", "retry", ["A", None], ["w1"]),
+                      ("b@x.co", "ab-contamination", ["A", "B"], ["w1", "w2"])]
+
+
 def test_lease_expiry_evidence_names_the_shard_and_both_claims(tmp_path):
     doc = _diagnose(tmp_path, [
         f"ts={T.format(0)} event=claim worker=w1 shard=s-7 lease=15m",
