@@ -54,8 +54,9 @@ WHERE e.what = 'failure';
 -- the sends whose key (campaign, step, recipient) hash occurs twice, coded: every duplicated person's sends,
 -- read from sends in the same scan that finds them (no wide hash table over every send, and no third scan)
 CREATE OR REPLACE TEMP TABLE mm_repeated_sends AS
-WITH repeated AS (
-    SELECT hash(campaign, step, recipient) AS h FROM sends GROUP BY h HAVING count(*) >= 2
+WITH repeated AS (  -- sorted, as build_sends finds its repeated hashes
+    SELECT h FROM (SELECT h, lag(h) OVER (ORDER BY h) AS prev FROM (SELECT hash(campaign, step, recipient) AS h FROM sends))
+    WHERE h = prev
 )
 SELECT k.cs, s.recipient, mm_send_id(s.source, s.line) AS sid, w.w, i.i AS inc, s.ts, h.sh, s.attempt, t.t,
        v.v, r.r, c.c, s.msg_id

@@ -68,6 +68,17 @@ def test_not_duplicates_are_never_reported(tmp_path):
     assert doc["summary"]["sends"] == 5
 
 
+def test_a_send_logged_three_times_is_one_send_and_a_real_resend_beside_it_is_still_a_duplicate(tmp_path):
+    send = f"ts={T.format(0)} event=send worker=w1 campaign=c1 step=1 email=a@x.co msg_id=<1@m>"
+    doc = _diagnose(tmp_path, [
+        send, send, send,  # one send, its line logged three times (a log shipper's retries)
+        f"ts={T.format(1)} event=send worker=w1 campaign=c1 step=1 email=b@x.co msg_id=<2@m>",
+        f"ts={T.format(2)} event=send worker=w2 campaign=c1 step=1 email=b@x.co msg_id=<3@m>",
+    ])
+    assert doc["summary"]["sends"] == 3
+    assert [(p["recipient"], len(p["sends"])) for p in doc["affected"]] == [("b@x.co", 2)]
+
+
 def test_a_saved_case_pairs_each_send_with_its_own_file_and_line(tmp_path):
     # two files whose sends sit on the same line numbers: a send is known by its file and line, never by the
     # line alone (the first send of each pair, the earlier one, is w2's, in the second file)
