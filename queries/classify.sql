@@ -276,16 +276,16 @@ WITH mech AS (
     -- two variants differ where the smallest and largest differ (codes: NULL is no variant)
     SELECT p, count(*) AS n_sends, min(v) < max(v) AS variants_differ FROM mm_dup_sends GROUP BY p
 )
-SELECT k.campaign, k.step, pe.recipient, t.test_id, v.n_sends, v.n_sends - 1 AS extra_sends,
-       CASE WHEN v.variants_differ THEN 'ab-contamination' ELSE m.mechanism END AS kind,
-       CASE WHEN v.variants_differ THEN m.mechanism END AS cause,
-       CASE WHEN v.variants_differ THEN 0.97 ELSE m.mechanism_confidence END AS confidence,
+SELECT k.campaign, k.step, pe.recipient, t.test_id, d.n_sends, d.n_sends - 1 AS extra_sends,
+       CASE WHEN d.variants_differ THEN 'ab-contamination' ELSE m.mechanism END AS kind,
+       CASE WHEN d.variants_differ THEN m.mechanism END AS cause,
+       CASE WHEN d.variants_differ THEN 0.97 ELSE m.mechanism_confidence END AS confidence,
        w1.worker AS worker1, w2.worker AS worker2, m.gap_s, m.start_between,
        m.incarnation_changed, m.error_between, i1.incarnation AS inc1, i2.incarnation AS inc2, h1.shard AS shard1,
        m.lease_ran_out, m.claim1_ts, m.claim2_ts, m.lease_s,
        m.holder_sends_after_second_claim, m.replay_density, m.replayed,
        m.reached_a, m.reached_b, m.campaign_people, m.pair_claims, m.dup_shards, m.campaign_shards, m.p, m.cs
-FROM mech m JOIN sent v USING (p) JOIN mm_people pe USING (p) JOIN mm_cs k ON k.cs = m.cs
+FROM mech m JOIN sent d USING (p) JOIN mm_people pe USING (p) JOIN mm_cs k ON k.cs = m.cs
 LEFT JOIN mm_tests t ON t.t = m.t
 LEFT JOIN mm_workers w1 ON w1.w = m.w1 LEFT JOIN mm_workers w2 ON w2.w = m.w2
 LEFT JOIN mm_incarnations i1 ON i1.i = m.inc1 LEFT JOIN mm_incarnations i2 ON i2.i = m.inc2
