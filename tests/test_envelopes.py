@@ -241,8 +241,9 @@ def test_an_unknown_zone_is_refused(tmp_path):
 
 
 def test_a_prefixed_line_holds_a_json_record_only_where_its_tail_parses(tmp_path):
-    # what follows the prefix is its JSON object when the line ends with '}' (spaces after it do not count,
-    # a tab does) and the text from the first '{' parses; else the line's pairs, else its whole rest
+    # what follows the prefix is its JSON object when the line ends with '}' (spaces after it do not count, a tab
+    # does); in a file of JSON records such a tail that does not parse is skipped as invalid JSON, shown as it is,
+    # and a line without one as its whole rest
     record = '{"event":"send","email":"%s@example.com","msg_id":"<%s@m>"}'
     log = tmp_path / "mailer.log"
     log.write_text("".join(f"2026-11-28 09:21:2{i},000 INFO mailer: {text}\n" for i, text in enumerate([
@@ -252,8 +253,20 @@ def test_a_prefixed_line_holds_a_json_record_only_where_its_tail_parses(tmp_path
     assert [r["recipient"] for r in records(case)] == ["ana@example.com", "ben@example.com"]
     assert case.con.execute("SELECT line_no, reason, text FROM skipped ORDER BY line_no").fetchall() == [
         (3, "not valid JSON", "INFO mailer: " + record % ("cy", "c3") + "\t"),
-        (4, "not valid JSON", 'INFO mailer: {"event":"send" broken}'),
-        (5, "not valid JSON", "INFO mailer: retry {later} {" + (record % ("di", "d4"))[1:])]
+        (4, "not valid JSON", '{"event":"send" broken}'),
+        (5, "not valid JSON", "{later} {" + (record % ("di", "d4"))[1:])]
+
+
+def test_a_prefixed_logfmt_record_ending_in_braces_that_are_no_json_is_read_as_pairs(tmp_path):
+    # in a file of key=value records a tail shaped like an object counts only where it parses: here it does not,
+    # so the line's pairs are the record
+    log = tmp_path / "mailer.log"
+    log.write_text("2026-11-28 09:21:20,000 INFO mailer: event=send email=ana@example.com msg_id=<a1@m>\n"
+                   "2026-11-28 09:21:21,000 INFO mailer: retry event=send email=ben@example.com msg_id=<b2@m> "
+                   "note={later}\n", encoding="utf-8")
+    case = read(tmp_path, log)
+    assert [r["recipient"] for r in records(case)] == ["ana@example.com", "ben@example.com"]
+    assert case.con.execute("SELECT count(*) FROM skipped").fetchone()[0] == 0
 
 
 @pytest.mark.slow

@@ -307,30 +307,43 @@ def stage(con, found: Found, source: Source, staged: str, syntax: str | None, de
     tables = {"entries": f"{staged}_entries", "pieces": f"{staged}_pieces", "kept": f"{staged}_kept",
               "unwrapped": f"{staged}_lines"}
     try:
-        _pieces(con, found, source, delim, tables)
-        return (_read_flat(con, tables, source, staged, syntax, parse)
-                or _read_kept(con, tables, source, staged, syntax, parse))
+        pieces = _pieces(con, found, source, delim, tables)
+        if flat := _read_flat(con, tables, source, staged, syntax, parse, pieces):
+            return flat
+        pieces(False)  # the pieces written down are read as the flat read's sample was: one way, whatever the records
+        return _read_kept(con, tables, source, staged, syntax, parse)
     finally:
         queries.script(con, "envelope_drop", **tables)
 
 
-def _pieces(con, found: Found, source: Source, delim: str, tables: dict) -> None:
-    """The file's entries as the envelope's view of pieces (a JSON document's entries written down first)."""
+def _pieces(con, found: Found, source: Source, delim: str, tables: dict) -> Callable[[bool], None]:
+    """The file's entries as the envelope's view of pieces (a JSON document's entries written down first). Returns
+    what makes the view again knowing whether every record inside is JSON (json_only: see mm_json_object)."""
     values = {**found.params, "path": source.path, "delim": delim}
     lines = "mm_lines"
     if found.document:
         queries.run(con, "envelope_document_entries", {"path": source.path, "items": found.envelope.items},
                     entries=tables["entries"])
         lines, values["path"] = "mm_entries", tables["entries"]
-    queries.run(con, found.envelope.block, pieces=tables["pieces"], lines=lines, **values, **dict(found.envelope.shape))
+
+    def view(json_only: bool) -> None:
+        queries.run(con, found.envelope.block, pieces=tables["pieces"], lines=lines, json_only=int(json_only),
+                    **values, **dict(found.envelope.shape))
+
+    view(False)
+    return view
 
 
-def _read_flat(con, tables: dict, source: Source, staged: str, syntax: str | None, parse: Parse) -> Unwrapped | None:
-    """The inner lines parsed straight from the pieces' view; None (nothing left in `staged`) when an entry is not
-    one whole line (envelope_flat_lines stops the read there)."""
+def _read_flat(con, tables: dict, source: Source, staged: str, syntax: str | None, parse: Parse,
+               pieces: Callable[[bool], None]) -> Unwrapped | None:
+    """The inner lines parsed straight from the pieces' view (made again for records that are all JSON); None
+    (nothing left in `staged`) when an entry is not one whole line (envelope_flat_lines stops the read there)."""
     try:
         queries.run(con, "envelope_flat_lines", again=NOT_FLAT, **tables)
-        sample, inner = _parse_unwrapped(con, tables["unwrapped"], source, syntax, staged, parse)
+        sample, inner = inner_sample(con, tables["unwrapped"], syntax)
+        if inner == ["jsonl"]:
+            pieces(True)
+        _parse_inner(con, inner, Source(tables["unwrapped"], source.label, False), sample, staged, parse)
     except Exception as exc:  # raised inside DuckDB, in whatever class the reading wraps it
         if NOT_FLAT not in str(exc):
             raise
