@@ -129,8 +129,8 @@ def pick_columns(keys: list[str], field_map: FieldMap, rare: list[str] = (),
 
     def value(key: str) -> queries.Fragment:
         if key in keys:
-            return queries.fragment("pick_value", values="vals", at=keys.index(key) + 1)
-        return queries.fragment("pick_value", values="rare_vals", at=rare.index(key) + 1)
+            return queries.fragment("pick_value", at=keys.index(key) + 1)
+        return queries.fragment("pick_rare_value", at=rare.index(key) + 1)
 
     return [_text_column(_first_of([value(key) for key in resolved[canon]]), column, template)
             for canon, column in _TEXT_COLUMNS]
