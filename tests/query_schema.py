@@ -153,7 +153,8 @@ def values(name: str) -> dict:
         from forensics.ingest.envelopes import NOT_FLAT
 
         literals = {"path": str(DOCKER_LOG), "delim": parsers.LINE_DELIM,
-                    "container": None, "unit": None, "year": 2026, "last_month": 12, "again": NOT_FLAT}
+                    "container": None, "unit": None, "year": 2026, "last_month": 12, "json_only": 0,
+                    "again": NOT_FLAT}
         found.update({key: value for key, value in literals.items() if key in wanted})
     if name.startswith("envelope_"):  # a block envelopes share takes each one's regexes (its shape) as literals
         from forensics.ingest import envelopes

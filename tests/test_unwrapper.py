@@ -288,9 +288,10 @@ DEFERRED = {
     "an RFC 5424 nil time": "<134>1 2026-11-28T09:00:00Z h app 1 - - " + A + "\n<134>1 - h app 1 - - " + A,
     "RFC 5424 structured data with a quote": '<134>1 2026-11-28T09:00:00Z h app 1 - [x@1 a="b"] ' + A,
     "a zap epoch time": "1764321686.123\tinfo\tsent\t" + A + "\n2026-11-28T09:00:00.123Z\tinfo\tsent\t" + A,
-    "a prefix's JSON tail that does not parse, among JSON records": "2026-11-28 09:21:26,123 INFO mailer: " + J
-                                                                    + "\n2026-11-28 09:21:27,123 INFO é: retry {later} " + J,
-    "a zap time holding a brace, among JSON records": "2026-11-28T09:00:00.123Z\tinfo\tsent\t" + J + "\n1{\tinfo\tsent\t" + J,
+    "a prefix's JSON tail that does not parse, among JSON records":
+        "2026-11-28 09:21:26,123 INFO mailer: " + J + "\n2026-11-28 09:21:27,123 INFO é: retry {later} " + J,
+    "a zap time holding a brace, among JSON records":
+        "2026-11-28T09:00:00.123Z\tinfo\tsent\t" + J + "\n1{\tinfo\tsent\t" + J,
     **{f"{name}: {case}": wrap(name, [A]) + line for name, case, line in [
         ("loki", "another stream", '{"labels":{"stream":"stdin"},"line":"k=v","timestamp":"2026-11-28T09:00:00Z"}'),
         ("loki", "a wanted key twice", '{"line":"k=v","line":"k=w","timestamp":"2026-11-28T09:00:00Z"}'),

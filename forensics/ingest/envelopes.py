@@ -310,7 +310,7 @@ def stage(con, found: Found, source: Source, staged: str, syntax: str | None, de
         pieces = _pieces(con, found, source, delim, tables)
         if flat := _read_flat(con, tables, source, staged, syntax, parse, pieces):
             return flat
-        pieces(False)  # the pieces written down are read as the flat read's sample was: one way, whatever the records
+        pieces(False)  # the pieces are written down from the view as first made, whatever the flat read made of it
         return _read_kept(con, tables, source, staged, syntax, parse)
     finally:
         queries.script(con, "envelope_drop", **tables)
