@@ -318,17 +318,24 @@ def stage(con, found: Found, source: Source, staged: str, syntax: str | None, de
 
 def _pieces(con, found: Found, source: Source, delim: str, tables: dict) -> Callable[[bool], None]:
     """The file's entries as the envelope's view of pieces (a JSON document's entries written down first). Returns
-    what makes the view again knowing whether every record inside is JSON (json_only: see mm_json_object)."""
+    what makes the view again knowing whether every record inside is JSON (json_only: see mm_json_object); only the
+    blocks that read json_only are made again, and only when it changes."""
     values = {**found.params, "path": source.path, "delim": delim}
     lines = "mm_lines"
     if found.document:
         queries.run(con, "envelope_document_entries", {"path": source.path, "items": found.envelope.items},
                     entries=tables["entries"])
         lines, values["path"] = "mm_entries", tables["entries"]
+    reads_json_only = "json_only" in queries.get(found.envelope.block).placeholders
+    made: bool | None = None  # the json_only of the view as it stands (None: not made yet)
 
     def view(json_only: bool) -> None:
+        nonlocal made
+        if made is not None and (made == json_only or not reads_json_only):
+            return
         queries.run(con, found.envelope.block, pieces=tables["pieces"], lines=lines, json_only=int(json_only),
                     **values, **dict(found.envelope.shape))
+        made = json_only
 
     view(False)
     return view
