@@ -73,6 +73,11 @@ def inner_lines(folder: Path, syntax: str, count: int) -> list[str]:
     return (lines * (count // len(lines) + 1))[:count]
 
 
+def takes(syntax: str, name: str) -> bool:
+    """Whether envelope `name` can wrap records of `syntax` (some platforms carry only one of them)."""
+    return not ((syntax == "jsonl" and name in wrap.LOGFMT_ONLY) or (syntax == "logfmt" and name in wrap.JSON_ONLY))
+
+
 def timed_read(path: Path, runs: int) -> tuple[float, float]:
     """(wall, CPU) seconds, best of `runs`: CPU time (all of DuckDB's threads) is what a busy machine
     changes least, so its ratio is the one to trust when other work shares the cores."""
@@ -103,7 +108,7 @@ def bench(folder: Path, syntax: str, names: list[str], count: int, runs: int) ->
     settle(plain)
     rows = []
     for name in names:
-        if (syntax == "jsonl" and name in wrap.LOGFMT_ONLY) or (syntax == "logfmt" and name in wrap.JSON_ONLY):
+        if not takes(syntax, name):
             continue
         path = folder / (f"{name}-{syntax}/000000" if name == "cloudwatch-export" else f"{name}.{syntax}.log")
         path.parent.mkdir(exist_ok=True)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.envelope_bench import inner_lines, parse_size  # noqa: E402
+from benchmarks.envelope_bench import inner_lines, parse_size, takes  # noqa: E402
 from forensics.simulate import envelopes as wrap  # noqa: E402
 
 SMALL = 20  # lines of the read whose count is taken off each file's: the fixed cost of a read
@@ -74,9 +74,7 @@ def files(folder: Path, syntax: str, names: list[str], count: int) -> dict[str, 
     """(the file, its first SMALL lines) for the plain records and each envelope of `names` that takes them."""
     lines = inner_lines(folder, syntax, count)
     made = {}
-    for name in ["plain", *names]:
-        if (syntax == "jsonl" and name in wrap.LOGFMT_ONLY) or (syntax == "logfmt" and name in wrap.JSON_ONLY):
-            continue
+    for name in ["plain", *[name for name in names if takes(syntax, name)]]:
         pair = []
         for size in (count, SMALL):
             base = f"{name}-{syntax}-{size}"
