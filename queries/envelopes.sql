@@ -348,39 +348,40 @@ FROM read
 
 -- name: envelope_cloud_logging
 -- Google Cloud Logging LogEntries (a sink's file, one per line, or gcloud's JSON array through
--- envelope_document_entries): textPayload, or jsonPayload as a JSON record; timestamp; the stream from the log
--- name (…/logs/stdout); host, pod or container, and service from the resource's labels.
+-- envelope_document_entries): textPayload, or jsonPayload as a JSON record; timestamp (else receiveTimestamp); the
+-- stream from the log name (…/logs/stdout); host, pod or container, and service from the resource's labels. A line
+-- is an entry when it names a log (logName) or has an insertId.
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP VIEW {ident:pieces} AS
 WITH entries AS (
-    -- jsonPayload, an object, is rendered as text only where the line may hold it (its key, plain or escaped):
-    -- rendering it on every line cost more than the rest of the unwrapping; elsewhere v[2] is a stand-in
-    SELECT line, contains(line, '"jsonPayload"') OR contains(line, '\u') AS json_payload,
-           CASE WHEN NOT starts_with(line, '{') THEN NULL
-                WHEN json_payload THEN try(json_extract_string(line, [
-               '$.textPayload', '$.jsonPayload', '$.timestamp', '$.receiveTimestamp', '$.logName',
-               '$.labels."compute.googleapis.com/resource_name"', '$.resource.labels.node_name',
-               '$.resource.labels.instance_id', '$.resource.labels.pod_name', '$.resource.labels.container_name',
-               '$.resource.labels.service_name', '$.resource.labels.job_name', '$.resource.labels.function_name',
-               '$.insertId']))
-                ELSE try(json_extract_string(line, [
-               '$.textPayload', '$.textPayload', '$.timestamp', '$.receiveTimestamp', '$.logName',
-               '$.labels."compute.googleapis.com/resource_name"', '$.resource.labels.node_name',
-               '$.resource.labels.instance_id', '$.resource.labels.pod_name', '$.resource.labels.container_name',
-               '$.resource.labels.service_name', '$.resource.labels.job_name', '$.resource.labels.function_name',
-               '$.insertId'])) END AS v
+    -- jsonPayload, an object, is rendered as text (v[12]); a textPayload entry has none, and its lookup finds none
+    -- (looking for its key in the line first cost more than the lookup). receiveTimestamp (the time where an entry
+    -- has no timestamp) and insertId (an entry without a log name) are read by a second parse of the lines that need
+    -- them: a JSONPath costs every line its lookup.
+    SELECT line,
+           CASE WHEN starts_with(line, '{') THEN try(json_extract_string(line, [
+               '$.textPayload', '$.timestamp', '$.logName', '$.labels."compute.googleapis.com/resource_name"',
+               '$.resource.labels.node_name', '$.resource.labels.instance_id', '$.resource.labels.pod_name',
+               '$.resource.labels.container_name', '$.resource.labels.service_name', '$.resource.labels.job_name',
+               '$.resource.labels.function_name', '$.jsonPayload'])) END AS v
     FROM {frag:lines}({lit:path}, {lit:delim})
 ), read AS (
-    SELECT line, json_payload, CASE WHEN v[5] IS NOT NULL OR v[14] IS NOT NULL THEN v END AS v FROM entries
+    -- an entry has a log name or an insert id (v is NULL where the line is no JSON)
+    SELECT line, CASE WHEN v[3] IS NOT NULL THEN v
+                      WHEN v IS NOT NULL AND json_extract_string(line, '$.insertId') IS NOT NULL THEN v END AS v
+    FROM entries
+), stamped AS (
+    SELECT *, CASE WHEN v[2] IS NOT NULL THEN v[2]
+                   WHEN v IS NOT NULL THEN json_extract_string(line, '$.receiveTimestamp') END AS stamp
+    FROM read
 )
-SELECT '' AS chain, CASE WHEN v IS NULL THEN line ELSE coalesce(v[1], CASE WHEN json_payload THEN v[2] END) END AS text,
-       true AS complete,
-       mm_ts(coalesce(v[3], v[4])) AS ts,
-       CASE WHEN ends_with(v[5], '/logs/stdout') THEN 'stdout' WHEN ends_with(v[5], '/logs/stderr') THEN 'stderr' END AS stream,
-       coalesce(v[6], v[7], v[8]) AS host, coalesce(v[11], v[12], v[13]) AS unit, coalesce(v[9], v[10]) AS container,
+SELECT '' AS chain, CASE WHEN v IS NULL THEN line ELSE coalesce(v[1], v[12]) END AS text, true AS complete,
+       mm_ts(stamp) AS ts,
+       CASE WHEN ends_with(v[3], '/logs/stdout') THEN 'stdout' WHEN ends_with(v[3], '/logs/stderr') THEN 'stderr' END AS stream,
+       coalesce(v[4], v[5], v[6]) AS host, coalesce(v[9], v[10], v[11]) AS unit, coalesce(v[7], v[8]) AS container,
        NULL::VARCHAR AS pid
-FROM read
+FROM stamped
 
 -- name: envelope_cloudwatch
 -- AWS CloudWatch Logs events (`aws logs filter-log-events` / `get-log-events` pages through

@@ -599,3 +599,29 @@ def test_a_json_platforms_record_is_its_message_else_its_object_of_fields(tmp_pa
         (1, "a@x.co", "m1"), (2, "b@x.co", "m2"), (3, "c@x.co" if name != "elastic" else "a@x.co",
                                                    "m3" if name != "elastic" else "m1")]
     assert [row[0] for row in case.con.execute("SELECT line_no FROM skipped").fetchall()] == [4]
+
+
+@pytest.mark.parametrize("parser_path", ["sql", "c"])
+def test_a_cloud_logging_entry_is_named_by_its_log_or_insert_id_and_timed_by_its_receipt_without_a_timestamp(
+        tmp_path, parser_path):
+    from tests.test_tokenizer_properties import parser
+
+    entries = [{"insertId": "1", "logName": "p/logs/stdout", "timestamp": "2026-11-28T09:00:01Z",
+                "jsonPayload": {"event": "send", "email": "a@x.co", "msg_id": "m1"}},
+               {"insertId": "2", "receiveTimestamp": "2026-11-28T09:00:02Z",
+                "resource": {"labels": {"pod_name": "mailer-1"}},
+                "jsonPayload": {"event": "send", "email": "b@x.co", "msg_id": "m2"}},
+               {"logName": "p/logs/stdout", "timestamp": "2026-11-28T09:00:03Z",
+                "receiveTimestamp": "2026-11-28T09:59:59Z",
+                "textPayload": '{"event": "send", "email": "c@x.co", "msg_id": "m3"}'},
+               {"event": "send", "email": "d@x.co", "msg_id": "m4", "receiveTimestamp": "2026-11-28T09:00:04Z"}]
+    log = tmp_path / "entries.json"
+    log.write_text("".join(json.dumps(entry) + "\n" for entry in entries), encoding="utf-8")
+    with parser(parser_path):
+        case = read(tmp_path, log)
+    assert case.inputs[0].envelope == "cloud-logging"
+    # the last line is no entry (neither a log name nor an insert id): its own record, without a time, is skipped
+    assert [(r["line_no"], r["ts"], r["worker"], r["msg_id"]) for r in records(case)] == [
+        (1, utc("2026-11-28T09:00:01"), None, "m1"), (2, utc("2026-11-28T09:00:02"), "mailer-1", "m2"),
+        (3, utc("2026-11-28T09:00:03"), None, "m3")]
+    assert case.con.execute("SELECT line_no, reason FROM skipped").fetchall() == [(4, "no readable timestamp")]

@@ -114,6 +114,23 @@ def test_timestamp_forms(tmp_path, text, expected):
     assert events(load_case([log]))[0]["ts"] == expected
 
 
+@pytest.mark.parametrize("name", ["a.log", "a.jsonl"])
+@pytest.mark.parametrize("parser_path", ["sql", "c"])
+def test_a_time_padded_with_spaces_of_any_kind_is_read(tmp_path, name, parser_path):
+    # the cast skips ASCII spaces itself; a time padded with Unicode's (a no-break space) is trimmed first
+    from tests.test_tokenizer_properties import parser
+
+    times = [" 2026-11-28T09:14:03Z", "2026-11-28T09:14:03Z\t", "\u00a02026-11-28T09:14:03Z\u3000", "\t 2026-11-28T09:14:03Z"]
+    if name.endswith(".jsonl"):
+        body = "".join(json.dumps({"ts": t, "event": "send", "email": f"a{i}@b.c", "msg_id": f"m{i}"}) + "\n"
+                       for i, t in enumerate(times))
+    else:
+        body = "".join(f'ts="{t}" event=send email=a{i}@b.c msg_id=m{i}\n' for i, t in enumerate(times))
+    with parser(parser_path):
+        case = load_case([write(tmp_path / name, body)])
+    assert [e["ts"] for e in events(case)] == [utc(2026, 11, 28, 9, 14, 3)] * 4
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("lease,seconds", [("900", 900), ("900s", 900), ("15m", 900), ("1h", 3600), ("1.5h", 5400)])
 def test_lease_units(tmp_path, lease, seconds):
