@@ -45,10 +45,17 @@ CREATE OR REPLACE TEMP MACRO mm_starts_object(s) AS regexp_matches(s, '^\p{Zs}*\
 -- every row, and the pairs' regex over a JSON object's text cost fifteen times the test for its brace.
 CREATE OR REPLACE TEMP MACRO mm_record_like(m) AS
     CASE WHEN mm_starts_object(m) THEN true ELSE regexp_matches(m, '(?:^|\s)[^\s="]+=[^\s]') END;
--- `head` when it is the whole header of `line`: followed by a space or by the line's end ('' otherwise, a header
--- run into the text: no entry of the envelope).
+-- `head` (a prefix of `line`) when it is the whole header of `line`: followed by a space or by the line's end ('' otherwise,
+-- a header run into the text: no entry of the envelope). Compared as bytes: length() and substring() count characters,
+-- decoding every code point of the line.
 CREATE OR REPLACE TEMP MACRO mm_spaced_head(line, head) AS
-    CASE WHEN length(line) = length(head) OR substring(line, length(head) + 1, 1) = ' ' THEN head ELSE '' END;
+    CASE WHEN line = head OR starts_with(line, head || ' ') THEN head ELSE '' END;
+-- The text of `s` after its first `bytes` bytes (a header found by a regex, whose length strlen() gives in bytes): cut
+-- as a BLOB, as mm_json_tail cuts. substring() counts characters, decoding every code point of the line (1,000 to
+-- 7,000 instructions a line). The cut falls between characters: the header is a regex's match, a space after it ASCII.
+CREATE OR REPLACE TEMP MACRO mm_after(s, bytes) AS decode(encode(s)[bytes + 1:]);
+-- The text of `s` without its last `bytes` bytes (a line's ending), cut as mm_after cuts.
+CREATE OR REPLACE TEMP MACRO mm_before(s, bytes) AS decode(encode(s)[1 : strlen(s) - bytes]);
 -- The text from the first '{' of `s` on ('' when it holds none): the JSON object an application's prefix may end
 -- with (mm_json_object tells). A block computes it once, in a column of its own, from a column: a macro's argument
 -- is copied wherever the macro uses it. The text is cut by bytes, at the length of what precedes the brace
@@ -72,10 +79,10 @@ CREATE OR REPLACE TEMP MACRO mm_json_object(tail, json_only) AS CASE
 CREATE OR REPLACE TEMP MACRO mm_first_key(rest) AS
     ltrim(regexp_extract(substring(rest, 1, strpos(rest, '=')), '(?:^|\s)[^\s="]+=$'), ' ' || chr(9) || chr(10) || chr(12) || chr(13));
 -- `rest` from the bare ISO time that `head` (the text before the key) ends with, when it does (the time, then
--- whitespace), else from the key on.
-CREATE OR REPLACE TEMP MACRO mm_from_key(rest, head) AS substring(rest, length(head) - length(ltrim(
+-- whitespace), else from the key on: cut by bytes (mm_after), `head` being the start of `rest`.
+CREATE OR REPLACE TEMP MACRO mm_from_key(rest, head) AS mm_after(rest, strlen(head) - strlen(ltrim(
     regexp_extract(head, '(?:^|\s)[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9:.]+(?:Z|[+-][0-9:]+)?\s+$'),
-    ' ' || chr(9) || chr(10) || chr(12) || chr(13))) + 1);
+    ' ' || chr(9) || chr(10) || chr(12) || chr(13))));
 -- The record in what follows an application's prefix (time, level, logger, free text: `rest`) when that ends with no
 -- JSON object (mm_json_object): its key=value pairs from the first one on (with a bare ISO time just before them),
 -- else all of it: the prefix up to them is dropped. That is the regexp_replace below; it costs three times what
@@ -116,8 +123,8 @@ WITH entries AS (
 )
 SELECT coalesce(v[2], '') AS chain,
        CASE WHEN v IS NULL THEN line
-            WHEN ends_with(v[1], chr(13) || chr(10)) THEN substring(v[1], 1, length(v[1]) - 2)
-            WHEN ends_with(v[1], chr(10)) THEN substring(v[1], 1, length(v[1]) - 1) ELSE coalesce(v[1], '') END AS text,
+            WHEN ends_with(v[1], chr(13) || chr(10)) THEN mm_before(v[1], 2)
+            WHEN ends_with(v[1], chr(10)) THEN mm_before(v[1], 1) ELSE coalesce(v[1], '') END AS text,
        v IS NULL OR v[1] IS NULL OR ends_with(v[1], chr(10)) AS complete, mm_ts(v[3]) AS ts, v[2] AS stream,
        NULL::VARCHAR AS host, NULL::VARCHAR AS unit,
        CASE WHEN v IS NOT NULL THEN coalesce(v[4], {lit:container}::VARCHAR) END AS container, NULL::VARCHAR AS pid
@@ -140,7 +147,7 @@ WITH entries AS (
            regexp_extract(mm_spaced_head(line, head), '^(\S+) (stdout|stderr) ([FP])', ['ts', 'stream', 'tag']) AS m
     FROM entries
 )
-SELECT coalesce(m.stream, '') AS chain, CASE WHEN m.stream = '' THEN line ELSE substring(line, length(head) + 2) END AS text,
+SELECT coalesce(m.stream, '') AS chain, CASE WHEN m.stream = '' THEN line ELSE mm_after(line, strlen(head) + 1) END AS text,
        coalesce(m.tag, '') <> 'P' AS complete, mm_ts(nullif(m.ts, '')) AS ts, nullif(m.stream, '') AS stream,
        NULL::VARCHAR AS host, CASE WHEN m.stream <> '' THEN {lit:unit}::VARCHAR END AS unit,
        CASE WHEN m.stream <> '' THEN {lit:container}::VARCHAR END AS container, NULL::VARCHAR AS pid
@@ -191,7 +198,7 @@ WITH entries AS (
                           ['stamp', 'host', 'tag', 'pid']) AS m
     FROM entries
 )
-SELECT '' AS chain, CASE WHEN m.stamp = '' THEN line ELSE substring(line, length(head) + 1) END AS text, true AS complete,
+SELECT '' AS chain, CASE WHEN m.stamp = '' THEN line ELSE mm_after(line, strlen(head)) END AS text, true AS complete,
        CASE WHEN m.stamp = '' THEN NULL WHEN {lit:year_less} = 1 THEN mm_syslog_ts(m.stamp, {lit:year}, {lit:last_month})
             ELSE mm_ts(m.stamp) END AS ts,
        NULL::VARCHAR AS stream, nullif(m.host, '') AS host, nullif(m.tag, '') AS unit, NULL::VARCHAR AS container,
@@ -216,7 +223,7 @@ WITH entries AS (
     SELECT line, head, CASE WHEN mm_spaced_head(line, head) <> '' THEN string_split(head, ' ') END AS f
     FROM entries
 ), texts AS (
-    SELECT *, substring(line, length(head) + 2) AS rest FROM parts
+    SELECT *, mm_after(line, strlen(head) + 1) AS rest FROM parts
 )
 SELECT '' AS chain,
        CASE WHEN f IS NULL THEN line WHEN starts_with(rest, chr(65279)) THEN ltrim(rest, chr(65279)) ELSE rest END AS text,
@@ -236,7 +243,7 @@ WITH entries AS (
            regexp_extract(line, '^([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})) ', 1) AS stamp
     FROM {frag:lines}({lit:path}, {lit:delim})
 )
-SELECT '' AS chain, CASE WHEN stamp = '' THEN line ELSE substring(line, length(stamp) + 2) END AS text, true AS complete,
+SELECT '' AS chain, CASE WHEN stamp = '' THEN line ELSE mm_after(line, strlen(stamp) + 1) END AS text, true AS complete,
        mm_ts(nullif(stamp, '')) AS ts, NULL::VARCHAR AS stream, NULL::VARCHAR AS host, NULL::VARCHAR AS unit,
        CASE WHEN stamp <> '' THEN {lit:container}::VARCHAR END AS container, NULL::VARCHAR AS pid
 FROM entries
@@ -260,7 +267,7 @@ WITH entries AS (
     SELECT *, CASE WHEN stamp = '' THEN false ELSE mm_json_object(tail, {lit:json_only}) END AS object FROM tails
 ), rests AS (
     -- the key=value reading's text, only where the line ends with no JSON object
-    SELECT *, CASE WHEN stamp <> '' AND NOT object THEN ltrim(substring(line, length(stamp) + 1), ' :-') END AS rest
+    SELECT *, CASE WHEN stamp <> '' AND NOT object THEN ltrim(mm_after(line, strlen(stamp)), ' :-') END AS rest
     FROM objects
 ), keys AS (
     SELECT *, mm_first_key(rest) AS key FROM rests
@@ -288,13 +295,13 @@ WITH entries AS (
 ), tails AS (
     -- the rest's JSON tail is the line's where the header holds no brace (it never does but for a zap time that is
     -- none): the rest itself is cut from the line only where the key=value reading needs it (see mm_json_tail)
-    SELECT *, CASE WHEN contains(head, '{') THEN mm_json_tail(substring(line, length(head) + 1))
+    SELECT *, CASE WHEN contains(head, '{') THEN mm_json_tail(mm_after(line, strlen(head)))
                    ELSE mm_json_tail(line) END AS tail
     FROM parts
 ), objects AS (
     SELECT *, CASE WHEN stamp = '' THEN false ELSE mm_json_object(tail, {lit:json_only}) END AS object FROM tails
 ), rests AS (
-    SELECT *, CASE WHEN stamp <> '' AND NOT object THEN substring(line, length(head) + 1) END AS rest FROM objects
+    SELECT *, CASE WHEN stamp <> '' AND NOT object THEN mm_after(line, strlen(head)) END AS rest FROM objects
 ), keys AS (
     -- the first key, only where the rest ends with no JSON object
     SELECT *, mm_first_key(rest) AS key FROM rests
@@ -317,7 +324,7 @@ WITH entries AS (
     FROM {frag:lines}({lit:path}, {lit:delim})
 ), parts AS (
     SELECT line, regexp_extract(head, '^time=("[^"]*"|\S+) level=\S+ (?:source=\S+ )?msg=(?:"(?:[^"\\]|\\.)*"|\S*) ?$', 1) AS stamp,
-           substring(line, length(head) + 1) AS rest
+           mm_after(line, strlen(head)) AS rest
     FROM entries
 )
 SELECT '' AS chain, CASE WHEN stamp = '' THEN line ELSE rest END AS text, true AS complete,
