@@ -657,13 +657,27 @@ static size_t json_value_end(const unsigned char *s, size_t n, size_t i, int dep
     return json_number_end(s, n, i);
 }
 
+/* Whether s[0..n) holds a key=value pair with a value: (?:^|\s)[^\s="]+=\S, as mm_json_tail's regex. */
+static int holds_pair(const unsigned char *s, size_t n) {
+    for (size_t p = 0; p < n; p++)
+        if (p == 0 || re2_space(s[p - 1])) {
+            size_t k = p;
+            while (k < n && is_key_char(s[k])) k++;
+            if (k > p && k + 1 < n && s[k] == '=' && !re2_space(s[k + 1])) return 1;
+        }
+    return 0;
+}
+
 /* What follows an application's prefix, as the SQL reads it (mm_json_object, mm_pairs): the JSON object from its
  * first '{' (mm_json_tail) when that tail ends with '}' (perhaps before spaces: rtrim) and is valid JSON, else the
- * key=value reading.
+ * key=value reading. A brace right after '=' behind other key=value pairs is a value of the pairs (`meta={...}`),
+ * no JSON record.
  * 1, to defer, where this reader cannot tell json_valid's or rtrim's answer: a tail that ends like an object but
  * is no strict JSON, or one ending in a byte of a multi-byte character (rtrim takes Unicode spaces too). */
 static int payload(const unsigned char *rest, size_t n, Line *line) {
     const unsigned char *brace = memchr(rest, '{', n);
+    if (brace && brace > rest && brace[-1] == '=' && holds_pair(rest, (size_t)(brace - rest)))
+        brace = NULL;
     if (brace) {
         size_t tail = (size_t)(brace - rest), last = n;
         while (rest[last - 1] == ' ') last--; /* stops at the '{' */

@@ -60,8 +60,13 @@ CREATE OR REPLACE TEMP MACRO mm_before(s, bytes) AS decode(encode(s)[1 : strlen(
 -- with (mm_json_object tells). A block computes it once, in a column of its own, from a column: a macro's argument
 -- is copied wherever the macro uses it. The text is cut by bytes, at the length of what precedes the brace
 -- (split_part finds it by a byte search): substring() counts characters, decoding every code point of the line
--- (at 100,000 Python-logging lines 738M instructions, a tenth of the whole read of the records unwrapped).
-CREATE OR REPLACE TEMP MACRO mm_json_tail(s) AS decode(encode(s)[octet_length(encode(split_part(s, '{', 1))) + 1:]);
+-- (at 100,000 Python-logging lines 738M instructions, a tenth of the whole read of the records unwrapped). A brace
+-- right after '=', behind other key=value pairs, opens a pair's value (`event=send … meta={"k":1}`), not a record:
+-- the tail is then '' (mm_tail_after), and the pairs are the record.
+CREATE OR REPLACE TEMP MACRO mm_tail_after(s, head) AS CASE
+    WHEN ends_with(head, '=') AND regexp_matches(head, '(?:^|\s)[^\s="]+=\S') THEN ''
+    ELSE decode(encode(s)[strlen(head) + 1:]) END;
+CREATE OR REPLACE TEMP MACRO mm_json_tail(s) AS mm_tail_after(s, split_part(s, '{', 1));
 -- Whether `tail` (mm_json_tail) is the JSON object an application's prefix ends with: it ends with '}' (perhaps
 -- before spaces) and parses. (ends_with before rtrim: trimming every line cost as much as the parse.) A block
 -- computes it once, in a column `object` of its own, before the key=value reading, which then runs only on the

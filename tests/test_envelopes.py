@@ -269,6 +269,26 @@ def test_a_prefixed_logfmt_record_ending_in_braces_that_are_no_json_is_read_as_p
     assert case.con.execute("SELECT count(*) FROM skipped").fetchone()[0] == 0
 
 
+@pytest.mark.parametrize("parser_path", ["sql", "c"])
+@pytest.mark.parametrize("head", ["2026-11-28 09:21:2%d,000 INFO mailer: ", "2026-11-28T09:21:2%dZ\tINFO\tmailer\t",
+                                  "2026-11-28 09:21:2%d [info     ] sent "])
+def test_a_json_value_ending_key_value_pairs_is_a_value_and_a_json_value_alone_the_record(tmp_path, head, parser_path):
+    # `meta={...}` behind other pairs is one of the pairs (the record is the pairs, none lost); `payload={...}` with
+    # no other pair before it is the record itself
+    from tests.test_tokenizer_properties import parser
+
+    lines = [head % 0 + 'retry event=send email=ana@example.com msg_id=<a1@m> meta={"k":1,"n":[2]}',
+             head % 1 + 'payload={"event":"send","email":"ben@example.com","msg_id":"<b2@m>"}',
+             head % 2 + "event=send email=cy@example.com msg_id=<c3@m>"]
+    log = tmp_path / "mailer.log"
+    log.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    with parser(parser_path):
+        case = read(tmp_path, log)
+    assert case.inputs[0].envelope in ("python-logging", "zap", "structlog")
+    assert [(r["line_no"], r["recipient"], r["msg_id"]) for r in records(case)] == [
+        (1, "ana@example.com", "a1@m"), (2, "ben@example.com", "b2@m"), (3, "cy@example.com", "c3@m")]
+
+
 @pytest.mark.slow
 def test_envelope_option_forces_one_or_none(tmp_path):
     export = FIXTURES / "docker-logs" / "mailer.log"

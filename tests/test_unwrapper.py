@@ -277,7 +277,7 @@ DEFERRED = {
                                                    "MESSAGE": A + "\n" + A}),
     "json-seq": "\x1e" + json.dumps({"__REALTIME_TIMESTAMP": "1764321686123456", "MESSAGE": A}),
     "a prefix ending in JSON DuckDB's reader alone takes": "2026-11-28 09:21:26,123 INFO mailer: " + A
-                                                           + ' ctx={"a": 1,}',
+                                                           + ' {"a": 1,}',
     "a prefix's JSON tail before a Unicode space": '2026-11-28T09:00:00.123Z\tinfo\tsent\t{"evt":"send"}\u2000',
     "a lone surrogate in a prefix's JSON tail": '2026-11-28 09:21:26 [info     ] sent {"evt":"send","a":"\\ud800"}',
     "records both JSON and logfmt": docker_entry(J + "\n") + "\n" + docker_entry(A + "\n"),
