@@ -62,11 +62,12 @@ CREATE OR REPLACE TEMP MACRO mm_before(s, bytes) AS decode(encode(s)[1 : strlen(
 -- (split_part finds it by a byte search): substring() counts characters, decoding every code point of the line
 -- (at 100,000 Python-logging lines 738M instructions, a tenth of the whole read of the records unwrapped). A brace
 -- right after '=', behind other key=value pairs, opens a pair's value (`event=send … meta={"k":1}`), not a record:
--- the tail is then '' (mm_tail_after), and the pairs are the record.
-CREATE OR REPLACE TEMP MACRO mm_tail_after(s, head) AS CASE
-    WHEN ends_with(head, '=') AND regexp_matches(head, '(?:^|\s)[^\s="]+=\S') THEN ''
-    ELSE decode(encode(s)[strlen(head) + 1:]) END;
-CREATE OR REPLACE TEMP MACRO mm_json_tail(s) AS mm_tail_after(s, split_part(s, '{', 1));
+-- the tail is then '' (mm_value_brace, asked only of a line holding '={'), and the pairs are the record.
+CREATE OR REPLACE TEMP MACRO mm_value_brace(head) AS
+    ends_with(head, '=') AND regexp_matches(head, '(?:^|\s)[^\s="]+=\S');
+CREATE OR REPLACE TEMP MACRO mm_json_tail(s) AS CASE
+    WHEN contains(s, '={') AND mm_value_brace(split_part(s, '{', 1)) THEN ''
+    ELSE decode(encode(s)[strlen(split_part(s, '{', 1)) + 1:]) END;
 -- Whether `tail` (mm_json_tail) is the JSON object an application's prefix ends with: it ends with '}' (perhaps
 -- before spaces) and parses. (ends_with before rtrim: trimming every line cost as much as the parse.) A block
 -- computes it once, in a column `object` of its own, before the key=value reading, which then runs only on the
