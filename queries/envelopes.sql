@@ -229,7 +229,8 @@ WITH entries AS (
     SELECT line, head, CASE WHEN mm_spaced_head(line, head) <> '' THEN string_split(head, ' ') END AS f
     FROM entries
 ), texts AS (
-    SELECT *, mm_after(line, strlen(head) + 1) AS rest FROM parts
+    -- cut only after a whole header (f): elsewhere the byte after an empty head may be inside a character
+    SELECT *, CASE WHEN f IS NOT NULL THEN mm_after(line, strlen(head) + 1) END AS rest FROM parts
 )
 SELECT '' AS chain,
        CASE WHEN f IS NULL THEN line WHEN starts_with(rest, chr(65279)) THEN ltrim(rest, chr(65279)) ELSE rest END AS text,

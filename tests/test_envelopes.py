@@ -645,3 +645,19 @@ def test_a_cloud_logging_entry_is_named_by_its_log_or_insert_id_and_timed_by_its
         (1, utc("2026-11-28T09:00:01"), None, "m1"), (2, utc("2026-11-28T09:00:02"), "mailer-1", "m2"),
         (3, utc("2026-11-28T09:00:03"), None, "m3")]
     assert case.con.execute("SELECT line_no, reason FROM skipped").fetchall() == [(4, "no readable timestamp")]
+
+
+@pytest.mark.parametrize("name", ["cri", "syslog", "rsyslog", "rfc5424", "docker-logs", "python-logging", "structlog",
+                                  "zap", "slog", "logrus"])
+def test_a_line_that_is_no_entry_and_starts_with_a_wide_character_is_passed_on_whole(tmp_path, name):
+    # the SQL blocks cut a line after its header by bytes: a line without the header (its first character two
+    # bytes wide) is passed on whole, and a message whose first character is wide is cut before it
+    from forensics.simulate.envelopes import wrap
+
+    body = wrap(name, [f"ts=2026-11-28T09:00:00Z {A}", f"ts=2026-11-28T09:00:01Z é {A.replace('a1', 'a2')}"])
+    log = tmp_path / "case.log"
+    log.write_text(body + "é not an entry\nüber event=send\n", encoding="utf-8")
+    sql, compiled = read_both(log)
+    assert compiled == sql
+    events, skipped = sql[0], sql[1]
+    assert len(events) == 2 and [row for row in skipped if "not an entry" in str(row)]
