@@ -657,7 +657,7 @@ static size_t json_value_end(const unsigned char *s, size_t n, size_t i, int dep
     return json_number_end(s, n, i);
 }
 
-/* Whether s[0..n) holds a key=value pair with a value: (?:^|\s)[^\s="]+=\S, as mm_json_tail's regex. */
+/* Whether s[0..n) holds a key=value pair with a value: (?:^|\s)[^\s="]+=\S, as mm_holds_pair. */
 static int holds_pair(const unsigned char *s, size_t n) {
     for (size_t p = 0; p < n; p++)
         if (p == 0 || re2_space(s[p - 1])) {
@@ -1144,13 +1144,7 @@ static int record_like(const unsigned char *m, size_t n) {
     while (i < n && m[i] == ' ') i++;
     if (i < n && m[i] == '{') return 1;
     if (i < n && m[i] >= 0x80 && memchr(m + i, '{', n - i)) return -1;
-    for (size_t p = 0; p < n; p++) { /* (?:^|\s)[^\s="]+=[^\s] */
-        if (p > 0 && !re2_space(m[p - 1])) continue;
-        size_t k = p;
-        while (k < n && is_key_char(m[k])) k++;
-        if (k > p && k + 1 < n && m[k] == '=' && !re2_space(m[k + 1])) return 1;
-    }
-    return 0;
+    return holds_pair(m, n);
 }
 
 static int platform_provenance(JRead *j, const int *host, const int *unit, const int *container, Line *line) {

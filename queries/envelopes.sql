@@ -40,11 +40,12 @@ CREATE OR REPLACE TEMP MACRO mm_journal_text(j) AS CASE
 -- a text that starts a JSON object after any spaces ltrim() would take off (Unicode's space separators); a regex,
 -- not starts_with(ltrim(s), '{'), which copied every text
 CREATE OR REPLACE TEMP MACRO mm_starts_object(s) AS regexp_matches(s, '^\p{Zs}*\{');
+-- a text holding a key=value pair with a value
+CREATE OR REPLACE TEMP MACRO mm_holds_pair(s) AS regexp_matches(s, '(?:^|\s)[^\s="]+=[^\s]');
 -- a message that is itself a record (a JSON object or key=value pairs) rather than prose. A CASE, not an OR: where the
 -- test is a value (an argument, a column) rather than a CASE's condition, DuckDB evaluates both sides of an OR on
 -- every row, and the pairs' regex over a JSON object's text cost fifteen times the test for its brace.
-CREATE OR REPLACE TEMP MACRO mm_record_like(m) AS
-    CASE WHEN mm_starts_object(m) THEN true ELSE regexp_matches(m, '(?:^|\s)[^\s="]+=[^\s]') END;
+CREATE OR REPLACE TEMP MACRO mm_record_like(m) AS CASE WHEN mm_starts_object(m) THEN true ELSE mm_holds_pair(m) END;
 -- `head` (a prefix of `line`) when it is the whole header of `line`: followed by a space or by the line's end ('' otherwise,
 -- a header run into the text: no entry of the envelope). Compared as bytes: length() and substring() count characters,
 -- decoding every code point of the line.
@@ -63,8 +64,7 @@ CREATE OR REPLACE TEMP MACRO mm_before(s, bytes) AS decode(encode(s)[1 : strlen(
 -- (at 100,000 Python-logging lines 738M instructions, a tenth of the whole read of the records unwrapped). A brace
 -- right after '=', behind other key=value pairs, opens a pair's value (`event=send … meta={"k":1}`), not a record:
 -- the tail is then '' (mm_value_brace, asked only of a line holding '={'), and the pairs are the record.
-CREATE OR REPLACE TEMP MACRO mm_value_brace(head) AS
-    ends_with(head, '=') AND regexp_matches(head, '(?:^|\s)[^\s="]+=\S');
+CREATE OR REPLACE TEMP MACRO mm_value_brace(head) AS ends_with(head, '=') AND mm_holds_pair(head);
 CREATE OR REPLACE TEMP MACRO mm_json_tail(s) AS CASE
     WHEN contains(s, '={') AND mm_value_brace(split_part(s, '{', 1)) THEN ''
     ELSE decode(encode(s)[strlen(split_part(s, '{', 1)) + 1:]) END;

@@ -18,7 +18,7 @@ from forensics.ingest import envelopes
 from forensics.ingest.case import load_case
 from forensics.ingest.load import Reading
 from tests.test_jsonl_reader_properties import FIRST, json_line
-from tests.test_tokenizer_properties import READ_EVERY_WAY, SETTINGS, logfmt_line, needs_c
+from tests.test_tokenizer_properties import READ_EVERY_WAY, SETTINGS, logfmt_line, needs_c, parser
 from tests.test_tokenizer_properties import read as read_with_parser
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "envelopes"
@@ -275,8 +275,6 @@ def test_a_prefixed_logfmt_record_ending_in_braces_that_are_no_json_is_read_as_p
 def test_a_json_value_ending_key_value_pairs_is_a_value_and_a_json_value_alone_the_record(tmp_path, head, parser_path):
     # `meta={...}` behind other pairs is one of the pairs (the record is the pairs, none lost); `payload={...}` with
     # no other pair before it is the record itself
-    from tests.test_tokenizer_properties import parser
-
     lines = [head % 0 + 'retry event=send email=ana@example.com msg_id=<a1@m> meta={"k":1,"n":[2]}',
              head % 1 + 'payload={"event":"send","email":"ben@example.com","msg_id":"<b2@m>"}',
              head % 2 + "event=send email=cy@example.com msg_id=<c3@m>"]
@@ -624,8 +622,6 @@ def test_a_json_platforms_record_is_its_message_else_its_object_of_fields(tmp_pa
 @pytest.mark.parametrize("parser_path", ["sql", "c"])
 def test_a_cloud_logging_entry_is_named_by_its_log_or_insert_id_and_timed_by_its_receipt_without_a_timestamp(
         tmp_path, parser_path):
-    from tests.test_tokenizer_properties import parser
-
     entries = [{"insertId": "1", "logName": "p/logs/stdout", "timestamp": "2026-11-28T09:00:01Z",
                 "jsonPayload": {"event": "send", "email": "a@x.co", "msg_id": "m1"}},
                {"insertId": "2", "receiveTimestamp": "2026-11-28T09:00:02Z",
