@@ -1,7 +1,7 @@
 """How the classification grows with a case: CPU time of build_sends and of each classification block.
 
     python benchmarks/classify_bench.py [--sizes 1M,10M] [--bench /work/bench] [--workdir /tmp/mm-classify]
-                                        [--runs N] [--memory-limit 1GB] [--out FILE]
+                                        [--runs N] [--memory-limit 1GB] [--floor] [--out FILE]
 
 Each case (BENCH/logfmt-SIZE/mail-send.log) is staged once: `mailmortem diagnose LOG --save CASE`, cached in
 the workdir (delete it to stage again, e.g. after changing the ingest). Then, for each run, a fresh process
@@ -13,6 +13,12 @@ from wait4. The sizes take turns run by run (1M, 10M, 1M, 10M, ...: a drift of t
 both alike), and the median CPU per block over the runs is printed per size, with each block's growth from the
 smallest size to the largest beside the growth of the lines (issue 15 item 2: every block that takes at least
 0.5 s at the largest size grows no faster than 1.05 x the lines).
+
+With --floor, each run times instead what any classification of the duplicated people must do at least, on the
+state classify_dup_sends starts from (their sends, coded, and the people, from classify_codes), each statement
+once and alone: scan their sends, copy them, join them to the people, group them by person, number each
+person's sends in time order, and join them on a unique integer. No block of the classification can grow more
+slowly than the operators it is made of.
 
 The figures (a Markdown table) are printed and written to --out, by default benchmarks/results/classify-<UTC
 time>.md (gitignored).
@@ -46,6 +52,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/mm-classify"), help="where staged cases are kept")
     parser.add_argument("--runs", type=int, default=1, help="timed runs per size (the median CPU is reported)")
     parser.add_argument("--memory-limit", default="1GB", help="DuckDB memory limit (diagnose's default: 1GB)")
+    parser.add_argument("--floor", action="store_true",
+                        help="time DuckDB's operators on the duplicated people's sends instead of the blocks")
     parser.add_argument("--out", type=Path, help="write the figures here (default: benchmarks/results/classify-*.md)")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)  # a staged case: run the blocks once
     return parser.parse_args(argv)
@@ -57,8 +65,24 @@ def log(message: str) -> None:
 
 # --- the timed process: build sends, classify, summary -------------------------------------
 
-def child(case: Path, memory_limit: str) -> None:
-    """Run what diagnose runs after reading the logs, on a saved case (its incidents table is made again)."""
+# The floor: what classifying the duplicated people costs at least, operator by operator, on their coded sends
+# (mm_repeated_sends) and the people (mm_people) as classify_codes leaves them. Each statement returns one row.
+FLOOR = {
+    "floor:scan": "SELECT sum(sid) + sum(w) FROM mm_repeated_sends",
+    "floor:copy": "CREATE OR REPLACE TEMP TABLE floor_copy AS "
+                  "SELECT cs, sid, w, inc, ts, sh, attempt, t, v, r, c FROM mm_repeated_sends",
+    "floor:join_people": "SELECT count(*), sum(p.p) FROM mm_repeated_sends s "
+                         "JOIN mm_people p ON p.cs = s.cs AND p.recipient = s.recipient",
+    "floor:join_integer": "SELECT count(*) FROM floor_copy a JOIN floor_copy b USING (sid)",
+    "floor:group_people": "SELECT count(*) FROM (SELECT cs, recipient, count(*) FROM mm_repeated_sends GROUP BY ALL)",
+    "floor:number_sends": "SELECT max(n) FROM (SELECT row_number() OVER "
+                          "(PARTITION BY cs, recipient ORDER BY ts, msg_id) AS n FROM mm_repeated_sends)",
+}
+
+
+def child(case: Path, memory_limit: str, floor: bool = False) -> None:
+    """Run what diagnose runs after reading the logs, on a saved case (its incidents table is made again);
+    with `floor`, the operators of FLOOR instead of the classification."""
     import duckdb
 
     import queries
@@ -70,10 +94,29 @@ def child(case: Path, memory_limit: str) -> None:
         queries.script(con, "ingest_macros")
         print(f"lines: {con.execute('SELECT count(*) FROM events').fetchone()[0]}", file=sys.stderr)
         queries.script(con, "build_sends")
-        classify.classify(con)
-        classify.summary(con)
-        queries.rows(con, "candidates_at_two_addresses")
+        if floor:
+            floor_run(con)
+        else:
+            classify.classify(con)
+            classify.summary(con)
+            queries.rows(con, "candidates_at_two_addresses")
         con.close()
+
+
+def floor_run(con) -> None:
+    """classify_codes' state, then each FLOOR statement once, reported as a profile line of its own."""
+    import queries
+    from forensics import classify
+
+    queries.run(con, "classify_identities")
+    for dictionary, code, column in classify._DICTIONARIES:
+        queries.run(con, "classify_dictionary", dictionary=dictionary, code=code, column=column)
+    queries.script(con, "classify_codes")
+    for name, statement in FLOOR.items():
+        started, cpu = time.perf_counter(), time.process_time()
+        con.execute(statement).fetchall()
+        print(f"profile: {name} {time.perf_counter() - started:.3f} cpu {time.process_time() - cpu:.3f}",
+              file=sys.stderr, flush=True)
 
 
 # --- staging and measuring ------------------------------------------------------------------
@@ -91,10 +134,10 @@ def staged(args, size: str) -> Path:
     return case
 
 
-def timed_run(case: Path, memory_limit: str) -> tuple[dict[str, float], int, float]:
-    """CPU seconds per block, lines of the case, and the process's peak RSS in MB."""
-    env = {**os.environ, "MAILMORTEM_PROFILE": "1"}
-    argv = [sys.executable, __file__, "--child", str(case), "--memory-limit", memory_limit]
+def timed_run(case: Path, memory_limit: str, floor: bool = False) -> tuple[dict[str, float], int, float]:
+    """CPU seconds per block (or FLOOR statement), lines of the case, and the process's peak RSS in MB."""
+    env = {**os.environ, "MAILMORTEM_PROFILE": "" if floor else "1"}
+    argv = [sys.executable, __file__, "--child", str(case), "--memory-limit", memory_limit] + (["--floor"] if floor else [])
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     err = proc.stderr.read().decode(errors="replace")
     _, status, usage = os.wait4(proc.pid, 0)
@@ -118,7 +161,7 @@ def measured(args, sizes: list[str]) -> dict[str, tuple[dict[str, float], int, f
     runs: dict[str, list] = {size: [] for size in sizes}
     for number in range(1, args.runs + 1):
         for size in sizes:
-            cpu, lines, rss = timed_run(cases[size], args.memory_limit)
+            cpu, lines, rss = timed_run(cases[size], args.memory_limit, args.floor)
             runs[size].append((cpu, lines, rss))
             log(f"{size} run {number}: {sum(v for k, v in cpu.items() if '#' not in k):.1f} s CPU, peak RSS {rss:.0f} MB")
     results = {}
@@ -136,7 +179,7 @@ def table(sizes: list[str], results: dict) -> str:
     blocks = sorted(results[large][0], key=lambda b: -results[large][0][b])
     for block in blocks:
         cpu = [results[s][0].get(block, 0.0) for s in sizes]
-        if max(cpu) < SHOWN_S:
+        if max(cpu) < SHOWN_S and not block.startswith("floor:"):
             continue
         growth = cpu[-1] / cpu[0] if cpu[0] else float("inf")
         matters = "#" not in block and cpu[-1] >= MATTERS_S
@@ -152,7 +195,7 @@ def table(sizes: list[str], results: dict) -> str:
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.child:
-        child(args.child, args.memory_limit)
+        child(args.child, args.memory_limit, args.floor)
         return 0
     sizes = args.sizes.split(",")
     results = measured(args, sizes)
