@@ -836,7 +836,8 @@ static int slog_line(const Reading *r, const unsigned char *s, size_t n, Line *l
 #define PATH_KEYS 5       /* the most keys of a wanted path, and a NULL after them */
 #define SKIP_DEPTH 64     /* deeper values left are DuckDB's (no unbounded recursion here) */
 
-enum { J_ABSENT = 0, J_NULL = 1, J_STRING = 2, J_OTHER = 3 };
+/* J_RENDERED: an object or array of a PathSet.rendered path, kept as its text (text_of's rendering) */
+enum { J_ABSENT = 0, J_NULL = 1, J_STRING = 2, J_OTHER = 3, J_RENDERED = 4 };
 
 typedef struct {
     const char *keys[PATH_KEYS]; /* $.a."b.c" as {"a", "b.c"} */
@@ -855,8 +856,11 @@ typedef struct {
     int npaths;                          /* at most 32 */
     uint32_t by_len[PATH_KEYS][KEY_LENS]; /* by depth and key length there: the paths whose key it is */
     uint32_t ends[PATH_KEYS];            /* by depth: the paths whose last key is there */
+    uint32_t rendered;                   /* paths whose object or array is rendered as it is read (only its text
+                                          * is wanted: one pass instead of skip_value's and then render_value's) */
 } PathSet;
-#define PATH_SET(table) {table, (int)(sizeof table / sizeof table[0]), {{0}}, {0}}
+#define PATH_SET(table) {table, (int)(sizeof table / sizeof table[0]), {{0}}, {0}, 0}
+#define RENDERED_PATH_SET(table, paths) {table, (int)(sizeof table / sizeof table[0]), {{0}}, {0}, paths}
 
 static void index_paths(PathSet *set) {
     for (int p = 0; p < set->npaths; p++)
@@ -950,6 +954,7 @@ static void found(JRead *r, uint32_t paths, int type, const unsigned char *v, si
 }
 
 static size_t read_object(JRead *r, const unsigned char *s, size_t n, size_t i, int depth, uint32_t active);
+static size_t rendered_value(JRead *r, const unsigned char *s, size_t n, size_t i, uint32_t leaf);
 
 /* The value at s[i] of a key on the way to the paths `wanted`: theirs where they end here, else the object to
  * go into (under a value of another kind they are absent, as in DuckDB). */
@@ -965,6 +970,8 @@ static size_t wanted_value(JRead *r, const unsigned char *s, size_t n, size_t i,
         return i;
     }
     if (i < n && s[i] == '{' && wanted != leaf) i = read_object(r, s, n, i, depth + 1, wanted & ~leaf);
+    else if (leaf && (leaf & r->set->rendered) == leaf && i < n && (s[i] == '{' || s[i] == '['))
+        return rendered_value(r, s, n, i, leaf);
     else i = skip_value(r, s, n, i, 0);
     if (i != JSON_FAIL) found(r, leaf, i - start == 4 && s[start] == 'n' ? J_NULL : J_OTHER, s + start, i - start);
     return i;
@@ -1097,20 +1104,115 @@ static int render_value(Render *w) {
     return 0;
 }
 
+/* A JSON string at s[i] (its quote) read as json_string reads it and written as render_string writes it, at
+ * t + *m (COPY_SLACK bytes of room past it): where it ends, or JSON_FAIL where json_string fails. */
+static size_t render_read_string(const unsigned char *s, size_t n, size_t i, unsigned char *t, size_t *m) {
+    size_t j = i + 1, k = *m;
+    t[k++] = '"';
+    for (;;) {
+        copy_run(s, n, &j, t, &k);
+        if (j >= n || s[j] < 0x20) return JSON_FAIL;
+        if (s[j] == '"') break;
+        if (j + 1 >= n) return JSON_FAIL;
+        unsigned e = s[j + 1], cp;
+        j += 2;
+        switch (e) {
+        case '"': case '\\': case '/': cp = e; break;
+        case 'b': cp = 8; break;
+        case 'f': cp = 12; break;
+        case 'n': cp = 10; break;
+        case 'r': cp = 13; break;
+        case 't': cp = 9; break;
+        case 'u':
+            if (j + 4 > n || !hex4(s + j, &cp) || cp == 0 || (cp >= 0xDC00 && cp <= 0xDFFF)) return JSON_FAIL;
+            j += 4;
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                unsigned lo;
+                if (j + 6 > n || s[j] != '\\' || s[j + 1] != 'u' || !hex4(s + j + 2, &lo) || lo < 0xDC00 || lo > 0xDFFF)
+                    return JSON_FAIL;
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                j += 6;
+            }
+            break;
+        default: return JSON_FAIL;
+        }
+        k += rendered_char(t + k, cp);
+    }
+    t[k++] = '"';
+    *m = k;
+    return j + 1;
+}
+
+/* skip_value's reading of the value at s[i] (the same JSON taken, the same depth, the same end), writing
+ * render_value's rendering of it at t + *m as it goes; *own set where render_value would defer (a number DuckDB
+ * writes its own way). */
+static size_t render_read(const unsigned char *s, size_t n, size_t i, int depth, unsigned char *t, size_t *m,
+                          int *own) {
+    if (i >= n) return JSON_FAIL;
+    unsigned char c = s[i], close = c == '{' ? '}' : ']';
+    if (c == '"') return render_read_string(s, n, i, t, m);
+    if (c != '{' && c != '[') {
+        size_t end = c == 't' ? (n - i >= 4 && memcmp(s + i, "true", 4) == 0 ? i + 4 : JSON_FAIL)
+                   : c == 'f' ? (n - i >= 5 && memcmp(s + i, "false", 5) == 0 ? i + 5 : JSON_FAIL)
+                   : c == 'n' ? (n - i >= 4 && memcmp(s + i, "null", 4) == 0 ? i + 4 : JSON_FAIL)
+                   : skip_number(s, n, i);
+        if (end == JSON_FAIL) return end;
+        if (c != 't' && c != 'f' && c != 'n' && own_number(s + i, end - i)) *own = 1;
+        memcpy(t + *m, s + i, end - i);
+        *m += end - i;
+        return end;
+    }
+    if (depth >= SKIP_DEPTH) return JSON_FAIL;
+    t[(*m)++] = c;
+    i = skip_spaces(s, n, i + 1);
+    if (i < n && s[i] == close) { t[(*m)++] = close; return i + 1; }
+    for (;;) {
+        if (close == '}') {
+            if (i >= n || s[i] != '"' || (i = render_read_string(s, n, i, t, m)) == JSON_FAIL) return JSON_FAIL;
+            i = skip_spaces(s, n, i);
+            if (i >= n || s[i] != ':') return JSON_FAIL;
+            t[(*m)++] = ':';
+            i = skip_spaces(s, n, i + 1);
+        }
+        if ((i = render_read(s, n, i, depth + 1, t, m, own)) == JSON_FAIL) return i;
+        i = skip_spaces(s, n, i);
+        if (i < n && s[i] == close) { t[(*m)++] = close; return i + 1; }
+        if (i >= n || s[i] != ',') return JSON_FAIL;
+        t[(*m)++] = ',';
+        i = skip_spaces(s, n, i + 1);
+    }
+}
+
+/* The object or array at s[i] of the paths `leaf` (PathSet.rendered): read and rendered in one pass, kept in the
+ * scratch as J_RENDERED; one holding a number DuckDB writes its own way stays J_OTHER (text_of defers it). */
+static size_t rendered_value(JRead *r, const unsigned char *s, size_t n, size_t i, uint32_t leaf) {
+    unsigned char *out = r->scratch + r->used;
+    size_t m = 0;
+    int own = 0;
+    size_t end = render_read(s, n, i, 0, out, &m, &own);
+    if (end == JSON_FAIL) return end;
+    if (own) found(r, leaf, J_OTHER, s + i, end - i);
+    else found(r, leaf, J_RENDERED, out, m), r->used += m;
+    return end;
+}
+
 /* The text json_extract_string gives of a present value: the string, or the rendering (into the scratch). */
 static int text_of(JRead *j, int p, const unsigned char **t, size_t *tn) {
-    if (j->type[p] == J_STRING) { *t = j->v[p], *tn = j->len[p]; return 0; }
+    if (j->type[p] == J_STRING || j->type[p] == J_RENDERED) { *t = j->v[p], *tn = j->len[p]; return 0; }
     Render w = {j->v[p], j->len[p], 0, j->scratch + j->used, 0};
     if (render_value(&w)) return 1;
     *t = w.out, *tn = w.m, j->used += w.m;
     return 0;
 }
 
-/* An entry's text from a present value, holding no newline (envelope_lines would split it); 1 to defer. */
+/* An entry's text from a present value, holding no newline (envelope_lines would split it); 1 to defer. Only a
+ * decoded string can hold one: a string left in the line is the line's own bytes, and a rendering writes \n. */
 static int platform_text(JRead *j, int p, Line *line) {
     const unsigned char *t;
     size_t tn;
-    if (!present(j, p) || text_of(j, p, &t, &tn) || memchr(t, '\n', tn)) return 1;
+    if (!present(j, p) || text_of(j, p, &t, &tn)) return 1;
+    int decoded = j->type[p] == J_STRING && t >= j->scratch && t < j->scratch + j->used;
+    if (decoded && memchr(t, '\n', tn)) return 1;
     set(line, C_TEXT, t, tn);
     return 0;
 }
@@ -1177,7 +1279,7 @@ static const JPath CLOUD_LOGGING[] = {P1("textPayload"), P1("jsonPayload"), P1("
                                       RESOURCE("node_name"), RESOURCE("instance_id"), RESOURCE("pod_name"),
                                       RESOURCE("container_name"), RESOURCE("service_name"), RESOURCE("job_name"),
                                       RESOURCE("function_name"), P1("insertId")};
-static PathSet CLOUD_LOGGING_SET = PATH_SET(CLOUD_LOGGING);
+static PathSet CLOUD_LOGGING_SET = RENDERED_PATH_SET(CLOUD_LOGGING, 1u << 1); /* jsonPayload: its text */
 
 static int ends_with(const unsigned char *s, size_t n, const char *tail) {
     size_t k = strlen(tail);

@@ -192,6 +192,30 @@ def test_a_json_platforms_simulated_log_is_unwrapped_in_c_rendering_what_it_must
 J = '{"timestamp":"2026-11-28T09:00:00Z","evt":"email_sent","email":"ana@example.com","messageid":"<a1@x>"}'
 
 
+# jsonPayloads as Cloud Logging's reading renders them while it reads them (one pass), written by hand: spaces and
+# tabs dropped, escapes re-rendered, nesting to the depth read, empty containers, literals and integers kept
+RENDERED_PAYLOADS = [
+    '{ "evt" :\t"send", "email": "d@x.co", "messageid": "m4", "n": [ 1, -20, true, false, null, [], {} ] }',
+    '{"evt":"send","email":"e@x.co","messageid":"m5","note":"\\/ \\u00e9 \\ud83d\\ude00 \\u001b \\b\\f\\t \\" \\\\ é"}',
+    '{"evt":"send","email":"f@x.co","messageid":"m6","deep":' + "[" * 62 + "0" + "]" * 62 + "}",
+    '{"evt":"send","email":"g@x.co","messageid":"m7","meta":{"k\\u00e9y":{"a":[{"b":"c"}]}}}',
+    '[{"evt":"send"}]', "{}",
+]
+
+
+@needs_unwrapper
+def test_cloud_loggings_json_payload_is_rendered_as_duckdb_renders_it(tmp_path, taken):
+    entries = [f'{{"insertId":"{k}","jsonPayload":{payload},"logName":"p/logs/stdout",'
+               f'"timestamp":"2026-11-28T09:00:0{k}Z"}}' for k, payload in enumerate(RENDERED_PAYLOADS)]
+    body = wrap("cloud-logging", [J]) + "\n" + "\n".join(entries) + "\n"
+    log = _file(str(tmp_path), body)
+    sql, duckdb_unwrapped, unwrapped = read_three(log)
+    in_c, in_duckdb = saved_both_ways(tmp_path, log)  # the records' kept text, as rendered
+    assert taken == [True, True] and unwrapped == duckdb_unwrapped == sql and len(unwrapped[0]) == 5
+    assert in_c == in_duckdb and '{"evt":"send","email":"d@x.co","messageid":"m4","n":[1,-20,true,false,null,[],{}]}' \
+        in [row[-2] for row in in_c]
+
+
 @needs_unwrapper
 @pytest.mark.parametrize("name", sorted(set(unwrapper.KINDS) - {"cloud-logging"}))
 def test_json_records_of_each_line_envelope_are_unwrapped_and_read_in_c(tmp_path, taken, name):
@@ -304,6 +328,11 @@ DEFERRED = {
         ("loki", "a line that is no JSON", '{"line":"k=v"'),
         ("cloud-logging", "no payload", '{"insertId":"1","protoPayload":{"a":"b"}}'),
         ("cloud-logging", "a fraction rendered", '{"insertId":"1","jsonPayload":{"n":1.50}}'),
+        ("cloud-logging", "a fraction deep in the payload", '{"insertId":"1","jsonPayload":{"a":[{"b":[1, -2.5]}]}}'),
+        ("cloud-logging", "a payload nested past the depth read", '{"insertId":"1","jsonPayload":{"a":' + "[" * 64
+         + "]" * 64 + "}}"),
+        ("cloud-logging", "a raw control character in the payload", '{"insertId":"1","jsonPayload":{"a":"x\x01"}}'),
+        ("cloud-logging", "a lone surrogate in the payload", '{"insertId":"1","jsonPayload":{"a":"\\udc00"}}'),
         ("cloudwatch", "epoch seconds with a fraction", '{"message":"k=v","timestamp":1764320400.5}'),
         ("cloudwatch", "too few digits", '{"message":"k=v","timestamp":17643204}'),
         ("datadog", "a record past a Unicode space", '{"message":"\\u00a0{\\"a\\":1}","date":"2026-11-28T09:00:00Z"}'),
