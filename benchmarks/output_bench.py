@@ -65,7 +65,8 @@ def old_affected_json(con):
     from forensics.affected import _incident_batches
     import queries
 
-    for ids in _incident_batches(queries.run(con, "incident_sizes").fetchall()):
+    sizes = [(incident_id, people) for incident_id, people, *_ in queries.run(con, "incident_sizes").fetchall()]
+    for ids in _incident_batches(sizes):
         cursor = con.execute(OLD_AFFECTED_SQL, {"incident_ids": ids})
         while rows := cursor.fetchmany(10_000):
             yield from (row[0] for row in rows)
