@@ -186,6 +186,37 @@ static inline void copy_run(const unsigned char *s, size_t n, size_t *j, unsigne
     *j = i, *m = k;
 }
 
+/* The escape at s[*j] (its backslash) as a JSON string may hold it: its code point (a surrogate pair as one), *j
+ * moved past it; -1 for one this reader does not take (\u0000, a lone surrogate, an unknown escape, no end). */
+static long escape_at(const unsigned char *s, size_t n, size_t *j) {
+    size_t i = *j;
+    if (i + 1 >= n) return -1;
+    unsigned e = s[i + 1], cp;
+    i += 2;
+    switch (e) {
+    case '"': case '\\': case '/': cp = e; break;
+    case 'b': cp = '\b'; break;
+    case 'f': cp = '\f'; break;
+    case 'n': cp = '\n'; break;
+    case 'r': cp = '\r'; break;
+    case 't': cp = '\t'; break;
+    case 'u':
+        if (i + 4 > n || !hex4(s + i, &cp) || cp == 0 || (cp >= 0xDC00 && cp <= 0xDFFF)) return -1;
+        i += 4;
+        if (cp >= 0xD800 && cp <= 0xDBFF) {
+            unsigned lo;
+            if (i + 6 > n || s[i] != '\\' || s[i + 1] != 'u' || !hex4(s + i + 2, &lo) || lo < 0xDC00 || lo > 0xDFFF)
+                return -1;
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            i += 6;
+        }
+        break;
+    default: return -1;
+    }
+    *j = i;
+    return (long)cp;
+}
+
 /* A JSON string at s[*i] (its opening quote), decoded into t (room for its length and COPY_SLACK): the decoded
  * length, or -1 for anything this reader does not take (a raw control character, \u0000, a lone surrogate, no
  * end). */
@@ -195,30 +226,9 @@ static long json_string(const unsigned char *s, size_t n, size_t *i, unsigned ch
         copy_run(s, n, &j, t, &m);
         if (j >= n || s[j] < 0x20) return -1;
         if (s[j] == '"') break;
-        if (j + 1 >= n) return -1;
-        unsigned e = s[j + 1], cp;
-        j += 2;
-        switch (e) {
-        case '"': case '\\': case '/': t[m++] = (unsigned char)e; break;
-        case 'b': t[m++] = '\b'; break;
-        case 'f': t[m++] = '\f'; break;
-        case 'n': t[m++] = '\n'; break;
-        case 'r': t[m++] = '\r'; break;
-        case 't': t[m++] = '\t'; break;
-        case 'u':
-            if (j + 4 > n || !hex4(s + j, &cp) || cp == 0 || (cp >= 0xDC00 && cp <= 0xDFFF)) return -1;
-            j += 4;
-            if (cp >= 0xD800 && cp <= 0xDBFF) {
-                unsigned lo;
-                if (j + 6 > n || s[j] != '\\' || s[j + 1] != 'u' || !hex4(s + j + 2, &lo) || lo < 0xDC00 || lo > 0xDFFF)
-                    return -1;
-                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                j += 6;
-            }
-            m += put_utf8(t + m, cp);
-            break;
-        default: return -1;
-        }
+        long cp = escape_at(s, n, &j);
+        if (cp < 0) return -1;
+        m += put_utf8(t + m, (unsigned)cp);
     }
     *i = j + 1;
     return (long)m;
@@ -1042,40 +1052,33 @@ static size_t rendered_char(unsigned char *t, unsigned cp) {
     return 6;
 }
 
+/* A JSON string at s[i] (its quote) read as json_string reads it and written as yyjson writes it (DuckDB's
+ * rendering: rendered_char), at t + *m (COPY_SLACK bytes of room past it): where it ends, or JSON_FAIL where
+ * json_string fails. */
+static size_t render_string_at(const unsigned char *s, size_t n, size_t i, unsigned char *t, size_t *m) {
+    size_t j = i + 1, k = *m;
+    t[k++] = '"';
+    for (;;) {
+        copy_run(s, n, &j, t, &k);
+        if (j >= n || s[j] < 0x20) return JSON_FAIL;
+        if (s[j] == '"') break;
+        long cp = escape_at(s, n, &j);
+        if (cp < 0) return JSON_FAIL;
+        k += rendered_char(t + k, (unsigned)cp);
+    }
+    t[k++] = '"';
+    *m = k;
+    return j + 1;
+}
+
 typedef struct {
-    const unsigned char *s; /* a value json_string and skip_value have read (so valid: no check here) */
+    const unsigned char *s; /* a value json_string and skip_value have read (so valid: nothing here fails) */
     size_t n, i;
     unsigned char *out;     /* its rendering, never longer than the value (copy_run's COPY_SLACK past it) */
     size_t m;
 } Render;
 
-static void render_string(Render *w) {
-    const unsigned char *s = w->s;
-    size_t j = w->i + 1;
-    w->out[w->m++] = '"';
-    while (s[j] != '"') {
-        unsigned cp = s[j];
-        if (cp != '\\') { /* a run of plain bytes (no control character: the value was read), copied at once */
-            copy_run(s, w->n, &j, w->out, &w->m);
-            continue;
-        }
-        unsigned e = s[j + 1];
-        j += 2;
-        if (e == 'u') {
-            hex4(s + j, &cp);
-            j += 4;
-            if (cp >= 0xD800 && cp <= 0xDBFF) {
-                unsigned lo;
-                hex4(s + j + 2, &lo);
-                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                j += 6;
-            }
-        } else cp = e == 'b' ? 8 : e == 't' ? 9 : e == 'n' ? 10 : e == 'f' ? 12 : e == 'r' ? 13 : e;
-        w->m += rendered_char(w->out + w->m, cp);
-    }
-    w->out[w->m++] = '"';
-    w->i = j + 1;
-}
+static void render_string(Render *w) { w->i = render_string_at(w->s, w->n, w->i, w->out, &w->m); }
 
 /* A number DuckDB writes its own way: a fraction or an exponent (as a double), or -0 (as 0); a two-character
  * negative one is taken for it too. */
@@ -1104,45 +1107,6 @@ static int render_value(Render *w) {
     return 0;
 }
 
-/* A JSON string at s[i] (its quote) read as json_string reads it and written as render_string writes it, at
- * t + *m (COPY_SLACK bytes of room past it): where it ends, or JSON_FAIL where json_string fails. */
-static size_t render_read_string(const unsigned char *s, size_t n, size_t i, unsigned char *t, size_t *m) {
-    size_t j = i + 1, k = *m;
-    t[k++] = '"';
-    for (;;) {
-        copy_run(s, n, &j, t, &k);
-        if (j >= n || s[j] < 0x20) return JSON_FAIL;
-        if (s[j] == '"') break;
-        if (j + 1 >= n) return JSON_FAIL;
-        unsigned e = s[j + 1], cp;
-        j += 2;
-        switch (e) {
-        case '"': case '\\': case '/': cp = e; break;
-        case 'b': cp = 8; break;
-        case 'f': cp = 12; break;
-        case 'n': cp = 10; break;
-        case 'r': cp = 13; break;
-        case 't': cp = 9; break;
-        case 'u':
-            if (j + 4 > n || !hex4(s + j, &cp) || cp == 0 || (cp >= 0xDC00 && cp <= 0xDFFF)) return JSON_FAIL;
-            j += 4;
-            if (cp >= 0xD800 && cp <= 0xDBFF) {
-                unsigned lo;
-                if (j + 6 > n || s[j] != '\\' || s[j + 1] != 'u' || !hex4(s + j + 2, &lo) || lo < 0xDC00 || lo > 0xDFFF)
-                    return JSON_FAIL;
-                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                j += 6;
-            }
-            break;
-        default: return JSON_FAIL;
-        }
-        k += rendered_char(t + k, cp);
-    }
-    t[k++] = '"';
-    *m = k;
-    return j + 1;
-}
-
 /* skip_value's reading of the value at s[i] (the same JSON taken, the same depth, the same end), writing
  * render_value's rendering of it at t + *m as it goes; *own set where render_value would defer (a number DuckDB
  * writes its own way). */
@@ -1150,7 +1114,7 @@ static size_t render_read(const unsigned char *s, size_t n, size_t i, int depth,
                           int *own) {
     if (i >= n) return JSON_FAIL;
     unsigned char c = s[i], close = c == '{' ? '}' : ']';
-    if (c == '"') return render_read_string(s, n, i, t, m);
+    if (c == '"') return render_string_at(s, n, i, t, m);
     if (c != '{' && c != '[') {
         size_t end = c == 't' ? (n - i >= 4 && memcmp(s + i, "true", 4) == 0 ? i + 4 : JSON_FAIL)
                    : c == 'f' ? (n - i >= 5 && memcmp(s + i, "false", 5) == 0 ? i + 5 : JSON_FAIL)
@@ -1168,7 +1132,7 @@ static size_t render_read(const unsigned char *s, size_t n, size_t i, int depth,
     if (i < n && s[i] == close) { t[(*m)++] = close; return i + 1; }
     for (;;) {
         if (close == '}') {
-            if (i >= n || s[i] != '"' || (i = render_read_string(s, n, i, t, m)) == JSON_FAIL) return JSON_FAIL;
+            if (i >= n || s[i] != '"' || (i = render_string_at(s, n, i, t, m)) == JSON_FAIL) return JSON_FAIL;
             i = skip_spaces(s, n, i);
             if (i >= n || s[i] != ':') return JSON_FAIL;
             t[(*m)++] = ':';
