@@ -899,6 +899,16 @@ static size_t skip_number(const unsigned char *s, size_t n, size_t i) {
     return end ? end : JSON_FAIL;
 }
 
+/* Where the literal (true, false, null) or number at s[i] ends, JSON_FAIL where none starts there. */
+static size_t scalar_end(const unsigned char *s, size_t n, size_t i) {
+    switch (s[i]) {
+    case 't': return n - i >= 4 && memcmp(s + i, "true", 4) == 0 ? i + 4 : JSON_FAIL;
+    case 'f': return n - i >= 5 && memcmp(s + i, "false", 5) == 0 ? i + 5 : JSON_FAIL;
+    case 'n': return n - i >= 4 && memcmp(s + i, "null", 4) == 0 ? i + 4 : JSON_FAIL;
+    default: return skip_number(s, n, i);
+    }
+}
+
 static size_t skip_value(JRead *r, const unsigned char *s, size_t n, size_t i, int depth);
 
 /* An array or object at s[i], read and left: where it ends. (Strings are decoded past r->used, and dropped.) */
@@ -933,10 +943,7 @@ static size_t skip_value(JRead *r, const unsigned char *s, size_t n, size_t i, i
         return string_at(s, n, i, r->scratch + r->used, &v, &len);
     }
     case '{': case '[': return depth < SKIP_DEPTH ? skip_container(r, s, n, i, depth + 1) : JSON_FAIL;
-    case 't': return n - i >= 4 && memcmp(s + i, "true", 4) == 0 ? i + 4 : JSON_FAIL;
-    case 'f': return n - i >= 5 && memcmp(s + i, "false", 5) == 0 ? i + 5 : JSON_FAIL;
-    case 'n': return n - i >= 4 && memcmp(s + i, "null", 4) == 0 ? i + 4 : JSON_FAIL;
-    default: return skip_number(s, n, i);
+    default: return scalar_end(s, n, i);
     }
 }
 
@@ -1116,12 +1123,9 @@ static size_t render_read(const unsigned char *s, size_t n, size_t i, int depth,
     unsigned char c = s[i], close = c == '{' ? '}' : ']';
     if (c == '"') return render_string_at(s, n, i, t, m);
     if (c != '{' && c != '[') {
-        size_t end = c == 't' ? (n - i >= 4 && memcmp(s + i, "true", 4) == 0 ? i + 4 : JSON_FAIL)
-                   : c == 'f' ? (n - i >= 5 && memcmp(s + i, "false", 5) == 0 ? i + 5 : JSON_FAIL)
-                   : c == 'n' ? (n - i >= 4 && memcmp(s + i, "null", 4) == 0 ? i + 4 : JSON_FAIL)
-                   : skip_number(s, n, i);
+        size_t end = scalar_end(s, n, i);
         if (end == JSON_FAIL) return end;
-        if (c != 't' && c != 'f' && c != 'n' && own_number(s + i, end - i)) *own = 1;
+        if ((c == '-' || is_digit(c)) && own_number(s + i, end - i)) *own = 1;
         memcpy(t + *m, s + i, end - i);
         *m += end - i;
         return end;
