@@ -137,7 +137,8 @@ def staged(args, size: str) -> Path:
 def timed_run(case: Path, memory_limit: str, floor: bool = False) -> tuple[dict[str, float], int, float]:
     """CPU seconds per block (or FLOOR statement), lines of the case, and the process's peak RSS in MB."""
     env = {**os.environ, "MAILMORTEM_PROFILE": "" if floor else "1"}
-    argv = [sys.executable, __file__, "--child", str(case), "--memory-limit", memory_limit] + (["--floor"] if floor else [])
+    argv = [sys.executable, __file__, "--child", str(case), "--memory-limit", memory_limit]
+    argv += ["--floor"] if floor else []
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     err = proc.stderr.read().decode(errors="replace")
     _, status, usage = os.wait4(proc.pid, 0)
