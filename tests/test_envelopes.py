@@ -17,6 +17,7 @@ from forensics.errors import ConfigError, InputError
 from forensics.ingest import envelopes
 from forensics.ingest.case import load_case
 from forensics.ingest.load import Reading
+from forensics.simulate.envelopes import DOCUMENTS, JSON_ONLY, LOGFMT_ONLY, NAMES, wrap
 from tests.test_jsonl_reader_properties import FIRST, json_line
 from tests.test_tokenizer_properties import READ_EVERY_WAY, SETTINGS, logfmt_line, needs_c, parser
 from tests.test_tokenizer_properties import read as read_with_parser
@@ -368,8 +369,6 @@ def test_diagnose_shows_each_files_envelope_and_the_zone(cli):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["docker-json", "cri", "journald"])
 def test_a_line_the_platform_never_finished_is_a_truncated_last_line(tmp_path, name):
-    from forensics.simulate.envelopes import wrap
-
     log = tmp_path / f"cut.{name}.log"
     log.write_text(wrap(name, [f"ts=2026-11-28T09:00:00Z {A}", ""], last="ts=2026-11-28T09:00:01Z event=send email=c"),
                    encoding="utf-8")
@@ -388,8 +387,6 @@ def test_a_damaged_first_entry_does_not_make_a_file_one_json_document():
 # --- the lines inside an envelope on both parser paths -----------------------------------------------
 
 def _logfmt_envelopes():
-    from forensics.simulate.envelopes import JSON_ONLY, NAMES
-
     return [name for name in NAMES if name not in JSON_ONLY]
 
 
@@ -397,8 +394,6 @@ def _logfmt_envelopes():
 def enveloped_logfmt(draw) -> tuple[str, str]:
     """(envelope, file): random logfmt lines (blank, junk, hostile values, long ones that Docker splits) wrapped
     by a platform, perhaps with a last line it never finished."""
-    from forensics.simulate.envelopes import wrap
-
     name = draw(st.sampled_from(_logfmt_envelopes()))
     lines = [line.decode("utf-8", "replace") for line in draw(st.lists(logfmt_line(), min_size=1, max_size=25))]
     last = draw(st.sampled_from(["", "", "ts=2026-11-28T09:00:01Z event=send email=c"]))
@@ -431,7 +426,6 @@ def read_both(path: Path) -> tuple:
 @needs_c
 def test_the_lines_inside_an_envelope_go_through_the_compiled_tokenizer(tmp_path, monkeypatch):
     from forensics.ingest import tokenizer, unwrapper
-    from forensics.simulate.envelopes import wrap
 
     staged, stage_lines = [], tokenizer.stage_lines
     monkeypatch.setattr(tokenizer, "stage_lines", lambda *args: staged.append(stage_lines(*args)) or staged[-1])
@@ -445,8 +439,6 @@ def test_the_lines_inside_an_envelope_go_through_the_compiled_tokenizer(tmp_path
 # --- the JSON records inside an envelope on both parser paths ----------------------------------------
 
 def _json_envelopes():
-    from forensics.simulate.envelopes import LOGFMT_ONLY, NAMES
-
     return [name for name in NAMES if name not in LOGFMT_ONLY]
 
 
@@ -456,8 +448,6 @@ def enveloped_jsonl(draw) -> tuple[str, str]:
     blank, junk, a CR kept inside, long ones that Docker splits), now and then among logfmt ones (a journal of
     several programs), wrapped by a platform, perhaps as its JSON document, perhaps with a last line it never
     finished."""
-    from forensics.simulate.envelopes import DOCUMENTS, wrap
-
     name = draw(st.sampled_from(_json_envelopes()))
     lines = [FIRST.decode()]
     some_logfmt = draw(st.integers(0, 3)) == 0
@@ -490,7 +480,6 @@ def test_the_json_lines_inside_an_envelope_read_alike_on_both_parser_paths(file)
 @needs_c
 def test_the_json_lines_inside_an_envelope_go_through_the_compiled_reader(tmp_path, monkeypatch):
     from forensics.ingest import jsontokenizer
-    from forensics.simulate.envelopes import wrap
 
     staged, stage_lines = [], jsontokenizer.stage_lines
     monkeypatch.setattr(jsontokenizer, "stage_lines", lambda *args: staged.append(stage_lines(*args)) or staged[-1])
@@ -510,7 +499,6 @@ def test_the_json_lines_inside_an_envelope_go_through_the_compiled_reader(tmp_pa
 @needs_c
 def test_a_journal_of_json_and_logfmt_records_reads_each_through_its_compiled_reader(tmp_path, monkeypatch):
     from forensics.ingest import jsontokenizer, tokenizer
-    from forensics.simulate.envelopes import wrap
 
     staged = []
     for module in (jsontokenizer, tokenizer):
@@ -530,7 +518,6 @@ def test_a_journal_of_json_and_logfmt_records_reads_each_through_its_compiled_re
 @pytest.mark.slow
 def test_an_inner_json_line_over_the_compiled_readers_limit_sends_the_file_to_sql(tmp_path, monkeypatch):
     from forensics.ingest import jsontokenizer
-    from forensics.simulate.envelopes import wrap
 
     staged, stage_lines = [], jsontokenizer.stage_lines
     monkeypatch.setattr(jsontokenizer, "stage_lines", lambda *args: staged.append(stage_lines(*args)) or staged[-1])
@@ -648,8 +635,6 @@ def test_a_cloud_logging_entry_is_named_by_its_log_or_insert_id_and_timed_by_its
 def test_a_line_that_is_no_entry_and_starts_with_a_wide_character_is_passed_on_whole(tmp_path, name):
     # the SQL blocks cut a line after its header by bytes: a line without the header (its first character two
     # bytes wide) is passed on whole, and a message whose first character is wide is cut before it
-    from forensics.simulate.envelopes import wrap
-
     body = wrap(name, [f"ts=2026-11-28T09:00:00Z {A}", f"ts=2026-11-28T09:00:01Z é {A.replace('a1', 'a2')}"])
     log = tmp_path / "case.log"
     log.write_text(body + "é not an entry\nüber event=send\n", encoding="utf-8")
