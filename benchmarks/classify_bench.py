@@ -108,9 +108,7 @@ def floor_run(con) -> None:
     import queries
     from forensics import classify
 
-    queries.run(con, "classify_identities")
-    for dictionary, code, column in classify._DICTIONARIES:
-        queries.run(con, "classify_dictionary", dictionary=dictionary, code=code, column=column)
+    classify.code_identities(con)
     queries.script(con, "classify_codes")
     for name, statement in FLOOR.items():
         started, cpu = time.perf_counter(), time.process_time()

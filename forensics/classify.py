@@ -20,9 +20,7 @@ def classify(con, skew_s: float = DEFAULT_SKEW_S, save: bool = False, keep_worki
     kept (--save), so dup_people is a table of its own and dup_pairs is written too; otherwise dup_people is
     a view over the working tables, which go with the connection. The working tables are dropped as soon
     as they have served, unless `keep_working` (to inspect them)."""
-    queries.run(con, "classify_identities")
-    for dictionary, code, column in _DICTIONARIES:
-        queries.run(con, "classify_dictionary", dictionary=dictionary, code=code, column=column)
+    code_identities(con)
     for step in _FIND:
         queries.script(con, step)
     if not keep_working:
@@ -36,6 +34,13 @@ def classify(con, skew_s: float = DEFAULT_SKEW_S, save: bool = False, keep_worki
     queries.run(con, "build_incidents")
     if not keep_working:
         queries.script(con, "classify_release_sends")
+
+
+def code_identities(con) -> None:
+    """The sends' identities as integer codes: their combinations (mm_identities) and one dictionary each."""
+    queries.run(con, "classify_identities")
+    for dictionary, code, column in _DICTIONARIES:
+        queries.run(con, "classify_dictionary", dictionary=dictionary, code=code, column=column)
 
 
 def incidents(con) -> list[dict]:
