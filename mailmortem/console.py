@@ -21,10 +21,7 @@ def make_console(stderr: bool = False):
 
     class QuietConsole(Console):
         def on_broken_pipe(self) -> None:
-            # `mailmortem diagnose … | head` is normal use, not an error.
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, self.file.fileno())
-            raise SystemExit(0)
+            reader_gone(self.file)
 
     file = sys.stderr if stderr else sys.stdout
     return QuietConsole(
@@ -37,6 +34,60 @@ def make_console(stderr: bool = False):
         no_color=bool(os.environ.get("NO_COLOR")) or None,
         soft_wrap=False,
     )
+
+
+def reader_gone(stream) -> None:
+    """The reader of `stream` went away (`| head`, `| true`): what is still written goes to /dev/null, so the
+    command finishes and exits with the code its answer deserves (a closed pipe must not turn "already sent",
+    exit 3, into 0). The first broken write is the only sign; nothing is said."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file: nothing to redirect
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
+class PipeSafe:
+    """A standard stream whose writes survive the reader closing the pipe (see reader_gone); every other
+    attribute is the stream's own. `.buffer` is wrapped alike, for the writers that write bytes."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, data):
+        try:
+            return self._stream.write(data)
+        except BrokenPipeError:
+            reader_gone(self._stream)
+            return len(data)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            reader_gone(self._stream)
+            self._stream.flush()  # the buffered rest now goes to /dev/null
+
+    @property
+    def buffer(self):
+        return PipeSafe(self._stream.buffer)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def keep_exit_codes_through_closed_pipes() -> None:
+    """Wrap stdout and stderr (once) so that a closed pipe silences them instead of ending the command."""
+    if not isinstance(sys.stdout, PipeSafe):
+        sys.stdout = PipeSafe(sys.stdout)
+    if not isinstance(sys.stderr, PipeSafe):
+        sys.stderr = PipeSafe(sys.stderr)
 
 
 def warn(message: str) -> None:

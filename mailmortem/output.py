@@ -108,7 +108,10 @@ def _write_frame(frame, out, **options) -> None:
         sink.flush()
     except OSError as exc:  # polars reports a closed pipe (`| head`) as a plain OSError
         if isinstance(exc, BrokenPipeError) or f"os error {errno.EPIPE})" in str(exc):
-            raise BrokenPipeError(errno.EPIPE, "Broken pipe") from exc
+            from mailmortem.console import reader_gone
+
+            reader_gone(sink)
+            return
         raise
 
 

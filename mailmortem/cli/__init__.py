@@ -64,9 +64,11 @@ class LazyGroup(click.Group):
             _abort("interrupted", 130)
         except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
             raise
-        except BrokenPipeError:
-            sys.stderr.close()
-            sys.exit(0)
+        except BrokenPipeError:  # a write that bypassed the guarded streams: the answer was not finished
+            from mailmortem.console import reader_gone
+
+            reader_gone(sys.stdout)
+            _abort("the output pipe closed before the command finished; its answer is unknown", 1)
         except Exception as exc:  # last resort: one line, no traceback, unless asked for
             if os.environ.get("MAILMORTEM_DEBUG"):
                 raise
@@ -116,5 +118,7 @@ def main():
       mailmortem ab-contamination --test-id subj-2026-11 logs/
     """
     from forensics.ingest import tokenizer
+    from mailmortem.console import keep_exit_codes_through_closed_pipes
 
+    keep_exit_codes_through_closed_pipes()
     tokenizer.guard_shrinking_files()
