@@ -34,4 +34,12 @@ def lost_evidence(con, unread: list[dict] | None = None, extra_keys: tuple[str, 
 
 
 def is_complete(lost: dict) -> bool:
-    return not lost["files_not_read"] and not lost["lines"]
+    return not lost["files_not_read"] and not lost["lines"] and not lost.get("provider_sends_unplaced", {}).get("count")
+
+
+def with_unplaced_provider_sends(document: dict, reconciliation: dict) -> None:
+    """Beside the logs, provider sends the log lacks and no grouping can place are lost evidence too: a second send
+    of a campaign step among them cannot be seen, so the run is incomplete (as with the export alone)."""
+    unplaced = reconciliation["provider_sends_unplaced"]
+    document["lost_evidence"]["provider_sends_unplaced"] = unplaced
+    document["complete"] = is_complete(document["lost_evidence"])

@@ -112,4 +112,13 @@ def reconcile(con, provider_table: str = "provider_sends") -> dict:
         "provider_sends_not_in_log": _finding(con, "reconcile_provider_not_in_log", provider_table),
         "provider_confirmed_duplicates": {**_counted(duplicates), "grouping": grouping_note(coverage, grouped_by)},
         "provider_duplicates_missed_by_log": _missed([r for r in duplicates if r["sends"] - r["not_in_log"] < 2]),
+        "provider_sends_unplaced": unplaced(con, grouped_by, provider_table),
     }
+
+
+def unplaced(con, grouped_by: str | None, provider_table: str = "provider_sends") -> dict:
+    """Provider sends the log lacks and the grouping cannot place: duplicates among them cannot be seen."""
+    by_file = [{**row, "first_lines": list(row["first_lines"])} for row in
+               queries.rows(con, "reconcile_provider_unplaced", {"grouped_by": grouped_by or ""},
+                            provider_table=provider_table)]
+    return {"count": sum(row["sends"] for row in by_file), "by_file": by_file}

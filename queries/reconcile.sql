@@ -25,6 +25,23 @@ WHERE p.verdict = 'sent' AND p.msg_id IS NOT NULL
   AND NOT EXISTS (SELECT 1 FROM sends AS s WHERE s.msg_id = p.msg_id AND s.recipient = p.recipient)
 ORDER BY p.sent_at NULLS LAST, p.recipient
 
+-- name: reconcile_provider_unplaced
+-- Per export file, the provider sends that no grouping can look for duplicates among: the log does not hold them
+-- and the chosen grouping (:grouped_by; '' for none) cannot place them in a campaign step, or they have no message
+-- id or address. Lost evidence for a diagnose that reads logs beside the export.
+-- dialect: duckdb
+SELECT p.source_file AS path, count(*) AS sends, list(p.source_line ORDER BY p.source_line)[1:5] AS first_lines
+FROM {ident:provider_table} AS p
+WHERE p.verdict = 'sent'
+  AND NOT EXISTS (SELECT 1 FROM sends AS s WHERE s.msg_id = p.msg_id AND s.recipient = p.recipient)
+  AND (p.msg_id IS NULL OR p.recipient IS NULL OR NOT CASE :grouped_by
+           WHEN 'metadata' THEN p.campaign IS NOT NULL AND p.step IS NOT NULL
+           WHEN 'template' THEN p.template IS NOT NULL
+           WHEN 'subject' THEN p.subject IS NOT NULL
+           ELSE false END)
+GROUP BY p.source_file
+ORDER BY p.source_file
+
 -- name: provider_no_log_sends
 -- An empty stand-in for the log's sends when only exports are read (the grouping blocks join it).
 -- dialect: duckdb

@@ -102,6 +102,7 @@ def diagnose(paths, syntax, fields, config, strict, memory_limit, skip_unreadabl
         provider_only.require_exports(exports, locals())
         return provider_only.diagnose(exports, fmt, fail_on_duplicates)
     from forensics import affected as people
+    from forensics import evidence
     from forensics.findings import build_document
     from forensics.rowjson import COMPACT
     from mailmortem.output import write_document
@@ -110,6 +111,7 @@ def diagnose(paths, syntax, fields, config, strict, memory_limit, skip_unreadabl
     document = build_document(case, include_affected=False, logs=paths, exports=exports)
     if exports:
         document["reconciliation"] = _reconcile(case, exports)
+        evidence.with_unplaced_provider_sends(document, document["reconciliation"])
     if fmt == "json":
         note_window(document["window"])
         write_document(document, people.json_texts(people.frames(case.con), COMPACT), sys.stdout)

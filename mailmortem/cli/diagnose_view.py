@@ -144,6 +144,12 @@ def _lost_headline(lost: dict) -> str:
         where = ", ".join(f"{f['path']}:{','.join(str(n) for n in f['first_lines'][:3])}"
                           for f in lost["by_file"][:3])
         parts.append(f"{lost['lines']:,} skipped line(s) look like mail-send records ({safe(where)})")
+    unplaced = lost.get("provider_sends_unplaced", {"count": 0})
+    if unplaced["count"]:
+        where = ", ".join(f"{f['path']}:{','.join(str(n) for n in f['first_lines'][:3])}"
+                          for f in unplaced["by_file"][:3])
+        parts.append(f"{unplaced['count']:,} provider send(s) the log lacks could not be placed in a campaign step "
+                     f"({safe(where)})")
     return "INCOMPLETE: " + "; ".join(parts) + ". Duplicates among them cannot be seen."
 
 
@@ -158,11 +164,8 @@ def _two_addresses_lines(rows: list[dict], shown: int = 5) -> str:
 
 
 def _unplaced_provider_sends(document: dict) -> int:
-    """Provider sends no grouping placed, when the provider has sends the log lacks (0 without an export)."""
-    rec = document.get("reconciliation")
-    if not rec or not rec["provider_sends_not_in_log"]["count"]:
-        return 0
-    return rec["provider_confirmed_duplicates"]["grouping"]["not_grouped"]
+    """Provider sends the log lacks and no grouping placed (0 without an export)."""
+    return document.get("reconciliation", {}).get("provider_sends_unplaced", {"count": 0})["count"]
 
 
 def _missed_by_log(document: dict) -> dict:

@@ -301,9 +301,25 @@ def test_with_logs_provider_sends_no_grouping_places_are_not_called_no_duplicate
     result = cli("diagnose", log, "--provider-export", bare)
     assert result.exit_code == 0
     assert "No duplicates" not in result.stdout
+    assert result.stdout.splitlines()[0] == (
+        f"INCOMPLETE: 1 provider send(s) the log lacks could not be placed in a campaign step ({bare}:6). "
+        "Duplicates among them cannot be seen.")
     assert ("The log's records show every person once per step, but 1 provider send(s) could not be placed in a "
             "campaign step (the export names none for them, and the log lacks some of its sends): duplicates among "
             "them cannot be seen (see the reconciliation).") in result.stdout.splitlines()
+
+
+def test_with_logs_unplaced_provider_sends_make_the_run_incomplete(cli, tmp_path):
+    log, export = _log_and_export(tmp_path)
+    bare = tmp_path / "bare.csv"
+    bare.write_text("".join(",".join(line.split(",")[:3]) + "\n" for line in export.read_text().splitlines()))
+    assert cli("diagnose", log, "--provider-export", bare, "--fail-on-duplicates").exit_code == 4
+    document = json.loads(cli("diagnose", log, "--provider-export", bare, "--format", "json").stdout)
+    assert document["complete"] is False
+    assert document["lost_evidence"]["provider_sends_unplaced"] == {
+        "count": 1, "by_file": [{"path": str(bare), "sends": 1, "first_lines": [6]}]}
+    placed = json.loads(cli("diagnose", log, "--provider-export", export, "--format", "json").stdout)
+    assert placed["complete"] is True and placed["lost_evidence"]["provider_sends_unplaced"]["count"] == 0
 
 
 @pytest.mark.parametrize("command", ["diagnose", "affected"])
