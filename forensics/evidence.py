@@ -9,6 +9,7 @@ loses nothing.
 from __future__ import annotations
 
 import re
+from typing import Callable
 
 import queries
 from forensics.ingest.fields import ALIASES
@@ -43,3 +44,24 @@ def with_unplaced_provider_sends(document: dict, reconciliation: dict) -> None:
     unplaced = reconciliation["provider_sends_unplaced"]
     document["lost_evidence"]["provider_sends_unplaced"] = unplaced
     document["complete"] = is_complete(document["lost_evidence"])
+
+
+def incomplete_headline(lost: dict, shown: Callable[[str], str] = str) -> str:
+    """The line said first when the run lost evidence (`shown` makes a path or location safe where it is shown)."""
+    parts = []
+    if lost["files_not_read"]:
+        paths = [f["path"] for f in lost["files_not_read"]]
+        parts.append(f"{len(paths):,} file(s) or folder(s) not read (" + ", ".join(shown(p) for p in paths[:3])
+                     + (f" +{len(paths) - 3} more" if len(paths) > 3 else "") + ")")
+    if lost["lines"]:
+        parts.append(f"{lost['lines']:,} skipped line(s) look like mail-send records "
+                     f"({shown(_where(lost['by_file']))})")
+    unplaced = lost.get("provider_sends_unplaced", {"count": 0})
+    if unplaced["count"]:
+        parts.append(f"{unplaced['count']:,} provider send(s) the log lacks could not be placed in a campaign step "
+                     f"({shown(_where(unplaced['by_file']))})")
+    return "INCOMPLETE: " + "; ".join(parts) + ". Duplicates among them cannot be seen."
+
+
+def _where(by_file: list[dict]) -> str:
+    return ", ".join(f"{f['path']}:{','.join(str(n) for n in f['first_lines'][:3])}" for f in by_file[:3])

@@ -455,3 +455,19 @@ def test_hostile_log_text_stays_text_in_the_browser(browser, hostile_report, tmp
     page.write_text(render(hostile_report, "html"), encoding="utf-8")
     state = _check_page(browser, page, "hostile")
     assert state["scripts"] == 3  # no element came from log text
+
+
+def test_a_report_over_lost_evidence_says_so_first_and_never_says_no_duplicates(tmp_path):
+    log = tmp_path / "mail-send.log"
+    lines = [_send(0, "w-a", 11, "p0@acme.com", 1), _send(5, "w-a", 11, "p1@acme.com", 2),
+             _send(9, "w-b", 12, "p0@acme.com", 3)[:60]]  # the second send to p0, cut off by a crash
+    log.write_text("\n".join(lines), encoding="utf-8")
+    report = build_report(load_case([str(log)]), [str(log)], now=BASE)
+    assert report.incomplete == (f"INCOMPLETE: 1 skipped line(s) look like mail-send records ({log}:3). "
+                                 "Duplicates among them cannot be seen.")
+    markdown = render(report, "md")
+    assert markdown.splitlines()[2] == f"**{md_text(report.incomplete)}**"
+    assert "No duplicate sends were found in these logs" not in markdown
+    page = render(report, "html")
+    assert page.index("INCOMPLETE: 1 skipped line(s)") < page.index('id="summary"')
+    assert "No duplicate sends were found in these logs" not in page

@@ -108,15 +108,18 @@ def _affected(report) -> list[str]:
 
 def render_markdown(report, spec: dict | None, image_link: str | None = None) -> str:
     s = report.summary
-    lines = [f"# {md_text(report.title)}", "",
-             f"_Generated {md_text(report.generated_at)} by mailmortem {md_text(report.version)} from "
+    lines = [f"# {md_text(report.title)}", ""]
+    if report.incomplete:
+        lines += [f"**{md_text(report.incomplete)}**", ""]
+    lines += [f"_Generated {md_text(report.generated_at)} by mailmortem {md_text(report.version)} from "
              f"{len(report.inputs)} input file(s)._", "",
              f"**{s['duplicated_people']:,} people hit**, **{s['extra_sends']:,} extra sends**, "
              f"{len(report.incidents)} incident(s); {s['sends']:,} sends to {s['people']:,} people in the logs.", ""]
     lines += [f"> Note: {md_text(note)}" for note in report.notes] + ([""] if report.notes else [])
     lines += ["## What happened", ""]
     if not report.incidents:
-        lines += ["No duplicate sends were found in these logs.", ""]
+        lines += ["No duplicate sends were found among the records read, but evidence was lost (see the top)."
+                  if report.incomplete else "No duplicate sends were found in these logs.", ""]
     for incident in report.incidents:
         lines += _incident(incident)
     lines += ["## Timeline", ""] + _timeline(spec, image_link)

@@ -13,7 +13,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 
 import queries
-from forensics import __version__
+from forensics import __version__, evidence
 from forensics.errors import MailmortemError
 from forensics.jsonfmt import iso_utc
 from forensics.kinds import kind_named, logs_words
@@ -36,6 +36,7 @@ class Report:
     affected_total: int = 0
     reconciliation: dict | None = None
     notes: list[str] = field(default_factory=list)
+    incomplete: str | None = None      # the lost-evidence headline, said before anything else
     version: str = __version__
 
     @property
@@ -115,7 +116,7 @@ def _ab_tests(con) -> tuple[list[dict], list[str]]:
     return tests, notes
 
 
-def _reconciliation(con, exports, window_cut=None) -> tuple[dict | None, list[str]]:
+def _reconciliation(con, document: dict, exports, window_cut=None) -> tuple[dict | None, list[str]]:
     if not exports:
         return None, []
     try:
@@ -124,7 +125,9 @@ def _reconciliation(con, exports, window_cut=None) -> tuple[dict | None, list[st
         return None, ["--provider-export: provider reconciliation is not available in this build; "
                       "the report covers the logs only"]
     load_provider_sends(con, exports, window_cut=window_cut)
-    return reconciliation_counts(reconcile(con)), []
+    found = reconcile(con)
+    evidence.with_unplaced_provider_sends(document, found)
+    return reconciliation_counts(found), []
 
 
 def reconciliation_counts(result: dict) -> dict:
@@ -148,7 +151,7 @@ def build_report(case, paths, exports=(), title: str | None = None, now: dt.date
     con = case.con
     logs_arg = logs_words(paths, case.window.arguments() if window else [], placeholder="<logs>")
     incidents = [_with_steps(i) for i in document["incidents"]]
-    reconciliation, notes = _reconciliation(con, exports, case.window)
+    reconciliation, notes = _reconciliation(con, document, exports, case.window)
     ab_tests, ab_notes = _ab_tests(con)
     return Report(
         title=title or "Duplicate outreach: postmortem",
@@ -157,7 +160,9 @@ def build_report(case, paths, exports=(), title: str | None = None, now: dt.date
         timeline=timeline_data(con, incidents), ab_tests=ab_tests,
         affected=queries.rows(con, "report_affected_first", {"limit": AFFECTED_SHOWN}),
         affected_total=queries.one(con, "report_affected_count")["people"],
-        reconciliation=reconciliation, notes=([headline(window), *read_lines(window)] if window else []) + notes + ab_notes,
+        reconciliation=reconciliation,
+        incomplete=None if document["complete"] else evidence.incomplete_headline(document["lost_evidence"]),
+        notes=([headline(window), *read_lines(window)] if window else []) + notes + ab_notes,
     )
 
 

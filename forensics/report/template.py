@@ -8,6 +8,7 @@ body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica N
 h1 { font-size: 26px; margin: 0 0 4px; } h2 { font-size: 20px; margin: 32px 0 8px; border-bottom: 1px solid var(--line); }
 h3 { font-size: 16px; margin: 0 0 6px; }
 .meta, .note, figcaption { color: var(--muted); font-size: 13px; }
+.incomplete { color: var(--dup); }
 .cards { display: flex; flex-wrap: wrap; gap: 12px; margin: 16px 0; }
 .card { border: 1px solid var(--line); border-radius: 6px; padding: 8px 14px; min-width: 130px; }
 .card b { display: block; font-size: 22px; } .card.bad b { color: var(--dup); }
@@ -59,6 +60,7 @@ TEMPLATE = """<!DOCTYPE html>
 <body>
 <header>
 <h1>{{ r.title }}</h1>
+{% if r.incomplete %}<p class="incomplete"><strong>{{ r.incomplete }}</strong></p>{% endif %}
 <p class="meta">Generated {{ r.generated_at }} by mailmortem {{ r.version }} from {{ r.inputs|length }} input file(s):
 {{ r.logs_arg }}.{% if window[0] %} Duplicates between {{ window[0] }} and {{ window[1] }}.{% endif %}</p>
 </header>
@@ -76,7 +78,9 @@ TEMPLATE = """<!DOCTYPE html>
 
 <section id="incidents">
 <h2>What happened</h2>
-{% if not r.incidents %}
+{% if not r.incidents and r.incomplete %}
+<p>No duplicate sends were found among the records read, but evidence was lost (see the top).</p>
+{% elif not r.incidents %}
 <p>No duplicate sends were found in these logs: no one received the same campaign step twice.</p>
 {% endif %}
 {% for i in r.incidents %}

@@ -136,21 +136,9 @@ def _reconciliation_lines(rec: dict) -> str:
 
 
 def _lost_headline(lost: dict) -> str:
-    parts = []
-    if lost["files_not_read"]:
-        parts.append(f"{len(lost['files_not_read']):,} file(s) or folder(s) not read ("
-                     + _short_list([f["path"] for f in lost["files_not_read"]], 3) + ")")
-    if lost["lines"]:
-        where = ", ".join(f"{f['path']}:{','.join(str(n) for n in f['first_lines'][:3])}"
-                          for f in lost["by_file"][:3])
-        parts.append(f"{lost['lines']:,} skipped line(s) look like mail-send records ({safe(where)})")
-    unplaced = lost.get("provider_sends_unplaced", {"count": 0})
-    if unplaced["count"]:
-        where = ", ".join(f"{f['path']}:{','.join(str(n) for n in f['first_lines'][:3])}"
-                          for f in unplaced["by_file"][:3])
-        parts.append(f"{unplaced['count']:,} provider send(s) the log lacks could not be placed in a campaign step "
-                     f"({safe(where)})")
-    return "INCOMPLETE: " + "; ".join(parts) + ". Duplicates among them cannot be seen."
+    from forensics.evidence import incomplete_headline
+
+    return incomplete_headline(lost, safe)
 
 
 def _two_addresses_lines(rows: list[dict], shown: int = 5) -> str:
