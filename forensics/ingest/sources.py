@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import atexit
 import codecs
-import contextlib
 import mmap
 import os
 import shutil
@@ -16,11 +14,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from forensics.errors import ConfigError, InputError
+from forensics.ingest import runfolders
 from forensics.ingest.folders import Unreadable, files_named
 from forensics.ingest.gzstream import GZIP_ERRORS, bulk_gzip
 
 SYNTAXES = ("logfmt", "jsonl", "csv")
 _SNIFF_BYTES = 64 * 1024
+STDIN_PREFIX = "mailmortem-stdin-"  # the folder (runfolders) holding a copy of standard input
 
 
 @dataclass(frozen=True)
@@ -74,18 +74,12 @@ def source_of(path: str) -> Source:
 
 
 def _spool_stdin() -> Source:
-    # DuckDB reads files, and we need two passes (sniff + load): spool stdin once.
-    handle = tempfile.NamedTemporaryFile(prefix="mailmortem-stdin-", suffix=".log", delete=False)
-    # A copy of someone's mail log must not outlive the run: removed at exit, after an error or Ctrl-C too.
-    atexit.register(_remove, handle.name)
-    with handle:
+    # DuckDB reads files, and we need two passes (sniff + load): spool stdin once. A copy of someone's mail log
+    # must not outlive the run: it is kept in a folder of the run's own (runfolders), removed however the run ends.
+    path = runfolders.make(STDIN_PREFIX) / "stdin.log"
+    with open(path, "wb") as handle:
         shutil.copyfileobj(sys.stdin.buffer, handle)
-    return replace(source_of(handle.name), label="<stdin>")
-
-
-def _remove(path: str) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(path)
+    return replace(source_of(str(path)), label="<stdin>")
 
 
 def _without_bom(head: bytes) -> bytes:
