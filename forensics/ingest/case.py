@@ -3,22 +3,17 @@
 from __future__ import annotations
 
 import atexit
-import fcntl
 import re
-import shutil
-import tempfile
-import time
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from forensics.ingest import load as ingest, sources, window
+from forensics.ingest import load as ingest, runfolders, sources, window
 from forensics.errors import ConfigError, InputError
 from forensics.ingest.fields import FieldMap
 
 DEFAULT_MEMORY_LIMIT = "1GB"
 SPILL_PREFIX = "mailmortem-spill-"
-OWNER_FILE = ".owner"  # locked by the run using the folder
 SMALL_CASE_BYTES = 64 * 2**20
 GZIP_RATIO = 8  # a log compresses about this much: what a .gz input weighs once read
 
@@ -50,53 +45,28 @@ def connect(database: str | None = None, memory_limit: str | None = None, input_
     if database and Path(database).exists():
         Path(database).unlink()  # --save writes a fresh case, never mixes two
     limit = _checked_size(memory_limit or DEFAULT_MEMORY_LIMIT)
-    _sweep_abandoned_spills()
-    spill = Path(tempfile.mkdtemp(prefix=SPILL_PREFIX))
-    owner = _hold(spill)
+    spill = runfolders.make(SPILL_PREFIX)
     config = {"memory_limit": limit, "temp_directory": str(spill), "preserve_insertion_order": True}
     try:
         in_file = database or (str(spill / "case.duckdb") if input_bytes > SMALL_CASE_BYTES else ":memory:")
         con = duckdb.connect(in_file, config=config)
     except duckdb.Error as exc:
-        shutil.rmtree(spill, ignore_errors=True)
-        owner.close()
+        runfolders.remove(spill)
         raise ConfigError(f"--memory-limit {memory_limit!r}: {str(exc).splitlines()[0]}") from None
     # spilled pages and an unsaved case are never worth keeping; a weak reference lets a finished case
     # close as soon as nobody holds it (a saved case can then be opened read-only in the same process)
-    atexit.register(_discard, weakref.ref(con), spill, owner)
+    atexit.register(_discard, weakref.ref(con), spill)
     return con
 
 
-def _sweep_abandoned_spills() -> None:
-    """Remove the spill folders of runs that were killed (no atexit ran; a 10M-line case leaves GBs): a
-    live run holds a lock on its folder's owner file, which the kernel drops when the process dies."""
-    for owner in Path(tempfile.gettempdir()).glob(f"{SPILL_PREFIX}*/{OWNER_FILE}"):
-        try:
-            if time.time() - owner.stat().st_mtime < 60:  # just made: its run may not hold the lock yet
-                continue
-            with open(owner, "rb") as handle:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:  # locked (alive), gone, or not ours to open
-            continue
-        shutil.rmtree(owner.parent, ignore_errors=True)
-
-
-def _hold(spill: Path):
-    """Lock the folder's owner file for as long as this process lives (see _sweep_abandoned_spills)."""
-    handle = open(spill / OWNER_FILE, "wb")  # noqa: SIM115 - held open until exit on purpose
-    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    return handle
-
-
-def _discard(con_ref, spill: Path, owner) -> None:
+def _discard(con_ref, spill: Path) -> None:
     con = con_ref()
     if con is not None:
         try:
             con.close()
         except Exception:  # closing after an error: the folder goes either way
             pass
-    shutil.rmtree(spill, ignore_errors=True)
-    owner.close()
+    runfolders.remove(spill)
 
 
 def _checked_size(value: str) -> str:

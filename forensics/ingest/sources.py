@@ -2,25 +2,25 @@
 
 from __future__ import annotations
 
-import atexit
 import codecs
-import contextlib
-import glob
 import mmap
 import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from forensics.errors import ConfigError, InputError
+from forensics.ingest import runfolders
+from forensics.ingest.folders import Unreadable, files_named
 from forensics.ingest.gzstream import GZIP_ERRORS, bulk_gzip
 
 SYNTAXES = ("logfmt", "jsonl", "csv")
 _SNIFF_BYTES = 64 * 1024
+STDIN_PREFIX = "mailmortem-stdin-"  # the folder (runfolders) holding a copy of standard input
 
 
 @dataclass(frozen=True)
@@ -28,20 +28,6 @@ class Source:
     path: str  # what DuckDB reads
     label: str  # what the user is shown (`-` shows as <stdin>)
     gzipped: bool
-
-
-@dataclass
-class Unreadable:
-    """What to do with a file or folder that cannot be read: refuse (the default), or with
-    --skip-unreadable go on and list it, so the run can say it did not see everything."""
-    skip: bool = False
-    found: list[dict] = field(default_factory=list)  # {"path": ..., "reason": ...}
-
-    def meet(self, path: str, reason: str) -> None:
-        if not self.skip:
-            raise InputError(f"{path}: {reason} (fix its permissions, or pass --skip-unreadable to read the rest "
-                             "and list it as not read)")
-        self.found.append({"path": path, "reason": reason})
 
 
 def resolve(paths: list[str] | tuple[str, ...], unreadable: Unreadable | None = None) -> list[Source]:
@@ -81,54 +67,6 @@ def _expand(given: str, unreadable: Unreadable) -> list[Source]:
     return found
 
 
-def files_named(given: str, ignored: Callable[[Path], bool] | None = None, what: str = "log files",
-                unreadable: Unreadable | None = None) -> list[str]:
-    """The files one argument names: itself, a folder's files (recursively, less the `ignored` ones), or a
-    glob's matching files and folders (expanded as the shell would). Refuses an argument naming no file."""
-    ignored = ignored or _not_a_log
-    unreadable = unreadable or Unreadable()
-    path = Path(given)
-    if path.is_dir():
-        files = _folder_files(path, ignored, unreadable)
-        if not files:
-            raise InputError(f"{given}: folder has no {what}")
-        return files
-    if path.is_file():
-        return [given]
-    if glob.has_magic(given):
-        return _glob_files(given, ignored, unreadable)
-    if path.exists():
-        raise InputError(f"{given}: not a regular file")
-    raise InputError(f"{given}: no such file or folder")
-
-
-def _glob_files(pattern: str, ignored: Callable[[Path], bool], unreadable: Unreadable) -> list[str]:
-    files = [file for match in sorted(glob.glob(pattern, recursive=True), key=Path)
-             for file in (_folder_files(Path(match), ignored, unreadable) if os.path.isdir(match)
-                          else [match] if os.path.isfile(match) else [])]
-    if not files:
-        raise InputError(f"{pattern}: no file matches this pattern")
-    return files
-
-
-def _folder_files(folder: Path, ignored: Callable[[Path], bool], unreadable: Unreadable) -> list[str]:
-    """Every file below `folder`; a subfolder that cannot be listed is met, never passed over (Path.rglob
-    would swallow the error and a diagnosis would miss its logs without a word)."""
-    found: list[Path] = []
-    for root, _dirs, names in os.walk(folder, onerror=lambda err: unreadable.meet(err.filename, _why(err))):
-        found.extend(Path(root, name) for name in names)
-    return [str(p) for p in sorted(found) if p.is_file() and not ignored(p)]
-
-
-def _why(err: OSError) -> str:
-    return "permission denied" if isinstance(err, PermissionError) else (err.strerror or str(err)).lower()
-
-
-def _not_a_log(path: Path) -> bool:
-    # Simulator ground truth and notes sit beside sample logs; they are not logs.
-    return path.name.startswith(".") or path.name in ("truth.csv", "README.md", "README.txt")
-
-
 def source_of(path: str) -> Source:
     """A named file, gzipped when its content (not its name) says so."""
     with _refusing_unreadable(Source(path, path, False)), open(path, "rb") as handle:
@@ -136,18 +74,12 @@ def source_of(path: str) -> Source:
 
 
 def _spool_stdin() -> Source:
-    # DuckDB reads files, and we need two passes (sniff + load): spool stdin once.
-    handle = tempfile.NamedTemporaryFile(prefix="mailmortem-stdin-", suffix=".log", delete=False)
-    # A copy of someone's mail log must not outlive the run: removed at exit, after an error or Ctrl-C too.
-    atexit.register(_remove, handle.name)
-    with handle:
+    # DuckDB reads files, and we need two passes (sniff + load): spool stdin once. A copy of someone's mail log
+    # must not outlive the run: it is kept in a folder of the run's own (runfolders), removed however the run ends.
+    path = runfolders.make(STDIN_PREFIX) / "stdin.log"
+    with open(path, "wb") as handle:
         shutil.copyfileobj(sys.stdin.buffer, handle)
-    return replace(source_of(handle.name), label="<stdin>")
-
-
-def _remove(path: str) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(path)
+    return replace(source_of(str(path)), label="<stdin>")
 
 
 def _without_bom(head: bytes) -> bytes:
