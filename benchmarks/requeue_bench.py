@@ -58,7 +58,7 @@ def run_once(url: str, rows: int) -> dict:
         finished = time.perf_counter()
         server_cpu = None if server_cpu is None else _cpu_seconds(backend) - server_cpu
     assert result.counts == {"to_sent": expected_sent, "to_queued": rows - expected_sent, "skipped_locked": 0,
-                             "left_changed": 0}, result.counts
+                             "left_changed": 0, "sent_since_plan": 0}, result.counts
     return {"total": finished - started, "to_commit": marks["commit"] - started,
             "after_commit": finished - marks["commit"], "counts": result.counts, "run_id": plan.run_id,
             "server_cpu": server_cpu, "client_cpu": time.process_time() - client_cpu}

@@ -100,10 +100,24 @@ SELECT count(*) AS n
 FROM {ident:table} AS t
 WHERE t.{ident:status} = :status_in_progress AND t.{ident:claimed_at} IS NULL
 
+-- name: requeue_sent_log_wait
+-- For this transaction only: how long requeue_lock_sent_log may wait for the sent-log's writers (a backfill in
+-- flight) to commit.
+-- dialect: postgres
+SELECT set_config('lock_timeout', CAST(:sent_log_wait AS text), true) AS lock_timeout
+
+-- name: requeue_lock_sent_log
+-- Wait for every transaction writing sent_log (a backfill, record_send) to commit, and hold off new ones until this
+-- one commits: every statement after it sees each send committed before the requeue writes (READ COMMITTED takes a
+-- snapshot per statement), and no send can be recorded between its sent-log check and its commit. Readers go on.
+-- Taken first, before any row or other lock: a writer waiting on it holds nothing this transaction waits for.
+-- dialect: postgres
+LOCK TABLE sent_log IN SHARE MODE
+
 -- name: requeue_apply_settings
--- For this transaction only: never wait long on a lock held by live workers (everything else uses SKIP LOCKED),
--- memory enough to hash a large plan's leads without spilling them to disk, and no JIT compilation (the statements
--- are row updates and index probes; compiling them cost more than it saved).
+-- For this transaction only, once the sent-log is locked: never wait long on a lock held by live workers
+-- (everything else uses SKIP LOCKED), memory enough to hash a large plan's leads without spilling them to disk,
+-- and no JIT compilation (the statements are row updates and index probes; compiling them cost more than it saved).
 -- dialect: postgres
 SELECT set_config('lock_timeout', '5s', true) AS lock_timeout, set_config('work_mem', '64MB', true) AS work_mem,
        set_config('jit', 'off', true) AS jit
@@ -159,6 +173,8 @@ FROM {ident:table} AS t
 
 -- name: requeue_to_queued
 -- Put planned stale claims back to queued where the guard still holds (same claim, still old, not in the sent-log); one audit row per change.
+-- Returns each re-queued lead ('queued') and each planned lead the sent-log now holds ('sent-since-plan': a send
+-- recorded since the plan, e.g. by a backfill this transaction waited for; left alone).
 -- The sent-log is checked on the plan's own rows (CTE planned, fenced), as a column, not a WHERE: a subplan the
 -- planner runs hashed (one pass over the scope's sent-log rows) or as one index probe per lead, by the plan's row
 -- count it knows (ANALYZE); never a join it could order into a rows x sends loop on an unanalysed sent_log.
@@ -181,16 +197,20 @@ WITH planned AS MATERIALIZED (
     RETURNING t.{ident:lead_id}::text AS key_text, prior.status AS old_status, prior.claimed_by AS old_claimed_by,
               prior.claimed_at AS old_claimed_at, t.{ident:status} AS new_status, t.{ident:claimed_by} AS new_claimed_by,
               t.{ident:claimed_at} AS new_claimed_at
+), audited AS (
+    INSERT INTO mailmortem_audit (run_id, command, table_name, key_column, row_key, old_values, new_values, os_user)
+    SELECT CAST(:run_id AS text), 'requeue-stale', CAST(:table_name AS text), CAST(:key_column AS text), c.key_text,
+           jsonb_build_object(CAST(:col_status AS text), c.old_status, CAST(:col_claimed_by AS text), c.old_claimed_by,
+                              CAST(:col_claimed_at AS text), c.old_claimed_at),
+           jsonb_build_object(CAST(:col_status AS text), c.new_status, CAST(:col_claimed_by AS text), c.new_claimed_by,
+                              CAST(:col_claimed_at AS text), c.new_claimed_at),
+           CAST(:os_user AS text)
+    FROM changed AS c
+    RETURNING row_key
 )
-INSERT INTO mailmortem_audit (run_id, command, table_name, key_column, row_key, old_values, new_values, os_user)
-SELECT CAST(:run_id AS text), 'requeue-stale', CAST(:table_name AS text), CAST(:key_column AS text), c.key_text,
-       jsonb_build_object(CAST(:col_status AS text), c.old_status, CAST(:col_claimed_by AS text), c.old_claimed_by,
-                          CAST(:col_claimed_at AS text), c.old_claimed_at),
-       jsonb_build_object(CAST(:col_status AS text), c.new_status, CAST(:col_claimed_by AS text), c.new_claimed_by,
-                          CAST(:col_claimed_at AS text), c.new_claimed_at),
-       CAST(:os_user AS text)
-FROM changed AS c
-RETURNING row_key
+SELECT a.row_key AS key_text, 'queued' AS outcome FROM audited AS a
+UNION ALL
+SELECT p.lead_key::text, 'sent-since-plan' FROM planned AS p WHERE p.in_sent_log
 
 -- name: requeue_to_sent
 -- Mark planned stale claims sent (the sent-log proves the email went out) where the guard still holds; one audit row per change.

@@ -8,7 +8,8 @@ Three steps, each testable alone:
 * `requeue_plan` (pure) turns that snapshot into ordered statements + params + a
   summary: sent-log'd leads → sent, the others → queued (claim cleared);
 * `apply_plan` (remediation.requeue_apply) runs exactly those statements in ONE
-  transaction, each UPDATE re-checking its guard. A second apply finds nothing.
+  transaction, first waiting for the sent-log's writers (a backfill in flight) to
+  commit, each UPDATE re-checking its guard. A second apply finds nothing.
 
 The sent-log scope of the filters is remediation.requeue_scope; the lease check
 against the logs' worst batch is remediation.lease (both re-exported here).
@@ -37,6 +38,8 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|sec|secs|m|min|mins|h|hr|hrs|d)
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "sec": 1, "secs": 1, "m": 60, "min": 60, "mins": 60,
                  "h": 3600, "hr": 3600, "hrs": 3600, "d": 86400, None: 1}
 TIMESTAMP_OID = 1114  # PostgreSQL's `timestamp without time zone`
+# How long an apply waits for the sent-log's writers (a backfill in flight) to commit before it gives up.
+SENT_LOG_WAIT = "10min"
 
 
 def parse_duration(text: object) -> float:
@@ -211,8 +214,8 @@ class Plan:
     without_claim_time: int = 0  # in-progress rows with no claimed_at: reported, never touched
     held: tuple[StaleLead, ...] = ()  # stale, but the person holds an unconfirmed reservation: never touched
     unconfirmed: int = 0  # unconfirmed reservations in the scope (`mailmortem sentlog unconfirmed` lists them)
-    scope: Scope | None = None  # the sent-log rows that count as proof of a send (None: read at apply)
-    filters: tuple[str | None, str | None] = (None, None)  # --campaign and --step, for a scope read at apply
+    scope: Scope | None = None  # the sent-log rows that counted as proof of a send at the scan (None: not scanned)
+    filters: tuple[str | None, str | None] = (None, None)  # --campaign and --step: the apply reads their scope again
 
     @property
     def counts(self) -> dict[str, int]:
@@ -251,12 +254,13 @@ def requeue_plan(table: LeadsTable, stale: list[StaleLead], older_than_s: float,
         "col_status": table.col("status"), "col_claimed_by": table.col("claimed_by"),
         "col_claimed_at": table.col("claimed_at"), "status_in_progress": table.in_progress,
         "older_than_s": older_than_s, "claimed_at_zone": claimed_at_zone, "os_user": os_user,
-        **(scope.params() if scope else {}),
     }
     if not stale:
         return Plan(run_id, table, older_than_s, (), (), without_claim_time, held, unconfirmed, scope,
                     (campaign, step))
-    steps = [Step("requeue_apply_settings", {}), Step("requeue_planned_create", {}),
+    wait = {"sent_log_wait": SENT_LOG_WAIT}  # the lock's step carries it too, for a refusal to name
+    steps = [Step("requeue_sent_log_wait", wait), Step("requeue_lock_sent_log", wait),
+             Step("requeue_apply_settings", {}), Step("requeue_planned_create", {}),
              Step("requeue_planned_copy", {}, len(stale), copy_rows=_planned_rows(stale)),
              Step("requeue_planned_analyze", {}), Step("requeue_lock_planned", {}, len(stale))]
     to_sent = sum(1 for lead in stale if lead.already_sent)

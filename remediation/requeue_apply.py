@@ -1,11 +1,15 @@
 """requeue-stale's apply: run a plan's statements in ONE transaction and sort out what happened.
 
-The plan's leads go to the server once, by COPY into a temporary table of this transaction
-(mm_requeue_planned); every later statement joins it, so no statement carries a list of keys.
-Planned rows a live transaction holds are skipped (`FOR UPDATE SKIP LOCKED`) and reported;
-every UPDATE re-checks its guard (still in progress, still older than the cutoff, same
+It first locks the sent-log against writers (SHARE: it waits for a backfill in flight to commit,
+and no send is recorded until it commits), then reads the sent-log scope afresh, so the check
+below sees every send committed before the requeue writes, in a (campaign, step) the scan had
+not seen too. The plan's leads go to the server once, by COPY into a temporary table of this
+transaction (mm_requeue_planned); every later statement joins it, so no statement carries a list
+of keys. Planned rows a live transaction holds are skipped (`FOR UPDATE SKIP LOCKED`) and
+reported; every UPDATE re-checks its guard (still in progress, still older than the cutoff, same
 claimed_by and claimed_at as planned, and for re-queues still not in the sent-log), so a claim
-renewed in between keeps its row. Each change writes one audit row in the same statement.
+renewed in between keeps its row, and a lead sent since the plan is left alone and reported.
+Each change writes one audit row in the same statement.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import TYPE_CHECKING
 import queries
 from forensics.addresses import install_pg
 from remediation import audit
+from remediation.errors import RefusedError
 from remediation.requeue_scope import db_error, require_postgres, resolve_scope, sent_log_pairs
 
 if TYPE_CHECKING:
@@ -28,12 +33,19 @@ class ApplyResult:
     to_sent: list[str] = field(default_factory=list)
     to_queued: list[str] = field(default_factory=list)
     skipped_locked: list[str] = field(default_factory=list)  # held by a live transaction
-    left_changed: list[str] = field(default_factory=list)  # guard failed: renewed, finished, now in sent-log
+    left_changed: list[str] = field(default_factory=list)  # guard failed: renewed, finished
+    sent_since_plan: list[str] = field(default_factory=list)  # planned to re-queue, but the sent-log now holds it
 
     @property
     def counts(self) -> dict[str, int]:
         return {"to_sent": len(self.to_sent), "to_queued": len(self.to_queued),
-                "skipped_locked": len(self.skipped_locked), "left_changed": len(self.left_changed)}
+                "skipped_locked": len(self.skipped_locked), "left_changed": len(self.left_changed),
+                "sent_since_plan": len(self.sent_since_plan)}
+
+
+# The step after which the transaction holds the sent-log lock and waits short on locks again: the audit
+# table, the address function and the sent-log scope are set up from there on, never before the lock.
+SENT_LOG_HELD = "requeue_apply_settings"
 
 
 def apply_plan(conn, plan: Plan, on_commit=None) -> ApplyResult:
@@ -52,11 +64,13 @@ def apply_plan(conn, plan: Plan, on_commit=None) -> ApplyResult:
     conn.rollback()  # the transaction below must be the outermost one, so it commits
     try:
         with conn.transaction():
-            audit.ensure_table(conn)
-            install_pg(conn)
-            scope = {} if plan.scope else _scope_now(conn, plan)
+            scope = {}
             for step in plan.steps:
-                _run_step(conn, step, {**scope, **step.params}, idents, result, locked)
+                _run_step(conn, step, {**step.params, **scope}, idents, result, locked)
+                if step.query == SENT_LOG_HELD:
+                    audit.ensure_table(conn)
+                    install_pg(conn)
+                    scope = _scope_now(conn, plan)
     except psycopg.Error as exc:
         raise db_error(f"requeue of {plan.table.table} rolled back, nothing changed", exc) from None
     if on_commit is not None:
@@ -66,7 +80,8 @@ def apply_plan(conn, plan: Plan, on_commit=None) -> ApplyResult:
 
 
 def _scope_now(conn, plan: Plan) -> dict:
-    """A plan built without a scope: its filters' sent-log rows as they are now (they passed the scan)."""
+    """The filters' sent-log rows as they are under the sent-log lock: a backfill committed since the scan may
+    have added a (campaign, step) (the filters passed the scan, so one matching nothing now is a new campaign)."""
     return resolve_scope(sent_log_pairs(conn), *plan.filters, no_sends_yet=True).params()
 
 
@@ -74,11 +89,29 @@ def _run_step(conn, step: Step, params: dict, idents: dict, result: ApplyResult,
     if step.copy_rows is not None:
         _copy_rows(conn, step, idents)
         return
-    cursor = queries.run(conn, step.query, params, **idents)
+    cursor = _execute(conn, step, params, idents)
     if step.query == "requeue_lock_planned":
         locked.update(_column(cursor))
+    elif step.query == "requeue_to_queued":
+        outcomes = cursor.fetchall()
+        result.to_queued.extend(sorted(key for key, outcome in outcomes if outcome == "queued"))
+        result.sent_since_plan.extend(key for key, outcome in outcomes if outcome == "sent-since-plan")
     elif step.changes_rows:
-        (result.to_sent if step.query == "requeue_to_sent" else result.to_queued).extend(sorted(_column(cursor)))
+        result.to_sent.extend(sorted(_column(cursor)))
+
+
+def _execute(conn, step: Step, params: dict, idents: dict):
+    """Run one statement; the sent-log lock waited out its time is said as such (nothing changed)."""
+    import psycopg
+
+    try:
+        return queries.run(conn, step.query, params, **idents)
+    except psycopg.errors.LockNotAvailable:
+        if step.query != "requeue_lock_sent_log":
+            raise
+    raise RefusedError(f"another transaction kept writing sent_log (a backfill-sentlog in flight?) for "
+                       f"{params['sent_log_wait']}: the requeue waits for the sent-log's writers to commit so that "
+                       "it never re-queues a send they record; nothing changed. Run it again once that has finished")
 
 
 def _copy_rows(conn, step: Step, idents: dict) -> None:
@@ -88,9 +121,12 @@ def _copy_rows(conn, step: Step, idents: dict) -> None:
 
 
 def _sort_out_unchanged(plan: Plan, result: ApplyResult, locked: set) -> None:
-    """Planned leads not changed: skipped (a live transaction held them) or left (their guard failed). Linear."""
-    unchanged = locked.difference(result.to_sent, result.to_queued)
+    """Planned leads not changed: skipped (a live transaction held them), sent since the plan (the sent-log holds
+    them now) or left (their guard failed). Linear."""
+    sent_since = locked.intersection(result.sent_since_plan)
+    unchanged = locked.difference(result.to_sent, result.to_queued, sent_since)
     result.skipped_locked = [lead.key_text for lead in plan.leads if lead.key_text not in locked]
+    result.sent_since_plan = [lead.key_text for lead in plan.leads if lead.key_text in sent_since]
     result.left_changed = [lead.key_text for lead in plan.leads if lead.key_text in unchanged]
 
 

@@ -52,13 +52,15 @@ def test_plan_is_a_pure_ordered_list_of_statements():
 
     table = claims.leads_table(queued="ready")
     plan = claims.requeue_plan(table, [lead(1, True), lead(2, False), lead(3, False)], 60.0, "run-1")
-    assert [s.query for s in plan.steps] == ["requeue_apply_settings", "requeue_planned_create", "requeue_planned_copy",
+    assert [s.query for s in plan.steps] == ["requeue_sent_log_wait", "requeue_lock_sent_log", "requeue_apply_settings",
+                                             "requeue_planned_create", "requeue_planned_copy",
                                              "requeue_planned_analyze", "requeue_lock_planned",
                                              "requeue_to_sent", "requeue_to_queued"]
-    assert plan.steps[2].copy_rows == (("1", "w1", "1764489600.5", "p1@x.co", True),
+    assert plan.steps[0].params == {"sent_log_wait": claims.SENT_LOG_WAIT}
+    assert plan.steps[4].copy_rows == (("1", "w1", "1764489600.5", "p1@x.co", True),
                                        ("2", "w1", "1764489600.5", "p2@x.co", False),
                                        ("3", "w1", "1764489600.5", "p3@x.co", False))
-    to_sent, to_queued = plan.steps[5:]
+    to_sent, to_queued = plan.steps[7:]
     assert (to_sent.rows, to_queued.rows) == (1, 2) and to_queued.params["new_status"] == "ready"
     assert to_queued.params["run_id"] == "run-1" and to_sent.params["new_status"] == "sent"
     assert plan.counts == {"stale": 3, "to_sent": 1, "to_queued": 2}
@@ -80,7 +82,8 @@ def test_apply_changes_exactly_the_planned_rows_and_audits_each(db):
     before = {row[0]: row for row in snapshot(db)}
     plan, result = claims.requeue_stale(db, claims.LeadsTable(), HOUR, apply=True)
     after = {row[0]: row for row in snapshot(db)}
-    assert result.counts == {"to_sent": 1, "to_queued": 2, "skipped_locked": 0, "left_changed": 0}
+    assert result.counts == {"to_sent": 1, "to_queued": 2, "skipped_locked": 0, "left_changed": 0,
+                             "sent_since_plan": 0}
     assert after[1][1:3] == ("sent", "w1") and after[1][3] == before[1][3]  # sent: the claim is kept as history
     assert after[2][1:] == ("queued", None, None) and after[6][1:] == ("queued", None, None)
     assert {k: after[k] for k in (3, 4, 5)} == {k: before[k] for k in (3, 4, 5)}
@@ -154,7 +157,7 @@ def test_lead_recorded_in_sent_log_after_planning_is_not_requeued(db, pg_dsn):
         sentlog.record_send(late, "c-1", "1", "B@example.com", "m-2")
         late.commit()
     result = claims.apply_plan(db, plan)
-    assert result.left_changed == ["2"] and result.to_queued == ["6"]
+    assert result.sent_since_plan == ["2"] and result.left_changed == [] and result.to_queued == ["6"]
     again, _ = claims.requeue_stale(db, claims.LeadsTable(), HOUR)
     assert {r["lead_id"]: r["new_status"] for r in again.rows()} == {"2": "sent"}
 
@@ -421,7 +424,8 @@ def test_run_id_is_reported_on_commit_before_any_bookkeeping(db, monkeypatch):
     plan, result = claims.requeue_stale(db, claims.LeadsTable(), HOUR, apply=True,
                                         on_commit=lambda r: events.append(("committed", r.run_id, len(r.to_queued))))
     assert events == [("committed", plan.run_id, 2), "bookkeeping"]
-    assert result.counts == {"to_sent": 1, "to_queued": 2, "skipped_locked": 0, "left_changed": 0}
+    assert result.counts == {"to_sent": 1, "to_queued": 2, "skipped_locked": 0, "left_changed": 0,
+                             "sent_since_plan": 0}
 
 
 class _Rows:
@@ -453,7 +457,7 @@ def test_bookkeeping_after_commit_is_linear(monkeypatch):
     n = 20_000
     plan = claims.requeue_plan(claims.LeadsTable(), [lead(k) for k in range(n)], 60.0, "r")
     answers = {"requeue_lock_planned": [(str(k),) for k in range(n - 1)],  # the last one held by a live worker
-               "requeue_to_queued": [(str(k),) for k in range(0, n, 2)]}  # the odd ones' claims were renewed
+               "requeue_to_queued": [(str(k), "queued") for k in range(0, n, 2)]}  # the odd ones' claims were renewed
     monkeypatch.setattr(requeue_apply.queries, "run", lambda conn, name, *a, **k: _Rows(answers.get(name, [])))
     monkeypatch.setattr(requeue_apply, "_copy_rows", lambda conn, step, idents: None)
     monkeypatch.setattr(requeue_apply.audit, "ensure_table", lambda conn: None)

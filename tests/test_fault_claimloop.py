@@ -135,7 +135,8 @@ class Requeuer(threading.Thread):
         super().__init__(daemon=True)
         self.dsn, self.stop, self.error = dsn, threading.Event(), None
         self.table, self.campaign = table, campaign
-        self.totals = {"runs": 0, "to_sent": 0, "to_queued": 0, "skipped_locked": 0, "left_changed": 0, "held": 0}
+        self.totals = {"runs": 0, "to_sent": 0, "to_queued": 0, "skipped_locked": 0, "left_changed": 0,
+                       "sent_since_plan": 0, "held": 0}
 
     def run(self) -> None:
         try:

@@ -174,7 +174,9 @@ def _report_result(result) -> None:
     counts = result.counts
     _say(f"Applied {result.run_id}: {counts['to_sent']} marked sent, {counts['to_queued']} re-queued; "
          f"{counts['skipped_locked']} skipped (locked by a live transaction), "
-         f"{counts['left_changed']} left alone (claim renewed or finished since the plan).")
+         f"{counts['left_changed']} left alone (claim renewed or finished since the plan)"
+         + (f", {counts['sent_since_plan']} left in progress: sent since the plan (the sent-log now holds them; "
+            "the next run marks them sent)." if counts["sent_since_plan"] else "."))
     if counts["to_sent"] or counts["to_queued"]:
         db = click.get_current_context().params.get("db")
         _say(f"Audit: mailmortem audit --run {result.run_id}{db_hint(db)}   (add --undo to revert)")
@@ -187,6 +189,7 @@ def _outcomes(result) -> dict:
     outcome.update({key: "queued" for key in result.to_queued})
     outcome.update({key: "skipped-locked" for key in result.skipped_locked})
     outcome.update({key: "left-changed" for key in result.left_changed})
+    outcome.update({key: "sent-since-plan" for key in result.sent_since_plan})
     return outcome
 
 

@@ -42,7 +42,7 @@ def test_apply_then_audit_then_undo(cli, db):
     assert applied.exit_code == 0, applied.stderr
     document = json.loads(applied.stdout)
     assert document["applied"] and document["result"] == {"to_sent": 1, "to_queued": 1, "skipped_locked": 0,
-                                                          "left_changed": 0}
+                                                          "left_changed": 0, "sent_since_plan": 0}
     assert {c["lead_id"]: c["outcome"] for c in document["changes"]} == {"1": "sent", "2": "queued"}
     assert statuses(db) == {1: "sent", 2: "queued", 3: "in-progress", 4: "queued"}
     run = document["run_id"]
@@ -63,7 +63,8 @@ def test_apply_then_audit_then_undo(cli, db):
 def test_show_sql_prints_the_plan_statements_with_quoted_names(cli, db):
     result = cli("requeue-stale", "--db", db, "--older-than", "45m", "--show-sql", "--col", "status=status")
     assert result.exit_code == 0
-    assert "-- 6. requeue_to_sent (1 rows)" in result.stderr and "-- 7. requeue_to_queued (1 rows)" in result.stderr
+    assert "-- 8. requeue_to_sent (1 rows)" in result.stderr and "-- 9. requeue_to_queued (1 rows)" in result.stderr
+    assert "-- 2. requeue_lock_sent_log: " in result.stderr and "LOCK TABLE sent_log IN SHARE MODE" in result.stderr
     assert 'UPDATE "leads" AS t' in result.stderr and "FOR UPDATE SKIP LOCKED" in result.stderr
     assert statuses(db)[2] == "in-progress"
 
