@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 
 import queries
-from forensics.addresses import normalize_address
+from forensics.addresses import install_sql, normalize_address, normalize_label
 from forensics.errors import ConfigError, InputError
 
 SRM_ALPHA = 0.001  # flag a sample-ratio mismatch below this p-value
@@ -194,10 +194,11 @@ def _arm_rows(counted: list[dict], srm: dict | None, weights: dict | None) -> li
 
 
 def analyse(con, test_id: str, weights: dict[str, float] | None = None) -> AbReport:
-    """Contamination report for one test from the `sends` table of a DuckDB connection."""
+    """Contamination report for one test from the `sends` table of a DuckDB connection. The test id is
+    compared in normal form (`Subj` is ` subj`, as a campaign is) and reported as given."""
     test_id = test_id.strip()
-    queries.script(con, "address_duckdb_macro")  # the unit of an address is its normal form
-    queries.run(con, "ab_sends_build", {"test_id": test_id})
+    install_sql(con)  # the unit of an address is its normal form; a test id is compared in its own
+    queries.run(con, "ab_sends_build", {"test_key": normalize_label(test_id)})
     queries.run(con, "ab_units_build")
     overview = queries.one(con, "ab_overview")
     if overview["sends"] == 0:

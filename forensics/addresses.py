@@ -15,6 +15,11 @@ The SQL twins live beside it in queries/addresses.sql (`address_duckdb_macro`,
 
 msg_id → trim, then one pair of surrounding <> removed (SQL twin: mm_msgid /
 mm_msg_id in queries/providers.sql and queries/ingest.sql).
+
+A label — a campaign, a step, an A/B test id — has a normal form too (`normalize_label`), the
+same in Python, DuckDB and PostgreSQL: every decision that reads a label compares it so
+(`C1`, ` c1` are one campaign; `01`, `1` one step). Its SQL twin is `mm_label` in
+queries/labels.sql; tests/test_labels.py keeps the three equal. Stored values are never rewritten.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ WHITESPACE_CODE_POINTS = (
 )
 WHITESPACE = "".join(map(chr, WHITESPACE_CODE_POINTS))
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+_ASCII_DIGITS = "0123456789"
 
 
 def normalize_address(value: str | None) -> str | None:
@@ -43,11 +49,15 @@ def normalize_address(value: str | None) -> str | None:
 
 
 def normalize_label(value: str | None) -> str:
-    """A campaign or step name compared across sources: WHITESPACE trimmed, ASCII A-Z lower-cased.
+    """A campaign, step or test id as compared everywhere: WHITESPACE trimmed, ASCII A-Z lower-cased, and a
+    label of ASCII digits only without its leading zeros (`007` is `7`, `000` is `0`). None is ''.
 
-    SQL twin: reservation_campaign_label / reservation_step_label in queries/reservations.sql.
+    SQL twin: mm_label (queries/labels.sql), installed by install_sql.
     """
-    return (value or "").strip(WHITESPACE).translate(_ASCII_LOWER)
+    text = (value or "").strip(WHITESPACE).translate(_ASCII_LOWER)
+    if text and text.strip(_ASCII_DIGITS) == "":
+        return text.lstrip("0") or "0"
+    return text
 
 
 def normalize_msg_id(value: str | None) -> str | None:
@@ -61,12 +71,27 @@ def normalize_msg_id(value: str | None) -> str | None:
 
 
 def install_pg(conn) -> None:
-    """Create pg_temp.mm_address (the SQL twin) for this PostgreSQL session if missing.
+    """Create pg_temp.mm_address and pg_temp.mm_label (the SQL twins) for this PostgreSQL session if missing.
 
-    Runs in the caller's transaction: it lasts for the session once that commits,
-    and is created again by the next caller after a rollback.
+    Runs in the caller's transaction: they last for the session once that commits,
+    and are created again by the next caller after a rollback.
     """
     import queries
 
-    if not queries.one(conn, "address_pg_function_exists")["present"]:
+    present = queries.one(conn, "sql_twins_pg_present")
+    if not present["address"]:
         queries.run(conn, "address_pg_function")
+    if not present["label"]:
+        queries.run(conn, "label_pg_function")
+
+
+def install_sql(conn) -> None:
+    """The SQL twins for a PostgreSQL or DuckDB connection: PostgreSQL's session functions (install_pg), DuckDB's
+    temporary macros mm_address and mm_label (a DuckDB file opened read-only takes them too)."""
+    import queries
+
+    if queries.dialect_of(conn) == "postgres":
+        install_pg(conn)
+        return
+    queries.script(conn, "address_duckdb_macro")
+    queries.script(conn, "label_duckdb_macro")

@@ -1,10 +1,12 @@
 -- A/B contamination: analysis over the case's `sends` (DuckDB), then the
 -- exclusion/assignment tables in the durable store (PostgreSQL or DuckDB).
 -- The unit is the candidate id (trimmed; in its normal form when it is an address: mm_address),
--- else the normalised recipient address.
+-- else the normalised recipient address. A test id is compared in normal form ({twin:mm_label}, as a
+-- campaign is: `Subj-1` is ` subj-1`) and stored as given.
 
 -- name: ab_sends_build
--- The real sends of one test with their unit and trimmed variant (DuckDB temp table ab_sends).
+-- The real sends of one test (its id in normal form: :test_key) with their unit and trimmed variant (DuckDB temp
+-- table ab_sends).
 -- dialect: duckdb
 CREATE OR REPLACE TEMP TABLE ab_sends AS
 WITH tagged AS (
@@ -14,7 +16,7 @@ WITH tagged AS (
         nullif(trim(variant), '') AS variant,
         ts, source, line, msg_id
     FROM sends
-    WHERE trim(test_id) = :test_id
+    WHERE mm_label(test_id) = :test_key
 )
 SELECT
     coalesce(CASE WHEN strpos(cand, '@') > 0 THEN coalesce(mm_address(cand), cand) ELSE cand END, recipient) AS unit,
@@ -165,23 +167,29 @@ SELECT
     count(*) AS existing,
     count(*) FILTER (WHERE a.variant <> s.variant) AS differing
 FROM ab_stage_assignments AS s
-JOIN ab_assignments AS a ON a.test_id = s.test_id AND a.unit = s.unit
+JOIN ab_assignments AS a ON {twin:mm_label}(a.test_id) = {twin:mm_label}(s.test_id) AND a.unit = s.unit
 
 -- name: ab_insert_exclusions
--- Write the staged exclusions; rows already there are left exactly as they are. Returns the units inserted.
+-- Write the staged exclusions; rows already there (in any spelling of the test id) are left exactly as they are.
+-- Returns the units inserted.
 -- dialect: duckdb postgres
 INSERT INTO ab_exclusions (test_id, unit, reason, variants, excluded_at, run_id)
-SELECT test_id, unit, reason, variants, current_timestamp, run_id
-FROM ab_stage_exclusions
+SELECT s.test_id, s.unit, s.reason, s.variants, current_timestamp, s.run_id
+FROM ab_stage_exclusions AS s
+WHERE NOT EXISTS (SELECT 1 FROM ab_exclusions AS e
+                  WHERE {twin:mm_label}(e.test_id) = {twin:mm_label}(s.test_id) AND e.unit = s.unit)
 ON CONFLICT (test_id, unit) DO NOTHING
 RETURNING unit
 
 -- name: ab_insert_assignments
--- Write the staged assignments; an existing assignment is never changed (sticky). Returns the units inserted.
+-- Write the staged assignments; an existing assignment (in any spelling of the test id) is never changed nor
+-- doubled (sticky). Returns the units inserted.
 -- dialect: duckdb postgres
 INSERT INTO ab_assignments (test_id, unit, variant, assigned_at, source)
-SELECT test_id, unit, variant, current_timestamp, source
-FROM ab_stage_assignments
+SELECT s.test_id, s.unit, s.variant, current_timestamp, s.source
+FROM ab_stage_assignments AS s
+WHERE NOT EXISTS (SELECT 1 FROM ab_assignments AS a
+                  WHERE {twin:mm_label}(a.test_id) = {twin:mm_label}(s.test_id) AND a.unit = s.unit)
 ON CONFLICT (test_id, unit) DO NOTHING
 RETURNING unit
 
@@ -193,18 +201,26 @@ FROM information_schema.tables
 WHERE table_name = 'ab_assignments' AND table_schema = current_schema()
 
 -- name: ab_lookup_assignment
--- The stored arm of one unit in one test, if any.
+-- The stored arm of one unit in one test (its id in normal form: :test_key), if any; the first one stored when
+-- two spellings of the test id hold one.
 -- dialect: duckdb postgres
 SELECT variant, assigned_at, source
 FROM ab_assignments
-WHERE test_id = :test_id AND unit = :unit
+WHERE {twin:mm_label}(test_id) = :test_key AND unit = :unit
+ORDER BY assigned_at, test_id
+LIMIT 1
 
 -- name: ab_stored_exclusion_units
--- The units a test already excludes (a plan leaves them out: they are not a change).
+-- The units a test (its id in normal form) already excludes (a plan leaves them out: they are not a change).
 -- dialect: duckdb postgres
-SELECT unit FROM ab_exclusions WHERE test_id = :test_id
+SELECT DISTINCT unit FROM ab_exclusions WHERE {twin:mm_label}(test_id) = :test_key
 
 -- name: ab_stored_assignments
--- The arms a test already stores per unit (a plan leaves them out; sticky, never changed).
+-- The arms a test (its id in normal form) already stores per unit, the first stored per unit (a plan leaves them
+-- out; sticky, never changed).
 -- dialect: duckdb postgres
-SELECT unit, variant FROM ab_assignments WHERE test_id = :test_id
+SELECT unit, variant FROM (
+    SELECT unit, variant, row_number() OVER (PARTITION BY unit ORDER BY assigned_at, test_id) AS n
+    FROM ab_assignments WHERE {twin:mm_label}(test_id) = :test_key
+) AS stored
+WHERE n = 1

@@ -38,7 +38,8 @@ SELECT nullif(lower(CASE WHEN right(btrim(address COLLATE "C", ws), 1) = '>'
                          ELSE btrim(address COLLATE "C", ws) END), '')
 $$
 
--- name: address_pg_function_exists
--- PostgreSQL: has this session created pg_temp.mm_address yet?
+-- name: sql_twins_pg_present
+-- PostgreSQL: has this session created pg_temp.mm_address and pg_temp.mm_label (queries/labels.sql) yet?
 -- dialect: postgres
-SELECT to_regprocedure('pg_temp.mm_address(text, text)') IS NOT NULL AS present
+SELECT to_regprocedure('pg_temp.mm_address(text, text)') IS NOT NULL AS address,
+       to_regprocedure('pg_temp.mm_label(text)') IS NOT NULL AS label

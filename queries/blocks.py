@@ -13,7 +13,8 @@ from functools import lru_cache
 from importlib import resources
 
 DIALECTS = ("duckdb", "postgres")
-KINDS = ("ident", "idents", "lit", "frag", "list", "union", "block")
+KINDS = ("ident", "idents", "lit", "frag", "list", "union", "block", "twin")
+TWINS = ("mm_address", "mm_label")  # the session functions of forensics.addresses.install_sql
 
 _NAME = re.compile(r"^--\s*name:\s*([A-Za-z_]\w*)\s*$")
 _HEADER = re.compile(r"^--\s*(dialect|fragments):\s*(.*?)\s*$")
@@ -106,6 +107,8 @@ def _checked(query: Query) -> Query:
             raise QueryError(f"{where}: unknown placeholder kind {kind!r} in {{{kind}:{name}}}")
         if kind in ("frag", "list", "union") and name not in query.fragments:
             raise QueryError(f"{where}: {{{kind}:{name}}} has no `-- fragments: {name}=...` line")
+        if kind == "twin" and name not in TWINS:
+            raise QueryError(f"{where}: {{twin:{name}}} is not one of {', '.join(TWINS)}")
     return query
 
 

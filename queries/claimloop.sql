@@ -32,8 +32,8 @@ SELECT to_regclass(:sequence) IS NOT NULL AS present
 
 -- name: claimloop_claim_batch
 -- Atomically claim up to :batch_size queued leads (rows others are claiming are skipped) under one new fencing token.
--- A lead with no address, or whose person holds an unconfirmed reservation for this campaign and step, waits:
--- a send may be out for them. {frag:candidate} is the candidate column (claimloop_candidate_column), or NULL
+-- A lead with no address, or whose person holds an unconfirmed reservation for this campaign and step (in any
+-- spelling: compared in normal form), waits: a send may be out for them. {frag:candidate} is the candidate column (claimloop_candidate_column), or NULL
 -- when the leads carry none.
 -- dialect: postgres
 -- fragments: candidate=NULL|claimloop_candidate_column
@@ -47,7 +47,8 @@ WITH picked AS (
       AND pg_temp.mm_address(t.{ident:email}::text) IS NOT NULL
       AND NOT EXISTS (
           SELECT 1 FROM send_reservation AS r
-          WHERE r.campaign = :campaign AND r.step = :step AND r.msg_id IS NULL
+          WHERE pg_temp.mm_label(r.campaign) = :campaign_key AND pg_temp.mm_label(r.step) = :step_key
+            AND r.msg_id IS NULL
             AND ((r.key_kind = 'address' AND r.key_value = pg_temp.mm_address(t.{ident:email}::text))
                  OR (r.key_kind = 'candidate' AND r.key_value = CAST({frag:candidate} AS text)))
             AND NOT {block:reservation_in_sent_log})
@@ -116,11 +117,6 @@ SELECT to_regclass(:table) IS NOT NULL AS present
 -- dialect: postgres
 SELECT to_regclass('sent_log') IS NOT NULL AND to_regclass('send_reservation') IS NOT NULL
        AND to_regclass('send_reservation_released') IS NOT NULL AS present
-
--- name: claimloop_sent_log_steps
--- The steps sent_log holds for a campaign (named when a loop is started without a step); NULL table = none.
--- dialect: postgres
-SELECT DISTINCT step FROM sent_log WHERE campaign = :campaign AND step <> '' ORDER BY step
 
 -- name: claimloop_release
 -- Give back the batch's leads we still hold but did not send (claim cleared), guarded by our token.

@@ -17,20 +17,6 @@ SELECT t.{ident:claimed_at} AS claimed_at FROM {ident:table} AS t LIMIT 0
 -- dialect: postgres
 SELECT now() AT TIME ZONE CAST(:claimed_at_zone AS text) AS local_now
 
--- name: requeue_sent_log_pairs
--- Every (campaign, step) the sent-log holds, read by skipping along its (campaign, step, recipient) index.
--- dialect: postgres
-WITH RECURSIVE pairs AS (
-    (SELECT campaign, step FROM sent_log ORDER BY campaign, step LIMIT 1)
-    UNION ALL
-    SELECT n.campaign, n.step
-    FROM pairs AS p
-        CROSS JOIN LATERAL (SELECT s.campaign, s.step FROM sent_log AS s
-                            WHERE (s.campaign, s.step) > (p.campaign, p.step)
-                            ORDER BY s.campaign, s.step LIMIT 1) AS n
-)
-SELECT campaign, step FROM pairs
-
 -- name: requeue_claimed_instant
 -- Template: the claim time as an instant. A timestamptz column as it is; a timestamp column (no zone) read in
 -- :claimed_at_zone, never in the session's TimeZone (claims.py refuses such a column without a zone).
@@ -89,8 +75,8 @@ WHERE t.{ident:status} = :status_in_progress
   AND EXISTS (
       SELECT 1 FROM send_reservation AS r
       WHERE r.key_kind = 'address' AND r.key_value = pg_temp.mm_address(t.{ident:email}::text) AND r.msg_id IS NULL
-        AND (CAST(:campaign_key AS text) IS NULL OR {block:reservation_campaign_label} = :campaign_key)
-        AND (CAST(:step_key AS text) IS NULL OR {block:reservation_step_label} = :step_key)
+        AND (CAST(:campaign_key AS text) IS NULL OR pg_temp.mm_label(r.campaign) = :campaign_key)
+        AND (CAST(:step_key AS text) IS NULL OR pg_temp.mm_label(r.step) = :step_key)
         AND NOT {block:reservation_in_sent_log})
 
 -- name: requeue_count_no_claim_time

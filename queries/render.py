@@ -12,6 +12,8 @@ Placeholders say what they hold, and each kind is filled one way only:
     {list:x}     a non-empty list of such choices, comma-separated
     {union:x}    a non-empty list of such choices joined by UNION ALL
     {block:x}    block x's SQL, inlined when the blocks are loaded
+    {twin:x}     a session function of forensics.addresses.install_sql (mm_address, mm_label): pg_temp.x on
+                 PostgreSQL (which never looks up a function in pg_temp unqualified), x on DuckDB
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ def statements(query: Query, dialect: str, values: dict) -> list[str]:
 
 def _checked_values(query: Query, values: dict) -> dict:
     """The values the block's placeholders use (like parameters, others are left out); none may be missing."""
-    wanted = [name for name, kind in query.placeholders.items() if kind != "block"]
+    wanted = [name for name, kind in query.placeholders.items() if kind not in ("block", "twin")]
     missing = [name for name in wanted if name not in values]
     if missing:
         raise QueryError(f"{query.name}: no value for {', '.join(missing)}")
@@ -63,6 +65,10 @@ def _filled(query: Query, text: str, dialect: str | None, values: dict) -> str:
 
     def token(match) -> str:
         kind, name, param = match.groups()
+        if kind == "twin":
+            if dialect is None:
+                raise QueryError(f"{query.name}: {{twin:{name}}} in a fragment")
+            return f"pg_temp.{name}" if postgres else name
         if kind:
             value = _value(query, kind, name, values[name], dialect)
             return value.replace("%", "%%") if postgres else value

@@ -1,8 +1,9 @@
 -- Send reservations (remediation/reservations.py): one durable row per key of a person about to be
 -- emailed a (campaign, step), committed BEFORE the provider call. Every block but the two existence
--- checks runs unchanged on PostgreSQL and DuckDB. A reservation is "unconfirmed" while it has no
--- msg_id and sent_log holds no matching send: a send may have gone out, so it counts as sent until a
--- backfill or a person says not.
+-- checks and the key lock runs unchanged on PostgreSQL and DuckDB. A reservation is "unconfirmed" while
+-- it has no msg_id and sent_log holds no matching send: a send may have gone out, so it counts as sent
+-- until a backfill or a person says not. A campaign or step someone names is compared with a
+-- reservation's in normal form ({twin:mm_label}, keys from remediation.labels.label_keys).
 
 -- name: reservation_create_table
 -- The reservations: the primary key is what makes a second send for the same person impossible.
@@ -70,18 +71,31 @@ WHERE campaign = :campaign AND step = :step AND key_kind = :key_kind AND key_val
 
 -- name: reservation_in_sent_log
 -- Template: whether the sent-log holds reservation r's send: a row of its campaign, of its step (or of no
--- step), to its address. A reservation so recorded is sent, confirmed or not.
+-- step), to its address. A reservation so recorded is sent, confirmed or not. Spelled as the reservation
+-- spells them (its sender records the send so; an index probe): a send recorded in another spelling leaves
+-- the reservation unconfirmed, which counts as sent, and releasing it is safe (every check reads the
+-- sent-log in normal form).
 -- dialect: duckdb postgres
 EXISTS (SELECT 1 FROM sent_log AS s
         WHERE s.campaign = r.campaign AND (s.step = r.step OR s.step = '') AND s.recipient = r.recipient)
 
+-- name: reservation_lock_key
+-- PostgreSQL: wait for any other transaction reserving this key under a spelling of this campaign and step
+-- (:lock_key, their normal forms), until it ends: the table's key compares spellings exactly.
+-- dialect: postgres
+SELECT pg_advisory_xact_lock(hashtextextended(:lock_key, 0))
+
 -- name: reservation_holder
--- The reservation that holds one key, and whether its send is recorded (msg_id, or a matching sent_log row).
+-- The oldest reservation that holds one key in any spelling of the campaign and step, and whether its send is
+-- recorded (msg_id, or a matching sent_log row).
 -- dialect: duckdb postgres
 SELECT r.reservation, r.worker, r.reserved_at, r.msg_id,
        r.msg_id IS NOT NULL OR {block:reservation_in_sent_log} AS recorded
 FROM send_reservation AS r
-WHERE r.campaign = :campaign AND r.step = :step AND r.key_kind = :key_kind AND r.key_value = :key_value
+WHERE r.key_kind = :key_kind AND r.key_value = :key_value
+  AND {twin:mm_label}(r.campaign) = :campaign_key AND {twin:mm_label}(r.step) = :step_key
+ORDER BY r.reserved_at, r.reservation
+LIMIT 1
 
 -- name: reservation_confirm
 -- After the send: stamp the provider's message id on our reservation's keys (ours = same reservation and token).
@@ -98,41 +112,31 @@ RETURNING key_kind
 SELECT r.campaign, r.step, r.recipient, r.candidate, r.worker, r.reserved_at, r.msg_id,
        r.msg_id IS NOT NULL OR {block:reservation_in_sent_log} AS recorded
 FROM send_reservation AS r
-WHERE r.key_kind = 'address' AND r.key_value = :recipient AND r.campaign = :campaign
-  AND (CAST(:step AS TEXT) IS NULL OR r.step = :step)
+WHERE r.key_kind = 'address' AND r.key_value = :recipient AND {twin:mm_label}(r.campaign) = :campaign_key
+  AND (CAST(:step_key AS TEXT) IS NULL OR {twin:mm_label}(r.step) = :step_key)
 ORDER BY r.reserved_at DESC
 LIMIT 1
 
--- name: reservation_campaign_label
--- Template: a reservation's campaign in normal form (forensics.addresses.normalize_label: :label_ws trimmed,
--- A-Z lower-cased), to compare with a normalised --campaign (requeue-stale, sentlog unconfirmed).
--- dialect: duckdb postgres
-translate(trim(BOTH CAST(:label_ws AS text) FROM r.campaign), 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')
-
--- name: reservation_step_label
--- Template: a reservation's step in normal form, as reservation_campaign_label.
--- dialect: duckdb postgres
-translate(trim(BOTH CAST(:label_ws AS text) FROM r.step), 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')
-
 -- name: reservation_unconfirmed
--- Unconfirmed reservations (no msg_id, no matching sent_log row), one row per reservation, oldest first;
--- :campaign and :step come in normal form (forensics.addresses.normalize_label) and are compared with it.
+-- Unconfirmed reservations (no msg_id, no matching sent_log row), one row per reservation, oldest first, of a
+-- campaign and step compared in normal form (NULL = any).
 -- dialect: duckdb postgres
 SELECT r.campaign, r.step, r.recipient, r.candidate, r.reservation, r.worker, r.token, r.reserved_at
 FROM send_reservation AS r
 WHERE r.key_kind = 'address' AND r.msg_id IS NULL
-  AND (CAST(:campaign AS TEXT) IS NULL OR {block:reservation_campaign_label} = :campaign)
-  AND (CAST(:step AS TEXT) IS NULL OR {block:reservation_step_label} = :step)
+  AND (CAST(:campaign_key AS TEXT) IS NULL OR {twin:mm_label}(r.campaign) = :campaign_key)
+  AND (CAST(:step_key AS TEXT) IS NULL OR {twin:mm_label}(r.step) = :step_key)
   AND NOT {block:reservation_in_sent_log}
 ORDER BY r.reserved_at, r.campaign, r.step, r.recipient
 
 -- name: reservation_of_person
--- The reservations a person's release names: by address or candidate, in one campaign and step.
+-- The reservations a person's release names: by address or candidate, in one campaign and step (compared in
+-- normal form), each with its own campaign and step as stored.
 -- dialect: duckdb postgres
-SELECT DISTINCT r.reservation, r.recipient, r.candidate, r.worker, r.reserved_at,
+SELECT DISTINCT r.campaign, r.step, r.reservation, r.recipient, r.candidate, r.worker, r.reserved_at,
        r.msg_id IS NOT NULL OR {block:reservation_in_sent_log} AS recorded
 FROM send_reservation AS r
-WHERE r.campaign = :campaign AND r.step = :step
+WHERE {twin:mm_label}(r.campaign) = :campaign_key AND {twin:mm_label}(r.step) = :step_key
   AND ((r.key_kind = 'address' AND r.key_value = :recipient) OR (r.key_kind = 'candidate' AND r.key_value = :candidate))
 ORDER BY r.reserved_at
 

@@ -27,14 +27,35 @@ CREATE INDEX IF NOT EXISTS sent_log_campaign_step_recipient ON sent_log (campaig
 -- dialect: postgres
 SELECT pg_advisory_xact_lock(724531601)
 
+-- name: sent_log_pairs_pg
+-- PostgreSQL: every (campaign, step) the sent-log holds, read by skipping along its (campaign, step, recipient)
+-- index (remediation.labels matches a filter to them).
+-- dialect: postgres
+WITH RECURSIVE pairs AS (
+    (SELECT campaign, step FROM sent_log ORDER BY campaign, step LIMIT 1)
+    UNION ALL
+    SELECT n.campaign, n.step
+    FROM pairs AS p
+        CROSS JOIN LATERAL (SELECT s.campaign, s.step FROM sent_log AS s
+                            WHERE (s.campaign, s.step) > (p.campaign, p.step)
+                            ORDER BY s.campaign, s.step LIMIT 1) AS n
+)
+SELECT campaign, step FROM pairs
+
+-- name: sent_log_pairs_duckdb
+-- DuckDB: every (campaign, step) the sent-log holds.
+-- dialect: duckdb
+SELECT DISTINCT campaign, step FROM sent_log ORDER BY campaign, step
+
 -- name: sent_log_already_sent
--- True if the recipient was sent this campaign (and step; a row of unknown step '' counts, to be safe).
+-- True if the recipient has a row under one of the (campaign, step) spellings remediation.labels selected for the
+-- filter (the rows of unknown step '' among them, to be safe). An index probe per spelling.
 -- dialect: duckdb postgres
 SELECT EXISTS (
     SELECT 1 FROM sent_log
-    WHERE campaign = :campaign
+    WHERE campaign = ANY(CAST(:scope_campaigns AS TEXT[]))
+      AND step = ANY(CAST(:scope_steps AS TEXT[]))
       AND recipient = :recipient
-      AND (CAST(:step AS TEXT) IS NULL OR step = :step OR step = '')
 ) AS already_sent
 
 -- name: sent_log_record_send
@@ -197,13 +218,14 @@ ORDER BY msg_id, recipient
 SELECT count(*) AS n FROM sent_log
 
 -- name: sent_log_lookup
--- The sends recorded for a recipient in a campaign, newest first (for `sentlog check` output).
+-- The newest send recorded for a recipient under the selected (campaign, step) spellings, as sent_log_already_sent
+-- (for `sentlog check` output).
 -- dialect: duckdb postgres
 SELECT campaign, step, recipient, msg_id, sent_at, provider
 FROM sent_log
-WHERE campaign = :campaign
+WHERE campaign = ANY(CAST(:scope_campaigns AS TEXT[]))
+  AND step = ANY(CAST(:scope_steps AS TEXT[]))
   AND recipient = :recipient
-  AND (CAST(:step AS TEXT) IS NULL OR step = :step OR step = '')
 ORDER BY sent_at DESC NULLS LAST
 LIMIT 1
 

@@ -6,6 +6,9 @@ finds them is `forensics.ab.analyse`.
 - `apply_plan(store, plan)` writes exactly those rows in one transaction, ON CONFLICT DO NOTHING,
   so a second run, or a concurrent one, changes nothing and a stored assignment is never changed.
 - `stored_assignment(store, test_id, unit)` reads a sticky assignment back (for `ab-assign`).
+
+A test id is compared in normal form wherever the store is read (forensics.addresses.normalize_label,
+SQL twin mm_label), so ` Subj` finds what `subj` stored; it is stored as given.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 
 import queries
 from forensics.ab import AbReport
+from forensics.addresses import install_sql, normalize_label
 from forensics.errors import DatabaseError
 from remediation import audit
 from remediation.audit import new_run_id  # noqa: F401  (one run-id format for every remediation)
@@ -75,7 +79,8 @@ def pending(store, plan: AbPlan) -> AbPlan:
 
     if not queries.run(store.conn, "ab_assignments_present").fetchone()[0]:
         return plan
-    params = {"test_id": plan.test_id}
+    install_sql(store.conn)
+    params = {"test_key": normalize_label(plan.test_id)}
     excluded = pa.array([r["unit"] for r in queries.rows(store.conn, "ab_stored_exclusion_units", params)],
                         pa.string())
     stored = {r["unit"]: r["variant"] for r in queries.rows(store.conn, "ab_stored_assignments", params)}
@@ -108,6 +113,7 @@ def _pg_stage(cur, plan: AbPlan) -> None:
 
 def _pg_apply(conn, plan: AbPlan) -> tuple[int, int, int, int]:
     with conn.transaction(), conn.cursor() as cur:
+        install_sql(conn)
         queries.run(cur, "ab_pg_ddl_lock")
         queries.run(cur, "ab_create_exclusions")
         queries.run(cur, "ab_create_assignments")
@@ -131,6 +137,7 @@ def _duck_apply(con, plan: AbPlan) -> tuple[int, int, int, int]:
     con.register("ab_stage_exclusions", plan.exclusions)
     con.register("ab_stage_assignments", plan.assignments)
     try:
+        install_sql(con)
         con.begin()
         queries.run(con, "ab_create_exclusions")
         queries.run(con, "ab_create_assignments")
@@ -167,7 +174,9 @@ def stored_assignment(store, test_id: str, unit: str) -> dict | None:
     try:
         if not queries.run(store.conn, "ab_assignments_present").fetchone()[0]:
             return None
-        row = queries.run(store.conn, "ab_lookup_assignment", {"test_id": test_id, "unit": unit}).fetchone()
+        install_sql(store.conn)
+        row = queries.run(store.conn, "ab_lookup_assignment",
+                          {"test_key": normalize_label(test_id), "unit": unit}).fetchone()
     except Exception as exc:
         if not _is_driver_error(exc):
             raise

@@ -7,7 +7,9 @@
 
     stats = claimloop.run(dsn, claimloop.LoopConfig(campaign="c-42", step="1"), send)
 
-`run` creates what it needs and refuses an empty campaign or step. Each round:
+`run` creates what it needs and refuses an empty campaign or step, and a campaign or step the sent-log
+holds no row of (compared in normal form, remediation.labels) unless `no_sends_yet=True` says it is new.
+Each round:
 
 1. **claim** a batch atomically (`FOR UPDATE SKIP LOCKED`), stamping worker, claim
    time (the lease starts on the server's clock) and a **fencing token** from a
@@ -39,7 +41,7 @@ from typing import Any, Callable
 import queries
 from forensics.addresses import install_pg, normalize_address, normalize_msg_id
 from forensics.errors import InputError
-from remediation import reservations, sentlog
+from remediation import labels, reservations, sentlog
 from remediation.claims import LeadsTable
 from remediation.errors import RefusedError
 from remediation.identifiers import parse_name
@@ -66,6 +68,7 @@ class LoopConfig:
     reclaim_expired: bool = False  # also take over expired claims (else requeue-stale does it)
     provider: str | None = None
     candidate_column: str | None = None  # a person's id on the lead (not the lead row's id): a second key
+    no_sends_yet: bool = False  # run a campaign/step the sent-log holds no row of (a new one) instead of refusing
 
     @property
     def heartbeat_interval(self) -> float:
@@ -84,7 +87,7 @@ class LoopConfig:
     def params(self, **extra) -> dict:
         t = self.table
         return {"status_queued": t.queued, "status_in_progress": t.in_progress, "status_sent": t.sent,
-                "campaign": self.campaign, "step": self.step, **extra}
+                "campaign": self.campaign, "step": self.step, **labels.label_keys(self.campaign, self.step), **extra}
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,9 @@ class Lead:
 class Batch:
     token: int | None
     leads: tuple[Lead, ...]
+    # The sent-log's spellings of the campaign and step, read once per batch (not per lead); a spelling first recorded
+    # later is read with the next batch, and the reservations (normal form) hold a person another loop is sending to.
+    scope: labels.Scope | None = None
 
     @property
     def keys(self) -> list:
@@ -173,18 +179,10 @@ def prepare(conn, cfg: LoopConfig) -> None:
 
 
 def _refuse_empty_scope(conn, cfg: LoopConfig) -> None:
-    if not cfg.campaign.strip():
-        raise RefusedError("LoopConfig.campaign is empty: name the campaign these sends belong to")
-    if cfg.step.strip():
-        return
+    """An empty campaign or step, or one naming nothing in the sent-log (labels.refuse_loop_scope)."""
     with conn.transaction():
-        steps = []
-        if queries.run(conn, "claimloop_store_ready").fetchone()[0]:
-            rows = queries.rows(conn, "claimloop_sent_log_steps", {"campaign": cfg.campaign})
-            steps = [row["step"] for row in rows]
-    held = f"sent_log holds step(s) {', '.join(map(repr, steps))}" if steps else "sent_log holds no step"
-    raise RefusedError(f"LoopConfig.step is empty: a send needs its step, or people already sent a step would be "
-                       f"emailed again; {held} for campaign {cfg.campaign!r}")
+        pairs = labels.sent_log_pairs(conn) if sentlog.table_present(conn) else []
+    labels.refuse_loop_scope(pairs, cfg.campaign, cfg.step, cfg.no_sends_yet)
 
 
 # --------------------------------------------------------------------------- claims
@@ -198,9 +196,10 @@ def claim_batch(conn, cfg: LoopConfig) -> Batch:
     with conn.transaction():
         install_pg(conn)
         rows = queries.run(conn, "claimloop_claim_batch", params, **cfg.idents()).fetchall()
+        scope = labels.sent_log_scope(conn, cfg.campaign, cfg.step) if rows else None
     leads = tuple(Lead(key, text, email, token, cfg.campaign, cfg.step, candidate)
                   for key, text, email, token, candidate in rows)
-    return Batch(leads[0].token if leads else None, leads)
+    return Batch(leads[0].token if leads else None, leads, scope)
 
 
 def renew(conn, cfg: LoopConfig, batch: Batch) -> int:
@@ -229,15 +228,16 @@ def count_without_address(conn, cfg: LoopConfig) -> int:
 # --------------------------------------------------------------------------- one lead: reserve, send, record
 
 
-def reserve_lead(conn, cfg: LoopConfig, lead: Lead) -> str:
-    """One committed transaction: 'reserved' (send now), 'already-sent', 'held' (given back) or 'fenced'."""
+def reserve_lead(conn, cfg: LoopConfig, lead: Lead, scope: labels.Scope | None = None) -> str:
+    """One committed transaction: 'reserved' (send now), 'already-sent', 'held' (given back) or 'fenced'.
+    `scope`: the batch's sent-log spellings (Batch.scope); read now without it."""
     idents, params = cfg.idents(), cfg.params(key=lead.key, token=lead.token)
     with conn.transaction():
         if queries.run(conn, "claimloop_lock_lead", params, **idents).fetchone() is None:
             return "fenced"
         if lead.address is None:
             raise InputError(f"lead {lead.key_text} has no address to reserve")
-        if sentlog.recorded(conn, cfg.campaign, cfg.step, lead.email):
+        if sentlog.recorded(conn, cfg.campaign, cfg.step, lead.email, scope):
             queries.run(conn, "claimloop_mark_sent", params, **idents)
             return "already-sent"
         taken = reservations.reserve(conn, cfg.campaign, cfg.step, lead.address, lead.candidate, cfg.worker,
@@ -266,9 +266,10 @@ def record_sent(conn, cfg: LoopConfig, lead: Lead, msg_id: str) -> str:
     return "sent" if confirmed and marked else "fenced-after-send"
 
 
-def process_lead(conn, cfg: LoopConfig, lead: Lead, send: Callable[[Lead], str]) -> str:
+def process_lead(conn, cfg: LoopConfig, lead: Lead, send: Callable[[Lead], str],
+                 scope: labels.Scope | None = None) -> str:
     """Reserve, send, record: 'sent', 'already-sent', 'held', 'fenced' or 'fenced-after-send'."""
-    outcome = reserve_lead(conn, cfg, lead)
+    outcome = reserve_lead(conn, cfg, lead, scope)
     if outcome != "reserved":
         return outcome
     return record_sent(conn, cfg, lead, send_reserved(conn, cfg, lead, send))
@@ -328,7 +329,7 @@ class Session:
 def process_batch(session: Session, cfg: LoopConfig, batch: Batch, send: Callable[[Lead], str],
                   stats: RunStats) -> None:
     for lead in batch.leads:
-        outcome = reserve_lead(session.conn, cfg, lead)
+        outcome = reserve_lead(session.conn, cfg, lead, batch.scope)
         if outcome == "reserved":
             outcome = session.record(lead, send_reserved(session.conn, cfg, lead, send))
         _count(stats, outcome)

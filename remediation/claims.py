@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import queries
-from forensics.addresses import WHITESPACE, install_pg, normalize_label
+from forensics.addresses import install_pg
 from forensics.errors import ConfigError
 from forensics.textsafe import terminal_safe
-from remediation import audit, reservations
+from remediation import audit, labels, reservations
 from remediation.errors import RefusedError
 from remediation.identifiers import TableName, parse_mapping, parse_table
 from remediation.lease import LEASE_MARGIN, lease_warnings, worst_batch, worst_batch_from_logs  # noqa: F401
@@ -157,9 +157,7 @@ def _reserved(conn, table: LeadsTable, stale: list[StaleLead], campaign: str | N
     """Key texts of in-progress leads (the stale among them) whose person holds an unconfirmed send reservation."""
     if not stale or not reservations.table_exists(conn):
         return set()
-    params = {"status_in_progress": table.in_progress, "label_ws": WHITESPACE,
-              "campaign_key": None if campaign is None else normalize_label(campaign),
-              "step_key": None if step is None else normalize_label(step)}
+    params = {"status_in_progress": table.in_progress, **labels.label_keys(campaign, step)}
     return {row[0] for row in queries.run(conn, "requeue_reserved_unconfirmed", params, **table.idents()).fetchall()}
 
 

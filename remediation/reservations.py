@@ -2,9 +2,11 @@
 does not deduplicate.
 
 A sender reserves every key of the person — the normal form of the address, and the candidate id
-when the lead carries one — in a transaction it COMMITS before calling the provider. The table's
-primary key lets one reservation hold a key; a send goes ahead only when every key was free. After
-the call the send is recorded in sent_log and the reservation confirmed (remediation.claimloop).
+when the lead carries one — in a transaction it COMMITS before calling the provider. One reservation
+holds a key for every spelling of its campaign and step (compared in normal form, remediation.labels;
+on PostgreSQL a transaction lock on that normal form makes a second spelling wait for the first);
+a send goes ahead only when every key was free. After the call the send is recorded in sent_log and
+the reservation confirmed (remediation.claimloop).
 
 A reservation with no recorded send ("unconfirmed": its sender died or was cut off after reserving)
 counts as sent for every check. It is released only by a person (`release`, `mailmortem sentlog
@@ -21,8 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import queries
-from forensics.addresses import WHITESPACE, normalize_address, normalize_label
+from forensics.addresses import install_sql, normalize_address, normalize_label
 from forensics.errors import InputError
+from remediation import labels
 from remediation.errors import RefusedError
 from remediation.store import connection_kind
 
@@ -66,20 +69,33 @@ class Reserved:
 
 def reserve(conn: Any, campaign: str, step: str, address: str, candidate: str | None, worker: str,
             token: int | None) -> Reserved:
-    """Take every key of the person, or none: keys taken before a conflict are withdrawn. Never commits."""
-    conn, _kind = connection_kind(conn)
+    """Take every key of the person, or none: keys taken before a conflict are withdrawn. A key is taken when
+    no reservation holds it in any spelling of the campaign and step. Never commits: call it in a transaction."""
+    conn, kind = connection_kind(conn)
+    install_sql(conn)
     rid = reservation_id(campaign, step, address, candidate)
     row = {"campaign": campaign, "step": step, "reservation": rid, "recipient": address, "candidate": candidate,
-           "worker": worker, "token": token}
+           "worker": worker, "token": token, **labels.label_keys(campaign, step)}
     taken: list[tuple[str, str]] = []
     for key_kind, key_value in keys_of(address, candidate):
         params = {**row, "key_kind": key_kind, "key_value": key_value}
-        if queries.run(conn, "reservation_insert_key", params).fetchone() is None:
-            holder = queries.one(conn, "reservation_holder", params)
+        holder = _holder(conn, kind, params)
+        if holder is None and queries.run(conn, "reservation_insert_key", params).fetchone() is None:
+            holder = queries.one(conn, "reservation_holder", params)  # a legacy row the lock did not cover
+        if holder is not None:
             _withdraw_keys(conn, row, taken)
             return Reserved(False, rid, holder)
         taken.append((key_kind, key_value))
     return Reserved(True, rid)
+
+
+def _holder(conn: Any, kind: str, params: dict) -> dict | None:
+    """The reservation holding this key in any spelling; on PostgreSQL first wait for whoever is reserving it."""
+    if kind == "postgres":
+        lock_key = "\x1f".join(("mailmortem reservation", params["campaign_key"], params["step_key"],
+                                params["key_kind"], params["key_value"]))
+        queries.run(conn, "reservation_lock_key", {"lock_key": lock_key})
+    return queries.one(conn, "reservation_holder", params)
 
 
 def withdraw(conn: Any, campaign: str, step: str, address: str, candidate: str | None, token: int | None) -> None:
@@ -107,11 +123,13 @@ def confirm(conn: Any, campaign: str, step: str, reservation: str, token: int | 
 
 
 def for_address(conn_or_store: Any, campaign: str, step: str | None, recipient: str) -> dict | None:
-    """The newest reservation of `recipient` for the campaign (and step), recorded or not; None if none."""
+    """The newest reservation of `recipient` for the campaign (and step), recorded or not; None if none.
+    Campaign and step compare in normal form."""
     conn, _kind = connection_kind(conn_or_store)
     if not table_exists(conn):
         return None
-    params = {"campaign": campaign, "step": step, "recipient": normalize_address(recipient) or ""}
+    install_sql(conn)
+    params = {**labels.label_keys(campaign, step), "recipient": normalize_address(recipient) or ""}
     return queries.one(conn, "reservation_for_address", params)
 
 
@@ -121,7 +139,8 @@ def unconfirmed(conn_or_store: Any, campaign: str | None = None, step: str | Non
     conn, _kind = connection_kind(conn_or_store)
     if not table_exists(conn):
         return []
-    return queries.rows(conn, "reservation_unconfirmed", _label_params(campaign, step))
+    install_sql(conn)
+    return queries.rows(conn, "reservation_unconfirmed", labels.label_keys(campaign, step))
 
 
 def count_unconfirmed(conn: Any, campaign: str | None = None, step: str | None = None) -> int:
@@ -135,7 +154,8 @@ def listed_unconfirmed(conn_or_store: Any, campaign: str | None = None, step: st
     if not table_exists(conn):
         raise RefusedError("no send_reservation table here: nothing reserves sends in this store (the claim "
                            "loop creates it); pass the --db your senders use")
-    rows = queries.rows(conn, "reservation_unconfirmed", _label_params(campaign, step))  # the table is there
+    install_sql(conn)
+    rows = queries.rows(conn, "reservation_unconfirmed", labels.label_keys(campaign, step))  # the table is there
     if not rows and (campaign is not None or step is not None):
         _refuse_unmatched(conn, campaign, step)
     return rows
@@ -152,11 +172,6 @@ def _refuse_unmatched(conn: Any, campaign: str | None, step: str | None) -> None
 
 def _filter_text(campaign: str | None, step: str | None) -> str:
     return " ".join(part for part in (campaign and f"--campaign {campaign!r}", step and f"--step {step!r}") if part)
-
-
-def _label_params(campaign: str | None, step: str | None) -> dict:
-    return {"campaign": None if campaign is None else normalize_label(campaign),
-            "step": None if step is None else normalize_label(step), "label_ws": WHITESPACE}
 
 
 # --------------------------------------------------------------------------- releasing
@@ -180,7 +195,8 @@ def release_plan(conn_or_store: Any, campaign: str, step: str, recipient: str | 
         raise InputError("a release needs --campaign, --step and --recipient (or --candidate)")
     found = []
     if table_exists(conn):
-        params = {"campaign": campaign, "step": step, "recipient": address or "", "candidate": candidate or ""}
+        install_sql(conn)
+        params = {**labels.label_keys(campaign, step), "recipient": address or "", "candidate": candidate or ""}
         found = queries.rows(conn, "reservation_of_person", params)
     who = address or f"candidate {candidate}"
     if not found:
@@ -194,10 +210,11 @@ def release_plan(conn_or_store: Any, campaign: str, step: str, recipient: str | 
 
 
 def release(conn_or_store: Any, plan: ReleasePlan, released_by: str, reason: str) -> int:
-    """Release the plan's reservations in ONE transaction (archived first); returns how many were released."""
+    """Release the plan's reservations in ONE transaction (archived first); returns how many were released.
+    Each is named by its own campaign and step, as stored."""
     conn, kind = connection_kind(conn_or_store)
     with _transaction(conn, kind):
-        return sum(_release_one(conn, plan.campaign, plan.step, r["reservation"], released_by, reason)
+        return sum(_release_one(conn, r["campaign"], r["step"], r["reservation"], released_by, reason)
                    for r in plan.reservations)
 
 

@@ -3,6 +3,8 @@
 Every function takes a `remediation.store.Store` or a raw connection (psycopg 3 or
 DuckDB). `already_sent` and `record_send` never commit: a claim loop calls them
 inside its own transaction, and the record must commit together with the claim.
+Campaign and step are compared in normal form (remediation.labels: `C1` is ` c1`, step `01`
+is `1`); they are stored as given. What `sentlog check` answers is remediation.sentlog_check.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 import queries
 from forensics.addresses import normalize_address, normalize_msg_id
 from forensics.errors import DatabaseError, InputError
-from remediation import audit, reservations
+from remediation import audit, labels, reservations
 from remediation.store import connection_kind
 
 TABLE = "sent_log"
@@ -34,46 +36,51 @@ def ensure_schema(conn_or_store: Any) -> None:
         conn.commit()
 
 
-def _step_param(step: Any) -> str | None:
-    return None if step is None else str(step)
-
-
 def already_sent(conn_or_store: Any, campaign: Any, step: Any, recipient: str) -> bool:
     """Has `recipient` already been sent `campaign` (and `step`, if given)?
 
-    `step=None` matches any step; a recorded row whose step is unknown ('') matches
-    every step, because holding one email back is cheaper than sending it twice. A send
-    reservation counts as sent even unconfirmed (its sender may have emailed them).
-    Addresses are normalised exactly as `diagnose` does. Never commits.
+    Campaign and step compare in normal form (`C1` is ` c1`, `01` is `1`). `step=None` matches
+    any step; a recorded row whose step is unknown ('') matches every step, because holding one
+    email back is cheaper than sending it twice. A send reservation counts as sent even
+    unconfirmed (its sender may have emailed them). Addresses are normalised exactly as
+    `diagnose` does. Never commits. A campaign the sent-log does not hold answers False here:
+    `sentlog check` and the claim loop refuse it instead (labels.refuse_unmatched).
     """
     if recorded(conn_or_store, campaign, step, recipient):
         return True
-    scope = "" if campaign is None else str(campaign)
-    return reservations.for_address(conn_or_store, scope, _step_param(step), recipient) is not None
+    return reservations.for_address(conn_or_store, *labels.as_filter(campaign, step), recipient) is not None
 
 
-def recorded(conn_or_store: Any, campaign: Any, step: Any, recipient: str) -> bool:
-    """Does sent_log itself hold a send matching `already_sent`'s rule? (Reservations not counted.)"""
+def recorded(conn_or_store: Any, campaign: Any, step: Any, recipient: str,
+             scope: labels.Scope | None = None) -> bool:
+    """Does sent_log itself hold a send matching `already_sent`'s rule? (Reservations not counted.)
+
+    `scope`: the sent-log's spellings of the campaign and step read before (labels.sent_log_scope), else now."""
     conn, _kind = connection_kind(conn_or_store)
-    params = {"campaign": "" if campaign is None else str(campaign), "step": _step_param(step),
-              "recipient": normalize_address(recipient) or ""}
+    if scope is None:
+        scope = labels.sent_log_scope(conn, *labels.as_filter(campaign, step))
+    if not scope.campaigns:
+        return False
+    params = {**scope.params(), "recipient": normalize_address(recipient) or ""}
     row = queries.run(conn, "sent_log_already_sent", params).fetchone()
     return bool(row and row[0])
 
 
-def last_send(conn_or_store: Any, campaign: Any, step: Any, recipient: str) -> dict | None:
+def last_send(conn_or_store: Any, campaign: Any, step: Any, recipient: str,
+              scope: labels.Scope | None = None) -> dict | None:
     """The most recent recorded send matching `already_sent`'s rule, as a dict (or None).
 
     Without a recorded send, a reservation of the person is returned with `unconfirmed: True`
     (msg_id and sent_at None, reserved_at and worker set): it counts as sent.
     """
     conn, _kind = connection_kind(conn_or_store)
-    params = {"campaign": "" if campaign is None else str(campaign), "step": _step_param(step),
-              "recipient": normalize_address(recipient) or ""}
-    found = queries.one(conn, "sent_log_lookup", params)
+    if scope is None:
+        scope = labels.sent_log_scope(conn, *labels.as_filter(campaign, step))
+    params = {**scope.params(), "recipient": normalize_address(recipient) or ""}
+    found = queries.one(conn, "sent_log_lookup", params) if scope.campaigns else None
     if found is not None:
         return found
-    held = reservations.for_address(conn, params["campaign"], params["step"], recipient)
+    held = reservations.for_address(conn, *labels.as_filter(campaign, step), recipient)
     return None if held is None else {**held, "sent_at": None, "provider": None, "unconfirmed": True}
 
 
@@ -81,48 +88,6 @@ def table_present(conn_or_store: Any) -> bool:
     """Does sent_log exist? Asked by reads, which never create it."""
     conn, _kind = connection_kind(conn_or_store)
     return bool(queries.one(conn, "sent_log_present")["present"])
-
-
-def checked_address(recipient: str) -> str:
-    """The normal form of an address a person typed, or InputError: an empty or @-less value is no address
-    and must not be answered "not sent"."""
-    address = normalize_address(recipient) or ""
-    local, at, domain = address.rpartition("@")
-    if not at or not local or not domain:
-        raise InputError(f"{recipient!r} is not an email address: pass --recipient user@domain")
-    return address
-
-
-def check(conn_or_store: Any, campaign: Any, step: Any, recipient: str | None = None,
-          candidate: str | None = None) -> dict | None:
-    """What `sentlog check` answers: `last_send` for the recipient and, for a candidate, for every address
-    the sent-log or the reservations hold for them (and sent_log rows carrying the candidate id).
-
-    A missing sent_log is an error, never "not sent": this read creates nothing."""
-    addresses = [checked_address(recipient)] if recipient is not None else []
-    candidate = (candidate or "").strip() or None
-    if recipient is None and candidate is None:
-        raise InputError("pass --recipient or --candidate")
-    if not table_present(conn_or_store):
-        raise InputError("no sent_log table in this database: nothing says who was emailed; "
-                         "run `mailmortem backfill-sentlog --provider-export … --db …` first")
-    if candidate:
-        addresses += [a for a in candidate_addresses(conn_or_store, candidate) if a not in addresses]
-    hits = [hit for hit in (last_send(conn_or_store, campaign, step, a) for a in addresses) if hit]
-    recorded_hits = [hit for hit in hits if not hit.get("unconfirmed")]
-    if recorded_hits:
-        return max(recorded_hits, key=lambda hit: (hit["sent_at"] is not None, hit["sent_at"] or dt.datetime.min))
-    return hits[0] if hits else None
-
-
-def candidate_addresses(conn_or_store: Any, candidate: str) -> list[str]:
-    """Every address recorded (sent_log.candidate) or reserved for the candidate, sorted."""
-    conn, _kind = connection_kind(conn_or_store)
-    found = {row["recipient"] for row in queries.rows(conn, "sent_log_candidate_addresses", {"candidate": candidate})}
-    if reservations.table_exists(conn):
-        found |= {row["recipient"] for row in
-                  queries.rows(conn, "reservation_candidate_addresses", {"candidate": candidate})}
-    return sorted(found)
 
 
 def record_send(conn_or_store: Any, campaign: Any, step: Any, recipient: str, msg_id: str,

@@ -23,8 +23,8 @@ TEST_ID = "subj-2026-11"
 DUCKDB_SCHEMA = ("provider_macros", "provider_events_unwrap", "sent_log_create_table", "sent_log_create_index",
                  "sent_log_stage_create", "sent_log_dedupe_view", "ab_create_exclusions", "ab_create_assignments",
                  "reservation_create_table", "reservation_create_released", "audit_duckdb_create_sequence",
-                 "audit_duckdb_create_table")
-POSTGRES_SCHEMA = ("address_pg_function", "audit_create_table", "audit_create_index", "sent_log_create_table",
+                 "audit_duckdb_create_table", "label_duckdb_macro")
+POSTGRES_SCHEMA = ("address_pg_function", "label_pg_function", "audit_create_table", "audit_create_index", "sent_log_create_table",
                    "sent_log_create_index", "sent_log_stage_create", "ab_create_exclusions", "ab_create_assignments",
                    "ab_pg_stage_exclusions", "ab_pg_stage_assignments", "claimloop_add_token_column",
                    "claimloop_create_sequence", "reservation_create_table", "reservation_create_released",

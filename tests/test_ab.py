@@ -377,3 +377,18 @@ def test_concurrent_applies_on_postgres_write_each_row_once(pg_dsn, plan_case):
     finally:
         for store in stores:
             store.close()
+
+
+def test_a_test_id_is_one_test_in_every_spelling(store, plan_case):
+    ab.apply_plan(store, plan_case)  # test "subj"
+    _commit(store)
+    assert ab.stored_assignment(store, " SUBJ", "mix0@x.co")["variant"] == "B"
+    rows = clean_units("A", 3) + clean_units("B", 2) + contaminated_units("B", "A", 2, "mix")
+    con = sends_db([dict(row, test_id="Subj ") for row in rows])
+    report = analysis.analyse(con, "SUBJ")
+    assert (report.units, report.contaminated) == (7, 2)
+    again = ab.pending(store, ab.build_plan(con, report, "run-2"))
+    assert (again.exclusions.num_rows, again.assignments.num_rows, again.kept) == (0, 0, 7)
+    applied = ab.apply_plan(store, again)
+    assert (applied.exclusions_written, applied.assignments_written) == (0, 0)
+    assert len(table_rows(store, "ab_assignments")) == 8

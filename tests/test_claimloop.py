@@ -30,7 +30,7 @@ def conn(dsn):
 
 def cfg(**kw) -> claimloop.LoopConfig:
     return claimloop.LoopConfig(**{"campaign": "c-1", "step": "1", "worker": "w-test", "batch_size": 25,
-                                   "lease_s": 30.0, **kw})
+                                   "lease_s": 30.0, "no_sends_yet": True, **kw})
 
 
 class Recorder:
@@ -352,3 +352,34 @@ def test_a_send_that_finds_the_job_lock_lost_gives_its_reservation_back(dsn, con
     assert send.sent == [1, 2] and count(conn, "queued") == 118
     assert reservations.unconfirmed(conn) == [] and not sentlog.already_sent(conn, "c-1", "1", "lead3@example.com")
     assert claimloop.run(dsn, cfg(), send).sent == 118 and sorted(send.sent) == list(range(1, 121))
+
+
+FIVE = "(lead_id, email) SELECT g, 'Lead' || g || '@Example.com' FROM generate_series(1, 5) AS g"
+BACKFILLED_C_42 = [("C-42", "1", f"lead{g}@example.com", f"m-{g}") for g in range(1, 6)]
+
+
+@pytest.mark.parametrize("campaign,step", [("c-42", "1"), (" c-42", "01"), ("C-42", "1")])
+def test_a_loop_spelling_a_backfilled_campaign_another_way_emails_nobody_again(leads, campaign, step):
+    dsn = leads(FIVE, sent=BACKFILLED_C_42)
+    send = Deliveries()
+    stats = claimloop.run(dsn, cfg(campaign=campaign, step=step, no_sends_yet=False), send)
+    assert send.calls == [] and (stats.sent, stats.already_sent) == (0, 5)
+
+
+def test_a_loop_whose_campaign_or_step_names_nothing_is_refused_unless_no_sends_yet(leads):
+    dsn = leads(FIVE, sent=BACKFILLED_C_42)
+    send = Deliveries()
+    with pytest.raises(RefusedError, match=r"^LoopConfig.campaign 'c-24' matches no sent-log row.*campaigns: 'C-42'"):
+        claimloop.run(dsn, cfg(campaign="c-24", no_sends_yet=False), send)
+    with pytest.raises(RefusedError, match=r"^LoopConfig.step '2' matches no sent-log row.*campaign 'c-42': '1'\."):
+        claimloop.run(dsn, cfg(campaign="c-42", step="2", no_sends_yet=False), send)
+    assert send.calls == []
+    assert claimloop.run(dsn, cfg(campaign="c-42", step="2"), send).sent == 5  # a new step: each person once
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert count(conn, "sent") == 5
+
+
+def test_an_empty_step_names_the_steps_of_every_spelling_of_the_campaign(leads):
+    dsn = leads(FIVE, sent=BACKFILLED_C_42 + [("c-42 ", "02", "lead1@example.com", "m-6")])
+    with pytest.raises(RefusedError, match=r"step is empty.*'02', '1' for campaign 'c-42'"):
+        claimloop.run(dsn, cfg(campaign="c-42", step=""), Deliveries())

@@ -87,7 +87,7 @@ def _worker(dsn: str, name: str) -> None:
     from remediation import claimloop
 
     cfg = claimloop.LoopConfig(campaign="fault", step="1", worker=name, batch_size=20, lease_s=LEASE_S,
-                               heartbeat_s=HEARTBEAT_S, provider="fake")
+                               heartbeat_s=HEARTBEAT_S, provider="fake", no_sends_yet=True)
     _work_until_done(dsn, cfg, FakeProvider(dsn, name))
 
 
@@ -294,7 +294,7 @@ def _finish(dsn: str, campaign: str, provider, table: str = "leads", candidate_c
 
     cfg = claimloop.LoopConfig(campaign=campaign, step="1", worker="after", batch_size=50, lease_s=30.0,
                                table=claims.leads_table(table), candidate_column=candidate_column,
-                               provider=type(provider).__name__)
+                               provider=type(provider).__name__, no_sends_yet=True)
     _work_until_done(dsn, cfg, provider)
 
 
@@ -384,7 +384,7 @@ def _chaos_config(name: str):
 
     return claimloop.LoopConfig(campaign="chaos", step="1", worker=name, table=claims.leads_table("people_leads"),
                                 candidate_column="person_id", batch_size=10, lease_s=LEASE_S,
-                                heartbeat_s=HEARTBEAT_S, provider="stub")
+                                heartbeat_s=HEARTBEAT_S, provider="stub", no_sends_yet=True)
 
 
 def _chaos_worker(dsn: str, name: str) -> None:

@@ -126,7 +126,7 @@ def test_a_claim_loop_that_checks_in_stops_at_the_first_send_after_the_lock_is_l
                         terminate_lock_session()
                     return f"<{lead.idempotency_key}@test>"
 
-                claimloop.run(pg_dsn, claimloop.LoopConfig(campaign="c-1", step="1", batch_size=5), send)
+                claimloop.run(pg_dsn, claimloop.LoopConfig(campaign="c-1", step="1", batch_size=5, no_sends_yet=True), send)
         assert sent == [1, 2, 3]
         statuses = admin.execute("SELECT status, count(*) FROM leads GROUP BY status ORDER BY status").fetchall()
         assert statuses == [("queued", 7), ("sent", 3)]  # the lead that checked in was not sent; its batch went back

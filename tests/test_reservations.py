@@ -103,3 +103,51 @@ def test_library_backfill_stores_addresses_in_their_normal_form(store):
                                    ("\tJANE@acme.com", "m-1", NOW, "c-1", "1")))
     assert [tuple(r) for r in store.conn.execute("SELECT recipient, msg_id FROM sent_log").fetchall()] == \
         [("jane@acme.com", "m-1")]
+
+
+def test_a_reservation_holds_the_person_for_every_spelling_of_its_campaign_and_step(store):
+    assert _reserve(store, "jane@acme.com").ok  # c-1, step 1
+    other = reservations.reserve(store, " C-1", "01", "jane@acme.com", None, "w2", 2)
+    assert not other.ok and other.holder["worker"] == "w1"
+    assert sentlog.already_sent(store, "C-1", "001", "jane@acme.com")
+    assert [r["recipient"] for r in reservations.unconfirmed(store, "C-1", "01")] == ["jane@acme.com"]
+    plan = reservations.release_plan(store, "C-1 ", "01", "jane@acme.com")
+    assert reservations.release(store, plan, "person:test", "checked") == 1
+    assert not sentlog.already_sent(store, "c-1", "1", "jane@acme.com")
+    sentlog.record_send(store, "C-1", "1", "bob@acme.com", "m-bob")
+    reservations.reserve(store, "c-1", "1", "bob@acme.com", None, "w3", 3)  # its send was recorded as C-1
+    _commit(store)
+    assert [r["recipient"] for r in reservations.unconfirmed(store)] == ["bob@acme.com"]  # counts as sent
+    plan = reservations.release_plan(store, "c-1", "1", "bob@acme.com")
+    assert reservations.release(store, plan, "person:test", "checked") == 1
+    assert sentlog.already_sent(store, "c-1", "1", "bob@acme.com")  # released, still sent: the sent-log says so
+
+
+def test_a_reservation_in_another_spelling_waits_for_the_one_being_made(pg_dsn):
+    """Two senders spelling one campaign two ways reserve one person at once: the second waits for the first
+    to commit, then finds it (the table's key alone would let both through)."""
+    import threading
+
+    import psycopg
+
+    with psycopg.connect(pg_dsn, autocommit=True) as setup:
+        sentlog.ensure_schema(setup)
+    first, second = psycopg.connect(pg_dsn), psycopg.connect(pg_dsn)
+    try:
+        assert reservations.reserve(first, "c-1", "1", "jane@acme.com", None, "w1", 1).ok  # not committed yet
+        waiter = second.execute("SELECT pg_backend_pid()").fetchone()[0]
+        second.commit()
+        outcome = {}
+        thread = threading.Thread(target=lambda: outcome.update(
+            taken=reservations.reserve(second, "C-1", "01", "jane@acme.com", None, "w2", 2)))
+        thread.start()
+        with psycopg.connect(pg_dsn, autocommit=True) as watch:
+            while not watch.execute("SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = %s AND NOT granted)",
+                                    (waiter,)).fetchone()[0]:
+                assert thread.is_alive(), outcome
+        first.commit()
+        thread.join()
+        assert not outcome["taken"].ok and outcome["taken"].holder["worker"] == "w1"
+    finally:
+        first.close()
+        second.close()

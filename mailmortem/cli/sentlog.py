@@ -97,43 +97,49 @@ def sentlog():
     \b
     Examples:
       mailmortem sentlog check --db "$DATABASE_URL" --campaign c-42 --recipient Jane@Acme.com
-      mailmortem sentlog check --campaign c-42 --step 2 --recipient jane@acme.com || echo "send it"
+      mailmortem sentlog check --campaign c-42 --step 2 --recipient jane@acme.com && echo "not sent: send it"
       mailmortem sentlog unconfirmed --db "$DATABASE_URL"
     """
 
 
 @sentlog.command("check")
 @db_option()
-@click.option("--campaign", required=True, help="Campaign id as recorded in sent_log.")
-@click.option("--step", help="Sequence step; omitted = any step of the campaign.")
+@click.option("--campaign", required=True,
+              help="Campaign id; compared in normal form (trimmed, A-Z lower-cased): C-42 is c-42.")
+@click.option("--step", help="Sequence step, compared the same way (01 is 1); omitted = any step of the campaign.")
 @click.option("--recipient", help="Address; normalised the same way as diagnose does.")
 @click.option("--candidate",
               help="Candidate id: answers for every address the sent-log or a reservation holds for them.")
-def check(db, campaign, step, recipient, candidate):
+@click.option("--no-sends-yet", is_flag=True,
+              help="Answer for a --campaign/--step the sent-log holds no row of (a new one) instead of refusing.")
+def check(db, campaign, step, recipient, candidate, no_sends_yet):
     """Exit 3 if RECIPIENT (or CANDIDATE) was already sent CAMPAIGN (and STEP), 0 if not; prints one line.
 
-    A read: it never creates a store or a table. No store, no sent_log table or an
-    invalid address is exit 1, never "not sent".
+    A read: it never creates a store or a table. No store, no sent_log table, an
+    invalid address, or a --campaign/--step that names nothing in the sent-log (the
+    refusal names what it holds; --no-sends-yet for a new one) is exit 1, never "not sent".
 
     \b
     Examples:
       mailmortem sentlog check --db "$DATABASE_URL" --campaign c-42 --recipient Jane@Acme.com
       mailmortem sentlog check --db mailmortem.duckdb --campaign c-42 --step 1 --recipient jane@acme.com
       mailmortem sentlog check --db "$DATABASE_URL" --campaign c-42 --step 1 --candidate cand-8812
+      mailmortem sentlog check --db "$DATABASE_URL" --campaign c-43 --step 1 --recipient jane@acme.com --no-sends-yet
     """
     from forensics.textsafe import terminal_safe
-    from remediation import sentlog as store_sentlog
+    from remediation import sentlog_check
     from remediation.store import open_store
 
     if recipient is None and not (candidate or "").strip():
         raise click.UsageError("pass --recipient or --candidate")
     if recipient is not None:
-        store_sentlog.checked_address(recipient)  # refused before any store is opened
+        sentlog_check.checked_address(recipient)  # refused before any store is opened
     store = open_store(db, read_only=True)
     try:
-        hit = store_sentlog.check(store, campaign, step, recipient, candidate)
+        answer = sentlog_check.check_answer(store, campaign, step, recipient, candidate, no_sends_yet)
     finally:
         store.close()
+    hit = answer.hit
     who = terminal_safe(_who(recipient, candidate, hit))
     scope = terminal_safe(campaign + (f" step {step}" if step else ""))
     if hit and hit.get("unconfirmed"):
@@ -145,7 +151,12 @@ def check(db, campaign, step, recipient, candidate):
         when = hit["sent_at"].isoformat() if hit.get("sent_at") else "unknown time"
         click.echo(f"already sent: {who} got {scope} (msg {terminal_safe(hit['msg_id'])}, {when})")
         sys.exit(3)
-    click.echo(f"not sent: {who} has no record for {scope}")
+    new = f" (--no-sends-yet: the sent-log holds no such {_named(answer.unmatched)})" if answer.unmatched else ""
+    click.echo(f"not sent: {who} has no record for {scope}{new}")
+
+
+def _named(flag: str) -> str:
+    return "step" if flag.startswith("--step") else "campaign"
 
 
 def _who(recipient: str | None, candidate: str | None, hit: dict | None) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from remediation.errors import RefusedError
 from tests.cli.test_ab_cli import TEST, write_log
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "providers"
@@ -76,7 +77,8 @@ def test_a_missing_sent_log_in_duckdb_is_an_error(cli, here):
 
 @pytest.mark.slow
 def test_check_by_candidate_spans_their_addresses_and_reservations(cli, here):
-    from remediation import reservations, sentlog
+    from remediation import reservations
+    from remediation.sentlog_check import check
     from remediation.store import open_store
 
     assert cli("backfill-sentlog", "--provider-export", SG).exit_code == 0  # lead_id L-1 is jane@acme.com's
@@ -87,9 +89,11 @@ def test_check_by_candidate_spans_their_addresses_and_reservations(cli, here):
     try:
         reservations.reserve(store.conn, "c-42", "2", "jane.doe@gmail.com", "L-1", "w1", 1)
         reservations.reserve(store.conn, "c-9", "1", "sam@acme.com", "L-9", "w1", 1)
-        assert sentlog.check(store, "c-42", "2", candidate="L-1")["unconfirmed"]
-        assert sentlog.check(store, "c-9", "1", recipient="sam@acme.com", candidate="L-9")["unconfirmed"]
-        assert sentlog.check(store, "c-42", "3", candidate="L-1") is None
+        assert check(store, "c-42", "2", candidate="L-1")["unconfirmed"]
+        assert check(store, "c-9", "1", recipient="sam@acme.com", candidate="L-9")["unconfirmed"]
+        assert check(store, "c-42", "3", candidate="L-1", no_sends_yet=True) is None
+        with pytest.raises(RefusedError, match="--step '3' matches no sent-log row"):
+            check(store, "c-42", "3", candidate="L-1")
     finally:
         store.close()
     other = cli("sentlog", "check", "--campaign", "c-9", "--step", "1", "--candidate", "L-9")

@@ -35,8 +35,11 @@ def test_backfill_postgres_and_check_exit_codes(cli, pg_dsn):
     hit = cli("sentlog", "check", "--db", pg_dsn, "--campaign", "c-42", "--step", "1", "--recipient", "Jane@Acme.com")
     assert hit.exit_code == 3
     assert hit.stdout.startswith("already sent: jane@acme.com got c-42 step 1") and hit.stdout.count("\n") == 1
-    miss = cli("sentlog", "check", "--db", pg_dsn, "--campaign", "c-42", "--step", "2", "--recipient", "jane@acme.com")
-    assert (miss.exit_code, miss.stdout.strip()) == (0, "not sent: jane@acme.com has no record for c-42 step 2")
+    miss = cli("sentlog", "check", "--db", pg_dsn, "--campaign", "c-42", "--step", "1", "--recipient", "nobody@acme.com")
+    assert (miss.exit_code, miss.stdout.strip()) == (0, "not sent: nobody@acme.com has no record for c-42 step 1")
+    new_step = ("sentlog", "check", "--db", pg_dsn, "--campaign", "c-42", "--step", "2", "--recipient", "jane@acme.com")
+    assert cli(*new_step).exit_code == 1  # the sent-log holds no step 2 of c-42
+    assert cli(*new_step, "--no-sends-yet").stdout.startswith("not sent: jane@acme.com has no record for c-42 step 2")
 
 
 def test_dry_run_writes_nothing(cli, tmp_path):
@@ -106,7 +109,8 @@ def test_an_unconfirmed_reservation_is_sent_for_check_listed_and_released_by_a_p
     assert cli("sentlog", "check", *scope, "--recipient", "jane@acme.com").exit_code == 3
     done = cli("sentlog", "release", *scope, "--recipient", "jane@acme.com", "--apply")
     assert done.exit_code == 0 and "released 1 reservation(s)" in done.stderr
-    assert cli("sentlog", "check", *scope, "--recipient", "jane@acme.com").exit_code == 0
+    assert cli("sentlog", "check", *scope, "--recipient", "jane@acme.com").exit_code == 1  # nothing holds c-42 now
+    assert cli("sentlog", "check", *scope, "--recipient", "jane@acme.com", "--no-sends-yet").exit_code == 0
     again = cli("sentlog", "release", *scope, "--recipient", "jane@acme.com", "--apply")
     assert again.exit_code == 1 and again.stderr.startswith("Error: no reservation for jane@acme.com")
     empty = cli("sentlog", "unconfirmed", "--db", pg_dsn)
