@@ -117,6 +117,20 @@ SELECT json(unnest(CASE WHEN json_type(json) = 'ARRAY' THEN json_extract(json, '
                         ELSE [json] END))::VARCHAR AS line
 FROM read_json_objects(:path, format := 'auto', maximum_object_size := 134217728)
 
+-- name: envelope_value_entries
+-- The entries of JSON documents DuckDB found malformed JSON in, from their values read one by one
+-- (forensics.ingest.documents.values_of: {ident:values}, a `value` per row in order, each a JSON value that parsed
+-- or a line of what did not): a value's entries are taken as envelope_document_entries takes them, and a row that is
+-- no JSON is an entry of its own (the envelope's block passes it on whole).
+-- dialect: duckdb
+CREATE OR REPLACE TEMP TABLE {ident:entries} AS
+SELECT unnest(CASE WHEN NOT json_valid(value) THEN [value]
+                   WHEN json_type(value) = 'ARRAY' THEN list_transform(json_extract(value, '$[*]'), lambda e: json(e)::VARCHAR)
+                   WHEN :items <> '$' AND json_exists(value, :items)
+                       THEN list_transform(json_extract(value, :items || '[*]'), lambda e: json(e)::VARCHAR)
+                   ELSE [json(value)::VARCHAR] END) AS line
+FROM {ident:values}
+
 -- name: envelope_docker_json
 -- Docker's json-file driver: {"log": "...\n", "stream": "stdout", "time": RFC 3339, "attrs": {"tag": ...}}.
 -- A `log` without its newline is a piece of a line longer than 16 KiB (or the end of an unfinished one); the

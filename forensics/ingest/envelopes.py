@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import queries
 from forensics.errors import ConfigError
+from forensics.ingest import documents
 from forensics.ingest.detect import detect_syntax, first_lines, syntax_counts
 from forensics.ingest.fields import ALIASES
 from forensics.ingest.sources import Source
@@ -333,8 +334,7 @@ def _pieces(con, found: Found, source: Source, delim: str, tables: dict) -> Call
     values = {**found.params, "path": source.path, "delim": delim}
     lines = "mm_lines"
     if found.document:
-        queries.run(con, "envelope_document_entries", {"path": source.path, "items": found.envelope.items},
-                    entries=tables["entries"])
+        documents.stage_entries(con, source.path, found.envelope.items, tables["entries"])
         lines, values["path"] = "mm_entries", tables["entries"]
     reads_json_only = "json_only" in queries.get(found.envelope.block).placeholders
     made: bool | None = None  # the json_only of the view as it stands (None: not made yet)
