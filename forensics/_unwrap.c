@@ -16,8 +16,8 @@
  * It takes the common case only, and says DEFER for the whole file at the first line where it cannot be sure to
  * read it exactly as DuckDB does: a piece of a longer line (Docker's 16 KiB split, CRI's P, journald's line-max) or
  * an unfinished one, an entry holding more than one line, a CR in a physical line, invalid UTF-8, a JSON entry of
- * another shape than this module reads (Docker's own compact {"log", "stream", "time"}; journald's flat object of
- * strings), an escaped or repeated key (or one holding a control character), a time iso_utc_us does not read or a
+ * another shape than this module reads (Docker's own compact {"log", "stream", "time"} and no other key; journald's
+ * flat object of strings), an escaped or repeated key (or one holding a control character), a time iso_utc_us does not read or a
  * syslog date that is none, a stream other than stdout or stderr, a journald message of bytes (or one starting with
  * '[') or without a time, a prefix's JSON tail that is no strict JSON (DuckDB's json_valid is laxer: trailing
  * commas, NaN, ...) or holds a lone surrogate escape, or one ending in a multi-byte character (rtrim takes Unicode
@@ -273,12 +273,12 @@ typedef struct {
 #define KEY(k) {k, sizeof k - 1}
 
 /* A flat JSON object of string values, s[0] being its '{': each of the `nwanted` keys' decoded value into
- * value[k] (NULL when absent); spaces or tabs between tokens unless `compact`, other keys read and left. 0, or 1
- * to defer (any other value than a string, a wanted key twice, a key escaped or holding a control character,
- * anything after the object, a space between tokens of a compact one). A value without escapes is left in the
- * line (value[k] points into s); a decoded one is in the scratch. */
+ * value[k] (NULL when absent); spaces or tabs between tokens unless `compact`, other keys read and left unless
+ * `closed`. 0, or 1 to defer (any other value than a string, a wanted key twice, a key escaped or holding a control
+ * character, another key in a `closed` object, anything after the object, a space between tokens of a compact one).
+ * A value without escapes is left in the line (value[k] points into s); a decoded one is in the scratch. */
 static int json_entry(const unsigned char *s, size_t n, unsigned char *scratch, const Key *wanted, int nwanted,
-                      const unsigned char **value, size_t *len, int compact) {
+                      const unsigned char **value, size_t *len, int compact, int closed) {
     size_t i = between(s, n, compact, 1), used = 0;
     for (int k = 0; k < nwanted; k++) value[k] = NULL;
     if (i < n && s[i] == '}') return between(s, n, compact, i + 1) == n ? 0 : 1;
@@ -293,13 +293,17 @@ static int json_entry(const unsigned char *s, size_t n, unsigned char *scratch, 
         const unsigned char *v;
         size_t vlen;
         if ((i = string_at(s, n, i, scratch + used, &v, &vlen)) == JSON_FAIL) return 1;
-        for (int k = 0; k < nwanted; k++)
-            if (wanted[k].len == klen && wanted[k].name[0] == s[key] && memcmp(wanted[k].name, s + key, klen) == 0) {
-                if (value[k]) return 1;
-                value[k] = v, len[k] = vlen;
-                if (v == scratch + used) used += vlen; /* decoded: kept; a value without escapes is the line's */
-                break; /* the wanted keys differ: no other is this one */
-            }
+        int k = 0;
+        while (k < nwanted && !(wanted[k].len == klen && wanted[k].name[0] == s[key]
+                                && memcmp(wanted[k].name, s + key, klen) == 0))
+            k++; /* the wanted keys differ: at most one is this one */
+        if (k == nwanted) {
+            if (closed) return 1;
+        } else {
+            if (value[k]) return 1;
+            value[k] = v, len[k] = vlen;
+            if (v == scratch + used) used += vlen; /* decoded: kept; a value without escapes is the line's */
+        }
         i = between(s, n, compact, i);
         if (i < n && s[i] == '}') return between(s, n, compact, i + 1) == n ? 0 : 1;
         if (i >= n || s[i] != ',') return 1;
@@ -311,13 +315,14 @@ static int equals(const unsigned char *s, size_t n, const char *word) {
     return s && n == strlen(word) && memcmp(s, word, n) == 0;
 }
 
-/* Docker json-file: {"log": "...\n", "stream": "stdout", "time": RFC 3339}, compact, no other key. */
+/* Docker json-file: {"log": "...\n", "stream": "stdout", "time": RFC 3339}, compact, no other key: a line with another
+ * (a send key of its own beside Docker's, as Fluent Bit's Merge_Log writes, is no entry: mm_carries_send) defers. */
 static int docker_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
     static const Key keys[3] = {KEY("log"), KEY("stream"), KEY("time")};
     const unsigned char *v[3];
     size_t len[3];
     if (n == 0 || s[0] != '{') return 0;
-    if (json_entry(s, n, r->scratch, keys, 3, v, len, 1)) return 1; /* Docker's own JSON is compact */
+    if (json_entry(s, n, r->scratch, keys, 3, v, len, 1, 1)) return 1; /* Docker's own JSON is compact */
     if (v[2] == NULL) return 0; /* no time: no entry (the SQL's v) */
     if (v[0] && (len[0] == 0 || v[0][len[0] - 1] != '\n')) return 1; /* a piece, or unfinished */
     size_t text = v[0] ? len[0] - 1 : 0;
@@ -341,7 +346,7 @@ static int journald_line(const Reading *r, const unsigned char *s, size_t n, Lin
     const unsigned char *v[9];
     size_t len[9];
     if (n == 0 || s[0] != '{') return n && s[0] == 0x1E; /* json-seq's RS: DuckDB's */
-    if (json_entry(s, n, r->scratch, keys, 9, v, len, 0) || v[0] == NULL || v[1] == NULL) return 1;
+    if (json_entry(s, n, r->scratch, keys, 9, v, len, 0, 0) || v[0] == NULL || v[1] == NULL) return 1;
     if (equals(v[7], len[7], "line-max") || equals(v[7], len[7], "eof") || equals(v[8], len[8], "true")) return 1;
     if ((len[0] && v[0][0] == '[') || memchr(v[0], '\n', len[0]) || len[1] == 0 || len[1] > 18) return 1;
     int64_t t = 0;

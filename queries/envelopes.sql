@@ -40,6 +40,11 @@ CREATE OR REPLACE TEMP MACRO mm_journal_text(j) AS CASE
 -- a text that starts a JSON object after any spaces ltrim() would take off (Unicode's space separators); a regex,
 -- not starts_with(ltrim(s), '{'), which copied every text
 CREATE OR REPLACE TEMP MACRO mm_starts_object(s) AS regexp_matches(s, '^\p{Zs}*\{');
+-- whether the JSON object `line` has a key of its own among `keys` (comma-separated, lower case: envelopes.SEND_KEYS),
+-- in any case: then it is a send record itself, not an envelope's entry (Fluent Bit's Merge_Log keeps Docker's log,
+-- stream and time beside the fields it parsed out of log)
+CREATE OR REPLACE TEMP MACRO mm_carries_send(line, keys) AS
+    list_has_any(list_transform(json_keys(line), lambda k: lower(k)), string_split(keys, ','));
 -- a text holding a key=value pair with a value
 CREATE OR REPLACE TEMP MACRO mm_holds_pair(s) AS regexp_matches(s, '(?:^|\s)[^\s="]+=[^\s]');
 -- a message that is itself a record (a JSON object or key=value pairs) rather than prose. A CASE, not an OR: where the
@@ -112,10 +117,26 @@ SELECT json(unnest(CASE WHEN json_type(json) = 'ARRAY' THEN json_extract(json, '
                         ELSE [json] END))::VARCHAR AS line
 FROM read_json_objects(:path, format := 'auto', maximum_object_size := 134217728)
 
+-- name: envelope_value_entries
+-- The entries of JSON documents DuckDB found malformed JSON in, from their values read one by one
+-- (forensics.ingest.documents.values_of: {ident:values}, a `value` per row in order, each a JSON value that parsed
+-- or a line of what did not): a value's entries are taken as envelope_document_entries takes them, and a row that is
+-- no JSON is an entry of its own (the envelope's block passes it on whole).
+-- dialect: duckdb
+CREATE OR REPLACE TEMP TABLE {ident:entries} AS
+SELECT unnest(CASE WHEN NOT json_valid(value) THEN [value]
+                   WHEN json_type(value) = 'ARRAY' THEN list_transform(json_extract(value, '$[*]'), lambda e: json(e)::VARCHAR)
+                   WHEN :items <> '$' AND json_exists(value, :items)
+                       THEN list_transform(json_extract(value, :items || '[*]'), lambda e: json(e)::VARCHAR)
+                   ELSE [json(value)::VARCHAR] END) AS line
+FROM {ident:values}
+
 -- name: envelope_docker_json
 -- Docker's json-file driver: {"log": "...\n", "stream": "stdout", "time": RFC 3339, "attrs": {"tag": ...}}.
 -- A `log` without its newline is a piece of a line longer than 16 KiB (or the end of an unfinished one); the
--- container is attrs.tag, else {lit:container} (from the file's path).
+-- container is attrs.tag, else {lit:container} (from the file's path). A line that also holds a send key of its own
+-- ({lit:send_keys}, mm_carries_send: Fluent Bit's Merge_Log) is no entry: it is the record, passed on whole. Its keys
+-- are looked at only where the line is otherwise an entry (json_keys parses the line again).
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP VIEW {ident:pieces} AS
@@ -125,7 +146,8 @@ WITH entries AS (
                 THEN try(json_extract_string(line, ['$.log', '$.stream', '$.time', '$.attrs.tag'])) END AS v
     FROM {frag:lines}({lit:path}, {lit:delim})
 ), read AS (
-    SELECT line, CASE WHEN v[3] IS NOT NULL THEN v END AS v FROM entries
+    SELECT line, CASE WHEN v[3] IS NULL THEN NULL WHEN mm_carries_send(line, {lit:send_keys}) THEN NULL ELSE v END AS v
+    FROM entries
 )
 SELECT coalesce(v[2], '') AS chain,
        CASE WHEN v IS NULL THEN line

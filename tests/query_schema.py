@@ -37,7 +37,7 @@ IDENTS = {"staged": "staged_1", "provider_table": "provider_sends", "log_sends":
           "claim_token": "claim_token", "sequence": "mailmortem_fencing_seq", "key_column": "lead_id",
           "cols": ["status", "claimed_by"], "r_cols": [("r", "status"), ("r", "claimed_by")], "candidate": "NULL",
           "pieces": "staged_1_pieces", "kept": "staged_1_kept", "unwrapped": "staged_1_lines",
-          "entries": "staged_1_entries",
+          "entries": "staged_1_entries", "values": "staged_1_entries_values",
           "as_json": "staged_1_as_json", "as_logfmt": "staged_1_as_logfmt",
           "tokens": "staged_1_tokens", "tokenize": "mm_tokenize_staged_1", "dictionary": "mm_workers", "code": "w", "column": "worker"}
 
@@ -76,7 +76,8 @@ def duckdb_schema():
 
 def _envelope_tables(con) -> None:
     """What the envelope blocks read, made by the envelope code from fixtures: a Docker log's pieces (a view, and
-    written down), its inner lines (a view) parsed both ways, and the entries of a CloudWatch page."""
+    written down), its inner lines (a view) parsed both ways, and the entries of a CloudWatch page (and its
+    values, as a page with malformed JSON in it is read)."""
     from forensics.ingest import envelopes, parsers
     from forensics.ingest.fields import FieldMap
     from forensics.ingest.sources import Source
@@ -92,6 +93,10 @@ def _envelope_tables(con) -> None:
     parsers.parse_logfmt(con, lines, IDENTS["as_logfmt"], b"", FieldMap(), False, "mm_unwrapped")
     page = ENVELOPES / "cloudwatch" / "filter-log-events.json"
     queries.run(con, "envelope_document_entries", {"path": str(page), "items": "$.events"}, entries=IDENTS["entries"])
+    import pyarrow as pa
+
+    # what forensics.ingest.documents registers for a document with malformed JSON: its values read one by one
+    con.register(IDENTS["values"], pa.table({"value": pa.array(page.read_text(encoding="utf-8").splitlines())}))
 
 
 def _provider_inputs() -> dict:

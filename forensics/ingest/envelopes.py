@@ -21,9 +21,17 @@ from dataclasses import dataclass, field
 
 import queries
 from forensics.errors import ConfigError
+from forensics.ingest import documents
 from forensics.ingest.detect import detect_syntax, first_lines, syntax_counts
 from forensics.ingest.fields import ALIASES
 from forensics.ingest.sources import Source
+
+
+# A record holding one of these keys (an event, recipient or message-id alias, in any case) is a send record of its own,
+# whatever else it holds: Fluent Bit's Merge_Log keeps Docker's log, stream and time beside the fields it parsed out
+# of `log`. Such a record is not taken for an envelope's entry whose text alone would be read (_carries_send).
+_RECORD_KEYS = {alias for canon in ("event", "msg_id", "recipient") for alias in ALIASES[canon]}
+SEND_KEYS = ",".join(sorted(_RECORD_KEYS))  # as envelope_docker_json's {lit:send_keys} (mm_carries_send)
 
 
 @dataclass(frozen=True)
@@ -34,7 +42,7 @@ class Envelope:
     zone_less: bool = False  # its times carry no zone: read in --tz
     items: str = "$"  # where a JSON document of this envelope lists its entries
     shape: tuple = ()  # its block's {lit:...} values, as (name, value) pairs (the syslog flavours share one block,
-    # structlog and zap another)
+    # structlog and zap another; Docker's names the send keys)
 
 
 # structlog's console header (a time, perhaps with a zone, then the level in brackets): envelope_console's regexes and
@@ -43,7 +51,7 @@ _STRUCTLOG_STAMP = "[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\
 _STRUCTLOG_LEVEL = " +\\[ *[A-Za-z]+ *\\]"
 _STRUCTLOG_HEAD = f"^{_STRUCTLOG_STAMP}{_STRUCTLOG_LEVEL}"
 ENVELOPES = {e.name: e for e in (
-    Envelope("docker-json", "Docker json-file", "envelope_docker_json"),
+    Envelope("docker-json", "Docker json-file", "envelope_docker_json", shape=(("send_keys", SEND_KEYS),)),
     Envelope("cri", "Kubernetes CRI log", "envelope_cri"),
     Envelope("journald", "journald JSON", "envelope_journald"),
     Envelope("syslog", "syslog RFC 3164", "envelope_syslog", zone_less=True,
@@ -115,12 +123,15 @@ _TEXT_SHAPES = (  # (envelope, a line's shape), tried in this order: the first f
 )
 _S3_EXPORT_NAME = re.compile(r"(?:^|/)\d{6}(?:\.gz)?$")  # CloudWatch's export objects: 000000.gz
 _S3_EXPORT_LINE = re.compile(rf"^{_ISO}\.\d{{3}}Z ")
-_RECORD_KEYS = {alias for canon in ("event", "msg_id", "recipient") for alias in ALIASES[canon]}
 _PAIR = re.compile(r'(?:^|\s)[^\s="]+=\S')
 
 
 def _record_like(text) -> bool:
     return isinstance(text, str) and (text.lstrip().startswith("{") or bool(_PAIR.search(text)))
+
+
+def _carries_send(keys: set) -> bool:
+    return bool({k.lower() for k in keys} & _RECORD_KEYS)
 
 
 def _json_shape(obj: dict) -> tuple[str, bool] | None:
@@ -130,7 +141,7 @@ def _json_shape(obj: dict) -> tuple[str, bool] | None:
         return "cloudwatch", True
     if isinstance(obj.get("hits"), dict) and "hits" in obj["hits"]:
         return "elastic", True
-    if isinstance(obj.get("log"), str) and "time" in keys:
+    if isinstance(obj.get("log"), str) and "time" in keys and not _carries_send(keys):
         return "docker-json", False
     if "__REALTIME_TIMESTAMP" in keys and ("MESSAGE" in keys or "__CURSOR" in keys):
         return "journald", False
@@ -144,7 +155,7 @@ def _json_shape(obj: dict) -> tuple[str, bool] | None:
     if "message" in keys and ("attributes" in keys or {"_id", "date"} <= keys):
         return "datadog", False
     if "_source" in keys or ("@timestamp" in keys and _record_like(obj.get("message"))
-                             and not {k.lower() for k in keys} & _RECORD_KEYS):
+                             and not _carries_send(keys)):
         return "elastic", False
     return None
 
@@ -323,8 +334,7 @@ def _pieces(con, found: Found, source: Source, delim: str, tables: dict) -> Call
     values = {**found.params, "path": source.path, "delim": delim}
     lines = "mm_lines"
     if found.document:
-        queries.run(con, "envelope_document_entries", {"path": source.path, "items": found.envelope.items},
-                    entries=tables["entries"])
+        documents.stage_entries(con, source.path, found.envelope.items, tables["entries"])
         lines, values["path"] = "mm_entries", tables["entries"]
     reads_json_only = "json_only" in queries.get(found.envelope.block).placeholders
     made: bool | None = None  # the json_only of the view as it stands (None: not made yet)

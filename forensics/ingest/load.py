@@ -301,7 +301,7 @@ def _stage(con, source: Source, staged: str, file: _File, field_map: FieldMap,
                 readable = sanitized
                 continue
             _forget_copy(readable, source)
-            raise InputError(f"{source.label}: cannot read ({_first_line(exc)})") from None
+            raise InputError(f"{source.label}: cannot read ({_first_line(exc, readable, source)})") from None
     _mark_cut_off(con, staged, sources.unfinished_line(readable))  # what was parsed: the file or its copy
     _forget_copy(readable, source)  # a copy, like a plain copy, is not kept once staged
     return header_line, repaired, unwrapped
@@ -356,9 +356,15 @@ def _is_dirty_file_error(exc: Exception) -> bool:
     return "unicode" in text or "utf-8" in text or "line size" in text or "csv error on line" in text
 
 
-def _first_line(exc: Exception) -> str:
+def _first_line(exc: Exception, *read: Source) -> str:
+    """The first line of what went wrong, our own copies of the file (line-ended, repaired, decompressed: in the
+    case's private spill folder) and a spooled stdin named as the file is named."""
     text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+    line = text[0] if text else type(exc).__name__
+    for source in read:
+        if isinstance(source.path, str):
+            line = line.replace(source.path, source.label)
+    return line
 
 
 def _refuse_skips(con) -> None:
