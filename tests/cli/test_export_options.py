@@ -65,7 +65,8 @@ def test_a_one_for_one_export_reconciles_with_nothing_missing_and_nothing_extra(
     log, export = _log_and_export(tmp_path, "recipient,msg_id,sent_at,campaign,step")
     counts = _reconciled(cli("diagnose", log, "--provider-export", export, "--format", "json"))
     assert counts == {"log_sends_not_at_provider": 0, "provider_sends_not_in_log": 0,
-                      "provider_confirmed_duplicates": 0, "provider_duplicates_missed_by_log": 0}
+                      "provider_confirmed_duplicates": 0, "provider_duplicates_missed_by_log": 0,
+                      "provider_sends_unplaced": 0}
 
 
 @pytest.mark.slow
