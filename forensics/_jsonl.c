@@ -39,7 +39,7 @@
 #define TS_COL 1
 #define TYPED_COL (NFIELDS + 1) /* the first typed column */
 #define MAX_THREADS 2
-#define MAX_LINE 8000000 /* DuckDB's max_line_size in mm_named_lines */
+#define MAX_LINE 7900000 /* forensics.ingest.repair.MAX_LINE_BYTES: a longer line is read from a repaired copy */
 #define MAX_NODES 1024    /* path components and rare keys */
 #define MAX_PATHS 512
 #define HASH_SIZE 2048

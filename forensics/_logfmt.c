@@ -35,7 +35,7 @@
 #define TS_COL 1
 #define TYPED_COL (NFIELDS + 1) /* the first typed column */
 #define MAX_THREADS 2
-#define MAX_LINE 8000000 /* DuckDB's max_line_size in mm_named_lines */
+#define MAX_LINE 7900000 /* forensics.ingest.repair.MAX_LINE_BYTES: a longer line is read from a repaired copy */
 #define HASH_SIZE 1024 /* slot_of takes 10 bits */
 #define MAX_KEYS 512
 #define MAX_FIELD_KEYS 256
@@ -766,7 +766,8 @@ PyMODINIT_FUNC PyInit__logfmt(void) {
     if (m == NULL) return NULL;
     if (PyModule_AddIntConstant(m, "DIRTY", F_DIRTY) || PyModule_AddIntConstant(m, "CRLF", F_CRLF)
         || PyModule_AddIntConstant(m, "LONE", F_LONE) || PyModule_AddIntConstant(m, "NFIELDS", NFIELDS)
-        || PyModule_AddIntConstant(m, "MAX_KEYS", MAX_KEYS) || PyModule_AddIntConstant(m, "MAX_FIELD_KEYS", MAX_FIELD_KEYS)) {
+        || PyModule_AddIntConstant(m, "MAX_KEYS", MAX_KEYS) || PyModule_AddIntConstant(m, "MAX_FIELD_KEYS", MAX_FIELD_KEYS)
+        || PyModule_AddIntConstant(m, "MAX_LINE", MAX_LINE)) {
         Py_DECREF(m);
         return NULL;
     }

@@ -1,7 +1,8 @@
 """What a run could not read: the evidence it lost, so that no answer is an all-clear it has not earned.
 
 A skipped line loses evidence when it could be a send record: it holds a mail-send key (an event,
-recipient or message-id alias, as `key=` or `"key":`), an email address, or a send event as a CSV cell.
+recipient or message-id alias, as `key=` or `"key":`), an email address, or a send event as a CSV cell;
+a line too long to read always does (what it held cannot be told).
 Noise (blank lines, health checks, stack traces, other services) is counted and located by ingest but
 loses nothing.
 """
@@ -13,6 +14,7 @@ from typing import Callable
 
 import queries
 from forensics.ingest.fields import ALIASES
+from forensics.ingest.repair import TOO_LONG
 
 SEND_EVENTS = ("send", "sent", "email_sent", "send_ok", "delivered_to_provider")
 _ADDRESS = r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"
@@ -29,8 +31,9 @@ def evidence_pattern(extra_keys: tuple[str, ...] = ()) -> str:
 
 def lost_evidence(con, unread: list[dict] | None = None, extra_keys: tuple[str, ...] = ()) -> dict:
     """{"files_not_read": [...], "lines": N, "by_file": [{path, lines, first_lines}]} for the document."""
+    params = {"pattern": evidence_pattern(extra_keys), "too_long": TOO_LONG}
     by_file = [{"path": row["source"], "lines": row["lines"], "first_lines": list(row["first_lines"])}
-               for row in queries.rows(con, "lost_evidence_lines", {"pattern": evidence_pattern(extra_keys)})]
+               for row in queries.rows(con, "lost_evidence_lines", params)]
     return {"files_not_read": list(unread or []), "lines": sum(f["lines"] for f in by_file), "by_file": by_file}
 
 

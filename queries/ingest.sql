@@ -44,11 +44,13 @@ CREATE OR REPLACE TEMP MACRO mm_unquote(v) AS CASE
 -- file's name: DuckDB's CSV reader with a delimiter no log contains (read in parallel; with
 -- preserve_insertion_order a table built from it keeps that order; blank lines kept as NULL). A file's lines
 -- come with no envelope (`env`, see queries/envelopes.sql: the same columns for the lines inside one).
--- Lines up to 8 MB (a longer one makes the file dirty: load reads a repaired copy). The buffers are 32,000,000
--- bytes, under the 32 MiB up to which glibc's malloc keeps freed memory for the next allocation: the reader's
--- default buffers, larger, were mapped afresh and faulted in page by page for every buffer (half the system time
--- of a read, and a wrapped file, twice the bytes of its records, paid it twice). The lines are held to a quarter of
--- the buffer: DuckDB's parallel reader refused buffers nearer the longest line (16 MB with 8 MB lines).
+-- No line longer than forensics.ingest.repair.MAX_LINE_BYTES is read here (a file holding one is read from its
+-- repaired copy): DuckDB refuses one of max_line_size, and has lost one ending just past the edge of a buffer without
+-- an error. The buffers are 32,000,000 bytes, under the 32 MiB up to which glibc's malloc keeps freed memory for the
+-- next allocation: the reader's default buffers, larger, were mapped afresh and faulted in page by page for every
+-- buffer (half the system time of a read, and a wrapped file, twice the bytes of its records, paid it twice). The
+-- lines are held to a quarter of the buffer: DuckDB's parallel reader refused buffers nearer the longest line (16 MB
+-- with 8 MB lines).
 CREATE OR REPLACE TEMP MACRO mm_named_lines(path, sep) AS TABLE
     SELECT filename, line
     FROM read_csv(path, delim = sep, quote = '', escape = '', header = false,
@@ -376,6 +378,23 @@ UPDATE {ident:staged} SET problem = 'truncated last line (no newline at end of f
 WHERE rowid = :row AND ((problem IS NOT NULL AND problem <> 'blank line')
                         OR (problem IS NULL AND event = 'send' AND (recipient IS NULL OR msg_id IS NULL)))
 
+-- name: mark_long_lines
+-- The lines of a staged file too long to read (forensics.ingest.repair: :lines, their numbers; :texts, what the
+-- repaired copy kept of each) are skipped lines, :reason, whatever their first bytes parsed as; without a time
+-- (the --since/--until window cannot place them).
+-- dialect: duckdb
+UPDATE {ident:staged} SET problem = :reason, line = cut.text, ts = NULL
+FROM (SELECT unnest(:lines::BIGINT[]) AS line_no, unnest(:texts::VARCHAR[]) AS text) cut
+WHERE {ident:staged}.rowid = cut.line_no - 1
+
+-- name: mark_long_lines_enveloped
+-- mark_long_lines for a file read through an envelope, whose rows are numbered by the line each came from (as
+-- skipped_part_enveloped numbers them).
+-- dialect: duckdb
+UPDATE {ident:staged} SET problem = :reason, line = cut.text, ts = NULL
+FROM (SELECT unnest(:lines::BIGINT[]) AS line_no, unnest(:texts::VARCHAR[]) AS text) cut
+WHERE coalesce({ident:staged}.env.line_no, {ident:staged}.rowid + 1) = cut.line_no
+
 -- name: register_file
 -- A staged file: its label, the line of its CSV header (0 when it has none; lines up to it are not data),
 -- where its lines are (the staged table, from row :first_row on), and the envelope they were read from (NULL
@@ -583,12 +602,13 @@ DROP TABLE temp.main.send_repeats
 SELECT source, line_no, reason FROM skipped WHERE reason <> 'blank line' ORDER BY source, line_no LIMIT 1
 
 -- name: lost_evidence_lines
--- Skipped lines that look like a mail-send record (:pattern matches a send key, an address or a send event),
--- per file: how many, and where the first of them are.
+-- Skipped lines that look like a mail-send record (:pattern matches a send key, an address or a send event), or
+-- that were too long to read (:too_long: what they held cannot be told), per file: how many, and where the first
+-- of them are.
 -- dialect: duckdb
 SELECT source, count(*) AS lines, list(line_no ORDER BY line_no)[1:5] AS first_lines
 FROM skipped
-WHERE text IS NOT NULL AND regexp_matches(text, :pattern)
+WHERE reason = :too_long OR (text IS NOT NULL AND regexp_matches(text, :pattern))
 GROUP BY source
 ORDER BY source
 

@@ -12,7 +12,7 @@ import tempfile
 
 import pytest
 
-from forensics.ingest import jsontokenizer, tokenizer
+from forensics.ingest import jsontokenizer, repair, tokenizer
 from forensics.ingest.case import load_case
 from forensics.errors import InputError, ParseError
 
@@ -388,30 +388,59 @@ def test_a_line_of_spaces_of_any_kind_is_blank_and_a_tab_is_not(tmp_path, syntax
 @pytest.mark.slow
 @pytest.mark.parametrize("parser", ["c", "sql"])
 @pytest.mark.parametrize("syntax", ["logfmt", "jsonl"])
+@pytest.mark.parametrize("gz", [False, True])
 def test_a_line_over_the_readers_limit_is_a_located_skip_and_the_records_around_it_are_read(
-        tmp_path, monkeypatch, parser, syntax):
-    # both readers take lines of up to 8 MB (queries/ingest.sql's mm_named_lines, the compiled readers' MAX_LINE); a
-    # file with a longer one is read from a repaired copy, in which the line is cut and skipped, not lost
+        tmp_path, monkeypatch, parser, syntax, gz):
+    # no reader is shown a line of more than repair.MAX_LINE_BYTES: a file with one is read from a repaired copy,
+    # in which the line is cut, then skipped as too long, not lost (a gzipped logfmt file, read by the compiled
+    # tokenizer as it is decompressed, meets the tokenizer's own limit, the same)
     monkeypatch.setenv("MAILMORTEM_PARSER", parser)
     send = ("ts=2026-11-28T09:00:00Z event=send worker=w1 email=a@b.c msg_id={}" if syntax == "logfmt" else
             '{{"ts": "2026-11-28T09:00:00Z", "event": "send", "worker": "w1", "email": "a@b.c", "msg_id": "{}"}}')
-    log = write(tmp_path / f"mail-send.{syntax}", "\n".join([send.format("m1"), "x" * 8_000_001, send.format("m3")]) + "\n")
+    text = "\n".join([send.format("m1"), "x" * (repair.MAX_LINE_BYTES + 1), send.format("m3")]) + "\n"
+    log = tmp_path / f"mail-send.{syntax}{'.gz' if gz else ''}"
+    log.write_bytes(gzip.compress(text.encode(), compresslevel=1) if gz else text.encode())
     case = load_case([str(log)])
     assert case.con.execute("SELECT line_no, msg_id FROM events ORDER BY line_no").fetchall() == [(1, "m1"), (3, "m3")]
-    assert [row[0] for row in case.con.execute("SELECT line_no FROM skipped").fetchall()] == [2]
+    assert case.con.execute("SELECT line_no, reason, text FROM skipped").fetchall() == [
+        (2, repair.TOO_LONG, "x" * repair.KEPT_BYTES)]
     assert case.inputs[0].encoding == "utf-8 (repaired: invalid bytes or overlong lines)"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("parser", ["c", "sql"])
-def test_a_logfmt_send_whose_text_runs_past_the_readers_limit_is_still_read_as_that_send(tmp_path, monkeypatch, parser):
-    # the repaired copy cuts the line; what is left still names the send (its msg_id comes before the endless error)
+def test_a_line_duckdb_loses_at_the_edge_of_its_buffer_is_a_skip_at_its_number(tmp_path, monkeypatch, parser):
+    # a line of 8,000,000 bytes ending just past DuckDB's first 32,000,000-byte buffer: its reader returned no row
+    # for it and no error (every later line one number too low), where the compiled reader read it whole
     monkeypatch.setenv("MAILMORTEM_PARSER", parser)
     send = "ts=2026-11-28T09:00:00Z event=send worker=w1 email=a@b.c msg_id={}"
-    endless = send.format("m2") + ' error="' + "x" * 9_000_000 + '"'
-    log = write(tmp_path / "mail-send.log", "\n".join([send.format("m1"), endless, send.format("m3")]) + "\n")
+    head = (send.format("m1") + "\n").encode()
+    filler = b"#" * 99 + b"\n"  # not a record, and nothing like a send
+    fillers, rest = divmod(24_000_000 - len(head), len(filler))
+    glued = (" " + send.format("m2")).encode()
+    body = (head + filler * fillers + b"#" * (rest - 1) + b"\n" + b"x" * (8_000_000 - len(glued)) + glued + b"\n"
+            + (send.format("m3") + "\n").encode())
+    log = tmp_path / "mail-send.log"
+    log.write_bytes(body)
+    long_line = fillers + 3
     case = load_case([str(log)])
     assert case.con.execute("SELECT line_no, msg_id FROM events ORDER BY line_no").fetchall() == [
-        (1, "m1"), (2, "m2"), (3, "m3")]
-    assert case.con.execute("SELECT count(*) FROM skipped").fetchone()[0] == 0
+        (1, "m1"), (long_line + 1, "m3")]
+    assert case.con.execute("SELECT line_no FROM skipped WHERE reason = ?", [repair.TOO_LONG]).fetchall() == [
+        (long_line,)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("parser", ["c", "sql"])
+def test_a_send_too_long_to_read_is_a_skipped_line_not_the_send_its_first_bytes_name(tmp_path, monkeypatch, parser):
+    # what the copy keeps of the line names a send (event, address, msg_id), but its step came after the cut: read
+    # as a send it would be counted under another step, or, its msg_id cut off, not at all
+    monkeypatch.setenv("MAILMORTEM_PARSER", parser)
+    send = "ts=2026-11-28T09:00:00Z event=send worker=w1 email=a@b.c msg_id={}"
+    endless = send.format("m2") + ' error="' + "x" * 9_000_000 + '" step=2'
+    log = write(tmp_path / "mail-send.log", "\n".join([send.format("m1"), endless, send.format("m3")]) + "\n")
+    case = load_case([str(log)])
+    assert case.con.execute("SELECT line_no, msg_id FROM events ORDER BY line_no").fetchall() == [(1, "m1"), (3, "m3")]
+    [(line_no, reason, text)] = case.con.execute("SELECT line_no, reason, text FROM skipped").fetchall()
+    assert (line_no, reason, text) == (2, repair.TOO_LONG, endless[:repair.KEPT_BYTES])
     assert case.inputs[0].encoding == "utf-8 (repaired: invalid bytes or overlong lines)"

@@ -9,12 +9,13 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from forensics.errors import ConfigError
 from forensics.ingest import jsontokenizer, tokenizer
-from tests.test_tokenizer_properties import ENDINGS, of_any_file, read
+from tests.test_tokenizer_properties import (ENDINGS, READ_EVERY_WAY, of_any_file, read, skipped_too_long,
+                                             too_long_lines, too_long_over)
 
 needs_c = pytest.mark.skipif(jsontokenizer._jsonl is None, reason="the compiled JSON Lines reader was not built")
 
@@ -188,6 +189,16 @@ def test_every_number_string_and_literal_reads_as_duckdb_prints_it():
     lines = ['{"timestamp": "2026-11-28T09:00:00Z", "evt": "email_sent", "messageid": "m", "error": %s, "status": '
              '%s, "x": {"y": %s}}' % (value, value, value) for value in values]
     assert_same(("\n".join(lines) + "\n").encode())
+
+
+@needs_c
+@pytest.mark.slow
+@settings(READ_EVERY_WAY, max_examples=20)
+@given(jsonl_file(), st.integers(60, 400), st.sampled_from([64, 300, tokenizer.RANGE_BYTES]))
+def test_lines_too_long_to_read_are_skipped_alike_each_at_its_number(body, longest, range_bytes):
+    with too_long_over(longest):
+        compiled = assert_same(body, range_bytes=range_bytes)
+    assert skipped_too_long(compiled) in (None, too_long_lines(body, longest))
 
 
 @pytest.mark.slow

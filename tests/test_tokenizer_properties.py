@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from forensics.errors import ConfigError, MailmortemError
-from forensics.ingest import tokenizer
+from forensics.ingest import repair, tokenizer
 from forensics.ingest.case import load_case
 
 needs_c = pytest.mark.skipif(tokenizer._logfmt is None, reason="the compiled tokenizer was not built")
@@ -158,6 +159,41 @@ def of_any_file(files):
 @of_any_file(log_file())
 def test_compiled_and_sql_paths_read_any_logfmt_alike(body, gz, range_bytes):
     assert_same(body, gz, range_bytes)
+
+
+@contextlib.contextmanager
+def too_long_over(longest: int):
+    """Lines of more than `longest` bytes too long to read: a file holding one is read from its repaired copy, on
+    either path, before a reader sees it (the compiled readers' own limit, repair's at full size, is far above)."""
+    saved = repair.MAX_LINE_BYTES, repair.KEPT_BYTES
+    repair.MAX_LINE_BYTES, repair.KEPT_BYTES = longest, longest // 3
+    try:
+        yield
+    finally:
+        repair.MAX_LINE_BYTES, repair.KEPT_BYTES = saved
+
+
+def too_long_lines(body: bytes, longest: int) -> list[int]:
+    """The numbers of a file's lines longer than `longest` bytes once repaired (a byte-order mark is line 1's)."""
+    lines = re.split(rb"\r\n|\r|\n", body.decode("utf-8", "replace").encode())
+    return [number for number, line in enumerate(lines, start=1) if len(line) > longest]
+
+
+def skipped_too_long(read: tuple) -> list[int] | None:
+    """The lines a read skipped as too long (None when the file was refused)."""
+    if read[0] == "refused":
+        return None
+    return [line_no for line_no, reason, _text in read[1] if reason == repair.TOO_LONG]
+
+
+@needs_c
+@pytest.mark.slow
+@settings(READ_EVERY_WAY, max_examples=20)
+@given(log_file(), st.integers(60, 400), st.sampled_from([64, 300, tokenizer.RANGE_BYTES]))
+def test_lines_too_long_to_read_are_skipped_alike_each_at_its_number(body, longest, range_bytes):
+    with too_long_over(longest):
+        compiled = assert_same(body, range_bytes=range_bytes)
+    assert skipped_too_long(compiled) in (None, too_long_lines(body, longest))
 
 
 @needs_c

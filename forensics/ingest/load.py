@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import queries
-from forensics.ingest import envelopes, jsontokenizer, parsers, sources, tokenizer, unwrapper, window
+from forensics.ingest import envelopes, jsontokenizer, parsers, repair, sources, tokenizer, unwrapper, window
 from forensics.ingest.detect import detect_syntax
 from forensics.ingest.envelopes import Reading
 from forensics.errors import ConfigError, InputError, ParseError
@@ -193,8 +193,8 @@ def _load_group(con, members: list[_File], field_map: FieldMap, keep_raw: bool) 
         for f in members:  # a damaged .gz raises here; read file by file, it is then named
             plains.append(_decompressed(con, f.source))
         paths = [(plain or f.source).path for plain, f in zip(plains, members)]
-        if any(map(sources.mixes_line_endings, paths)):
-            raise InputError("line endings mix")  # read from a copy, file by file
+        if any(map(sources.mixes_line_endings, paths)) or any(map(repair.has_long_line, paths)):
+            raise InputError("line endings mix, or a line too long")  # read from a copy, file by file
         # a Source whose path is a list: DuckDB's reader takes either
         parsers.PARSERS[syntax](con, Source(paths, f"{len(paths)} files", False), group,
                                 b"".join(f.head for f in members), field_map, keep_raw)
@@ -279,32 +279,52 @@ def _stage(con, source: Source, staged: str, file: _File, field_map: FieldMap,
            keep_raw: bool) -> tuple[int, bool, envelopes.Unwrapped | None]:
     """Parse one file into its staged table: the line number of its header (0 without one), whether
     it had to be read from a repaired copy, and what its envelope held (None without one). A file whose line
-    endings mix is read from a copy with LF endings (sources.line_ended_copy)."""
-    readable, unwrapped, repaired = _line_ended(con, source), None, False
-    for attempt in ("as is", "sanitized"):
+    endings mix is read from a copy with LF endings (sources.line_ended_copy); one holding a line too long to read,
+    or (once a reader refuses it) invalid UTF-8, from a repaired copy (forensics.ingest.repair)."""
+    readable, long_lines, repaired = _line_ended(con, source), [], False
+    if not _is_document(file) and repair.has_long_line(readable.path):
+        readable, long_lines, repaired = *_repaired(con, readable, source, file), True
+    while True:
         try:
-            if file.envelope:
-                def parse(syntax: str, lines: Source, head: bytes, into: str) -> None:
-                    parsers.PARSERS[syntax](con, lines, into, head, field_map, keep_raw, "mm_unwrapped")
-
-                unwrapped = (_unwrapped_in_c(con, readable, staged, file, field_map, keep_raw)
-                             or envelopes.stage(con, file.envelope, readable, staged, file.forced, LINE_DELIM, parse))
-                header_line = 0
-            else:
-                header_line = parsers.PARSERS[file.syntax](con, readable, staged, file.head, field_map, keep_raw)
+            header_line, unwrapped = _parse(con, readable, staged, file, field_map, keep_raw)
             break
-        except Exception as exc:  # duckdb raises many classes; dirty files get one sanitized retry
+        except Exception as exc:  # duckdb raises many classes; dirty files get one repaired retry
             queries.run(con, "drop_staged", staged=staged)
-            if attempt == "as is" and _is_dirty_file_error(exc):
-                sanitized, repaired = sources.sanitized_copy(readable, parsers.spill_folder(con)), True
-                _forget_copy(readable, source)
-                readable = sanitized
+            if not repaired and _is_dirty_file_error(exc):
+                readable, long_lines, repaired = *_repaired(con, readable, source, file), True
                 continue
             _forget_copy(readable, source)
             raise InputError(f"{source.label}: cannot read ({_first_line(exc, readable, source)})") from None
     _mark_cut_off(con, staged, sources.unfinished_line(readable))  # what was parsed: the file or its copy
+    repair.mark_long_lines(con, staged, long_lines, enveloped=file.envelope is not None)
     _forget_copy(readable, source)  # a copy, like a plain copy, is not kept once staged
     return header_line, repaired, unwrapped
+
+
+def _parse(con, readable: Source, staged: str, file: _File, field_map: FieldMap,
+           keep_raw: bool) -> tuple[int, envelopes.Unwrapped | None]:
+    """The file's lines (or those inside its envelope) into its staged table: its header's line, what its envelope
+    held."""
+    if not file.envelope:
+        return parsers.PARSERS[file.syntax](con, readable, staged, file.head, field_map, keep_raw), None
+
+    def parse(syntax: str, lines: Source, head: bytes, into: str) -> None:
+        parsers.PARSERS[syntax](con, lines, into, head, field_map, keep_raw, "mm_unwrapped")
+
+    return 0, (_unwrapped_in_c(con, readable, staged, file, field_map, keep_raw)
+               or envelopes.stage(con, file.envelope, readable, staged, file.forced, LINE_DELIM, parse))
+
+
+def _repaired(con, readable: Source, source: Source, file: _File) -> tuple[Source, list[repair.LongLine]]:
+    """The repaired copy of `readable` (and the lines it cut), which is forgotten if it was itself a copy."""
+    copy = repair.repaired_copy(readable, parsers.spill_folder(con), cut=not _is_document(file))
+    _forget_copy(readable, source)
+    return copy
+
+
+def _is_document(file: _File) -> bool:
+    """Whether the file holds JSON documents (an envelope's export), read whole rather than by lines."""
+    return file.envelope is not None and file.envelope.document
 
 
 def _line_ended(con, source: Source) -> Source:

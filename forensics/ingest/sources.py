@@ -166,9 +166,6 @@ def is_empty(source: Source) -> bool:
     return not head_bytes(source, 1)
 
 
-MAX_LINE_CHARS = 1_000_000
-
-
 def decompressed_copy(source: Source, folder: str | None) -> Source:
     """A plain copy of a gzipped file in `folder`, its whole stream checked (DuckDB parses a plain file on
     every core, a .gz on one, and does not check a .gz's CRC). A damaged stream is refused, naming why."""
@@ -202,24 +199,6 @@ def unfinished_text(tail: bytes) -> str | None:
     if not tail or tail.endswith((b"\n", b"\r")):  # a lone CR ends a line too (old Mac files)
         return None
     return tail.replace(b"\r", b"\n").rsplit(b"\n", 1)[-1].decode("utf-8", "replace")
-
-
-def sanitized_copy(source: Source, folder: str | None) -> Source:
-    """A UTF-8 copy in `folder` of a dirty plain file (bad encoding, overlong lines) for DuckDB to read (a .gz
-    is decompressed by decompressed_copy first).
-
-    Only used as a fallback: invalid bytes become U+FFFD and lines longer than
-    MAX_LINE_CHARS are cut (they are skipped as non-records anyway), so line
-    numbers stay those of the original file.
-    """
-    handle = tempfile.NamedTemporaryFile(prefix="mailmortem-clean-", suffix=".log", dir=folder, delete=False)
-    with handle, open(source.path, "rb") as raw:
-        for line in raw:
-            text = line.decode("utf-8", errors="replace")
-            if len(text) > MAX_LINE_CHARS:
-                text = text[:MAX_LINE_CHARS] + ("\n" if text.endswith("\n") else "")
-            handle.write(text.encode("utf-8"))
-    return Source(handle.name, source.label, False)
 
 
 # A file's line endings are looked at (and a copy written) this many bytes at a time.

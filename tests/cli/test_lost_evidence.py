@@ -109,3 +109,53 @@ def test_a_live_log_that_grows_during_the_run_is_read_as_it_was(cli, tmp_path, m
     _rotating(monkeypatch, lambda log: log.write_text(log.read_text() + "\n".join(NOISE) + "\n"))
     result = cli("diagnose", path, "--fail-on-duplicates")
     assert result.exit_code == 3
+
+
+# A send record too long to read (forensics.ingest.repair.MAX_LINE_BYTES): one whose fields run on past a long
+# value, and one written behind a long run of other output without a line end. Ann is sent twice.
+FIRST_SEND = {"logfmt": "2026-11-28T09:10:00.000Z evt=sent worker=w1 campaign=c-1 step=1 recipient=ann@acme.com "
+                        "msg_id=m1",
+              "jsonl": '{"ts": "2026-11-28T09:10:00Z", "evt": "sent", "worker": "w1", "campaign": "c-1", "step": 1, '
+                       '"recipient": "ann@acme.com", "msg_id": "m1"}'}
+LONG_SEND = {"logfmt": '2026-11-28T09:11:00.000Z evt=sent worker=w2 note="{pad}" campaign=c-1 step=1 '
+                       "recipient=ann@acme.com msg_id=m2",
+             "jsonl": '{{"ts": "2026-11-28T09:11:00Z", "evt": "sent", "worker": "w2", "note": "{pad}", "campaign": '
+                      '"c-1", "step": 1, "recipient": "ann@acme.com", "msg_id": "m2"}}'}
+GLUED_SEND = {"logfmt": "{pad} 2026-11-28T09:11:00.000Z evt=sent worker=w2 campaign=c-1 step=1 recipient=ann@acme.com "
+                        "msg_id=m2",
+              "jsonl": '{pad}{{"ts": "2026-11-28T09:11:00Z", "evt": "sent", "worker": "w2", "campaign": "c-1", '
+                       '"step": 1, "recipient": "ann@acme.com", "msg_id": "m2"}}'}
+
+
+def _with_long_send(tmp_path, syntax: str, shape: dict, pad: int) -> Path:
+    path = tmp_path / f"mail-send.{syntax}"
+    path.write_text(FIRST_SEND[syntax] + "\n" + shape[syntax].format(pad="x" * pad) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("parser", ["c", "sql"])
+@pytest.mark.parametrize("syntax", ["logfmt", "jsonl"])
+@pytest.mark.parametrize("shape", [LONG_SEND, GLUED_SEND], ids=["fields-past-a-long-value", "glued-behind-output"])
+def test_a_send_too_long_to_read_is_lost_evidence_on_both_paths(cli, tmp_path, monkeypatch, parser, syntax, shape):
+    monkeypatch.setenv("MAILMORTEM_PARSER", parser)
+    path = _with_long_send(tmp_path, syntax, shape, 9_000_000)
+    doc = json.loads(cli("diagnose", path, "--format", "json").stdout)
+    assert doc["complete"] is False
+    assert doc["lost_evidence"]["by_file"] == [{"path": str(path), "lines": 1, "first_lines": [2]}]
+    assert doc["inputs"][0]["records"] == 1 and doc["inputs"][0]["first_skipped_lines"] == [2]
+    result = cli("diagnose", path, "--fail-on-duplicates")
+    assert result.stdout.splitlines()[0] == (f"INCOMPLETE: 1 skipped line(s) look like mail-send records ({path}:2). "
+                                             "Duplicates among them cannot be seen.")
+    assert "No duplicates: every person" not in result.stdout
+    assert result.exit_code == 4
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("parser", ["c", "sql"])
+@pytest.mark.parametrize("syntax", ["logfmt", "jsonl"])
+def test_a_long_send_within_the_readers_limit_is_read_whole(cli, tmp_path, monkeypatch, parser, syntax):
+    monkeypatch.setenv("MAILMORTEM_PARSER", parser)
+    path = _with_long_send(tmp_path, syntax, LONG_SEND, 1_000_000)
+    assert json.loads(cli("diagnose", path, "--format", "json").stdout)["complete"] is True
+    assert cli("diagnose", path, "--fail-on-duplicates").exit_code == 3  # Ann, twice
