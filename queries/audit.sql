@@ -70,44 +70,68 @@ FROM (
 GROUP BY table_name, key_column, cols
 ORDER BY table_name, key_column, cols
 
--- name: audit_undo_states
--- For a group of a run's audit rows: does each row still hold the run's new values, the old ones, or something else?
+-- name: audit_undo_history
+-- Template: the undo group's audit rows (:ids), each with what the audit trail holds of its row since: whether a
+-- run other than an undo changed it again (another_run: a later requeue-stale of a lead re-claimed in between), and
+-- which run the last such change undid (last_undoes: NULL when none, or when the last was no undo).
 -- dialect: postgres
+SELECT e.id, e.run_id, e.row_key, e.old_values, e.new_values,
+       coalesce(bool_or(a.command <> 'audit --undo'), false) AS another_run,
+       (array_agg(a.undoes ORDER BY a.id DESC))[1] AS last_undoes
+FROM mailmortem_audit AS e
+LEFT JOIN mailmortem_audit AS a
+       ON a.table_name = e.table_name AND a.key_column = e.key_column AND a.row_key = e.row_key AND a.id > e.id
+WHERE e.id = ANY(:ids)
+GROUP BY e.id
+
+-- name: audit_row_holds_new_values
+-- Template: row t holds audit row e's new values, compared column by column through the table's own types.
+-- dialect: postgres
+NOT EXISTS (
+    SELECT 1 FROM jsonb_object_keys(e.new_values) AS k(col)
+    WHERE to_jsonb(t) -> k.col
+          IS DISTINCT FROM to_jsonb(jsonb_populate_record(NULL::{ident:table}, e.new_values)) -> k.col)
+
+-- name: audit_row_holds_old_values
+-- Template: row t holds audit row e's old values, compared column by column through the table's own types.
+-- dialect: postgres
+NOT EXISTS (
+    SELECT 1 FROM jsonb_object_keys(e.old_values) AS k(col)
+    WHERE to_jsonb(t) -> k.col
+          IS DISTINCT FROM to_jsonb(jsonb_populate_record(NULL::{ident:table}, e.old_values)) -> k.col)
+
+-- name: audit_undo_states
+-- For a group of a run's audit rows: may undo restore each row (it holds the run's new values and no other run has
+-- changed it since), did an undo of the run restore it (the row's last audited change, and it still holds the old
+-- values), or did anything else change it? Holding the old values is no proof of a restore: a worker re-claiming a
+-- lead writes them too.
+-- dialect: postgres
+WITH entries AS (
+    {block:audit_undo_history}
+)
 SELECT e.id, e.row_key,
        CASE
            WHEN t.{ident:key_column} IS NULL THEN 'row gone'
-           WHEN NOT EXISTS (
-               SELECT 1 FROM jsonb_object_keys(e.new_values) AS k(col)
-               WHERE to_jsonb(t) -> k.col
-                     IS DISTINCT FROM to_jsonb(jsonb_populate_record(NULL::{ident:table}, e.new_values)) -> k.col)
-               THEN 'restorable'
-           WHEN NOT EXISTS (
-               SELECT 1 FROM jsonb_object_keys(e.old_values) AS k(col)
-               WHERE to_jsonb(t) -> k.col
-                     IS DISTINCT FROM to_jsonb(jsonb_populate_record(NULL::{ident:table}, e.old_values)) -> k.col)
+           WHEN NOT e.another_run AND {block:audit_row_holds_new_values} THEN 'restorable'
+           WHEN e.last_undoes = e.run_id AND {block:audit_row_holds_old_values}
                THEN 'already restored'
            ELSE 'changed since the run'
        END AS state
-FROM mailmortem_audit AS e
+FROM entries AS e
 LEFT JOIN {ident:table} AS t ON t.{ident:key_column}::text = e.row_key
-WHERE e.id = ANY(:ids)
 ORDER BY e.id
 
 -- name: audit_undo_group
--- Restore a group's rows that still hold the run's new values (skipping rows locked right now); audit each restore.
+-- Restore a group's rows that are restorable as audit_undo_states says (skipping rows locked right now); audit each
+-- restore.
 -- dialect: postgres
 WITH entries AS (
-    SELECT a.id, a.row_key, a.old_values, a.new_values
-    FROM mailmortem_audit AS a
-    WHERE a.id = ANY(:ids)
+    {block:audit_undo_history}
 ), target AS (
     SELECT t.{ident:key_column} AS row_id, e.row_key, e.old_values, e.new_values
     FROM {ident:table} AS t
     JOIN entries AS e ON e.row_key = t.{ident:key_column}::text
-    WHERE NOT EXISTS (
-        SELECT 1 FROM jsonb_object_keys(e.new_values) AS k(col)
-        WHERE to_jsonb(t) -> k.col
-              IS DISTINCT FROM to_jsonb(jsonb_populate_record(NULL::{ident:table}, e.new_values)) -> k.col)
+    WHERE NOT e.another_run AND {block:audit_row_holds_new_values}
     FOR UPDATE OF t SKIP LOCKED
 ), restored AS (
     UPDATE {ident:table} AS t

@@ -4,7 +4,9 @@ Every change a remediation makes is written, in the same transaction, to
 `mailmortem_audit`: run id (`2026-11-30T10:12:03Z-7f3a`), table, key column, row
 key, old → new values as JSON keyed by the real column names, the database user
 and the OS user, and when. Undo restores the old values of rows that still hold
-the run's new values — a row anybody touched since is left alone and reported.
+the run's new values and that no later run changed — a row anybody touched since is
+left alone and reported, as is one holding the old values that no undo of the run
+wrote (a worker claimed it again).
 Undo is itself audited (its rows point back with `undoes`), so it can be undone.
 """
 
@@ -132,7 +134,8 @@ def undo_groups(conn, run_id: str) -> list[UndoGroup]:
 
 
 def row_states(conn, group: UndoGroup) -> list[dict]:
-    """Per audit row: 'restorable', 'already restored', 'changed since the run' or 'row gone'."""
+    """Per audit row: 'restorable', 'already restored' (by an undo of this run: the old values alone prove
+    nothing), 'changed since the run' or 'row gone'."""
     idents = group.idents()
     rows = queries.run(conn, "audit_undo_states", {"ids": list(group.ids)}, table=idents["table"],
                        key_column=idents["key_column"]).fetchall()

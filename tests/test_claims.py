@@ -186,6 +186,47 @@ def test_undo_restores_rows_nobody_touched(db, pg_dsn):
     assert {r["undoes"] for r in audit.run_rows(db, undone.undo_run_id)} == {plan.run_id}
 
 
+# How a lead the run changed is claimed again before the undo: holding the values the run found is no restore.
+RE_CLAIMS = {
+    "its stale worker writes its claim back": (2, "UPDATE leads SET status = 'in-progress', claimed_by = %(by)s, "
+                                                  "claimed_at = %(at)s WHERE lead_id = 2"),
+    "a worker claims the lead the run marked sent": (1, "UPDATE leads SET status = 'in-progress', claimed_by = 'w7', "
+                                                        "claimed_at = now() WHERE lead_id = 1"),
+}
+
+
+@pytest.mark.parametrize("re_claim", list(RE_CLAIMS))
+def test_undo_labels_a_lead_claimed_again_since_the_run_changed_and_leaves_it(db, pg_dsn, re_claim):
+    lead, statement = RE_CLAIMS[re_claim]
+    before = {row[0]: row for row in snapshot(db)}
+    plan, _ = claims.requeue_stale(db, claims.LeadsTable(), HOUR, apply=True)
+    with psycopg.connect(pg_dsn, autocommit=True) as worker:
+        worker.execute(statement, {"by": before[2][2], "at": before[2][3]})
+    claimed = {row[0]: row for row in snapshot(db)}
+    preview = audit.undo(db, plan.run_id)
+    assert preview.summary == {"restorable": 2, "changed since the run": 1}
+    assert {"table": "leads", "row_key": str(lead), "state": "changed since the run"} in preview.preview
+    undone = audit.undo(db, plan.run_id, apply=True)
+    assert undone.left == [{"table": "leads", "row_key": str(lead), "state": "changed since the run"}]
+    assert len(undone.restored) == 2 and snapshot(db)[lead - 1] == claimed[lead]  # exact, timestamps included
+    again = audit.undo(db, plan.run_id)  # the two it restored are: an undo of this run wrote their values
+    assert again.summary == {"already restored": 2, "changed since the run": 1}
+
+
+def test_undo_leaves_a_lead_another_run_re_queued_since(db, pg_dsn):
+    first, _ = claims.requeue_stale(db, claims.LeadsTable(), HOUR, apply=True)
+    with psycopg.connect(pg_dsn, autocommit=True) as worker:  # claimed again, and that claim went stale too
+        worker.execute(f"UPDATE leads SET status = 'in-progress', claimed_by = 'w7', claimed_at = {STALE} "
+                       "WHERE lead_id = 2")
+    second, _ = claims.requeue_stale(db, claims.LeadsTable(), HOUR, apply=True)
+    assert second.counts["to_queued"] == 1
+    undone = audit.undo(db, first.run_id, apply=True)
+    assert undone.left == [{"table": "leads", "row_key": "2", "state": "changed since the run"}]
+    assert snapshot(db)[1][1:3] == ("queued", None)  # as the second run left it, not w2's stale claim back
+    assert [r["row_key"] for r in audit.undo(db, second.run_id, apply=True).restored] == ["2"]
+    assert snapshot(db)[1][1:3] == ("in-progress", "w7")
+
+
 VARIANTS = ["Jane Doe <jane@acme.com>", "jane@acme.com\t", "\u00a0jane@acme.com", "jane@acme.com\n",
             " JANE@Acme.com "]
 

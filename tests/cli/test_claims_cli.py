@@ -60,6 +60,24 @@ def test_apply_then_audit_then_undo(cli, db):
     assert statuses(db) == {1: "in-progress", 2: "in-progress", 3: "in-progress", 4: "queued"}
 
 
+def test_undo_says_a_lead_claimed_again_since_the_run_changed_and_leaves_it(cli, db):
+    applied = cli("requeue-stale", "--db", db, "--older-than", "45m", "--apply", "--format", "json")
+    run = json.loads(applied.stdout)["run_id"]
+    with psycopg.connect(db, autocommit=True) as worker:  # the lead the run marked sent is claimed again
+        worker.execute("UPDATE leads SET status = 'in-progress', claimed_by = 'w7', claimed_at = now() "
+                       "WHERE lead_id = 1")
+    preview = cli("audit", "--db", db, "--run", run, "--undo", "--format", "json")
+    assert preview.exit_code == 0
+    assert f"Undo plan for {run}: 1 changed since the run, 1 restorable." in preview.stderr
+    assert {r["row_key"]: r["state"] for r in json.loads(preview.stdout)} == {"1": "changed since the run",
+                                                                           "2": "restorable"}
+    undone = cli("audit", "--db", db, "--run", run, "--undo", "--apply")
+    assert undone.exit_code == 0 and ": 1 changed since the run, 1 restored." in undone.stderr
+    assert statuses(db) == {1: "in-progress", 2: "in-progress", 3: "in-progress", 4: "queued"}
+    with psycopg.connect(db) as conn:
+        assert conn.execute("SELECT claimed_by FROM leads WHERE lead_id = 1").fetchone() == ("w7",)
+
+
 def test_show_sql_prints_the_plan_statements_with_quoted_names(cli, db):
     result = cli("requeue-stale", "--db", db, "--older-than", "45m", "--show-sql", "--col", "status=status")
     assert result.exit_code == 0
