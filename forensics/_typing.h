@@ -63,9 +63,11 @@ static int grow_rows(Column *cols, int ncols, int8_t **code, int64_t **ts, uint8
     return grow_bitmap(ts_valid, had, cap);
 }
 
+/* An empty value copies nothing: a column holding only empty values has no data yet (NULL), and memcpy to NULL is
+ * undefined even for no bytes. */
 static int put(Column *col, size_t row, const char *s, size_t n) {
     if (grow((void **)&col->data, &col->cap, col->len + n, 1)) return -1;
-    memcpy(col->data + col->len, s, n);
+    if (n) memcpy(col->data + col->len, s, n);
     col->len += n;
     col->offsets[row + 1] = (int32_t)col->len;
     col->valid[row / 8] |= (uint8_t)(1u << (row % 8));

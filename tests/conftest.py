@@ -17,6 +17,25 @@ from click.testing import CliRunner
 REPO = Path(__file__).resolve().parent.parent
 
 
+def pytest_collection_modifyitems(config, items):
+    """MAILMORTEM_MAX_EXAMPLES=N runs every property test on at most N examples: .ci/sanitized runs the parser
+    tests on a sanitizer build several times slower. The tests name their own counts in @settings, which a
+    Hypothesis profile cannot lower, so the settings @given reads when the test runs are replaced."""
+    cap = int(os.environ.get("MAILMORTEM_MAX_EXAMPLES") or 0)
+    if not cap:
+        return
+    from hypothesis import settings
+
+    for item in items:
+        test = getattr(item, "obj", None)
+        if not getattr(test, "is_hypothesis_test", False):
+            continue
+        if not hasattr(test, "_hypothesis_internal_use_settings"):  # Hypothesis changed: say so, never run all
+            raise pytest.UsageError("MAILMORTEM_MAX_EXAMPLES: this Hypothesis keeps a test's settings elsewhere")
+        chosen = test._hypothesis_internal_use_settings
+        test._hypothesis_internal_use_settings = settings(chosen, max_examples=min(cap, chosen.max_examples))
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
