@@ -5,7 +5,8 @@ under different message ids. A "campaign step" is the provider's campaign and st
 carries it, else its template, else its subject (forensics.reconcile.GROUPINGS, chosen by how many sends each
 covers and said in the output). An export that carries none of them is refused: grouping by address alone
 would call every multi-step sequence a duplicate. What only the logs can tell (the mechanism) is said, not
-guessed.
+guessed. What to pass when sends name no campaign step is worded by forensics.providers.resolve, as for a
+backfill of the same export.
 """
 
 from __future__ import annotations
@@ -16,15 +17,11 @@ import queries
 from forensics import reconcile
 from forensics.errors import InputError
 from forensics.kinds import KINDS
+from forensics.providers import resolve
 
 CANNOT_TELL = ("Without the app logs the mechanism cannot be told: which of " + ", ".join(KINDS[:-1])
                + f" or {KINDS[-1]} sent these twice needs the workers, claims, leases, restarts and errors "
                "that only the logs hold.")
-# What to pass for an export whose sends carry no grouping, by the provider that wrote it.
-_MAP_HINT = "--map campaign=COLUMN --map step=COLUMN (or --map template=COLUMN, or --map subject=COLUMN)"
-_KEY_HINT = "--campaign-key KEY --step-key KEY naming the custom args, tags or metadata keys that hold them"
-_HINTS = {"csv": _MAP_HINT, "generic": _MAP_HINT, "sendgrid": f"{_KEY_HINT} (its activity CSV: {_MAP_HINT})",
-          "postfix": "a Postfix maillog names none of them: pass the provider's event export instead"}
 
 
 def diagnose_exports(exports) -> dict:
@@ -80,7 +77,7 @@ def _refuse_ungroupable(coverage: list[dict], read) -> None:
         where = f"{first['source_file']}: its" if not more else f"{first['source_file']} and {more} more: their"
         raise InputError(f"{where} sends name no campaign and step, template or subject, and grouping by address "
                          "alone would call every multi-step sequence a duplicate; pass "
-                         f"{_HINTS.get(first['provider'], _KEY_HINT)}, or the app logs")
+                         f"{resolve.grouping_hint([first['provider']])}, or the app logs")
 
 
 def _files(read) -> str:

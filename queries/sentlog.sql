@@ -286,3 +286,73 @@ SELECT DISTINCT recipient FROM sent_log WHERE candidate = :candidate ORDER BY re
 -- DuckDB: the (msg_id, recipient) keys this transaction inserted (stamped with its now()), for the audit row.
 -- dialect: duckdb
 SELECT msg_id, recipient FROM sent_log WHERE ingested_at = now() ORDER BY msg_id, recipient
+
+-- name: sent_log_stage_joined
+-- Template: each staged send beside the sent_log row of its (msg_id, recipient): whether one is there, where both
+-- hold a campaign, step or candidate that disagree (differ_*: never overwritten), and what the stored row lacks
+-- that the export carries (fill_*: only on a row that disagrees in nothing).
+-- dialect: duckdb postgres
+SELECT *,
+    present AND NOT differs AND trim(old_campaign) = '' AND trim(coalesce(campaign, '')) <> '' AS fill_campaign,
+    present AND NOT differs AND trim(old_step) = '' AND trim(coalesce(step, '')) <> '' AS fill_step,
+    present AND NOT differs AND old_sent_at IS NULL AND sent_at IS NOT NULL AS fill_sent_at,
+    present AND NOT differs AND old_candidate IS NULL AND trim(coalesce(candidate, '')) <> '' AS fill_candidate
+FROM (
+    SELECT *, differ_campaign OR differ_step OR differ_candidate AS differs
+    FROM (
+        SELECT s.msg_id, s.recipient, t.msg_id IS NOT NULL AS present,
+            t.campaign AS old_campaign, t.step AS old_step, t.sent_at AS old_sent_at, t.candidate AS old_candidate,
+            s.campaign, s.step, s.sent_at, s.candidate,
+            coalesce(trim(t.campaign) <> '' AND trim(s.campaign) <> ''
+                     AND {twin:mm_label}(t.campaign) <> {twin:mm_label}(s.campaign), false) AS differ_campaign,
+            coalesce(trim(t.step) <> '' AND trim(s.step) <> ''
+                     AND {twin:mm_label}(t.step) <> {twin:mm_label}(s.step), false) AS differ_step,
+            coalesce(trim(t.candidate) <> '' AND trim(s.candidate) <> ''
+                     AND trim(t.candidate) <> trim(s.candidate), false) AS differ_candidate
+        FROM sent_log_stage AS s
+        LEFT JOIN sent_log AS t ON t.msg_id = s.msg_id AND t.recipient = s.recipient
+        WHERE s.msg_id IS NOT NULL AND s.recipient IS NOT NULL
+    ) AS pairs
+) AS compared
+
+-- name: sent_log_stage_compare
+-- The staged sends against sent_log before the write: how many are there already, how many of those the export
+-- completes (fills), and how many disagree with what is stored (reported, never overwritten).
+-- dialect: duckdb postgres
+SELECT count(*) AS staged,
+       count(*) FILTER (WHERE present) AS present,
+       count(*) FILTER (WHERE fill_campaign OR fill_step OR fill_sent_at OR fill_candidate) AS to_fill,
+       count(*) FILTER (WHERE differs) AS disagreeing
+FROM ({block:sent_log_stage_joined}) AS j
+
+-- name: sent_log_stage_fills
+-- The stored rows the export completes, with their values before and after (for the audit row), key order.
+-- dialect: duckdb postgres
+SELECT msg_id, recipient, fill_campaign, fill_step, fill_sent_at, fill_candidate,
+       old_campaign, old_step, old_sent_at, old_candidate, campaign, step, sent_at, candidate
+FROM ({block:sent_log_stage_joined}) AS j
+WHERE fill_campaign OR fill_step OR fill_sent_at OR fill_candidate
+ORDER BY msg_id, recipient
+
+-- name: sent_log_stage_differences
+-- Stored rows whose campaign, step or candidate disagrees with the export's (the first :limit, key order).
+-- dialect: duckdb postgres
+SELECT msg_id, recipient, old_campaign AS stored_campaign, campaign AS export_campaign, old_step AS stored_step,
+       step AS export_step, old_candidate AS stored_candidate, candidate AS export_candidate
+FROM ({block:sent_log_stage_joined}) AS j
+WHERE differs
+ORDER BY msg_id, recipient
+LIMIT :limit
+
+-- name: sent_log_fill_from_stage
+-- Fill the blanks (campaign or step '', no send time, no candidate) of stored rows from the staged export, only
+-- where the row disagrees with the export in nothing: a stored value is never overwritten.
+-- dialect: duckdb postgres
+UPDATE sent_log AS t
+SET campaign = CASE WHEN j.fill_campaign THEN j.campaign ELSE t.campaign END,
+    step = CASE WHEN j.fill_step THEN j.step ELSE t.step END,
+    sent_at = CASE WHEN j.fill_sent_at THEN j.sent_at ELSE t.sent_at END,
+    candidate = CASE WHEN j.fill_candidate THEN j.candidate ELSE t.candidate END
+FROM ({block:sent_log_stage_joined}) AS j
+WHERE t.msg_id = j.msg_id AND t.recipient = j.recipient
+  AND (j.fill_campaign OR j.fill_step OR j.fill_sent_at OR j.fill_candidate)

@@ -42,7 +42,10 @@ def os_user() -> str:
 
 # Runs that only insert rows: undoing them would delete what they recorded.
 NOT_UNDOABLE = {
-    "backfill-sentlog": "it would make the people it recorded \"not sent\", and they would be emailed again",
+    "backfill-sentlog": "it would make the people it recorded \"not sent\", and they would be emailed again; "
+                        "to mend what it wrote, run backfill-sentlog again with the options that read more of the "
+                        "export (--map, --campaign-key, --step-key): it fills the blanks of the rows it wrote and "
+                        "reports, never overwrites, a value that disagrees",
     "ab-contamination": "it would drop sticky assignments and exclusions people were already given",
 }
 
@@ -70,13 +73,36 @@ def record_inserted(conn, run_id: str, command: str, table_name: str, key_column
                     keys: list) -> None:
     """One audit row for a run that inserted rows: `new_values` lists the inserted keys. Creates the audit table
     if missing; runs inside the caller's transaction, so the run and its audit commit together."""
+    _record(conn, run_id, command, table_name, key_column, row_key, {}, {"inserted": keys})
+
+
+def _record(conn, run_id: str, command: str, table_name: str, key_column: str, row_key: str, old: dict,
+            new: dict) -> None:
     import json
 
     ensure_table(conn)
     params = {"run_id": run_id, "command": command, "table_name": table_name, "key_column": key_column,
-              "row_key": row_key, "old_values": "{}", "new_values": json.dumps({"inserted": keys}),
+              "row_key": row_key, "old_values": json.dumps(old), "new_values": json.dumps(new),
               "os_user": os_user()}
     queries.run(conn, "audit_record_duckdb" if _duckdb(conn) else "audit_record_pg", params)
+
+
+FILLED = ("campaign", "step", "sent_at", "candidate")
+
+
+def record_fills(conn, run_id: str, fills: list[dict]) -> None:
+    """A backfill's second audit row, when it filled blanks of stored rows (sent_log_stage_fills): per row its key
+    and the columns filled, before (old_values) and after (new_values). Nothing when it filled none."""
+    if not fills:
+        return
+    old = [[f["msg_id"], f["recipient"], {c: _plain(f[f"old_{c}"]) for c in FILLED if f[f"fill_{c}"]}] for f in fills]
+    new = [[f["msg_id"], f["recipient"], {c: _plain(f[c]) for c in FILLED if f[f"fill_{c}"]}] for f in fills]
+    _record(conn, run_id, "backfill-sentlog", "sent_log", "msg_id,recipient", f"{len(fills)} rows filled",
+            {"filled": old}, {"filled": new})
+
+
+def _plain(value):
+    return value.isoformat() if isinstance(value, dt.datetime) else value
 
 
 def record_backfill(conn, run_id: str) -> None:

@@ -4,7 +4,8 @@ Every function takes a `remediation.store.Store` or a raw connection (psycopg 3 
 DuckDB). `already_sent` and `record_send` never commit: a claim loop calls them
 inside its own transaction, and the record must commit together with the claim.
 Campaign and step are compared in normal form (remediation.labels: `C1` is ` c1`, step `01`
-is `1`); they are stored as given. What `sentlog check` answers is remediation.sentlog_check.
+is `1`); they are stored as given. What `sentlog check` answers is remediation.sentlog_check; what a backfill
+from exports may write (every send's campaign, step and time read, or stated) is remediation.sentlog_backfill.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import queries
-from forensics.addresses import normalize_address, normalize_msg_id
+from forensics.addresses import install_sql, normalize_address, normalize_msg_id
 from forensics.errors import DatabaseError, InputError
 from remediation import audit, labels, reservations
 from remediation.store import connection_kind
@@ -121,6 +122,13 @@ class LoadResult:
     already_present: int = 0
     target: str = ""
     extra: dict = field(default_factory=dict)
+    filled: int = 0  # stored rows whose blanks the export filled
+    disagreeing: int = 0  # stored rows whose campaign, step or candidate disagrees with the export (left as they are)
+    differences: list = field(default_factory=list)  # the first SHOWN_DIFFERENCES of them
+
+
+SHOWN_DIFFERENCES = 20
+NOTHING_STORED = {"present": 0, "to_fill": 0, "disagreeing": 0, "differences": []}  # the plan over a new/empty table
 
 
 def _stage_table(sends: Any):
@@ -171,8 +179,13 @@ def _scratch_duckdb():
 
 
 def backfill(store: Any, sends: Any, unique_keys: bool = False,
-             clock_margin_s: float = reservations.CLOCK_MARGIN_S) -> LoadResult:
+             clock_margin_s: float = reservations.CLOCK_MARGIN_S, on_plan=None) -> LoadResult:
     """Load sends into sent_log in ONE transaction, one row per (msg_id, recipient); re-running inserts 0.
+
+    A row already there keeps every value it holds; the blanks the export can fill (campaign or step '', no send
+    time, no candidate) are filled in the same transaction, unless the row disagrees with the export in a
+    campaign, step or candidate (then it is counted and listed, never changed). `on_plan(compared)` is called
+    before the write with what is present, to fill and disagreeing (sent_log_stage_compare).
 
     The same transaction settles send reservations (remediation.reservations): those the sent-log
     now shows sent are confirmed, and those it shows unsent are released when the sends reach
@@ -185,57 +198,78 @@ def backfill(store: Any, sends: Any, unique_keys: bool = False,
     conn, kind = connection_kind(store)
     run_id = audit.new_run_id()
     settle = _reservation_settler(sends, clock_margin_s, run_id)
+    plan = on_plan or (lambda compared: None)
     if kind == "postgres":
-        (inserted, unique), settled = _backfill_postgres(conn, sends, unique_keys, settle)
+        (inserted, unique, compared), settled = _backfill_postgres(conn, sends, unique_keys, settle, plan)
     else:
         table = _deduplicated(sends)
-        inserted, settled = _backfill_duckdb(conn, table, settle)
+        (inserted, compared), settled = _backfill_duckdb(conn, table, settle, plan)
         unique = table.num_rows
     return LoadResult(staged=len(sends), inserted=inserted, already_present=unique - inserted,
-                      extra={"reservations": settled, "run_id": run_id})
+                      extra={"reservations": settled["reservations"], "run_id": run_id},
+                      filled=settled["filled"], disagreeing=compared["disagreeing"],
+                      differences=compared["differences"])
 
 
 def _reservation_settler(sends: Any, clock_margin_s: float, run_id: str):
-    """What the backfill runs last, in its transaction: its audit row (the keys it inserted), then the
-    reservations the new rows confirm or prove unsent."""
+    """What the backfill runs last, in its transaction: its audit rows (the keys it inserted, the blanks it filled),
+    then the reservations the new rows confirm or prove unsent."""
     import pyarrow.compute as pc
 
     newest = pc.max(_stage_table(sends).column("sent_at")).as_py()
 
-    def settle(conn):
+    def settle(conn, fills: list[dict]):
         audit.record_backfill(conn, run_id)
-        return reservations.reconcile_after_backfill(conn, newest, clock_margin_s)
+        audit.record_fills(conn, run_id, fills)
+        return {"reservations": reservations.reconcile_after_backfill(conn, newest, clock_margin_s),
+                "filled": len(fills)}
 
     return settle
 
 
-def _backfill_postgres(conn: Any, sends, unique_keys: bool, settle) -> tuple[tuple[int, int], dict]:
-    """((inserted, unique rows), settled reservations). One transaction, other writers held off."""
+def _compare(conn: Any, plan) -> dict:
+    """The staged sends against sent_log (sent_log_stage_compare, and the first disagreements), handed to `plan`."""
+    install_sql(conn)
+    compared = queries.one(conn, "sent_log_stage_compare")
+    compared["differences"] = queries.rows(conn, "sent_log_stage_differences", {"limit": SHOWN_DIFFERENCES})
+    plan(compared)
+    return compared
+
+
+def _fill(conn: Any) -> list[dict]:
+    """Fill the blanks the staged export completes; the rows filled, before and after (for the audit)."""
+    fills = queries.rows(conn, "sent_log_stage_fills")
+    if fills:
+        queries.run(conn, "sent_log_fill_from_stage")
+    return fills
+
+
+def _backfill_postgres(conn: Any, sends, unique_keys: bool, settle, plan) -> tuple[tuple, dict]:
+    """((inserted, unique rows, compared), settled). One transaction, other writers held off."""
     import duckdb
     import psycopg
 
     try:
         with conn.transaction():
-            counts = _load_postgres(conn, sends, unique_keys)
-            return counts, settle(conn)
+            inserted, unique, compared, fills = _load_postgres(conn, sends, unique_keys, plan)
+            return (inserted, unique, compared), settle(conn, fills)
     except (psycopg.Error, duckdb.Error) as exc:
         raise DatabaseError(f"backfill failed: {str(exc).strip().splitlines()[0]}") from None
 
 
-def _load_postgres(conn: Any, sends, unique_keys: bool) -> tuple[int, int]:
-    """(inserted, unique rows): a new sent_log is loaded first and indexed after; an empty one takes a COPY
-    straight in; otherwise COPY to a stage and insert what it lacks."""
+def _load_postgres(conn: Any, sends, unique_keys: bool, plan) -> tuple[int, int, dict, list]:
+    """(inserted, unique rows, compared, fills): a new sent_log is loaded first and indexed after; an empty one
+    takes a COPY straight in; otherwise COPY to a stage, insert what it lacks and fill what its rows lack."""
     queries.run(conn, "sent_log_pg_ddl_lock")
     created = queries.run(conn, "sent_log_pg_missing").fetchone()[0]
     ensure_schema(conn)
     queries.run(conn, "sent_log_lock_writers")
-    if created:
-        copied = _load_new_table(conn, sends, unique_keys)
-        return copied, copied
-    if queries.run(conn, "sent_log_is_empty").fetchone()[0]:
-        copied = _copy_rows(conn, "sent_log_copy", sends, unique_keys)
-        return copied, copied
-    return _merge_via_stage(conn, sends, unique_keys)
+    if created or queries.run(conn, "sent_log_is_empty").fetchone()[0]:
+        plan(dict(NOTHING_STORED))
+        copied = _load_new_table(conn, sends, unique_keys) if created else _copy_rows(conn, "sent_log_copy", sends,
+                                                                                        unique_keys)
+        return copied, copied, dict(NOTHING_STORED), []
+    return _merge_via_stage(conn, sends, unique_keys, plan)
 
 
 def _load_new_table(conn: Any, sends, unique_keys: bool) -> int:
@@ -250,14 +284,16 @@ def _load_new_table(conn: Any, sends, unique_keys: bool) -> int:
     return copied
 
 
-def _merge_via_stage(conn: Any, sends, unique_keys: bool) -> tuple[int, int]:
+def _merge_via_stage(conn: Any, sends, unique_keys: bool, plan) -> tuple[int, int, dict, list]:
     queries.run(conn, "sent_log_stage_drop")
     queries.run(conn, "sent_log_stage_create")
     unique = _copy_rows(conn, "sent_log_stage_copy", sends, unique_keys)
     queries.run(conn, "sent_log_stage_analyze")
+    compared = _compare(conn, plan)
     inserted = queries.run(conn, "sent_log_merge_stage_locked").rowcount
+    fills = _fill(conn)
     queries.run(conn, "sent_log_stage_drop")
-    return int(inserted), unique
+    return int(inserted), unique, compared, fills
 
 
 def _copy_rows(conn: Any, name: str, sends, unique_keys: bool, rows: str = "sent_log_csv_rows_by_key") -> int:
@@ -284,7 +320,7 @@ def _copy_rows(conn: Any, name: str, sends, unique_keys: bool, rows: str = "sent
         con.close()
 
 
-def _backfill_duckdb(conn: Any, table, settle) -> tuple[int, dict]:
+def _backfill_duckdb(conn: Any, table, settle, plan) -> tuple[tuple[int, dict], dict]:
     import duckdb
 
     try:
@@ -295,70 +331,24 @@ def _backfill_duckdb(conn: Any, table, settle) -> tuple[int, dict]:
             queries.run(conn, "sent_log_stage_create")
             conn.register("sent_log_arrow", table)
             queries.run(conn, "sent_log_stage_from_arrow")
+            compared = _compare(conn, plan)
             inserted = queries.run(conn, "sent_log_merge_stage").fetchone()[0]
+            fills = _fill(conn)
             queries.run(conn, "sent_log_stage_drop")
-            settled = settle(conn)
+            settled = settle(conn, fills)
             conn.commit()
         except BaseException:
             conn.rollback()
             raise
         finally:
             conn.unregister("sent_log_arrow")
-        return int(inserted), settled
+        return (int(inserted), compared), settled
     except duckdb.Error as exc:
         raise DatabaseError(f"backfill failed: {str(exc).strip().splitlines()[0]}") from None
 
 
-# --------------------------------------------------------------------------- backfill from exports
+def backfill_exports(store, read, **options) -> dict:
+    """remediation.sentlog_backfill.backfill_exports (kept here for the callers that know the sent-log by this name)."""
+    from remediation import sentlog_backfill
 
-
-def summarize_export(read) -> dict:
-    """Counts and findings of a provider read (no database): what a backfill would record."""
-    import duckdb
-    import pyarrow.compute as pc
-
-    sends = read.collapsed()  # the same rows as read.sends(), without its presentation sort
-    con = duckdb.connect()
-    try:
-        con.register("provider_events_view", read.events)
-        con.register("provider_sends_view", sends)
-        summary = {
-            "files": len(read.files),
-            "rows_read": read.events.num_rows,
-            "skipped_by_event_type": queries.rows(con, "sent_log_export_skipped"),
-            "malformed": read.malformed + queries.rows(con, "sent_log_export_incomplete"),
-            "duplicates_in_export": queries.rows(con, "sent_log_export_duplicates"),
-        }
-    finally:
-        con.close()
-    usable = pc.and_(pc.equal(sends.column("verdict"), "sent"),
-                     pc.and_(pc.is_valid(sends.column("msg_id")), pc.is_valid(sends.column("recipient"))))
-    summary["sends"] = sends.select(list(STAGE_COLUMNS)).filter(usable)
-    summary["sends_found"] = summary["sends"].num_rows
-    return summary
-
-
-def _one_provider(sends) -> bool:
-    import pyarrow.compute as pc
-
-    return pc.count_distinct(sends.column("provider")).as_py() <= 1
-
-
-def backfill_exports(store, read, dry_run: bool = False, clock_margin_s: float = reservations.CLOCK_MARGIN_S) -> dict:
-    """Record every send of a provider read in sent_log (one transaction); returns the summary.
-
-    The same transaction confirms or releases send reservations (see `backfill`)."""
-    summary = summarize_export(read)
-    if summary["sends_found"] == 0:
-        kinds = ", ".join(f"{s['events']} {s['event_type']}" for s in summary["skipped_by_event_type"][:5])
-        raise InputError(f"no send events in the export ({summary['rows_read']} events read"
-                         + (f": {kinds}" if kinds else "") + ")")
-    sends = summary.pop("sends")
-    if dry_run:
-        summary.update(inserted=None, already_present=None, dry_run=True)
-        return summary
-    # collapsed rows of ONE provider are already one per (msg_id, recipient): the collapse was the dedupe
-    result = backfill(store, sends, unique_keys=_one_provider(sends), clock_margin_s=clock_margin_s)
-    summary.update(inserted=result.inserted, already_present=result.already_present, dry_run=False,
-                   reservations=result.extra["reservations"], run_id=result.extra["run_id"])
-    return summary
+    return sentlog_backfill.backfill_exports(store, read, **options)

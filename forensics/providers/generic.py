@@ -8,6 +8,7 @@ a time column, the metadata keys), so mapping two columns never drops the others
 from __future__ import annotations
 
 from forensics.errors import ConfigError, InputError
+from forensics.providers import columns as columns_mod
 
 FIELDS = ("recipient", "msg_id", "sent_at", "event", "campaign", "step", "candidate", "subject", "template")
 # Where an unmapped subject or template is looked for (what groups sends when campaign and step are absent).
@@ -65,16 +66,26 @@ def require_mapping(mapping: dict[str, str], what: str) -> None:
         raise ConfigError(f"{what} needs --map for {', '.join(missing)} (e.g. --map recipient=To --map msg_id=\"Message ID\")")
 
 
-def csv_mapping(path: str, columns: list[str], mapping: dict[str, str], keys) -> dict[str, str]:
-    """{field: column} of a generic CSV: --map first, then each field's names found in the header."""
+def csv_mapping(path: str, columns: list[str], mapping: dict[str, str], keys, samples=None) -> dict[str, str]:
+    """{field: column} of a generic CSV (csv_reading without how each was found)."""
+    return {f: column for f, (column, _how) in csv_reading(path, columns, mapping, keys, samples).items() if column}
+
+
+def csv_reading(path: str, columns: list[str], mapping: dict[str, str], keys, samples=None) -> dict:
+    """{field: (column, how)} of a generic CSV: --map first, then each field's names found in the header, then
+    (forensics.providers.columns) the send time, campaign, step and candidate by their name's words or values."""
     by_lower = {c.strip().lower(): c for c in columns}
-    resolved = {}
+    found = {}
     for field, names in field_names(mapping, keys).items():
-        hit = next((by_lower[n.strip().lower()] for n in names if n.strip().lower() in by_lower), mapping.get(field))
-        if hit is not None:  # a mapped name the header lacks stays, to be named as absent
-            resolved[field] = hit
-    require_mapping(resolved, f"{path}: a CSV export")
-    return resolved
+        if field in mapping:  # a mapped name the header lacks stays, to be named as absent
+            found[field] = (by_lower.get(mapping[field].strip().lower(), mapping[field]), "--map")
+            continue
+        hit = next((by_lower[n.strip().lower()] for n in names if n.strip().lower() in by_lower), None)
+        if hit is not None:
+            found[field] = (hit, "its name")
+    reading = columns_mod.infer(columns, found, samples or (lambda names: {}))
+    require_mapping({f: c for f, (c, _how) in reading.items() if c}, f"{path}: a CSV export")
+    return reading
 
 
 def sendgrid_csv_mapping(path: str, columns: list[str], keys) -> dict[str, str]:
@@ -105,14 +116,18 @@ def read_csv(path: str, text: str):
         raise InputError(f"{path}: not a readable CSV: {str(exc).splitlines()[0]}") from None
 
 
-def canonical_frame(path: str, frame, mapping: dict[str, str], keys, provider: str):
-    """Rename the columns of a read CSV to canonical ones, add file:line."""
+def canonical_frame(path: str, frame, mapping: dict[str, str], keys, provider: str, reading: dict | None = None):
+    """Rename the columns of a read CSV to canonical ones, add file:line; `reading` gets {field: (column, how)}."""
     import polars as pl
 
     if provider == "sendgrid":
         mapping = {**sendgrid_csv_mapping(path, frame.columns, keys), **mapping}
+        found = {f: (c, "--map" if f in mapping else "its name") for f, c in mapping.items()}
     else:
-        mapping = csv_mapping(path, frame.columns, mapping, keys)
+        found = csv_reading(path, frame.columns, mapping, keys, lambda names: _samples(frame, names))
+        mapping = {f: c for f, (c, _how) in found.items() if c}
+    if reading is not None:
+        reading.update(found)
     absent = [c for c in mapping.values() if c not in frame.columns]
     if absent:
         raise ConfigError(f"{path}: no column named {', '.join(repr(a) for a in absent)} "
@@ -124,19 +139,46 @@ def canonical_frame(path: str, frame, mapping: dict[str, str], keys, provider: s
     )
 
 
+def _samples(frame, names) -> dict[str, list]:
+    head = frame.head(columns_mod.SAMPLED)
+    return {name: head.get_column(name).to_list() for name in names}
+
+
 def csv_frame(path: str, text: str, mapping: dict[str, str], keys, provider: str):
     """Read a CSV with polars (all text), rename mapped columns to canonical ones, add file:line."""
     return canonical_frame(path, read_csv(path, text), mapping, keys, provider)
 
 
-def json_params(mapping: dict[str, str], keys) -> dict[str, list[str]]:
-    """The provider_rows_generic parameters: per field, the keys looked up (the first non-empty wins)."""
-    return {f"{f}_keys": list(names) for f, names in field_names(mapping, keys).items()}
+def json_params(mapping: dict[str, str], keys, inferred: dict | None = None) -> dict[str, list[str]]:
+    """The provider_rows_generic parameters: per field, the keys looked up (the first non-empty wins); keys found
+    by their name's words (`inferred`, json_reading) come after the field's own names."""
+    extra = inferred or {}
+    return {f"{f}_keys": list(names) + [k for k in extra.get(f, ()) if k not in names]
+            for f, names in field_names(mapping, keys).items()}
+
+
+def json_reading(mapping: dict[str, str], keys, values: list) -> dict[str, tuple[str, str]]:
+    """{field: (key, how)} of a generic JSON export, from the keys of its first records (as csv_reading)."""
+    seen = list(dict.fromkeys(key for record in _json_records(values) for key in record))
+    found = {}
+    for field, names in field_names(mapping, keys).items():
+        hit = next((n for n in names if n in seen), None)
+        if hit is not None or field in mapping:
+            found[field] = (hit or mapping[field], "--map" if field in mapping else "its name")
+    return columns_mod.infer(seen, found, lambda names: _json_samples(values, names))
+
+
+def _json_records(values: list) -> list[dict]:
+    return [r for v in values for r in (v if isinstance(v, list) else [v]) if isinstance(r, dict)]
+
+
+def _json_samples(values: list, names) -> dict[str, list]:
+    records = _json_records(values)
+    return {name: [r.get(name) for r in records if name in r] for name in names}
 
 
 def require_json_fields(path: str, mapping: dict[str, str], values: list) -> None:
     """A generic JSON export needs recipient and msg_id: mapped, or named so in its first records."""
-    records = [r for v in values for r in (v if isinstance(v, list) else [v])]
-    seen = {key for record in records if isinstance(record, dict) for key in record}
+    seen = {key for record in _json_records(values) for key in record}
     resolved = {f: f for f in ("recipient", "msg_id") if f in seen}
     require_mapping({**resolved, **mapping}, f"{path}: a generic JSON export")

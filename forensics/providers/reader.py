@@ -33,6 +33,8 @@ class ProviderRead:
     events: object  # pyarrow.Table with COLUMNS
     malformed: list[dict] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)  # path -> provider
+    # path -> {field: (column, how)} of your own CSV/JSONL (and SendGrid's activity CSV): "sent_at ← Sent At"
+    readings: dict[str, dict] = field(default_factory=dict)
     _collapsed: object = field(default=None, repr=False)
 
     def collapsed(self):
@@ -54,6 +56,8 @@ class _Batch:
     docs: list = field(default_factory=list)  # Arrow tables: provider, source_file, source_line, text
     csvs: list = field(default_factory=list)  # polars frames with canonical columns, per provider
     files: dict = field(default_factory=dict)
+    readings: dict = field(default_factory=dict)  # path -> {field: (column, how)}
+    json_inferred: dict = field(default_factory=dict)  # field -> generic JSON keys found by their name's words
 
 
 def read_events(paths, provider: str | None = None, mapping: dict | None = None, keys: Keys | None = None,
@@ -76,7 +80,7 @@ def read_events(paths, provider: str | None = None, mapping: dict | None = None,
     finally:
         con.close()
     _check_recognised(events, batch.files, malformed)
-    return ProviderRead(events.filter(_recognised_mask(events)), malformed, batch.files)
+    return ProviderRead(events.filter(_recognised_mask(events)), malformed, batch.files, batch.readings)
 
 
 def _add_file(batch: _Batch, export: files.ExportFile, forced: str | None, mapping: dict, keys: Keys) -> None:
@@ -91,7 +95,7 @@ def _add_file(batch: _Batch, export: files.ExportFile, forced: str | None, mappi
             raise InputError(f"{export.path}: not a CSV file (looks like {export.kind}){hint}")
         else:
             name = "generic" if name == "jsonl" else name
-            _add_json(batch, export, name, mapping)
+            _add_json(batch, export, name, mapping, keys)
     batch.files[export.path] = name
 
 
@@ -99,18 +103,29 @@ def _add_csv(batch: _Batch, export: files.ExportFile, forced: str | None, mappin
     frame = generic.read_csv(export.path, export.text)
     found = forced or detect.choose(export.path, detect.csv_candidates(frame.columns, mapping), "csv", frame.columns)
     name = "sendgrid" if found == "sendgrid" else "csv"
-    batch.csvs.append((name, generic.canonical_frame(export.path, frame, mapping, keys, name)))
+    reading: dict = {}
+    batch.csvs.append((name, generic.canonical_frame(export.path, frame, mapping, keys, name, reading)))
+    batch.readings[export.path] = reading
     return name
 
 
-def _add_json(batch: _Batch, export: files.ExportFile, name: str, mapping: dict) -> None:
+def _add_json(batch: _Batch, export: files.ExportFile, name: str, mapping: dict, keys: Keys) -> None:
     if export.kind not in ("json", "jsonl"):
         raise InputError(f"{export.path}: not JSON, so not a {name} webhook/event export")
     if name == "generic":
-        generic.require_json_fields(export.path, mapping, files.first_json_values(export))
+        values = files.first_json_values(export)
+        generic.require_json_fields(export.path, mapping, values)
+        _add_json_reading(batch, export.path, generic.json_reading(mapping, keys, values))
     text = export.text if export.kind == "jsonl" else _validated_document(export)
     batch.docs.append(_lines_table(name, export.path, text) if export.kind == "jsonl"
                       else _doc_table(name, export.path, text))
+
+
+def _add_json_reading(batch: _Batch, path: str, reading: dict) -> None:
+    batch.readings[path] = reading
+    for name, (key, how) in reading.items():
+        if key and (how == "its name's words" or how.startswith("its values")):
+            batch.json_inferred.setdefault(name, []).append(key)
 
 
 def _detect(export: files.ExportFile, mapping: dict) -> str:
@@ -176,7 +191,7 @@ def _run_queries(con, batch: _Batch, mapping: dict, keys: Keys, year: int | None
         queries.script(con, "provider_events_unwrap")
         for name in ROWS_QUERY:
             if name in present:
-                parts.append(_provider_rows(con, name, mapping, keys))
+                parts.append(_provider_rows(con, name, mapping, keys, batch.json_inferred))
         if "postfix" in present:
             parts.append(_postfix_rows(con, year, tz))
     for provider, frame in batch.csvs:
@@ -184,10 +199,10 @@ def _run_queries(con, batch: _Batch, mapping: dict, keys: Keys, year: int | None
     return _concat(parts), malformed
 
 
-def _provider_rows(con, name: str, mapping: dict, keys: Keys):
+def _provider_rows(con, name: str, mapping: dict, keys: Keys, inferred: dict):
     params = _params(keys)
     if name == "generic":
-        params.update(generic.json_params(mapping, keys))
+        params.update(generic.json_params(mapping, keys, inferred))
         params.update(sent_words=generic.SENT_WORDS, not_sent_words=generic.NOT_SENT_WORDS)
     return queries.arrow(con, ROWS_QUERY[name], params)
 
