@@ -79,3 +79,41 @@ def candidate_addresses(conn_or_store: Any, candidate: str) -> list[str]:
         found |= {row["recipient"] for row in
                   queries.rows(conn, "reservation_candidate_addresses", {"candidate": candidate})}
     return sorted(found)
+
+
+NO_STEP = "step not recorded: counts for every step"
+NO_TIME = ("time not recorded: the provider export's send time fills it (re-run backfill-sentlog with "
+           "--map sent_at=COLUMN, or the export whose events carry it)")
+
+
+def describe(hit: dict | None, who: str, campaign: str, step: str | None, unmatched: str | None = None) -> dict:
+    """What `sentlog check` says, as one line (`line`) and as fields: the same words in every format.
+
+    A row without a step is said to count for every step (never "got step 2"); one without a time says where
+    the time should come from. `who` is the person as named (forensics.textsafe applied by the caller)."""
+    asked = campaign + (f" step {step}" if step else "")
+    if hit is None:
+        new = f" (--no-sends-yet: the sent-log holds no such {_named(unmatched)})" if unmatched else ""
+        return {"sent": False, "line": f"not sent: {who} has no record for {asked}{new}"}
+    if hit.get("unconfirmed"):
+        return {"sent": True, "unconfirmed": True, "campaign": hit["campaign"], "step": hit["step"],
+                "worker": hit["worker"], "reserved_at": hit["reserved_at"],
+                "line": f"already sent (unconfirmed): {who} was reserved for {asked} by {hit['worker'] or '?'} at "
+                        f"{hit['reserved_at'].isoformat()} and no send is recorded; it counts as sent"}
+    step_known = labels_normal(hit["step"]) != ""
+    what = f"got {hit['campaign']} step {hit['step']}" if step_known else f"sent {hit['campaign']} ({NO_STEP})"
+    when = hit["sent_at"].isoformat() if hit.get("sent_at") else NO_TIME
+    return {"sent": True, "unconfirmed": False, "campaign": hit["campaign"], "step": hit["step"] if step_known else None,
+            "step_recorded": step_known, "counts_for_every_step": not step_known, "msg_id": hit["msg_id"],
+            "sent_at": hit.get("sent_at"), "time_recorded": hit.get("sent_at") is not None,
+            "line": f"already sent: {who} {what} (msg {hit['msg_id']}, {when})"}
+
+
+def _named(flag: str | None) -> str:
+    return "step" if (flag or "").startswith("--step") else "campaign"
+
+
+def labels_normal(value) -> str:
+    from forensics.addresses import normalize_label
+
+    return normalize_label("" if value is None else str(value))

@@ -10,10 +10,14 @@ import pytest
 
 from forensics.errors import InputError
 from forensics.providers import read_events
+from forensics.providers.resolve import Stated
 from remediation import sentlog
 from remediation.store import open_store
 
 FIX = Path(__file__).parent / "fixtures" / "providers"
+# The SendGrid fixture's send to dave@acme.com names campaign c-7 and no step: backed up only when the user says
+# the export has no steps there (stored as a row that counts for every step of c-7).
+NO_STEP = Stated(no_step=True)
 
 
 @pytest.fixture(params=["duckdb", "postgres"])
@@ -70,8 +74,8 @@ def test_record_send_does_not_commit_inside_a_callers_transaction(pg_dsn):
 def test_backfill_then_rerun_inserts_nothing(db):
     read = read_events([str(FIX / "sendgrid-events.jsonl"), str(FIX / "ses-firehose.jsonl")])
     store = open_store(db)
-    first = sentlog.backfill_exports(store, read)
-    again = sentlog.backfill_exports(store, read)
+    first = sentlog.backfill_exports(store, read, stated=NO_STEP)
+    again = sentlog.backfill_exports(store, read, stated=NO_STEP)
     assert (first["sends_found"], first["inserted"], first["already_present"]) == (6, 6, 0)
     assert (again["inserted"], again["already_present"]) == (0, 6)
     assert sentlog.count_rows(store) == 6
@@ -98,7 +102,7 @@ def test_concurrent_overlapping_backfills_lose_and_double_nothing(pg_dsn):
         store = open_store(pg_dsn)
         try:
             barrier.wait()
-            results.append(sentlog.backfill_exports(store, read)["inserted"])
+            results.append(sentlog.backfill_exports(store, read, stated=NO_STEP)["inserted"])
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
         finally:
@@ -134,7 +138,7 @@ def test_first_backfill_indexes_after_loading_and_ends_with_the_ensure_schema_ta
 
     read = read_events([str(FIX / "sendgrid-events.jsonl")])
     store = open_store(pg_dsn)
-    assert sentlog.backfill_exports(store, read)["inserted"] == 4
+    assert sentlog.backfill_exports(store, read, stated=NO_STEP)["inserted"] == 4
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         loaded = _schema(conn)
         conn.execute("DROP TABLE sent_log")
@@ -142,7 +146,7 @@ def test_first_backfill_indexes_after_loading_and_ends_with_the_ensure_schema_ta
         assert _schema(conn) == loaded
         assert len([r for r in loaded if str(r[0]).startswith("CREATE")]) == 2  # the key and the lookup index
     # the key is live: a second run and a hand-recorded duplicate are both refused
-    assert sentlog.backfill_exports(store, read)["inserted"] == 4  # table was dropped and re-created above
+    assert sentlog.backfill_exports(store, read, stated=NO_STEP)["inserted"] == 4  # table re-created above
     assert not sentlog.record_send(store, "c-42", "1", "jane@acme.com", "AAAAAAAAAAAAAAAAAAAAAA")
     store.close()
 
@@ -159,14 +163,14 @@ def test_every_load_path_stores_the_same_rows_as_duckdb(pg_dsn, tmp_path, before
     paths = [str(FIX / "sendgrid-events.jsonl"), str(FIX / "ses-firehose.jsonl"), str(FIX / "mailgun-events-page.json")]
     read = read_events(paths)
     reference = open_store(str(tmp_path / "ref.duckdb"))
-    assert sentlog.backfill_exports(reference, read)["inserted"] == 7
+    assert sentlog.backfill_exports(reference, read, stated=NO_STEP)["inserted"] == 7
     store = open_store(pg_dsn)
     if before != "missing":
         sentlog.ensure_schema(store)
     if before == "populated":  # recorded by an agent before the backfill: kept as it is
         sentlog.record_send(store, "by-agent", "9", "fay@example.com", "20261129.1.ABC@mg.example.com")
         _commit(store)
-    result = sentlog.backfill_exports(store, read)
+    result = sentlog.backfill_exports(store, read, stated=NO_STEP)
     assert (result["inserted"], result["already_present"]) == ((6, 1) if before == "populated" else (7, 0))
     expected = _rows(reference)
     if before == "populated":
@@ -222,7 +226,7 @@ def test_backfill_waits_for_an_agents_uncommitted_record_and_then_skips_it(pg_ds
     def run():
         store = open_store(pg_dsn)
         try:
-            results.append(sentlog.backfill_exports(store, read))
+            results.append(sentlog.backfill_exports(store, read, stated=NO_STEP))
         except Exception as exc:  # pragma: no cover - asserted below
             results.append(exc)
         finally:

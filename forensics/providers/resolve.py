@@ -111,7 +111,8 @@ def refusal(resolution: Resolution, providers, stated: Stated = Stated()) -> str
             parts.append(f"{resolution.disagree[name]:,} name another {_NAMES[name]} than "
                          f"--{name.replace('_', '-')} {stated.value(name)!r} (drop it, or back up one export per value)")
     return (f"refused, nothing written: of {resolution.rows:,} sends, " + "; ".join(parts)
-            + ". A row written without them would answer \"not sent\" for the campaign or step it belongs to")
+            + ": a sent-log row without its campaign or step answers \"not sent\" for the one it belongs to, and "
+              "one without its time cannot settle a send reservation (docs/sentlog.md)")
 
 
 _NAMES = {"campaign": "campaign", "step": "step", "sent_at": "send time"}

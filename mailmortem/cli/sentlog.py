@@ -18,42 +18,86 @@ def _say_target(db: str | None) -> None:
 
 @click.command("backfill-sentlog")
 @export_options(required=True, what="Export")
+@click.option("--campaign", "stated_campaign", metavar="NAME",
+              help="The campaign of every send the export names none for (a send naming another is refused).")
+@click.option("--step", "stated_step", metavar="N",
+              help="The step of every send the export names none for (a send naming another is refused).")
+@click.option("--no-step", is_flag=True,
+              help="The export has no steps: a send without one is stored so that it counts for every step of "
+                   "its campaign (every answer that uses it says so).")
 @db_option()
 @click.option("--format", "fmt", type=click.Choice(("table", "json")), default="table", show_default=True)
-@click.option("--dry-run", is_flag=True, help="Read and report; write nothing.")
-def backfill_sentlog(exports, db, fmt, dry_run):
+@click.option("--dry-run", is_flag=True, help="Read, resolve and print the plan; write nothing.")
+def backfill_sentlog(exports, stated_campaign, stated_step, no_step, db, fmt, dry_run):
     """Rebuild who was really emailed from provider history into the durable sent_log table.
 
     Reads SendGrid, Mailgun, SES, Postmark, Resend, Brevo and Postfix exports (each file
     detected by its provider's own fields), keeps the events that prove a send, and inserts
-    one row per (message, recipient) in ONE transaction; a re-run inserts nothing.
+    one row per (message, recipient) in ONE transaction. Every send needs its campaign, step
+    and send time, read from the export (--map, --campaign-key, --step-key, as diagnose reads
+    it) or stated (--campaign, --step, --no-step): otherwise nothing is written (exit 1) and
+    the refusal counts what is missing and names the options that read it. The plan is printed
+    (stderr) before the write. A re-run that reads more fills the blanks of the rows it wrote
+    and reports, never overwrites, a stored value that disagrees.
 
     \b
     Examples:
       mailmortem backfill-sentlog --provider-export sendgrid-events/ --db "$DATABASE_URL"
-      mailmortem backfill-sentlog --provider-export ses-firehose-2026-11-28.jsonl.gz
+      mailmortem backfill-sentlog --provider-export ses-firehose-2026-11-28.jsonl.gz --step-key seq_step
       mailmortem backfill-sentlog --provider-export export.csv --provider csv \\
-          --map recipient=To --map msg_id="Message ID"
-      mailmortem backfill-sentlog --provider-export /var/log/maillog --year 2026 --tz Europe/Berlin
+          --map recipient=To --map msg_id="Message ID" --map campaign=Tag --step 1
+      mailmortem backfill-sentlog --provider-export /var/log/maillog --year 2026 --tz Europe/Berlin \\
+          --campaign c-42 --no-step
     """
+    from forensics.providers.resolve import Stated
     from remediation import sentlog
     from remediation.store import open_store
 
+    if no_step and stated_step is not None:
+        raise click.UsageError("--step N and --no-step contradict each other: pass one")
+    stated = Stated(_stated(stated_campaign, "--campaign"), _stated(stated_step, "--step"), no_step)
     read = exports.read()
     if dry_run:
-        summary = sentlog.backfill_exports(None, read, dry_run=True)
+        summary = sentlog.backfill_exports(None, read, dry_run=True, stated=stated, on_plan=_print_plan)
         summary["target"] = None
     else:
         _say_target(db)
         store = open_store(db)
         try:
-            summary = sentlog.backfill_exports(store, read)
+            summary = sentlog.backfill_exports(store, read, stated=stated, on_plan=_print_plan)
             summary["target"] = store.label
         finally:
             store.close()
-        click.echo(f"Audit: mailmortem audit --run {summary['run_id']}{db_hint(db)}   (the keys it inserted; "
-                   "not undoable)", err=True)
+        click.echo(f"Audit: mailmortem audit --run {summary['run_id']}{db_hint(db)}   (the keys it inserted and the "
+                   "blanks it filled; not undoable: re-run the backfill to mend)", err=True)
     _render_summary(summary, fmt)
+
+
+def _stated(value: str | None, flag: str) -> str | None:
+    if value is not None and not value.strip():
+        raise click.UsageError(f"{flag} must not be empty")
+    return value
+
+
+def _print_plan(plan: dict) -> None:
+    """The plan, on stderr before anything is written: what was read from where, and what the write will do."""
+    from forensics.textsafe import terminal_safe
+
+    for path, lines in plan["reading"].items():
+        click.echo(terminal_safe(f"read {path}: " + "; ".join(lines)), err=True)
+    for row in plan["coverage"]:
+        stated = f", {row['stated']:,} stated" if row["stated"] else ""
+        click.echo(f"  {row['field']}: {row['read']:,} read from the export{stated}", err=True)
+    for row in plan["per_campaign_step"]:
+        click.echo(terminal_safe(f"  plan: {row['rows']:,} sends of {row['campaign']} step {row['step']}"), err=True)
+    if plan["no_step_rows"]:
+        click.echo(f"  --no-step: {plan['no_step_rows']:,} sends stored without a step count for every step of "
+                   "their campaign", err=True)
+    if plan["already_present"] is None:
+        click.echo("  dry run: not compared with the sent-log (nothing opened)", err=True)
+    else:
+        click.echo(f"  already present: {plan['already_present']:,} (blanks to fill: {plan['to_fill']:,}; "
+                   f"disagreeing, left as stored: {plan['disagreeing']:,})", err=True)
 
 
 def _render_summary(summary: dict, fmt: str) -> None:
@@ -63,9 +107,12 @@ def _render_summary(summary: dict, fmt: str) -> None:
         write_json(summary)
         return
     counts = [{"what": k.replace("_", " "), "count": "-" if summary[k] is None else summary[k]}
-              for k in ("files", "rows_read", "sends_found", "inserted", "already_present")]
+              for k in ("files", "rows_read", "sends_found", "inserted", "already_present", "filled", "disagreeing")]
     counts.append({"what": "malformed", "count": len(summary["malformed"])})
     write_rows(counts, "table", ["what", "count"], title=f"backfill-sentlog → {summary['target'] or 'dry run'}")
+    if summary["differences"]:
+        write_rows(summary["differences"], "table", None,
+                   title=f"stored rows that disagree with the export ({summary['disagreeing']}; left as stored)")
     if summary["skipped_by_event_type"]:
         write_rows(summary["skipped_by_event_type"], "table", ["provider", "event_type", "verdict", "events"],
                    title="skipped (not a send)")
@@ -112,21 +159,26 @@ def sentlog():
               help="Candidate id: answers for every address the sent-log or a reservation holds for them.")
 @click.option("--no-sends-yet", is_flag=True,
               help="Answer for a --campaign/--step the sent-log holds no row of (a new one) instead of refusing.")
-def check(db, campaign, step, recipient, candidate, no_sends_yet):
+@click.option("--format", "fmt", type=click.Choice(("table", "json")), default="table", show_default=True,
+              help="table: one line; json: the same line and its fields (step_recorded, time_recorded, …).")
+def check(db, campaign, step, recipient, candidate, no_sends_yet, fmt):
     """Exit 3 if RECIPIENT (or CANDIDATE) was already sent CAMPAIGN (and STEP), 0 if not; prints one line.
 
     A read: it never creates a store or a table. No store, no sent_log table, an
     invalid address, or a --campaign/--step that names nothing in the sent-log (the
     refusal names what it holds; --no-sends-yet for a new one) is exit 1, never "not sent".
+    A send recorded without a step counts for every step and is said so ("step not
+    recorded"); one without a time says where its time should come from.
 
     \b
     Examples:
       mailmortem sentlog check --db "$DATABASE_URL" --campaign c-42 --recipient Jane@Acme.com
       mailmortem sentlog check --db mailmortem.duckdb --campaign c-42 --step 1 --recipient jane@acme.com
-      mailmortem sentlog check --db "$DATABASE_URL" --campaign c-42 --step 1 --candidate cand-8812
+      mailmortem sentlog check --db "$DATABASE_URL" --campaign c-42 --step 1 --candidate cand-8812 --format json
       mailmortem sentlog check --db "$DATABASE_URL" --campaign c-43 --step 1 --recipient jane@acme.com --no-sends-yet
     """
     from forensics.textsafe import terminal_safe
+    from mailmortem.output import write_json
     from remediation import sentlog_check
     from remediation.store import open_store
 
@@ -139,24 +191,14 @@ def check(db, campaign, step, recipient, candidate, no_sends_yet):
         answer = sentlog_check.check_answer(store, campaign, step, recipient, candidate, no_sends_yet)
     finally:
         store.close()
-    hit = answer.hit
-    who = terminal_safe(_who(recipient, candidate, hit))
-    scope = terminal_safe(campaign + (f" step {step}" if step else ""))
-    if hit and hit.get("unconfirmed"):
-        worker = terminal_safe(hit["worker"] or "?")
-        click.echo(f"already sent (unconfirmed): {who} was reserved for {scope} by {worker}"
-                   f" at {hit['reserved_at'].isoformat()} and no send is recorded; it counts as sent")
+    said = sentlog_check.describe(answer.hit, _who(recipient, candidate, answer.hit), campaign, step,
+                                  answer.unmatched)
+    if fmt == "json":
+        write_json(said)
+    else:
+        click.echo(terminal_safe(said["line"]))
+    if said["sent"]:
         sys.exit(3)
-    if hit:
-        when = hit["sent_at"].isoformat() if hit.get("sent_at") else "unknown time"
-        click.echo(f"already sent: {who} got {scope} (msg {terminal_safe(hit['msg_id'])}, {when})")
-        sys.exit(3)
-    new = f" (--no-sends-yet: the sent-log holds no such {_named(answer.unmatched)})" if answer.unmatched else ""
-    click.echo(f"not sent: {who} has no record for {scope}{new}")
-
-
-def _named(flag: str) -> str:
-    return "step" if flag.startswith("--step") else "campaign"
 
 
 def _who(recipient: str | None, candidate: str | None, hit: dict | None) -> str:

@@ -107,7 +107,8 @@ def test_map_keeps_campaign_step_and_time_into_the_sent_log(cli, tmp_path):
 
 def test_jsonl_map_without_an_event_means_every_row_is_a_send(cli, tmp_path):
     export = tmp_path / "g.jsonl"
-    export.write_text('{"to": "a@b.c", "id": "m1", "campaign": "c1"}\n{"to": "d@b.c", "id": "m2", "campaign": "c1"}\n')
+    export.write_text('{"to": "a@b.c", "id": "m1", "campaign": "c1", "step": "1", "sentAt": "2026-11-28T09:00:00Z"}\n'
+                      '{"to": "d@b.c", "id": "m2", "campaign": "c1", "step": "1", "sentAt": "2026-11-28T09:01:00Z"}\n')
     result = cli("backfill-sentlog", "--provider-export", export, "--provider", "jsonl", "--map", "recipient=to",
                  "--map", "msg_id=id", "--dry-run", "--format", "json")
     assert result.exit_code == 0, result.stderr
@@ -117,7 +118,8 @@ def test_jsonl_map_without_an_event_means_every_row_is_a_send(cli, tmp_path):
 @pytest.mark.slow
 def test_next_steps_read_the_export_as_this_run_did(cli, tmp_path, monkeypatch):
     export = tmp_path / "my export.csv"
-    export.write_text("E Mail,Message ID\nsomeone@example.com,m-1\n")
+    # campaign, step and "Sent At" (read by its name's words) let the suggested backfill write what it read
+    export.write_text("E Mail,Message ID,Campaign,Step,Sent At\nsomeone@example.com,m-1,c-1,1,2026-11-28T09:00:00Z\n")
     maps = ["--provider", "csv", "--map", "recipient=E Mail", "--map", "msg_id=Message ID"]
     result = cli("diagnose", "sample_logs/state-loss", "--provider-export", export, *maps, "--format", "json")
     assert result.exit_code == 0, result.stderr

@@ -64,14 +64,14 @@ def test_ab_and_backfill_runs_are_audited_and_a_backfill_undo_is_refused(cli, tm
     again = cli("ab-contamination", "--test-id", TEST, logs, "--db", db, "--apply")
     assert all(r["new_values"]["inserted"] == [] for r in _shown(cli, db, _run_id(again, "ab")))
 
-    first = cli("backfill-sentlog", "--provider-export", SG, "--db", db)
+    first = cli("backfill-sentlog", "--provider-export", SG, "--no-step", "--db", db)
     assert first.exit_code == 0, first.stderr
     run_id = _run_id(first, "backfill")
     assert f"Audit: mailmortem audit --run {run_id} --db {db}" in first.stderr
     [row] = _shown(cli, db, run_id)
     assert row["command"] == "backfill-sentlog" and len(row["new_values"]["inserted"]) == 4
     assert ["AAAAAAAAAAAAAAAAAAAAAA", "bob@acme.com"] in row["new_values"]["inserted"]
-    second = cli("backfill-sentlog", "--provider-export", SG, "--db", db)
+    second = cli("backfill-sentlog", "--provider-export", SG, "--no-step", "--db", db)
     assert _shown(cli, db, _run_id(second, "backfill"))[0]["new_values"]["inserted"] == []
     listed = {r["run_id"] for r in json.loads(cli("audit", "--db", db, "--format", "json").stdout)}
     assert {run_id, _run_id(applied, "ab")} <= listed
@@ -79,5 +79,6 @@ def test_ab_and_backfill_runs_are_audited_and_a_backfill_undo_is_refused(cli, tm
     for run in (run_id, _run_id(applied, "ab")):
         refused = cli("audit", "--db", db, "--run", run, "--undo", "--apply")
         assert refused.exit_code == 1 and "undo is refused" in refused.stderr
+        assert ("run backfill-sentlog again with the options that read more" in refused.stderr) == (run == run_id)
     assert cli("sentlog", "check", "--db", db, "--campaign", "c-42", "--step", "1",
                "--recipient", "bob@acme.com").exit_code == 3

@@ -41,7 +41,7 @@ def test_a_read_with_no_store_creates_none_and_says_what_to_pass(cli, here, args
 
 
 def test_a_mistyped_duckdb_path_is_refused_not_created(cli, here):
-    cli("backfill-sentlog", "--provider-export", SG, "--db", "real.duckdb")
+    cli("backfill-sentlog", "--provider-export", SG, "--no-step", "--db", "real.duckdb")
     result = cli(*CHECK, "--recipient", "jane@acme.com", "--db", "reel.duckdb")
     assert (result.exit_code, result.stdout) == (1, "")
     assert "no DuckDB file at reel.duckdb" in result.stderr
@@ -52,7 +52,7 @@ def test_a_mistyped_duckdb_path_is_refused_not_created(cli, here):
 @pytest.mark.slow
 @pytest.mark.parametrize("recipient", ["", "   ", "not-an-address", "@acme.com", "jane@"])
 def test_an_invalid_recipient_is_exit_1_not_not_sent(cli, here, recipient):
-    cli("backfill-sentlog", "--provider-export", SG)
+    cli("backfill-sentlog", "--provider-export", SG, "--no-step")
     result = cli(*CHECK, "--recipient", recipient)
     assert result.exit_code == 1 and "not an email address" in result.stderr
     assert "not sent" not in result.stdout
@@ -81,7 +81,7 @@ def test_check_by_candidate_spans_their_addresses_and_reservations(cli, here):
     from remediation.sentlog_check import check
     from remediation.store import open_store
 
-    assert cli("backfill-sentlog", "--provider-export", SG).exit_code == 0  # lead_id L-1 is jane@acme.com's
+    assert cli("backfill-sentlog", "--provider-export", SG, "--no-step").exit_code == 0  # L-1 is jane@acme.com's
     hit = cli(*CHECK, "--candidate", "L-1")
     assert hit.exit_code == 3 and hit.stdout.startswith("already sent: candidate L-1 (jane@acme.com) got c-42 step 1")
     assert cli(*CHECK, "--candidate", "L-2").exit_code == 0

@@ -15,21 +15,21 @@ SG = str(FIX / "sendgrid-events.jsonl")
 def test_backfill_into_default_duckdb_says_so_and_rerun_inserts_zero(cli, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("DATABASE_URL", raising=False)
-    first = cli("backfill-sentlog", "--provider-export", SG, "--format", "json")
+    first = cli("backfill-sentlog", "--provider-export", SG, "--no-step", "--format", "json")
     assert first.exit_code == 0, first.stderr
     assert "writing to ./mailmortem.duckdb (no --db or DATABASE_URL given)" in first.stderr
     doc = json.loads(first.stdout)
     assert (doc["sends_found"], doc["inserted"]) == (4, 4)
     assert doc["malformed"][0]["source_line"] == 8
     assert doc["duplicates_in_export"][0]["recipient"] == "jane@acme.com"
-    again = json.loads(cli("backfill-sentlog", "--provider-export", SG, "--format", "json").stdout)
+    again = json.loads(cli("backfill-sentlog", "--provider-export", SG, "--no-step", "--format", "json").stdout)
     assert (again["inserted"], again["already_present"]) == (0, 4)
     assert (tmp_path / "mailmortem.duckdb").exists()
 
 
 @pytest.mark.slow
 def test_backfill_postgres_and_check_exit_codes(cli, pg_dsn):
-    result = cli("backfill-sentlog", "--provider-export", SG, "--db", pg_dsn)
+    result = cli("backfill-sentlog", "--provider-export", SG, "--no-step", "--db", pg_dsn)
     assert result.exit_code == 0, result.stderr
     assert "inserted" in result.stdout and "writing to" not in result.stderr
     hit = cli("sentlog", "check", "--db", pg_dsn, "--campaign", "c-42", "--step", "1", "--recipient", "Jane@Acme.com")
@@ -44,14 +44,16 @@ def test_backfill_postgres_and_check_exit_codes(cli, pg_dsn):
 
 def test_dry_run_writes_nothing(cli, tmp_path):
     db = tmp_path / "x.duckdb"
-    result = cli("backfill-sentlog", "--provider-export", SG, "--db", str(db), "--dry-run", "--format", "json")
+    result = cli("backfill-sentlog", "--provider-export", SG, "--no-step", "--db", str(db), "--dry-run", "--format",
+                 "json")
     assert result.exit_code == 0 and json.loads(result.stdout)["inserted"] is None
     assert not db.exists()
 
 
 def test_generic_csv_with_map(cli, tmp_path):
     result = cli("backfill-sentlog", "--provider-export", FIX / "generic.csv", "--provider", "csv",
-                 "--map", "recipient=To", "--map", "msg_id=Message ID", "--db", tmp_path / "m.duckdb", "--format", "json")
+                 "--map", "recipient=To", "--map", "msg_id=Message ID", "--step", "1", "--db", tmp_path / "m.duckdb",
+                 "--format", "json")
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["inserted"] == 3
 
@@ -75,7 +77,7 @@ def test_bad_input_is_one_line_exit_1(cli, tmp_path, args, message):
     "postgresql://mm:s3cretpw@127.0.0.1:5432/nodb?sslmode=bogus",  # bad DSN
 ])
 def test_database_errors_never_print_the_password(cli, dsn):
-    for args in (["backfill-sentlog", "--provider-export", SG], ["sentlog", "check", "--campaign", "c", "--recipient", "a@b"]):
+    for args in (["backfill-sentlog", "--provider-export", SG, "--no-step"], ["sentlog", "check", "--campaign", "c", "--recipient", "a@b"]):
         result = cli(*args, "--db", dsn)
         assert result.exit_code == 1
         assert result.stderr.startswith("Error: ") and result.stderr.count("\n") == 1
