@@ -315,6 +315,18 @@ FROM (
     ) AS pairs
 ) AS compared
 
+-- name: sent_log_stage_compared_create
+-- Staged sends compared with sent_log once, before the write (sent_log_stage_joined), for the plan, the audit and
+-- the fill to read: a session-private table, dropped with the stage.
+-- dialect: duckdb postgres
+CREATE TEMPORARY TABLE sent_log_stage_compared AS
+SELECT * FROM ({block:sent_log_stage_joined}) AS j
+
+-- name: sent_log_stage_compared_drop
+-- Drop the comparison of a previous run on this connection, if any.
+-- dialect: duckdb postgres
+DROP TABLE IF EXISTS sent_log_stage_compared
+
 -- name: sent_log_stage_compare
 -- The staged sends against sent_log before the write: how many are there already, how many of those the export
 -- completes (fills), and how many disagree with what is stored (reported, never overwritten).
@@ -323,14 +335,14 @@ SELECT count(*) AS staged,
        count(*) FILTER (WHERE present) AS present,
        count(*) FILTER (WHERE fill_campaign OR fill_step OR fill_sent_at OR fill_candidate) AS to_fill,
        count(*) FILTER (WHERE differs) AS disagreeing
-FROM ({block:sent_log_stage_joined}) AS j
+FROM sent_log_stage_compared
 
 -- name: sent_log_stage_fills
 -- The stored rows the export completes, with their values before and after (for the audit row), key order.
 -- dialect: duckdb postgres
 SELECT msg_id, recipient, fill_campaign, fill_step, fill_sent_at, fill_candidate,
        old_campaign, old_step, old_sent_at, old_candidate, campaign, step, sent_at, candidate
-FROM ({block:sent_log_stage_joined}) AS j
+FROM sent_log_stage_compared
 WHERE fill_campaign OR fill_step OR fill_sent_at OR fill_candidate
 ORDER BY msg_id, recipient
 
@@ -339,13 +351,13 @@ ORDER BY msg_id, recipient
 -- dialect: duckdb postgres
 SELECT msg_id, recipient, old_campaign AS stored_campaign, campaign AS export_campaign, old_step AS stored_step,
        step AS export_step, old_candidate AS stored_candidate, candidate AS export_candidate
-FROM ({block:sent_log_stage_joined}) AS j
+FROM sent_log_stage_compared
 WHERE differs
 ORDER BY msg_id, recipient
 LIMIT :limit
 
 -- name: sent_log_fill_from_stage
--- Fill the blanks (campaign or step '', no send time, no candidate) of stored rows from the staged export, only
+-- Fill the blanks (campaign or step '', no send time, no candidate) of stored rows from the compared export, only
 -- where the row disagrees with the export in nothing: a stored value is never overwritten.
 -- dialect: duckdb postgres
 UPDATE sent_log AS t
@@ -353,6 +365,6 @@ SET campaign = CASE WHEN j.fill_campaign THEN j.campaign ELSE t.campaign END,
     step = CASE WHEN j.fill_step THEN j.step ELSE t.step END,
     sent_at = CASE WHEN j.fill_sent_at THEN j.sent_at ELSE t.sent_at END,
     candidate = CASE WHEN j.fill_candidate THEN j.candidate ELSE t.candidate END
-FROM ({block:sent_log_stage_joined}) AS j
+FROM sent_log_stage_compared AS j
 WHERE t.msg_id = j.msg_id AND t.recipient = j.recipient
   AND (j.fill_campaign OR j.fill_step OR j.fill_sent_at OR j.fill_candidate)

@@ -230,6 +230,8 @@ def _reservation_settler(sends: Any, clock_margin_s: float, run_id: str):
 def _compare(conn: Any, plan) -> dict:
     """The staged sends against sent_log (sent_log_stage_compare, and the first disagreements), handed to `plan`."""
     install_sql(conn)
+    queries.run(conn, "sent_log_stage_compared_drop")
+    queries.run(conn, "sent_log_stage_compared_create")
     compared = queries.one(conn, "sent_log_stage_compare")
     compared["differences"] = queries.rows(conn, "sent_log_stage_differences", {"limit": SHOWN_DIFFERENCES})
     plan(compared)
@@ -241,6 +243,7 @@ def _fill(conn: Any) -> list[dict]:
     fills = queries.rows(conn, "sent_log_stage_fills")
     if fills:
         queries.run(conn, "sent_log_fill_from_stage")
+    queries.run(conn, "sent_log_stage_compared_drop")
     return fills
 
 

@@ -9,6 +9,8 @@ remediation.sentlog.backfill (one transaction, audited; a re-run fills the blank
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import queries
 from forensics.errors import InputError
 from forensics.providers import columns, resolve
@@ -56,16 +58,20 @@ def per_campaign_step(sends) -> list[dict]:
     grouped = sends.group_by(["campaign", "step"]).aggregate([("recipient", "count")])
     rows = [{"campaign": r["campaign"], "step": r["step"] or "(none: counts for every step)",
              "rows": r["recipient_count"]} for r in grouped.to_pylist()]
-    return sorted(rows, key=lambda r: (r["campaign"], r["step"]))
+    return sorted(rows, key=lambda r: (r["campaign"] or "", r["step"] or ""))
 
 
-def backfill_exports(store, read, dry_run: bool = False, clock_margin_s: float = reservations.CLOCK_MARGIN_S,
-                     stated: Stated = Stated(), on_plan=None) -> dict:
-    """Record every send of a provider read in sent_log (one transaction); returns the summary.
+@dataclass
+class ExportPlan:
+    """A backfill resolved and ready to write: the summary shown so far and the sends to store."""
 
-    Refused (RefusedError, nothing written) while any send lacks a campaign, step or send time that neither the
-    export nor `stated` gives. `on_plan(summary)` sees the plan before anything is written (a dry run: without
-    what the store holds). The same transaction confirms or releases send reservations (see `backfill`)."""
+    summary: dict
+    sends: object  # pyarrow Table of STAGE_COLUMNS, campaign, step and time resolved
+
+
+def plan_export(read, stated: Stated = Stated()) -> ExportPlan:
+    """Read, count and resolve (no database): refused (RefusedError) while any send lacks a campaign, step or
+    send time that neither the export nor `stated` gives; an export without sends is an InputError."""
     summary = summarize_export(read)
     if summary["sends_found"] == 0:
         kinds = ", ".join(f"{s['events']} {s['event_type']}" for s in summary["skipped_by_event_type"][:5])
@@ -76,13 +82,28 @@ def backfill_exports(store, read, dry_run: bool = False, clock_margin_s: float =
                    per_campaign_step=per_campaign_step(resolution.sends))
     if resolution.refused:
         raise RefusedError(resolve.refusal(resolution, sorted(set(read.files.values())), stated))
+    return ExportPlan(summary, resolution.sends)
+
+
+def backfill_exports(store, read, dry_run: bool = False, clock_margin_s: float = reservations.CLOCK_MARGIN_S,
+                     stated: Stated = Stated(), on_plan=None) -> dict:
+    """Record every send of a provider read in sent_log (one transaction); returns the summary.
+
+    `plan_export`, then `write_plan`: refused, nothing written, while a send lacks what it needs."""
+    return write_plan(store, plan_export(read, stated), dry_run, clock_margin_s, on_plan)
+
+
+def write_plan(store, planned: ExportPlan, dry_run: bool = False,
+               clock_margin_s: float = reservations.CLOCK_MARGIN_S, on_plan=None) -> dict:
+    """Write a resolved plan. `on_plan(summary)` sees it before anything is written (a dry run: without what
+    the store holds). The same transaction confirms or releases send reservations (see `backfill`)."""
+    summary, sends = dict(planned.summary), planned.sends
     plan = on_plan or (lambda shown: None)
     if dry_run:
         summary.update(inserted=None, already_present=None, filled=None, disagreeing=None, differences=[],
                        dry_run=True)
         plan(summary)
         return summary
-    sends = resolution.sends
     # collapsed rows of ONE provider are already one per (msg_id, recipient): the collapse was the dedupe
     result = backfill(store, sends, unique_keys=_one_provider(sends), clock_margin_s=clock_margin_s,
                       on_plan=lambda compared: plan({**summary, "already_present": compared["present"],

@@ -23,12 +23,12 @@ TEST_ID = "subj-2026-11"
 DUCKDB_SCHEMA = ("provider_macros", "provider_events_unwrap", "sent_log_create_table", "sent_log_create_index",
                  "sent_log_stage_create", "sent_log_dedupe_view", "ab_create_exclusions", "ab_create_assignments",
                  "reservation_create_table", "reservation_create_released", "audit_duckdb_create_sequence",
-                 "audit_duckdb_create_table", "label_duckdb_macro")
+                 "audit_duckdb_create_table", "label_duckdb_macro", "sent_log_stage_compared_create")
 POSTGRES_SCHEMA = ("address_pg_function", "label_pg_function", "audit_create_table", "audit_create_index", "sent_log_create_table",
                    "sent_log_create_index", "sent_log_stage_create", "ab_create_exclusions", "ab_create_assignments",
                    "ab_pg_stage_exclusions", "ab_pg_stage_assignments", "claimloop_add_token_column",
                    "claimloop_create_sequence", "reservation_create_table", "reservation_create_released",
-                   "requeue_planned_create")
+                   "requeue_planned_create", "sent_log_stage_compared_create")
 # The user's table that requeue-stale and the claim loop work on (not the project's to create).
 LEADS = "CREATE TABLE leads (lead_id INT PRIMARY KEY, email TEXT, status TEXT, claimed_by TEXT, claimed_at TIMESTAMPTZ)"
 

@@ -50,21 +50,21 @@ def backfill_sentlog(exports, stated_campaign, stated_step, no_step, db, fmt, dr
           --campaign c-42 --no-step
     """
     from forensics.providers.resolve import Stated
-    from remediation import sentlog
+    from remediation import sentlog_backfill
     from remediation.store import open_store
 
     if no_step and stated_step is not None:
         raise click.UsageError("--step N and --no-step contradict each other: pass one")
     stated = Stated(_stated(stated_campaign, "--campaign"), _stated(stated_step, "--step"), no_step)
-    read = exports.read()
+    planned = sentlog_backfill.plan_export(exports.read(), stated)  # refused here: no store opened, none created
     if dry_run:
-        summary = sentlog.backfill_exports(None, read, dry_run=True, stated=stated, on_plan=_print_plan)
+        summary = sentlog_backfill.write_plan(None, planned, dry_run=True, on_plan=_print_plan)
         summary["target"] = None
     else:
         _say_target(db)
         store = open_store(db)
         try:
-            summary = sentlog.backfill_exports(store, read, stated=stated, on_plan=_print_plan)
+            summary = sentlog_backfill.write_plan(store, planned, on_plan=_print_plan)
             summary["target"] = store.label
         finally:
             store.close()
