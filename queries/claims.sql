@@ -48,8 +48,15 @@ EXISTS (
       AND s.step = ANY(CAST(:scope_steps AS text[]))
       AND s.recipient = pg_temp.mm_address(p.email))
 
+-- name: requeue_lead_columns
+-- The leads table's column names: has it a campaign or step column to limit the leads by (requeue_scope.lead_scope)?
+-- dialect: postgres
+SELECT column_name::text AS column_name FROM information_schema.columns
+WHERE table_name = :table_name AND table_schema = coalesce(CAST(:table_schema AS text), current_schema())
+
 -- name: requeue_scan_stale
--- In-progress claims older than the cutoff on the server's clock, with whether the lead is in the sent-log.
+-- In-progress claims older than the cutoff on the server's clock, with whether the lead is in the sent-log; only
+-- leads of the --campaign/--step where the leads table has those columns (a NULL key: no limit).
 -- dialect: postgres
 SELECT t.{ident:lead_id} AS lead_key,
        t.{ident:lead_id}::text AS key_text,
@@ -62,6 +69,8 @@ SELECT t.{ident:lead_id} AS lead_key,
 FROM {ident:table} AS t
 WHERE t.{ident:status} = :status_in_progress
   AND {block:requeue_claimed_instant} < now() - make_interval(secs => :older_than_s)
+  AND (CAST(:lead_campaign_key AS text) IS NULL OR pg_temp.mm_label(t.{ident:lead_campaign}::text) = :lead_campaign_key)
+  AND (CAST(:lead_step_key AS text) IS NULL OR pg_temp.mm_label(t.{ident:lead_step}::text) = :lead_step_key)
 ORDER BY t.{ident:claimed_at}, t.{ident:lead_id}
 
 -- name: requeue_reserved_unconfirmed

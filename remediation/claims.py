@@ -17,6 +17,7 @@ against the logs' worst batch is remediation.lease (both re-exported here).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -31,7 +32,8 @@ from remediation.errors import RefusedError
 from remediation.identifiers import TableName, parse_mapping, parse_table
 from remediation.lease import LEASE_MARGIN, lease_warnings, worst_batch, worst_batch_from_logs  # noqa: F401
 from remediation.requeue_apply import ApplyResult, apply_plan, plan_statements  # noqa: F401
-from remediation.requeue_scope import Scope, db_error, require_postgres, resolve_scope, sent_log_pairs  # noqa: F401
+from remediation.requeue_scope import (LABEL_COLUMNS, LeadScope, Scope, db_error, lead_scope,  # noqa: F401
+                                       require_postgres, resolve_scope, sent_log_pairs)
 
 LOGICAL_COLUMNS = ("lead_id", "email", "status", "claimed_by", "claimed_at")
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|sec|secs|m|min|mins|h|hr|hrs|d)?", re.IGNORECASE)
@@ -62,6 +64,7 @@ class LeadsTable:
     queued: str = "queued"
     in_progress: str = "in-progress"
     sent: str = "sent"
+    label_columns: tuple[tuple[str, str], ...] = ()  # campaign/step mapped with --col (remediation.requeue_scope)
 
     def col(self, logical: str) -> str:
         return dict(self.columns)[logical]
@@ -75,15 +78,17 @@ def leads_table(table: str = "leads", cols: tuple[str, ...] = (), queued: str | 
                 in_progress: str | None = None, sent: str | None = None) -> LeadsTable:
     """Build a LeadsTable from command-line text; hostile names are refused here."""
     mapping = {c: c for c in LOGICAL_COLUMNS}
+    label_columns = {}
     for text in cols:
-        logical, actual = parse_mapping(text, LOGICAL_COLUMNS)
-        mapping[logical] = actual
+        logical, actual = parse_mapping(text, LOGICAL_COLUMNS + LABEL_COLUMNS)
+        (label_columns if logical in LABEL_COLUMNS else mapping)[logical] = actual
     statuses = {"queued": queued, "in_progress": in_progress, "sent": sent}
     for name, value in statuses.items():
         if value is not None and not value.strip():
             raise ConfigError(f"--status-{name.replace('_', '-')} must not be empty")
     chosen = {k: v for k, v in statuses.items() if v is not None}
-    result = LeadsTable(parse_table(table), tuple(mapping.items()), **chosen)
+    result = LeadsTable(parse_table(table), tuple(mapping.items()), **chosen,
+                        label_columns=tuple(label_columns.items()))
     if len({result.queued, result.in_progress, result.sent}) < 3:
         raise ConfigError("the queued, in-progress and sent statuses must be three different values")
     return result
@@ -108,21 +113,25 @@ class StaleLead(NamedTuple):
 
 
 def scan(conn, table: LeadsTable, older_than_s: float, campaign: str | None = None, step: str | None = None,
-         *, claimed_at_zone: str | None = None, no_sends_yet: bool = False) -> tuple[list[StaleLead], Scope]:
-    """Read the stale claims and the sent-log scope they were checked against (read-only, rolled back)."""
+         *, claimed_at_zone: str | None = None, no_sends_yet: bool = False,
+         all_campaigns: bool = False) -> tuple[list[StaleLead], Scope, LeadScope]:
+    """Read the stale claims (of the --campaign/--step leads: lead_scope), the sent-log scope they were checked
+    against, and the lead scope (read-only, rolled back)."""
     with _reading(conn, table):
         if not queries.run(conn, "requeue_sent_log_exists").fetchone()[0]:
             raise RefusedError("no sent_log table in this database: without it a stale lead that was already "
                                "emailed would be re-queued; run `mailmortem backfill-sentlog` first")
         _check_claim_time(conn, table, claimed_at_zone)
         scope = resolve_scope(sent_log_pairs(conn), campaign, step, no_sends_yet)
+        leads = lead_scope(conn, table, campaign, step, all_campaigns)
         install_pg(conn)
         params = {"status_in_progress": table.in_progress, "older_than_s": older_than_s,
-                  "claimed_at_zone": claimed_at_zone, **scope.params()}
-        rows = queries.run(conn, "requeue_scan_stale", params, **table.idents()).fetchall()  # one call, not per row
+                  "claimed_at_zone": claimed_at_zone, **scope.params(), **leads.params()}
+        rows = queries.run(conn, "requeue_scan_stale", params, **table.idents(),
+                           **leads.idents(table.col("lead_id"))).fetchall()  # one call, not per row
         stale = [StaleLead(*row) for row in rows]
         reserved = _reserved(conn, table, stale, campaign, step)
-    return [lead._replace(reserved=True) if lead.key_text in reserved else lead for lead in stale], scope
+    return [lead._replace(reserved=True) if lead.key_text in reserved else lead for lead in stale], scope, leads
 
 
 def scan_stale(conn, table: LeadsTable, older_than_s: float, campaign: str | None = None,
@@ -214,6 +223,7 @@ class Plan:
     unconfirmed: int = 0  # unconfirmed reservations in the scope (`mailmortem sentlog unconfirmed` lists them)
     scope: Scope | None = None  # the sent-log rows that counted as proof of a send at the scan (None: not scanned)
     filters: tuple[str | None, str | None] = (None, None)  # --campaign and --step: the apply reads their scope again
+    lead_notes: tuple[str, ...] = ()  # how --campaign/--step limit the leads where they do not (requeue_scope)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -279,19 +289,22 @@ def _planned_rows(leads: list[StaleLead]) -> tuple:
 def requeue_stale(conn, table: LeadsTable, older_than_s: float, apply: bool = False,
                   campaign: str | None = None, step: str | None = None,
                   max_changes: int | None = None, *, claimed_at_zone: str | None = None,
-                  no_sends_yet: bool = False, on_commit=None) -> tuple[Plan, ApplyResult | None]:
+                  no_sends_yet: bool = False, all_campaigns: bool = False,
+                  on_commit=None) -> tuple[Plan, ApplyResult | None]:
     """The whole command as a library call: scan, plan, and (with apply) carry out the plan.
 
     `max_changes` refuses to apply a plan larger than the one a person reviewed. `claimed_at_zone`
     is the zone a claim time without zone is written in; `no_sends_yet` lets a campaign/step filter
-    that matches no sent-log row through (see resolve_scope); `on_commit` goes to apply_plan.
+    that matches no sent-log row through (see resolve_scope); `all_campaigns` lets --campaign through on a leads
+    table without a campaign column (lead_scope); `on_commit` goes to apply_plan.
     """
-    stale, scope = scan(conn, table, older_than_s, campaign, step, claimed_at_zone=claimed_at_zone,
-                        no_sends_yet=no_sends_yet)
+    stale, scope, leads = scan(conn, table, older_than_s, campaign, step, claimed_at_zone=claimed_at_zone,
+                               no_sends_yet=no_sends_yet, all_campaigns=all_campaigns)
     plan = requeue_plan(table, stale, older_than_s, audit.new_run_id(), campaign, step, audit.os_user(),
                         without_claim_time=count_without_claim_time(conn, table),
                         unconfirmed=count_unconfirmed(conn, campaign, step), scope=scope,
                         claimed_at_zone=claimed_at_zone)
+    plan = dataclasses.replace(plan, lead_notes=leads.notes)
     if apply and max_changes is not None and len(plan.leads) > max_changes:
         raise RefusedError(f"the plan would change {len(plan.leads)} rows, more than --max-changes {max_changes}: "
                            "nothing changed; review the plan again")

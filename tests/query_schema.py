@@ -36,6 +36,7 @@ IDENTS = {"staged": "staged_1", "provider_table": "provider_sends", "log_sends":
           "email": "email", "status": "status", "claimed_by": "claimed_by", "claimed_at": "claimed_at",
           "claim_token": "claim_token", "sequence": "mailmortem_fencing_seq", "key_column": "lead_id",
           "cols": ["status", "claimed_by"], "r_cols": [("r", "status"), ("r", "claimed_by")], "candidate": "NULL",
+          "lead_campaign": "lead_id", "lead_step": "lead_id",
           "pieces": "staged_1_pieces", "kept": "staged_1_kept", "unwrapped": "staged_1_lines",
           "entries": "staged_1_entries", "values": "staged_1_entries_values",
           "as_json": "staged_1_as_json", "as_logfmt": "staged_1_as_logfmt",

@@ -163,7 +163,8 @@ def test_lead_recorded_in_sent_log_after_planning_is_not_requeued(db, pg_dsn):
 
 
 def test_sent_log_scoped_to_campaign(db):
-    plan, _ = claims.requeue_stale(db, claims.LeadsTable(), HOUR, campaign="other", no_sends_yet=True)
+    plan, _ = claims.requeue_stale(db, claims.LeadsTable(), HOUR, campaign="other", no_sends_yet=True,
+                                   all_campaigns=True)  # the leads table has no campaign column
     assert plan.counts == {"stale": 3, "to_sent": 0, "to_queued": 3}
 
 
@@ -243,7 +244,8 @@ def test_address_variants_backfilled_as_sent_are_marked_sent_not_requeued(leads)
         sends = pa.table({"campaign": ["c-1"], "step": ["1"], "recipient": ["Jane Doe <Jane@Acme.com>"],
                           "msg_id": ["m-1"]})
         sentlog.backfill(conn, sends)
-        plan, _ = claims.requeue_stale(conn, claims.LeadsTable(), HOUR, campaign="c-1", step="1")
+        plan, _ = claims.requeue_stale(conn, claims.LeadsTable(), HOUR, campaign="c-1", step="1",
+                                       all_campaigns=True)  # the leads table has no campaign column
     assert {r["email"]: r["new_status"] for r in plan.rows()} == {v: "sent" for v in VARIANTS}
 
 
@@ -253,13 +255,15 @@ def test_a_lead_whose_person_holds_an_unconfirmed_reservation_is_held_not_requeu
     with psycopg.connect(pg_dsn) as other:
         assert reservations.reserve(other, "c-1", "1", "b@example.com", None, "w2", 1).ok
         other.commit()
-    plan, result = claims.requeue_stale(db, claims.LeadsTable(), HOUR, apply=True, campaign="c-1", step="1")
+    plan, result = claims.requeue_stale(db, claims.LeadsTable(), HOUR, apply=True, campaign="c-1", step="1",
+                                        all_campaigns=True)  # the leads table has no campaign column
     assert [lead.key_text for lead in plan.held] == ["2"] and plan.unconfirmed == 1
     assert sorted(result.to_queued) == ["6"] and snapshot(db)[1][1:3] == ("in-progress", "w2")
     assert [r["lead_id"] for r in plan.held_rows()] == ["2"]
     release = reservations.release_plan(db, "c-1", "1", "B@example.com")
     assert reservations.release(db, release, "person:test", "provider shows nothing") == 1
-    again, result = claims.requeue_stale(db, claims.LeadsTable(), HOUR, apply=True, campaign="c-1", step="1")
+    again, result = claims.requeue_stale(db, claims.LeadsTable(), HOUR, apply=True, campaign="c-1", step="1",
+                                         all_campaigns=True)  # the leads table has no campaign column
     assert again.held == () and result.to_queued == ["2"]
 
 
@@ -427,7 +431,7 @@ def test_claimed_at_zone_is_refused_for_a_column_that_has_zones(db):
 @pytest.mark.slow
 @pytest.mark.parametrize("campaign,step", [(" C-1 ", None), ("c-1", " 1 "), (None, "1"), ("C-1", "1"), ("c-1", "01")])
 def test_campaign_and_step_compare_trimmed_and_case_folded(db, campaign, step):
-    plan, _ = claims.requeue_stale(db, claims.LeadsTable(), HOUR, campaign=campaign, step=step)
+    plan, _ = claims.requeue_stale(db, claims.LeadsTable(), HOUR, campaign=campaign, step=step, all_campaigns=True)
     assert plan.counts == {"stale": 3, "to_sent": 1, "to_queued": 2}
 
 
@@ -451,9 +455,11 @@ def test_the_scope_is_every_sent_log_pair_of_its_campaigns_and_steps(pairs, camp
 def test_a_filter_that_matches_no_sent_log_row_is_refused_with_the_values_that_exist(db, campaign, step, named):
     before = snapshot(db)
     with pytest.raises(RefusedError, match=re.escape(named)):
-        claims.requeue_stale(db, claims.LeadsTable(), HOUR, apply=True, campaign=campaign, step=step)
+        claims.requeue_stale(db, claims.LeadsTable(), HOUR, apply=True, campaign=campaign, step=step,
+                             all_campaigns=True)  # the leads table has no campaign column
     assert snapshot(db) == before
-    plan, _ = claims.requeue_stale(db, claims.LeadsTable(), HOUR, campaign=campaign, step=step, no_sends_yet=True)
+    plan, _ = claims.requeue_stale(db, claims.LeadsTable(), HOUR, campaign=campaign, step=step, no_sends_yet=True,
+                                   all_campaigns=True)  # the leads table has no campaign column
     assert plan.scope.no_sends_yet == (f"--step {step!r}" if step else f"--campaign {campaign!r}")
     assert plan.counts == {"stale": 3, "to_sent": 0, "to_queued": 3}
 
@@ -525,7 +531,7 @@ def test_requeue_sent_log_lookup_uses_the_index_on_an_unanalysed_sent_log(leads,
                      "('c-2', '1', 'p4@x.co', 'v')")
         conn.commit()
         install_pg(conn)
-        idents = claims.LeadsTable().idents()
+        idents = {**claims.LeadsTable().idents(), **claims.LeadScope().idents("lead_id")}  # leads of every campaign
         stale = [claims.StaleLead(k, str(k), f"p{k}@x.co", "w", None, "0", 7200.0, False) for k in range(1, 20001)]
         planned = claims.requeue_plan(claims.LeadsTable(), stale, 60.0, "r")
         for step in planned.steps[:4]:  # the planned leads in mm_requeue_planned, as apply_plan puts them there
@@ -533,7 +539,7 @@ def test_requeue_sent_log_lookup_uses_the_index_on_an_unanalysed_sent_log(leads,
         params = {"status_in_progress": "in-progress", "older_than_s": 60.0,
                   "claimed_at_zone": None, "new_status": "queued",
                   "scope_campaigns": [c for c, _ in scope], "scope_steps": [s for _, s in scope],
-                  "campaign": campaign, "step": step,
+                  "campaign": campaign, "step": step, **claims.LeadScope().params(),
                   "run_id": "r", "table_name": "leads", "key_column": "lead_id", "col_status": "status",
                   "col_claimed_by": "claimed_by", "col_claimed_at": "claimed_at", "os_user": "t"}
         audit.ensure_table(conn)

@@ -448,7 +448,7 @@ def test_chaos_duplicate_people_kills_and_stalls_through_a_provider_that_does_no
     with psycopg.connect(dsn) as conn:
         time.sleep(STALE_AFTER_S)  # every lead a dead worker held is stale now
         plan, _ = claims.requeue_stale(conn, claims.leads_table("people_leads"), STALE_AFTER_S, campaign="chaos",
-                                       step="1")
+                                       step="1", all_campaigns=True)
         in_progress = {r[0] for r in conn.execute("SELECT lead_id FROM people_leads WHERE status = 'in-progress'")}
         held_people = {r[0] for r in conn.execute("SELECT person_id FROM people_leads WHERE lead_id = ANY(%s)",
                                                  ([lead.key for lead in plan.held],))}

@@ -68,6 +68,7 @@ def test_a_send_without_campaign_or_step_is_refused_with_counts_and_options_and_
     store.close()
 
 
+@pytest.mark.slow
 def test_a_rerun_that_reads_more_fills_the_blanks_of_the_same_rows_audited(db, tmp_path):
     store = open_store(db)
     _lenient_rows(store)
@@ -90,6 +91,7 @@ def test_a_rerun_that_reads_more_fills_the_blanks_of_the_same_rows_audited(db, t
     store.close()
 
 
+@pytest.mark.slow
 def test_a_stored_value_that_disagrees_is_reported_and_never_overwritten(db, tmp_path):
     store = open_store(db)
     sentlog.ensure_schema(store)

@@ -46,12 +46,18 @@ def _open_postgres(db):
               help="Stale = in progress with a claim older than this on the server's clock (45m, 2h, 900s).")
 @click.option("--table", default="leads", show_default=True, help="The leads table, as table or schema.table.")
 @click.option("--col", "cols", multiple=True, metavar="NAME=COLUMN",
-              help="Remap a column: lead_id, email, status, claimed_by, claimed_at (repeatable).")
+              help="Remap a column: lead_id, email, status, claimed_by, claimed_at; or name the leads' campaign and "
+                   "step columns (campaign=…, step=…) that --campaign/--step limit the leads by (repeatable).")
 @click.option("--status-queued", default="queued", show_default=True, help="Status value of a waiting lead.")
 @click.option("--status-in-progress", default="in-progress", show_default=True, help="Status of a claimed lead.")
 @click.option("--status-sent", default="sent", show_default=True, help="Status of a lead that was emailed.")
-@click.option("--campaign", help="Only count sent-log rows of this campaign as proof of a send.")
-@click.option("--step", help="Only count sent-log rows of this step (rows of unknown step always count).")
+@click.option("--campaign", help="Only this campaign's leads (their campaign column: --col campaign=…), and only its "
+                                 "sent-log rows as proof of a send.")
+@click.option("--step", help="Only this step's leads where the leads table has a step column, and only sent-log rows "
+                             "of this step (rows of unknown step count for every step).")
+@click.option("--all-campaigns", is_flag=True,
+              help="With --campaign on a leads table that has no campaign column: re-queue stale leads of every "
+                   "campaign (the plan says so); refused without it.")
 @click.option("--no-sends-yet", is_flag=True,
               help="Allow a --campaign/--step that matches no sent-log row (a new campaign): the plan says so.")
 @click.option("--claimed-at-zone", metavar="ZONE",
@@ -66,7 +72,7 @@ def _open_postgres(db):
 @format_option()
 @apply_option()
 def requeue_stale(db, older_than, table, cols, status_queued, status_in_progress, status_sent, campaign, step,
-                  no_sends_yet, claimed_at_zone, logs, sample, show_sql, max_changes, fmt, apply):
+                  all_campaigns, no_sends_yet, claimed_at_zone, logs, sample, show_sql, max_changes, fmt, apply):
     """Put stale claims back to queued — or mark them sent when the sent-log proves the email went out.
 
     Stale means in progress with a claim older than --older-than, on the database
@@ -83,6 +89,7 @@ def requeue_stale(db, older_than, table, cols, status_queued, status_in_progress
           --col status=state --status-in-progress claimed
       mailmortem requeue-stale --older-than 45m --logs logs/ --format json
       mailmortem requeue-stale --older-than 45m --show-sql
+      mailmortem requeue-stale --older-than 45m --campaign c-42 --col campaign=campaign_id
     """
     from remediation import claims
 
@@ -92,7 +99,7 @@ def requeue_stale(db, older_than, table, cols, status_queued, status_in_progress
     try:
         plan, result = claims.requeue_stale(store.conn, leads, older_than, apply, campaign, step, max_changes,
                                             claimed_at_zone=claimed_at_zone, no_sends_yet=no_sends_yet,
-                                            on_commit=_report_commit)
+                                            all_campaigns=all_campaigns, on_commit=_report_commit)
         if show_sql:
             _print_sql(claims.plan_statements(store.conn, plan))
     finally:
@@ -149,6 +156,8 @@ def _report_plan(plan, label: str, apply: bool) -> None:
 
         warn(f"{plan.without_claim_time} rows are '{plan.table.in_progress}' with no "
              f"{plan.table.col('claimed_at')}: they have no age, so they are left alone; look at them by hand")
+    for note in plan.lead_notes:
+        _say(note + ".")
     if plan.scope and plan.scope.no_sends_yet:
         _say(f"No sends yet: {plan.scope.no_sends_yet} matches no sent-log row (--no-sends-yet), so no stale "
              "claim is found sent and every one is re-queued.")

@@ -195,7 +195,8 @@ def test_a_campaign_matching_no_sent_log_row_is_refused_unless_no_sends_yet(cli,
     refused = cli("requeue-stale", "--db", db, "--older-than", "45m", "--apply", "--campaign", "C1")
     assert refused.exit_code == 1 and "the sent-log's campaigns: 'c-1'" in refused.stderr
     assert statuses(db)[2] == "in-progress"
-    allowed = cli("requeue-stale", "--db", db, "--older-than", "45m", "--campaign", "C1", "--no-sends-yet")
+    allowed = cli("requeue-stale", "--db", db, "--older-than", "45m", "--campaign", "C1", "--no-sends-yet",
+                  "--all-campaigns")
     assert allowed.exit_code == 0 and "No sends yet: --campaign 'C1' matches no sent-log row" in allowed.stderr
 
 
