@@ -158,12 +158,23 @@ def _report_plan(plan, label: str, apply: bool) -> None:
              f"{plan.table.col('claimed_at')}: they have no age, so they are left alone; look at them by hand")
     for note in plan.lead_notes:
         _say(note + ".")
+    if _no_step_rows_count(plan):
+        _say(f"Sent-log rows without a step (backfilled with --no-step) count as proof of a send for every step, "
+             f"--step {plan.filters[1]!r} included.")
     if plan.scope and plan.scope.no_sends_yet:
         _say(f"No sends yet: {plan.scope.no_sends_yet} matches no sent-log row (--no-sends-yet), so no stale "
              "claim is found sent and every one is re-queued.")
     _report_unconfirmed(plan)
     if not apply:
         _say("Dry run: nothing changed. Re-run with --apply to carry out exactly this plan.")
+
+
+def _no_step_rows_count(plan) -> bool:
+    """Does the --step filter's scope take in sent-log rows of unknown step ('')?"""
+    from forensics.addresses import normalize_label
+
+    return bool(plan.scope and plan.filters[1] is not None
+                and any(normalize_label(s) == "" for s in plan.scope.steps))
 
 
 def _report_unconfirmed(plan) -> None:

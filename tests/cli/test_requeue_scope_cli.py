@@ -43,3 +43,13 @@ def test_a_campaign_filter_on_leads_without_a_campaign_column_is_refused_unless_
         in every.stderr
     missing = cli(*REQUEUE, "--db", db, "--campaign", "c-1", "--col", "campaign=nope")
     assert missing.exit_code == 1 and "--col campaign=nope: leads has no column 'nope'" in missing.stderr
+
+
+def test_a_step_filter_says_that_rows_without_a_step_count_for_it(cli, leads):
+    no_step = ("c-1", "", "c@x.co", "m-3")  # as a backfill with --no-step stores it
+    db = leads(schema=SCHEMA, sent=SENT + [no_step, ("c-1", "2", "q@x.co", "m-4")])
+    result = cli(*REQUEUE, "--db", db, "--campaign", "c-1", "--step", "2", "--col", "campaign=camp",
+                 "--col", "step=seq_step")
+    assert _planned(result) == {"3": "sent"}
+    assert "Sent-log rows without a step (backfilled with --no-step) count as proof of a send for every step, " \
+        "--step '2' included." in result.stderr

@@ -77,7 +77,8 @@ def test_bad_input_is_one_line_exit_1(cli, tmp_path, args, message):
     "postgresql://mm:s3cretpw@127.0.0.1:5432/nodb?sslmode=bogus",  # bad DSN
 ])
 def test_database_errors_never_print_the_password(cli, dsn):
-    for args in (["backfill-sentlog", "--provider-export", SG, "--no-step"], ["sentlog", "check", "--campaign", "c", "--recipient", "a@b"]):
+    for args in (["backfill-sentlog", "--provider-export", SG, "--no-step"],
+                 ["sentlog", "check", "--campaign", "c", "--recipient", "a@b"]):
         result = cli(*args, "--db", dsn)
         assert result.exit_code == 1
         assert result.stderr.startswith("Error: ") and result.stderr.count("\n") == 1
