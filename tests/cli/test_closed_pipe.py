@@ -29,8 +29,7 @@ def run_into_closed_pipe(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 def test_sentlog_check_keeps_already_sent_through_a_closed_pipe(tmp_path):
     db = str(tmp_path / "s.duckdb")
     wrote = subprocess.run([sys.executable, "-m", "mailmortem", "backfill-sentlog", "--provider-export", str(SG),
-                            "--no-step",
-                            "--db", db], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+                            "--no-step", "--db", db], capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert wrote.returncode == 0, wrote.stderr
     check = run_into_closed_pipe("sentlog", "check", "--db", db, "--campaign", "c-42", "--step", "1",
                                  "--recipient", "jane@acme.com", cwd=tmp_path)
