@@ -150,7 +150,8 @@ class Requeuer(threading.Thread):
         from remediation import claims
 
         plan, result = claims.requeue_stale(conn, claims.leads_table(self.table), STALE_AFTER_S, apply=True,
-                                            campaign=self.campaign, step="1", no_sends_yet=True)
+                                            campaign=self.campaign, step="1", no_sends_yet=True,
+                                            all_campaigns=True)  # one campaign's leads: no campaign column
         self.totals["runs"] += 1
         self.totals["held"] = max(self.totals["held"], len(plan.held))  # most leads held at once
         for key, value in result.counts.items():
