@@ -42,7 +42,8 @@ def generate(path: Path, events: int) -> int:
 STEPS = {  # module -> functions timed by --profile (each named query block runs inside one of them)
     "forensics.providers.files": ["read_export"],
     "forensics.providers.reader": ["_lines_table", "_provider_rows", "_check_recognised", "collapse"],
-    "remediation.sentlog": ["summarize_export", "_copy_rows"],
+    "remediation.sentlog_backfill": ["summarize_export"],
+    "remediation.sentlog": ["_copy_rows", "_compare"],
     "queries": ["run"],
 }
 

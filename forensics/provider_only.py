@@ -17,7 +17,7 @@ import queries
 from forensics import reconcile
 from forensics.errors import InputError
 from forensics.kinds import KINDS
-from forensics.providers import resolve
+from forensics.providers import columns, resolve
 
 CANNOT_TELL = ("Without the app logs the mechanism cannot be told: which of " + ", ".join(KINDS[:-1])
                + f" or {KINDS[-1]} sent these twice needs the workers, claims, leases, restarts and errors "
@@ -47,7 +47,8 @@ def _document(con, read, export_args: list[str]) -> dict:
     reconcile.find_provider_duplicates(con, grouped_by, reconcile.NO_LOG)
     grouping = reconcile.grouping_note(coverage, grouped_by, with_log=False)
     section = {
-        "exports": [{"path": path, "provider": provider} for path, provider in read.files.items()],
+        "exports": [{"path": path, "provider": provider, "reading": columns.described(read.readings.get(path, {}))}
+                    for path, provider in read.files.items()],
         "malformed_records": len(read.malformed),
         "grouping": grouping,
         "summary": queries.one(con, "provider_duplicate_summary", provider_table="provider_sends"),

@@ -108,7 +108,7 @@ def show(document: dict) -> None:
 def _lines(section: dict) -> list[str]:
     s, g = section["summary"], section["grouping"]
     lines = [_headline(s["duplicated_people"], g),
-             _read_line(section["exports"]), "",
+             _read_line(section["exports"]), *_reading_lines(section["exports"]), "",
              f"Provider sends {s['sends']:,}   people {s['people']:,}   duplicated people "
              f"{s['duplicated_people']:,}   extra sends {s['extra_sends']:,}",
              f"Grouped by {g['described']}: {g['grouped']:,} of {g['sends']:,} sends."]
@@ -127,6 +127,12 @@ def _read_line(exports: list[dict], listed: int = 3) -> str:
     for e in exports:
         counts[e["provider"]] = counts.get(e["provider"], 0) + 1
     return f"Read: {len(exports):,} export files (" + ", ".join(f"{p} {n:,}" for p, n in counts.items()) + ")"
+
+
+def _reading_lines(exports: list[dict], listed: int = 3) -> list[str]:
+    """How your own CSV/JSONL's columns were read ("sent_at ← Sent At (its name's words)"), for the first files."""
+    return [f"  {safe(e['path'])}: " + "; ".join(safe(r) for r in e["reading"])
+            for e in exports[:listed] if e.get("reading") and e["provider"] in ("csv", "generic")]
 
 
 def _headline(count: int, grouping: dict) -> str:
