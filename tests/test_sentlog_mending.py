@@ -73,8 +73,12 @@ def test_a_rerun_that_reads_more_fills_the_blanks_of_the_same_rows_audited(db, t
     store = open_store(db)
     _lenient_rows(store)
     shown = []
-    summary = sentlog.backfill_exports(store, _read(tmp_path, {"campaign": "Tag", "step": "Seq"}), on_plan=shown.append)
-    assert (shown[0]["already_present"], shown[0]["to_fill"]) == (2, 2)  # said before the write
+
+    def plan(summary):  # called before the write: the stored rows are still blank
+        shown.append((summary["already_present"], summary["to_fill"], [r[:2] for r in _rows(store)]))
+
+    summary = sentlog.backfill_exports(store, _read(tmp_path, {"campaign": "Tag", "step": "Seq"}), on_plan=plan)
+    assert shown == [(2, 2, [("", ""), ("", "")])]
     assert (summary["inserted"], summary["already_present"], summary["filled"]) == (0, 2, 2)
     utc = dt.timezone.utc
     assert _rows(store) == [("backend-sr-dec", "1", "jane@acme.com", "pm-1", dt.datetime(2026, 12, 1, 10, tzinfo=utc)),
