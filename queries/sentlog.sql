@@ -290,7 +290,8 @@ SELECT msg_id, recipient FROM sent_log WHERE ingested_at = now() ORDER BY msg_id
 -- name: sent_log_stage_joined
 -- Template: each staged send beside the sent_log row of its (msg_id, recipient): whether one is there, where both
 -- hold a campaign, step or candidate that disagree (differ_*: never overwritten), and what the stored row lacks
--- that the export carries (fill_*: only on a row that disagrees in nothing).
+-- that the export carries (fill_*: only on a row that disagrees in nothing). Equal text is compared first, so a
+-- re-run of the same export (every value equal) never computes a normal form.
 -- dialect: duckdb postgres
 SELECT *,
     present AND NOT differs AND trim(old_campaign) = '' AND trim(coalesce(campaign, '')) <> '' AS fill_campaign,
@@ -300,27 +301,28 @@ SELECT *,
 FROM (
     SELECT *, differ_campaign OR differ_step OR differ_candidate AS differs
     FROM (
-        SELECT s.msg_id, s.recipient, t.msg_id IS NOT NULL AS present,
+        SELECT s.msg_id, s.recipient, true AS present,
             t.campaign AS old_campaign, t.step AS old_step, t.sent_at AS old_sent_at, t.candidate AS old_candidate,
             s.campaign, s.step, s.sent_at, s.candidate,
-            coalesce(trim(t.campaign) <> '' AND trim(s.campaign) <> ''
-                     AND {twin:mm_label}(t.campaign) <> {twin:mm_label}(s.campaign), false) AS differ_campaign,
-            coalesce(trim(t.step) <> '' AND trim(s.step) <> ''
-                     AND {twin:mm_label}(t.step) <> {twin:mm_label}(s.step), false) AS differ_step,
+            CASE WHEN t.campaign = s.campaign OR trim(t.campaign) = '' OR trim(coalesce(s.campaign, '')) = '' THEN false
+                 ELSE {twin:mm_label}(t.campaign) <> {twin:mm_label}(s.campaign) END AS differ_campaign,
+            CASE WHEN t.step = s.step OR trim(t.step) = '' OR trim(coalesce(s.step, '')) = '' THEN false
+                 ELSE {twin:mm_label}(t.step) <> {twin:mm_label}(s.step) END AS differ_step,
             coalesce(trim(t.candidate) <> '' AND trim(s.candidate) <> ''
                      AND trim(t.candidate) <> trim(s.candidate), false) AS differ_candidate
         FROM sent_log_stage AS s
-        LEFT JOIN sent_log AS t ON t.msg_id = s.msg_id AND t.recipient = s.recipient
-        WHERE s.msg_id IS NOT NULL AND s.recipient IS NOT NULL
+        JOIN sent_log AS t ON t.msg_id = s.msg_id AND t.recipient = s.recipient
     ) AS pairs
 ) AS compared
 
 -- name: sent_log_stage_compared_create
--- Staged sends compared with sent_log once, before the write (sent_log_stage_joined), for the plan, the audit and
--- the fill to read: a session-private table, dropped with the stage.
+-- The stored rows the staged export would fill or disagrees with (sent_log_stage_joined), found once before the
+-- write for the plan, the audit and the fill to read: a session-private table, dropped with the stage. A re-run
+-- of the same export leaves it empty.
 -- dialect: duckdb postgres
 CREATE TEMPORARY TABLE sent_log_stage_compared AS
 SELECT * FROM ({block:sent_log_stage_joined}) AS j
+WHERE differs OR fill_campaign OR fill_step OR fill_sent_at OR fill_candidate
 
 -- name: sent_log_stage_compared_drop
 -- Drop the comparison of a previous run on this connection, if any.
@@ -328,14 +330,13 @@ SELECT * FROM ({block:sent_log_stage_joined}) AS j
 DROP TABLE IF EXISTS sent_log_stage_compared
 
 -- name: sent_log_stage_compare
--- The staged sends against sent_log before the write: how many are there already, how many of those the export
--- completes (fills), and how many disagree with what is stored (reported, never overwritten).
+-- The staged sends against sent_log before the write: how many are there already (a join on its key), how many of
+-- those the export completes (fills), and how many disagree with what is stored (reported, never overwritten).
 -- dialect: duckdb postgres
-SELECT count(*) AS staged,
-       count(*) FILTER (WHERE present) AS present,
-       count(*) FILTER (WHERE fill_campaign OR fill_step OR fill_sent_at OR fill_candidate) AS to_fill,
-       count(*) FILTER (WHERE differs) AS disagreeing
-FROM sent_log_stage_compared
+SELECT (SELECT count(*) FROM sent_log_stage AS s JOIN sent_log AS t ON t.msg_id = s.msg_id AND t.recipient = s.recipient)
+           AS present,
+       (SELECT count(*) FROM sent_log_stage_compared WHERE NOT differs) AS to_fill,
+       (SELECT count(*) FROM sent_log_stage_compared WHERE differs) AS disagreeing
 
 -- name: sent_log_stage_fills
 -- The stored rows the export completes, with their values before and after (for the audit row), key order.
