@@ -86,7 +86,8 @@ def _print_plan(plan: dict) -> None:
     for path, lines in plan["reading"].items():
         click.echo(terminal_safe(f"read {path}: " + "; ".join(lines)), err=True)
     for row in plan["coverage"]:
-        stated = f", {row['stated']:,} stated" if row["stated"] else ""
+        how = " (--no-step: none)" if row["field"] == "step" and plan["no_step_rows"] else ""
+        stated = f", {row['stated']:,} stated{how}" if row["stated"] else ""
         click.echo(f"  {row['field']}: {row['read']:,} read from the export{stated}", err=True)
     for row in plan["per_campaign_step"]:
         click.echo(terminal_safe(f"  plan: {row['rows']:,} sends of {row['campaign']} step {row['step']}"), err=True)
