@@ -69,3 +69,19 @@ def reading_document(case) -> dict:
     config = case.options.config
     return {"config": config.to_json() if config else None,
             "provider_exports": [{"path": e["path"], "provider": e["provider"]} for e in case.provider_exports]}
+
+
+def reading_notes(reading: dict) -> list[str]:
+    """`reading` (reading_document) in words: the config the fields were mapped by, the exports among the LOGS."""
+    config, exports = reading["config"], reading["provider_exports"]
+    lines = []
+    if config:
+        mapped = ", ".join(f"{canon} ← {key}" for canon, key in config["fields"].items()) or "no [fields]"
+        how = (f"{config['path']} (found in the working directory; --no-config ignores it)"
+               if config["found_in_working_directory"] else f"--config {config['path']}")
+        lines.append(f"Fields mapped by {how}: {mapped}")
+    if exports:
+        named = "; ".join(f"{e['path']} ({e['provider']})" for e in exports[:5])
+        more = f" +{len(exports) - 5} more" if len(exports) > 5 else ""
+        lines.append(f"Read as the provider's send history, not as logs: {named}{more}")
+    return lines

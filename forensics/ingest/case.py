@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import re
+import shlex
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -132,7 +133,7 @@ def _apart(resolved: list[sources.Source]) -> tuple[list[sources.Source], list[d
 
 def _no_logs(unread: list[dict], exports: list[dict]) -> str:
     if exports and not unread:
-        named = " ".join(f"--provider-export {e['path']}" for e in exports[:3])
+        named = " ".join(f"--provider-export {shlex.quote(e['path'])}" for e in exports[:3])
         return (f"no logs among the inputs, only provider history ({_exports_named(exports)}); to diagnose it "
                 f"alone run: mailmortem diagnose {named}")
     return f"nothing could be read: {_listed(unread)}"

@@ -142,7 +142,7 @@ def reconciliation_counts(result: dict) -> dict:
 
 def build_report(case, paths, exports=(), title: str | None = None, now: dt.datetime | None = None) -> Report:
     """Classify the case and gather everything the report shows (no rendering, no escaping)."""
-    from forensics.findings import build_document
+    from forensics.findings import build_document, reading_notes
     from forensics.ingest.window import headline, read_lines
     from forensics.report.timeline import timeline_data
 
@@ -162,7 +162,8 @@ def build_report(case, paths, exports=(), title: str | None = None, now: dt.date
         affected_total=queries.one(con, "report_affected_count")["people"],
         reconciliation=reconciliation,
         incomplete=None if document["complete"] else evidence.incomplete_headline(document["lost_evidence"]),
-        notes=([headline(window), *read_lines(window)] if window else []) + notes + ab_notes,
+        notes=([headline(window), *read_lines(window)] if window else []) + reading_notes(document["reading"])
+        + notes + ab_notes,
     )
 
 

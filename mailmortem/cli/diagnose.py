@@ -26,7 +26,10 @@ def diagnose(paths, read, fmt, save, exports, fail_on_duplicates):
     files (e.g. one per worker) form one case. A file wrapped by a platform
     (Docker, Kubernetes, journald, syslog, Loki, Cloud Logging, CloudWatch,
     Datadog, Elastic, or a logging framework's prefix) is unwrapped first: the
-    envelope each file was read from is shown in "What was read".
+    envelope each file was read from is shown in "What was read". A provider's
+    export among LOGS is read as the provider's history (as --provider-export),
+    and a mailmortem.toml in the working directory as --config; both are said
+    there too. The next steps printed repeat the reading options given.
 
     \b
     Examples:
@@ -186,5 +189,7 @@ def _affected_table(frames, total: int) -> None:
 
 def _flat(row: dict) -> dict:
     sends = row["sends"]
-    return {**row, "sends": len(sends), "first_send": sends[0]["ts"], "last_send": sends[-1]["ts"],
+    candidates = dict.fromkeys(s.get("candidate") for s in sends if s.get("candidate") is not None)
+    return {**row, "candidate": ";".join(candidates), "sends": len(sends), "first_send": sends[0]["ts"],
+            "last_send": sends[-1]["ts"],
             "workers": sorted({s["worker"] or "" for s in sends}), "msg_ids": [s["msg_id"] for s in sends]}

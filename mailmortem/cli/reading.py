@@ -133,19 +133,8 @@ def note_reading(case) -> None:
 
 
 def reading_lines(reading: dict) -> list[str]:
-    """What "What was read" says of the reading beyond each file (the document's `reading`): the config, and the
-    provider exports among the LOGS."""
+    """What "What was read" says of the reading beyond each file (the document's `reading`), made safe to show."""
+    from forensics.findings import reading_notes
     from forensics.textsafe import terminal_safe
 
-    config, provider_exports = reading["config"], reading["provider_exports"]
-    lines = []
-    if config:
-        mapped = ", ".join(f"{canon} ← {key}" for canon, key in config["fields"].items()) or "no [fields]"
-        how = (f"{config['path']} (found in the working directory; --no-config ignores it)"
-               if config["found_in_working_directory"] else f"--config {config['path']}")
-        lines.append(terminal_safe(f"Fields mapped by {how}: {mapped}"))
-    if provider_exports:
-        named = "; ".join(f"{e['path']} ({e['provider']})" for e in provider_exports[:5])
-        more = f" +{len(provider_exports) - 5} more" if len(provider_exports) > 5 else ""
-        lines.append(terminal_safe(f"Read as the provider's send history, not as logs: {named}{more}"))
-    return lines
+    return [terminal_safe(line) for line in reading_notes(reading)]
