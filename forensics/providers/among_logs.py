@@ -23,13 +23,22 @@ _FIRST_RECORDS = 20
 
 def provider_of(source: sources.Source) -> str | None:
     """The provider whose export `source` is, or None when it is (or may be) a log."""
+    from forensics.errors import InputError
+
+    try:
+        return _provider_of(source)
+    except InputError:  # unreadable: the log reader says so, as it would without this check
+        return None
+
+
+def _provider_of(source: sources.Source) -> str | None:
     from forensics.providers import detect, files
 
     text = _text(sources.head_bytes(source))
     kind = files.sniff_kind(source.path, text)
     if kind == "csv":
+        values = _csv_rows(text)
         candidates = detect.csv_candidates(_header(text), {})
-        values: list = []
     elif kind in ("json", "jsonl"):
         values = _json_values(source, text, kind)
         candidates = detect.json_candidates(values, {})
@@ -47,6 +56,12 @@ def _text(head: bytes) -> str:
 def _header(text: str) -> list[str]:
     first = text.split("\n", 1)[0]
     return next(csv.reader(io.StringIO(first)), [])
+
+
+def _csv_rows(text: str) -> list[dict]:
+    """The first rows of a CSV head, as records (for the log-send check)."""
+    lines = text.split("\n")[:_FIRST_RECORDS + 1]
+    return list(csv.DictReader(io.StringIO("\n".join(lines[:-1] if len(lines) > 1 else lines))))
 
 
 def _json_values(source: sources.Source, head: str, kind: str) -> list:
