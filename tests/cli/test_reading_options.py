@@ -39,7 +39,7 @@ def case(tmp_path, monkeypatch):
     (tmp_path / "logs").mkdir()
     (tmp_path / "logs" / "mail send.log").write_text(CASE, encoding="utf-8")
     (tmp_path / "conf").mkdir()
-    (tmp_path / "conf" / "team.toml").write_text(CONFIG, encoding="utf-8")
+    (tmp_path / "conf" / "team $(x).toml").write_text(CONFIG, encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -50,7 +50,7 @@ def _csv(path) -> list[dict]:
 
 @pytest.mark.slow
 def test_a_mapped_cases_next_steps_run_as_printed_and_write_their_lists(cli, case):
-    given = ["logs", "--config", "conf/team.toml", "--field", "test_id=exp", "--since", "2026-11-28T09:00Z"]
+    given = ["logs", "--config", "conf/team $(x).toml", "--field", "test_id=exp", "--since", "2026-11-28T09:00Z"]
     document = json.loads(cli("diagnose", *given, "--format", "json").stdout)
     assert {i["kind"]: i["people"] for i in document["incidents"]} == {"parallel-worker": 2, "ab-contamination": 1}
     commands = [c for i in document["incidents"] for c in i["remediation"][1:]] + document.get("next", [])
@@ -72,12 +72,12 @@ def test_a_mapped_cases_next_steps_run_as_printed_and_write_their_lists(cli, cas
 def test_a_list_written_with_o_keeps_the_old_file_when_the_command_fails(cli, case):
     target = case / "apology-exclusions.csv"
     target.write_text("the list from yesterday\n", encoding="utf-8")
-    failed = cli("affected", "logs", "--config", "conf/team.toml", "--incident", "INC-9", "--format", "csv",
+    failed = cli("affected", "logs", "--config", "conf/team $(x).toml", "--incident", "INC-9", "--format", "csv",
                  "-o", target)
     assert failed.exit_code == 1 and "no incident INC-9" in failed.stderr
     assert target.read_text(encoding="utf-8") == "the list from yesterday\n"
     assert sorted(p.name for p in case.iterdir()) == ["apology-exclusions.csv", "conf", "logs"]  # no temp left
-    done = cli("affected", "logs", "--config", "conf/team.toml", "--format", "csv", "-o", target)
+    done = cli("affected", "logs", "--config", "conf/team $(x).toml", "--format", "csv", "-o", target)
     assert done.exit_code == 0 and done.stdout == ""
     assert {r["recipient"] for r in _csv(target)} == {"ann@x.co", "bob@x.co", "cy@x.co"}
 
