@@ -30,7 +30,8 @@ def _reading_decorators() -> list:
     from forensics.ingest.sources import SYNTAXES
 
     return [
-        click.option("--syntax", type=click.Choice(SYNTAXES), help="Force the syntax of every file (default: detect per file)."),
+        click.option("--syntax", type=click.Choice(SYNTAXES),
+                     help="Force the syntax of every file (default: detect per file)."),
         click.option("--field", "fields", multiple=True, metavar="CANONICAL=NAME",
                      help="Map one of your keys to a canonical field, e.g. --field recipient=To (repeatable)."),
         # --event CANONICAL="your wording" (the logs' own event values) goes here, beside --field.
