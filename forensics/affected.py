@@ -38,10 +38,11 @@ def check_filters(con, incidents: list[dict], kind: str | None, incident: str | 
 
 AFFECTED_BATCH_PEOPLE = 200_000  # people per affected_people_sends query: bounds DuckDB's sort
 BATCH_ROWS = 50_000  # rows per Arrow batch handed to polars
-SEND_KEYS = ("ts", "worker", "incarnation", "msg_id", "variant", "shard")
+SEND_KEYS = ("ts", "worker", "incarnation", "msg_id", "variant", "shard", "candidate")
 PERSON_KEYS = ("recipient", "campaign", "step", "kind", "cause", "incident")
 ENTRY_KEYS = PERSON_KEYS + ("sends",)
-CSV_COLUMNS = ("recipient", "campaign", "step", "kind", "cause", "incident", "sends", "first_send",
+# candidate: the person's candidate id(s) on their sends, for lists keyed by candidate (an apology list, a CRM)
+CSV_COLUMNS = ("recipient", "candidate", "campaign", "step", "kind", "cause", "incident", "sends", "first_send",
                "last_send", "workers", "msg_ids")
 
 
@@ -126,6 +127,8 @@ def csv_frames(frames):
     sends = pl.col("sends")
     field = pl.element().struct.field
     flat = [pl.col(c) for c in ENTRY_KEYS[:-1]] + [
+        sends.list.eval(field("candidate")).list.drop_nulls().list.unique(maintain_order=True).list.join(";")
+        .alias("candidate"),
         sends.list.len().alias("sends"),
         sends.list.first().struct.field("ts").alias("first_send"),
         sends.list.last().struct.field("ts").alias("last_send"),

@@ -8,10 +8,10 @@ from __future__ import annotations
 import queries
 from forensics import affected, classify, evidence
 from forensics.jsonfmt import iso_utc
-from forensics.kinds import affected_command, kind_named
+from forensics.kinds import affected_command, case_affected_command, kind_named
 
 
-def incident_document(i: dict, logs=(), export_args=(), window_args=()) -> dict:
+def incident_document(i: dict, logs=(), export_args=(), read_args=(), case_args=None) -> dict:
     kind = i["kind"]
     entry = kind_named(kind)
     return {
@@ -23,9 +23,9 @@ def incident_document(i: dict, logs=(), export_args=(), window_args=()) -> dict:
         "evidence": entry.evidence(i),
         "per_worker": [dict(w) for w in i["per_worker"]],
         "per_shard": [{"shard": s["shard"], "duplicated_people": s["duplicated_people"]} for s in i["per_shard"]],
-        # the next commands read the same --since/--until window (else INC-n would name another incident)
-        "remediation": [entry.fix, entry.command_for(i, logs, export_args, window_args),
-                        affected_command(i, logs, export_args, window_args)],
+        # the next commands read the logs as this run did, window included (else INC-n names another incident)
+        "remediation": [entry.fix, entry.command_for(i, logs, export_args, read_args, case_args),
+                        affected_command(i, logs, export_args, read_args, case_args)],
     }
 
 
@@ -38,6 +38,8 @@ def build_document(case, include_affected: bool = True, logs=(), exports=()) -> 
 
     con, export_args = case.con, ExportSpec.of(exports).arguments()
     cut = getattr(case, "window", None)
+    options, logs = case.options, [str(p) for p in logs]
+    read_args, case_args = options.arguments(cut), options.case_arguments(cut)
     classify.classify(con, save=getattr(case, "saved", False))
     lost = evidence.lost_evidence(con, unread=case.unread)
     document = {
@@ -48,13 +50,38 @@ def build_document(case, include_affected: bool = True, logs=(), exports=()) -> 
         "inputs": [{"path": i.path, "envelope": i.envelope, "syntax": i.syntax, "lines": i.lines,
                     "records": i.records, "skipped": i.skipped, "first_skipped_lines": i.first_skipped_lines,
                     "note": i.note} for i in case.inputs],
+        "reading": reading_document(case),
         "summary": classify.summary(con),
-        "incidents": [incident_document(i, [str(p) for p in logs], export_args, cut.arguments() if cut else ())
-                      for i in classify.incidents(con)],
+        "incidents": [incident_document(i, logs, export_args, read_args, case_args) for i in classify.incidents(con)],
         # Not one of the five kinds: one person (by candidate id) reached at two addresses in one step.
         "candidates_at_two_addresses": queries.rows(con, "candidates_at_two_addresses"),
     }
+    # the whole case's exclusion list, beside each incident's own
+    document["next"] = [case_affected_command(logs, case_args)] if document["incidents"] else []
     if include_affected:
         document["affected"] = [row for frame in affected.frames(con) for row in frame.to_dicts()]
     return document
 
+
+def reading_document(case) -> dict:
+    """How the logs were read beyond each file's syntax: the config the fields were mapped by, and the provider
+    exports found among the LOGS (read as the provider's history, not as logs)."""
+    config = case.options.config
+    return {"config": config.to_json() if config else None,
+            "provider_exports": [{"path": e["path"], "provider": e["provider"]} for e in case.provider_exports]}
+
+
+def reading_notes(reading: dict) -> list[str]:
+    """`reading` (reading_document) in words: the config the fields were mapped by, the exports among the LOGS."""
+    config, exports = reading["config"], reading["provider_exports"]
+    lines = []
+    if config:
+        mapped = ", ".join(f"{canon} ← {key}" for canon, key in config["fields"].items()) or "no [fields]"
+        how = (f"{config['path']} (found in the working directory; --no-config ignores it)"
+               if config["found_in_working_directory"] else f"--config {config['path']}")
+        lines.append(f"Fields mapped by {how}: {mapped}")
+    if exports:
+        named = "; ".join(f"{e['path']} ({e['provider']})" for e in exports[:5])
+        more = f" +{len(exports) - 5} more" if len(exports) > 5 else ""
+        lines.append(f"Read as the provider's send history, not as logs: {named}{more}")
+    return lines

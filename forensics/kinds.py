@@ -26,10 +26,10 @@ class Kind:
     evidence: Callable[[dict], list[str]]   # an incident row (incident_rows) → evidence lines
 
     def command_for(self, incident: dict, logs: list[str] = (), export_args: list[str] = (),
-                    window_args: list[str] = ()) -> str:
+                    read_args: list[str] = (), case_args: list[str] | None = None) -> str:
         """The next command, complete: the case's own paths and values, each quoted so that a value from the
         logs (a campaign `$(...)`, say) stays an argument when the line is pasted into a shell."""
-        return self.next_command.format(**command_values(incident, logs, export_args, window_args))
+        return self.next_command.format(**command_values(incident, logs, export_args, read_args, case_args))
 
 
 # An address is put in a command only when it is plainly one: log text is hostile, and a report shows commands
@@ -38,33 +38,47 @@ _PLAIN_ADDRESS = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+")
 
 
 def command_values(incident: dict, logs: list[str] = (), export_args: list[str] = (),
-                   window_args: list[str] = ()) -> dict[str, str]:
+                   read_args: list[str] = (), case_args: list[str] | None = None) -> dict[str, str]:
     """`export_args`: --provider-export with how it was read (ExportSpec.arguments), so the command reads it alike;
-    `window_args`: --since/--until, after the logs of a command that reads logs the way diagnose does."""
+    `read_args`: how the logs were read, --since/--until included (ReadOptions.arguments), so that a command
+    reading them names the same records and incidents; `case_args` (default `read_args`): the same for a command
+    that takes LOGS, with how the case was loaded (ReadOptions.case_arguments)."""
     q = shlex.quote
     address = incident.get("first_recipient") or ""
+    reading = " ".join(map(q, read_args))
     return {
         "campaign": q(incident["campaign"] or ""), "step": q(incident["step"] or ""),
         "test_id": q(incident["test_id"] or ""),
         "address": address if _PLAIN_ADDRESS.fullmatch(address) else '"$RECIPIENT"',
         "id": q(incident["id"]),
         # Not known to this run: a variable the responder sets, like $DATABASE_URL.
-        "logs": logs_words(logs, window_args),
-        "logs_options": " ".join(f"--logs {q(p)}" for p in logs) or '--logs "$LOGS"',
+        "logs": logs_words(logs, read_args if case_args is None else case_args),
+        "logs_options": " ".join([*(f"--logs {q(p)}" for p in logs), reading]).strip()
+                        or '--logs "$LOGS"',
         "exports": " ".join(q(arg) for arg in export_args) or '--provider-export "$PROVIDER_EXPORT"',
     }
 
 
-def logs_words(logs, window_args=(), placeholder: str = '"$LOGS"') -> str:
-    """The logs of a command, shell-quoted, then the --since/--until window it reads them with (`placeholder`
-    stands for logs this run does not know)."""
-    return " ".join([*(map(shlex.quote, map(str, logs)) if logs else [placeholder]), *map(shlex.quote, window_args)])
+def logs_words(logs, read_args=(), placeholder: str = '"$LOGS"') -> str:
+    """The logs of a command, shell-quoted, then the options it reads them with (`placeholder` stands for logs
+    this run does not know)."""
+    return " ".join([*(map(shlex.quote, map(str, logs)) if logs else [placeholder]), *map(shlex.quote, read_args)])
+
+
+# Exclusion lists are written with -o, which replaces the file only when the command succeeds (a shell `>` empties
+# it first, and a failing command would leave it empty); each incident's list has a file of its own.
+AFFECTED_COMMAND = "mailmortem affected {logs} --incident {id} --format csv -o apology-exclusions-{id}.csv"
+CASE_COMMAND = "mailmortem affected {logs} --format csv -o apology-exclusions.csv"
 
 
 def affected_command(incident: dict, logs: list[str] = (), export_args: list[str] = (),
-                     window_args: list[str] = ()) -> str:
-    return "mailmortem affected {logs} --incident {id} --format csv > apology-exclusions.csv".format(
-        **command_values(incident, logs, export_args, window_args))
+                     read_args: list[str] = (), case_args: list[str] | None = None) -> str:
+    return AFFECTED_COMMAND.format(**command_values(incident, logs, export_args, read_args, case_args))
+
+
+def case_affected_command(logs: list[str] = (), case_args: list[str] = (), placeholder: str = '"$LOGS"') -> str:
+    """The command that writes the whole case's exclusion list (every incident's people)."""
+    return CASE_COMMAND.format(logs=logs_words(logs, case_args, placeholder))
 
 
 def _pct(part, whole) -> str:
@@ -197,7 +211,7 @@ TABLE = (
     Kind("ab-contamination",
          fix="assign the variant once per (test, candidate) and store it (sticky assignment); exclude "
              "the contaminated candidates from the analysis",
-         next_command="mailmortem ab-contamination --test-id {test_id} {logs} --format csv > ab-exclusions.csv",
+         next_command="mailmortem ab-contamination --test-id {test_id} {logs} --format csv -o ab-exclusions-{id}.csv",
          sentence="in A/B test {test}, people of {what} received more than one variant ({who})",
          evidence=_evidence_ab),
 )

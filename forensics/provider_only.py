@@ -91,4 +91,4 @@ def _logs_command(export_args: list[str]) -> str:
 
 
 def _affected_command(export_args: list[str]) -> str:
-    return "mailmortem affected " + shlex.join(export_args) + " --format csv > apology-exclusions.csv"
+    return "mailmortem affected " + shlex.join(export_args) + " --format csv -o apology-exclusions.csv"

@@ -5,10 +5,13 @@ Small results are Python rows; large ones (the affected list) arrive as polars f
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime as dt
 import errno
+import os
 import sys
+import tempfile
 from typing import Any, Iterable, Sequence
 
 from forensics.jsonfmt import iso_utc, to_json
@@ -162,3 +165,39 @@ def write_document(document: dict, affected_texts, out=None) -> None:
     head = to_json({k: v for k, v in document.items() if k != "affected"})
     out.write(head[:-2] + ',\n  "affected": [')
     out.write("\n  ]\n}\n" if write_texts(affected_texts, out, "\n    ", ",\n    ") else "]\n}\n")
+
+
+@contextlib.contextmanager
+def to_file(path: str | None):
+    """Standard output goes to `path` while the block runs, and `path` is replaced only when the block completes:
+    the output is written to a temporary file in the same folder, then renamed over it (os.replace, atomic). A
+    command that fails leaves the old file as it was; a shell `>` would have emptied it before the command ran.
+    Without `path` nothing changes."""
+    if not path:
+        yield
+        return
+    from forensics.errors import InputError
+
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        handle = tempfile.NamedTemporaryFile("w", encoding="utf-8", newline="", dir=folder, delete=False,
+                                             prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    try:
+        with handle, contextlib.redirect_stdout(handle):
+            yield
+        os.chmod(handle.name, _new_file_mode())
+        os.replace(handle.name, path)
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(handle.name)  # still there only when the block failed
+
+
+def _new_file_mode() -> int:
+    """The mode `>` would give a new file (0666 less the umask); a temporary file is created 0600."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask

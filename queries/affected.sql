@@ -7,7 +7,7 @@
 -- dialect: duckdb
 SELECT d.recipient, nullif(d.campaign, '') AS campaign, nullif(d.step, '') AS step, d.kind, d.cause,
        i.id AS incident, strftime(s.ts, '%Y-%m-%dT%H:%M:%S.%g') || 'Z' AS ts, s.worker, s.incarnation, s.msg_id,
-       s.variant, s.shard
+       s.variant, s.shard, s.candidate
 FROM dup_people d
 JOIN incidents i ON i.kind = d.kind AND i.campaign = d.campaign AND i.step = d.step
      AND i.test_id IS NOT DISTINCT FROM CASE WHEN d.kind = 'ab-contamination' THEN d.test_id END

@@ -15,15 +15,16 @@ def worst_batch(con) -> dict | None:
     return queries.one(con, "requeue_worst_batch")
 
 
-def worst_batch_from_logs(paths: list[str]) -> dict | None:
-    """Ingest the logs (forensics.ingest.case) and find the worst batch; RefusedError if ingest is unavailable."""
+def worst_batch_from_logs(paths: list[str], options=None) -> dict | None:
+    """Ingest the logs (forensics.ingest.case, read as `options`, a forensics.ingest.reading.ReadOptions, says) and
+    find the worst batch; RefusedError if ingest is unavailable."""
     import importlib.util
 
     if importlib.util.find_spec("forensics.ingest.case") is None:
         raise RefusedError("log ingest (forensics.ingest.case) is not available in this build")
     from forensics.ingest.case import load_case
 
-    case = load_case(list(paths))
+    case = load_case(list(paths), options=options)
     try:
         return worst_batch(case.con)
     except MailmortemError:

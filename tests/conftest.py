@@ -20,7 +20,12 @@ REPO = Path(__file__).resolve().parent.parent
 def pytest_collection_modifyitems(config, items):
     """MAILMORTEM_MAX_EXAMPLES=N runs every property test on at most N examples: .ci/sanitized runs the parser
     tests on a sanitizer build several times slower. The tests name their own counts in @settings, which a
-    Hypothesis profile cannot lower, so the settings @given reads when the test runs are replaced."""
+    Hypothesis profile cannot lower, so the settings @given reads when the test runs are replaced.
+    MAILMORTEM_PROPERTY_TESTS_ONLY=1 deselects every test that is not a property test (CI's sanitizer step)."""
+    if os.environ.get("MAILMORTEM_PROPERTY_TESTS_ONLY") == "1":
+        chosen = [item for item in items if getattr(getattr(item, "obj", None), "is_hypothesis_test", False)]
+        config.hook.pytest_deselected(items=[item for item in items if item not in chosen])
+        items[:] = chosen
     cap = int(os.environ.get("MAILMORTEM_MAX_EXAMPLES") or 0)
     if not cap:
         return

@@ -75,7 +75,7 @@ def test_every_kind_is_described_with_the_next_command_diagnose_names():
     assert tuple(_names(row[0])[0] for row in _table_rows(page, "## The kinds")) == KINDS
     commands = {_names(row[0])[0]: _names(row[1])[0] for row in _table_rows(page, "## Evidence") if _names(row[0])}
     shown = {"campaign": "CAMPAIGN", "step": "STEP", "test_id": "TEST", "address": "ADDRESS", "logs": "LOGS",
-             "logs_options": "--logs LOGS", "exports": "--provider-export EXPORT"}
+             "logs_options": "--logs LOGS", "exports": "--provider-export EXPORT", "id": "INC-n"}
     assert commands == {kind: kind_named(kind).next_command.format(**shown) for kind in KINDS}
 
 
@@ -103,8 +103,8 @@ def test_the_json_example_is_real_output(mixed_document):
 
 def test_every_field_of_the_json_is_in_its_table(mixed_document):
     page = _page("diagnose-json.md")
-    sections = {"inputs": "## `inputs`", "summary": "## `summary`", "incidents": "## `incidents`",
-                "affected": "## `affected`"}
+    sections = {"inputs": "## `inputs`", "reading": "## `reading`", "summary": "## `summary`",
+                "incidents": "## `incidents`", "affected": "## `affected`"}
     for key, heading in sections.items():
         documented = {name for row in _table_rows(page, heading) for name in _names(row[0])}
         value = mixed_document[key]

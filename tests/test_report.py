@@ -100,7 +100,7 @@ def test_next_step_commands_name_the_logs_that_were_read(hostile_report, hostile
     commands = [c for i in hostile_report.incidents for c in i["commands"]]
     assert any(c.startswith(f"mailmortem affected {hostile} --incident INC-") for c in commands)
     assert not any("<logs>" in c for c in commands)
-    assert hostile_report.export_command == f"mailmortem affected {hostile} --format csv > affected.csv"
+    assert hostile_report.export_command == f"mailmortem affected {hostile} --format csv -o apology-exclusions.csv"
 
 
 @pytest.mark.slow

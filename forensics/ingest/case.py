@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import re
+import shlex
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 from forensics.ingest import load as ingest, runfolders, sources, window
 from forensics.errors import ConfigError, InputError
 from forensics.ingest.fields import FieldMap
+from forensics.ingest.reading import ReadOptions
 
 DEFAULT_MEMORY_LIMIT = "1GB"
 SPILL_PREFIX = "mailmortem-spill-"
@@ -26,6 +28,9 @@ class Case:
     reading: ingest.Reading = ingest.Reading()  # --envelope, --tz, --year
     window: window.Cut | None = None  # --since/--until as applied, and what they left out
     saved: bool = False  # kept in a database file (--save): its tables are for `mailmortem sql`
+    options: ReadOptions = ReadOptions()  # how the logs were read: repeated by every next command printed
+    # exports among the LOGS: {"path" (as shown), "provider", "file" (as read: standard input's copy)}
+    provider_exports: list[dict] = field(default_factory=list)
 
     @property
     def records(self) -> int:
@@ -78,27 +83,64 @@ def _checked_size(value: str) -> str:
 def load_case(paths, syntax: str | None = None, field_map: FieldMap | dict | None = None,
               strict: bool = False, database: str | None = None, memory_limit: str | None = None,
               progress: ingest.Progress | None = None, skip_unreadable: bool = False,
-              reading: ingest.Reading | None = None, limits: window.Window = window.Window()) -> Case:
+              reading: ingest.Reading | None = None, limits: window.Window = window.Window(),
+              options: ReadOptions | None = None) -> Case:
     """Read logs (files, folders, globs, .gz, `-`) into DuckDB and build events and sends. A file or folder
     that cannot be read is an error, or with `skip_unreadable` left out and listed in `Case.unread`.
     `reading` forces an envelope and says how to read times without a zone or a year; `limits` (--since,
-    --until) keeps one window of time, and a window without a send is refused."""
-    if isinstance(field_map, dict):
-        field_map = FieldMap(field_map)
-    unreadable = sources.Unreadable(skip=skip_unreadable)
-    resolved = sources.resolve(list(paths), unreadable)
+    --until) keeps one window of time, and a window without a send is refused. `options` (what the commands
+    pass) says all of that at once, in place of the keywords before `database`.
+    A provider's export among the LOGS is not read as a log: it is listed in `Case.provider_exports`."""
+    options = options or _options(syntax, field_map, strict, memory_limit, skip_unreadable, reading, limits)
+    unreadable = sources.Unreadable(skip=options.skip_unreadable)
+    resolved, exports = _apart(sources.resolve(list(paths), unreadable))
     if not resolved:
-        raise InputError(f"nothing could be read: {_listed(unreadable.found)}")
-    con = connect(database, memory_limit, sum(_input_bytes(s) for s in resolved))
-    reading = reading or ingest.Reading()
-    inputs, cut = ingest.load(con, resolved, syntax=syntax, field_map=field_map, strict=strict, progress=progress,
-                              keep_raw=database is not None, reading=reading, limits=limits)
-    case = Case(con, inputs, unreadable.found, reading, cut, saved=database is not None)
+        raise InputError(_no_logs(unreadable.found, exports))
+    con = connect(database, options.memory_limit, sum(_input_bytes(s) for s in resolved))
+    inputs, cut = ingest.load(con, resolved, syntax=options.syntax, field_map=FieldMap(options.field_map()),
+                              strict=options.strict, progress=progress, keep_raw=database is not None,
+                              reading=options.reading(), limits=options.window)
+    case = Case(con, inputs, unreadable.found, options.reading(), cut, saved=database is not None, options=options,
+                provider_exports=exports)
     if case.records == 0:
         raise InputError(_nothing_read(inputs))
     if cut:
         window.check_kept(con, cut)
     return case
+
+
+def _options(syntax, field_map, strict, memory_limit, skip_unreadable, reading, limits) -> ReadOptions:
+    reading = reading or ingest.Reading()
+    fields = dict(field_map.overrides if isinstance(field_map, FieldMap) else field_map or {})
+    return ReadOptions(syntax=syntax, fields=fields, envelope=reading.envelope,
+                       tz=None if reading.tz == "UTC" else reading.tz, year=reading.year, window=limits,
+                       strict=strict, memory_limit=memory_limit, skip_unreadable=skip_unreadable)
+
+
+def _apart(resolved: list[sources.Source]) -> tuple[list[sources.Source], list[dict]]:
+    """The logs, and the provider exports among them (forensics.providers.among_logs)."""
+    from forensics.providers.among_logs import provider_of
+
+    logs, exports = [], []
+    for source in resolved:
+        provider = provider_of(source)
+        if provider:
+            exports.append({"path": source.label, "provider": provider, "file": source.path})
+        else:
+            logs.append(source)
+    return logs, exports
+
+
+def _no_logs(unread: list[dict], exports: list[dict]) -> str:
+    if exports and not unread:
+        named = " ".join(f"--provider-export {shlex.quote(e['path'])}" for e in exports[:3])
+        return (f"no logs among the inputs, only provider history ({_exports_named(exports)}); to diagnose it "
+                f"alone run: mailmortem diagnose {named}")
+    return f"nothing could be read: {_listed(unread)}"
+
+
+def _exports_named(exports: list[dict]) -> str:
+    return "; ".join(f"{e['path']} ({e['provider']})" for e in exports[:3]) + (" …" if len(exports) > 3 else "")
 
 
 def _listed(unread: list[dict]) -> str:

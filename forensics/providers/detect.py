@@ -50,14 +50,14 @@ def csv_candidates(columns: list[str], mapping: dict[str, str]) -> list[str]:
 def json_candidates(values, mapping: dict[str, str]) -> list[str]:
     """The providers whose markers the first records carry (a batch's elements are records)."""
     found: list[str] = []
-    for record in _records(values):
+    for record in first_records(values):
         for name in _json_record_candidates(record, mapping):
             if name not in found:
                 found.append(name)
     return found
 
 
-def _records(values):
+def first_records(values):
     records = []
     for value in values:
         batch = value if isinstance(value, list) else [value]

@@ -37,6 +37,15 @@ class ProviderRead:
     readings: dict[str, dict] = field(default_factory=dict)
     _collapsed: object = field(default=None, repr=False)
 
+    @classmethod
+    def merged(cls, reads: list[ProviderRead]) -> ProviderRead:
+        """Several reads as one (exports read with different options): collapsed together, as one read would be."""
+        import pyarrow as pa
+
+        return cls(pa.concat_tables([r.events for r in reads]), [m for r in reads for m in r.malformed],
+                   {path: name for r in reads for path, name in r.files.items()},
+                   {path: reading for r in reads for path, reading in r.readings.items()})
+
     def collapsed(self):
         """One row per (provider, message, recipient), in no particular order (computed once)."""
         if self._collapsed is None:

@@ -16,7 +16,7 @@ import queries
 from forensics import __version__, evidence
 from forensics.errors import MailmortemError
 from forensics.jsonfmt import iso_utc
-from forensics.kinds import kind_named, logs_words
+from forensics.kinds import CASE_COMMAND, kind_named, logs_words
 
 AFFECTED_SHOWN = 100
 TESTS_SHOWN = 5
@@ -26,7 +26,7 @@ TESTS_SHOWN = 5
 class Report:
     title: str
     generated_at: str
-    logs_arg: str                      # the LOGS as a shell would need them, for the commands shown
+    logs_arg: str                      # the LOGS as a shell would need them, with how they were read
     inputs: list[dict]
     summary: dict
     incidents: list[dict]              # the diagnose incidents plus "sentence", "fix" and "commands"
@@ -41,7 +41,7 @@ class Report:
 
     @property
     def export_command(self) -> str:
-        return f"mailmortem affected {self.logs_arg} --format csv > affected.csv"
+        return CASE_COMMAND.format(logs=self.logs_arg)
 
     @property
     def window(self) -> tuple[str | None, str | None]:
@@ -142,14 +142,14 @@ def reconciliation_counts(result: dict) -> dict:
 
 def build_report(case, paths, exports=(), title: str | None = None, now: dt.datetime | None = None) -> Report:
     """Classify the case and gather everything the report shows (no rendering, no escaping)."""
-    from forensics.findings import build_document
+    from forensics.findings import build_document, reading_notes
     from forensics.ingest.window import headline, read_lines
     from forensics.report.timeline import timeline_data
 
     document = build_document(case, include_affected=False, logs=paths, exports=exports)
     window = document["window"]  # --since/--until: said first, and repeated in the commands shown
     con = case.con
-    logs_arg = logs_words(paths, case.window.arguments() if window else [], placeholder="<logs>")
+    logs_arg = logs_words(paths, case.options.case_arguments(case.window), placeholder="<logs>")
     incidents = [_with_steps(i) for i in document["incidents"]]
     reconciliation, notes = _reconciliation(con, document, exports, case.window)
     ab_tests, ab_notes = _ab_tests(con)
@@ -162,7 +162,8 @@ def build_report(case, paths, exports=(), title: str | None = None, now: dt.date
         affected_total=queries.one(con, "report_affected_count")["people"],
         reconciliation=reconciliation,
         incomplete=None if document["complete"] else evidence.incomplete_headline(document["lost_evidence"]),
-        notes=([headline(window), *read_lines(window)] if window else []) + notes + ab_notes,
+        notes=([headline(window), *read_lines(window)] if window else []) + reading_notes(document["reading"])
+        + notes + ab_notes,
     )
 
 

@@ -142,7 +142,7 @@ variant and must be excluded from the analysis.
 <tbody>{% for a in t.arms %}<tr><td>{{ a.variant }}</td><td class="num">{{ a.units_all|number }}</td><td class="num">{{ a.units_clean|number }}</td>
 <td class="num">{{ a.expected_clean|number }}</td><td class="num">{{ a.sends|number }}</td></tr>{% endfor %}</tbody>
 </table>
-<pre><code>mailmortem ab-contamination --test-id {{ t.test_id }} {{ r.logs_arg }} --format csv &gt; ab-exclusions.csv</code></pre>
+<pre><code>mailmortem ab-contamination --test-id {{ t.test_id }} {{ r.logs_arg }} --format csv -o ab-exclusions.csv</code></pre>
 {% endfor %}
 </section>
 {% endif %}

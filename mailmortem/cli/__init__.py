@@ -113,7 +113,7 @@ def main():
     Examples:
       mailmortem diagnose sample_logs/parallel-worker/
       mailmortem diagnose mail-send.log --format json | jq '.incidents[]'
-      mailmortem affected logs/*.log.gz --kind retry --format csv > exclusions.csv
+      mailmortem affected logs/*.log.gz --kind retry --format csv -o exclusions.csv
       mailmortem backfill-sentlog --provider-export export.json
       mailmortem ab-contamination --test-id subj-2026-11 logs/
     """

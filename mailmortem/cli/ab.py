@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from mailmortem.cli.diagnose import case_options, open_case
-from mailmortem.cli.options import apply_option, db_option, format_option
+from mailmortem.cli.options import apply_option, db_option, format_option, output_option
+from mailmortem.cli.reading import case_options, note_reading, open_case
 from forensics.errors import ConfigError
 
 TABLE_LIMIT = 50  # contaminated people shown in a terminal table; csv/json carry them all
@@ -51,7 +51,8 @@ weights_option = click.option(
 @format_option()
 @db_option("Where --apply writes ab_exclusions and ab_assignments.")
 @apply_option()
-def ab_contamination(paths, syntax, fields, config, strict, memory_limit, skip_unreadable, test_id, weights, fmt, db, apply):
+@output_option("the report or exclusion list")
+def ab_contamination(paths, read, test_id, weights, fmt, db, apply, out):
     """Find people who received more than one variant of an A/B test, and exclude them.
 
     The unit is the candidate (its id, else its normalised address). Reports per-arm
@@ -66,14 +67,17 @@ def ab_contamination(paths, syntax, fields, config, strict, memory_limit, skip_u
     Examples:
       mailmortem ab-contamination --test-id subj-2026-11 logs/
       mailmortem ab-contamination --test-id subj-2026-11 logs/ --weights A=90,B=10
-      mailmortem ab-contamination --test-id subj-2026-11 logs/ --format csv > exclude.csv
+      mailmortem ab-contamination --test-id subj-2026-11 logs/ --format csv -o exclude.csv
       mailmortem ab-contamination --test-id subj-2026-11 logs/ --db "$DATABASE_URL"          # plan only
       mailmortem ab-contamination --test-id subj-2026-11 logs/ --db "$DATABASE_URL" --apply
     """
     from forensics.ab import analyse
     from remediation import ab
 
-    case = open_case(paths, syntax, fields, config, strict, memory_limit, skip_unreadable)
+    from mailmortem.output import to_file
+
+    case = open_case(paths, read)
+    note_reading(case)
     if case.window:
         from mailmortem.cli.window import note
 
@@ -84,7 +88,8 @@ def ab_contamination(paths, syntax, fields, config, strict, memory_limit, skip_u
     if db or apply:
         plan = ab.build_plan(case.con, report, ab.new_run_id())
         plan, applied = _plan_then_apply(plan, db, apply)
-    _render_report(report, fmt, plan, applied)
+    with to_file(out):
+        _render_report(report, fmt, plan, applied)
 
 
 def _warn_about(report) -> None:

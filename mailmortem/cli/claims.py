@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from mailmortem.cli.options import apply_option, db_hint, db_option, format_option
+from mailmortem.cli.reading import reading_options
 from forensics.errors import ConfigError
 
 PLAN_COLUMNS = ["lead_id", "email", "claimed_by", "claimed_at", "age_s", "in_sent_log", "new_status"]
@@ -63,7 +64,9 @@ def _open_postgres(db):
 @click.option("--claimed-at-zone", metavar="ZONE",
               help="The zone a claim time of type timestamp (no zone) is written in, e.g. UTC; required for one.")
 @click.option("--logs", multiple=True, type=click.Path(exists=True), metavar="PATH",
-              help="Logs to measure the worst batch (claim→release) against --older-than (repeatable).")
+              help="Logs to measure the worst batch (claim→release) against --older-than (repeatable); read as "
+                   "the reading options below say, as diagnose reads them.")
+@reading_options
 @click.option("--sample", default=10, show_default=True, type=click.IntRange(0, 10_000),
               help="Planned changes shown in the table view.")
 @click.option("--show-sql", is_flag=True, help="Also print the plan's SQL statements (on stderr).")
@@ -72,7 +75,8 @@ def _open_postgres(db):
 @format_option()
 @apply_option()
 def requeue_stale(db, older_than, table, cols, status_queued, status_in_progress, status_sent, campaign, step,
-                  all_campaigns, no_sends_yet, claimed_at_zone, logs, sample, show_sql, max_changes, fmt, apply):
+                  all_campaigns, no_sends_yet, claimed_at_zone, logs, read, sample, show_sql, max_changes, fmt,
+                  apply):
     """Put stale claims back to queued — or mark them sent when the sent-log proves the email went out.
 
     Stale means in progress with a claim older than --older-than, on the database
@@ -88,13 +92,16 @@ def requeue_stale(db, older_than, table, cols, status_queued, status_in_progress
       mailmortem requeue-stale --older-than 2h --table outreach.leads --col claimed_at=locked_at \\
           --col status=state --status-in-progress claimed
       mailmortem requeue-stale --older-than 45m --logs logs/ --format json
+      mailmortem requeue-stale --older-than 45m --logs export.csv --field recipient=To --since 6h
       mailmortem requeue-stale --older-than 45m --show-sql
       mailmortem requeue-stale --older-than 45m --campaign c-42 --col campaign=campaign_id
     """
     from remediation import claims
 
     leads = claims.leads_table(table, cols, status_queued, status_in_progress, status_sent)
-    worst = _check_lease(older_than, logs) if logs else None
+    if not logs and read.given_flags():
+        raise click.UsageError(f"{', '.join(read.given_flags())} say how to read --logs, which were not given")
+    worst = _check_lease(older_than, logs, read) if logs else None
     store = _open_postgres(db)
     try:
         plan, result = claims.requeue_stale(store.conn, leads, older_than, apply, campaign, step, max_changes,
@@ -118,13 +125,13 @@ def _print_sql(statements: list[dict]) -> None:
             _say(line)
 
 
-def _check_lease(older_than: float, logs) -> dict | None:
+def _check_lease(older_than: float, logs, read) -> dict | None:
     from mailmortem.console import warn
     from remediation.errors import RefusedError
     from remediation import claims
 
     try:
-        worst = claims.worst_batch_from_logs(list(logs))
+        worst = claims.worst_batch_from_logs(list(logs), read)
     except RefusedError as exc:
         warn(f"not checking the lease against the logs: {exc}")
         return None

@@ -2,69 +2,14 @@
 
 from __future__ import annotations
 
-import functools
 import sys
 
 import click
 
-from mailmortem.cli.options import READING, TZ_HELP, YEAR_HELP, export_options, format_option, given_reading
-from mailmortem.cli.window import given_window, note as note_window, window_options
-from forensics.ingest.envelopes import NAMES as ENVELOPES, NONE as NO_ENVELOPE
-from forensics.ingest.sources import SYNTAXES
+from mailmortem.cli.options import export_options, format_option, output_option
+from mailmortem.cli.reading import case_options, note_reading, open_case
+from mailmortem.cli.window import note as note_window
 from forensics.kinds import KINDS
-
-
-
-def case_options(func=None, *, logs_required: bool = True):
-    """The options every command that reads logs shares. How to read envelopes and times (--envelope, --tz,
-    --year) reaches open_case through the click context, so the commands' own signatures stay as they are.
-    `logs_required=False` (`@case_options(logs_required=False)`): LOGS may be left out, for a command that then
-    reads --provider-export alone (mailmortem.cli.provider_only)."""
-    if func is None:
-        return functools.partial(case_options, logs_required=logs_required)
-    decorators = [
-        click.argument("paths", nargs=-1, required=logs_required,
-                       metavar="LOGS..." if logs_required else "[LOGS]..."),
-        click.option("--syntax", type=click.Choice(SYNTAXES), help="Force the syntax of every file (default: detect per file)."),
-        click.option("--field", "fields", multiple=True, metavar="CANONICAL=NAME",
-                     help="Map one of your keys to a canonical field, e.g. --field recipient=To (repeatable)."),
-        click.option("--config", "config", type=click.Path(dir_okay=False), help="TOML file with a [fields] table of the same mappings."),
-        click.option("--strict", is_flag=True, help="Stop at the first line that is not a record."),
-        click.option("--memory-limit", default=None, metavar="SIZE", help="DuckDB memory limit; spills to disk beyond it (default 1GB)."),
-        click.option("--skip-unreadable", is_flag=True,
-                     help="Read what can be read and list the files and folders that cannot (default: refuse)."),
-        click.option("--envelope", type=click.Choice(ENVELOPES + (NO_ENVELOPE,)), metavar="NAME",
-                     help="Read every file as wrapped in this envelope (default: detect per file; none: no "
-                          f"envelope). One of: {', '.join(ENVELOPES)}, {NO_ENVELOPE}."),
-        click.option("--tz", metavar="ZONE", help=TZ_HELP),
-        click.option("--year", type=click.IntRange(1970, 2200), metavar="YEAR", help=YEAR_HELP),
-    ]
-
-    @functools.wraps(func)
-    def command(*args, envelope=None, tz=None, year=None, **kwargs):
-        from forensics.ingest.load import Reading
-
-        click.get_current_context().meta[READING] = Reading(envelope, tz or "UTC", year)
-        return func(*args, **kwargs)
-
-    command = window_options(command)  # --since/--until: the same on every command that reads logs
-    for decorator in reversed(decorators):
-        command = decorator(command)
-    return command
-
-
-def open_case(paths, syntax, fields, config, strict, memory_limit, skip_unreadable=False, save=None):
-    from forensics.ingest.case import load_case
-    from mailmortem.cli.progress import delayed_status
-    from forensics.ingest.fields import load_config, parse_overrides
-
-    overrides = load_config(config) if config else {}
-    overrides.update(parse_overrides(fields))
-    reading = given_reading()
-    with delayed_status("reading logs") as progress:
-        return load_case(paths, syntax=syntax, field_map=overrides, strict=strict, database=save,
-                         memory_limit=memory_limit, progress=progress, skip_unreadable=skip_unreadable,
-                         reading=reading, limits=given_window())
 
 
 @click.command()
@@ -74,14 +19,17 @@ def open_case(paths, syntax, fields, config, strict, memory_limit, skip_unreadab
 @export_options(what="Provider send history to reconcile with the log", times=False)
 @click.option("--fail-on-duplicates", is_flag=True,
               help="Exit 3 when any duplicate was found, 4 when evidence was lost (4 wins: for scripts and CI).")
-def diagnose(paths, syntax, fields, config, strict, memory_limit, skip_unreadable, fmt, save, exports, fail_on_duplicates):
+def diagnose(paths, read, fmt, save, exports, fail_on_duplicates):
     """Name the cause of every duplicate send in LOGS and list who was hit.
 
     LOGS are files, folders, globs, .gz files, or - for standard input; many
     files (e.g. one per worker) form one case. A file wrapped by a platform
     (Docker, Kubernetes, journald, syslog, Loki, Cloud Logging, CloudWatch,
     Datadog, Elastic, or a logging framework's prefix) is unwrapped first: the
-    envelope each file was read from is shown in "What was read".
+    envelope each file was read from is shown in "What was read". A provider's
+    export among LOGS is read as the provider's history (as --provider-export),
+    and a mailmortem.toml in the working directory as --config; both are said
+    there too. The next steps printed repeat the reading options given.
 
     \b
     Examples:
@@ -99,7 +47,7 @@ def diagnose(paths, syntax, fields, config, strict, memory_limit, skip_unreadabl
     if not paths:
         from mailmortem.cli import provider_only
 
-        provider_only.require_exports(exports, locals())
+        provider_only.require_exports(exports, paths, read, save)
         return provider_only.diagnose(exports, fmt, fail_on_duplicates)
     from forensics import affected as people
     from forensics import evidence
@@ -107,13 +55,15 @@ def diagnose(paths, syntax, fields, config, strict, memory_limit, skip_unreadabl
     from forensics.rowjson import COMPACT
     from mailmortem.output import write_document
 
-    case = open_case(paths, syntax, fields, config, strict, memory_limit, skip_unreadable, save)
+    case = open_case(paths, read, save)
+    exports = exports.with_found(case.provider_exports)  # an export among the LOGS is the provider's history
     document = build_document(case, include_affected=False, logs=paths, exports=exports)
     if exports:
         document["reconciliation"] = _reconcile(case, exports)
         evidence.with_unplaced_provider_sends(document, document["reconciliation"])
     if fmt == "json":
         note_window(document["window"])
+        note_reading(case)
         write_document(document, people.json_texts(people.frames(case.con), COMPACT), sys.stdout)
     else:
         from mailmortem.cli.diagnose_view import show_diagnosis
@@ -165,8 +115,8 @@ TABLE_PEOPLE = 1_000  # people shown in the table; the full list is one --format
 @click.option("--incident", metavar="ID", help="Only people of this incident (e.g. INC-1).")
 @click.option("--campaign", metavar="ID", help="Only this campaign.")
 @export_options(what="Without LOGS: provider send history whose duplicates to list", times=False)
-def affected(paths, syntax, fields, config, strict, memory_limit, skip_unreadable, fmt, kind, incident, campaign,
-             exports):
+@output_option("the list")
+def affected(paths, read, fmt, kind, incident, campaign, exports, out):
     """List every person who got a duplicate, one row each (csv makes an exclusion list).
 
     The table shows the first 1,000 people and counts the rest; csv, json and
@@ -175,28 +125,37 @@ def affected(paths, syntax, fields, config, strict, memory_limit, skip_unreadabl
 
     \b
     Examples:
-      mailmortem affected logs/ --kind parallel-worker --format csv > apology-exclusions.csv
+      mailmortem affected logs/ --kind parallel-worker --format csv -o apology-exclusions.csv
       mailmortem affected logs/*.log.gz --incident INC-2 --format jsonl
-      mailmortem affected --provider-export events.jsonl --format csv > apology-exclusions.csv
+      mailmortem affected export.csv --field recipient=To --incident INC-1 --format csv -o inc-1.csv
+      mailmortem affected --provider-export events.jsonl --format csv -o apology-exclusions.csv
+
+    -o FILE replaces FILE only when the command succeeds (a shell `>` empties
+    it first, even when the command then fails).
     """
+    from mailmortem.output import to_file
+
     if not paths or exports:
         from mailmortem.cli import provider_only
 
-        provider_only.require_exports(exports, locals())
-        return provider_only.affected(exports, fmt, kind, incident, campaign)
+        provider_only.require_exports(exports, paths, read)
+        with to_file(out):
+            return provider_only.affected(exports, fmt, kind, incident, campaign)
     from forensics import affected as chosen
     from forensics.findings import build_document
 
-    case = open_case(paths, syntax, fields, config, strict, memory_limit, skip_unreadable)
+    case = open_case(paths, read)
+    note_reading(case)
     document = build_document(case, include_affected=False)
     chosen.check_filters(case.con, document["incidents"], kind, incident, campaign)
     warn_if_incomplete(document)
     frames = chosen.frames(case.con, kind, incident, campaign)
-    if fmt == "table":
-        total = sum(people for _id, people in chosen.chosen_incidents(case.con, kind, incident, campaign))
-        _affected_table(frames, total)
-    else:
-        _write_affected(frames, fmt)
+    with to_file(out):
+        if fmt == "table":
+            total = sum(people for _id, people in chosen.chosen_incidents(case.con, kind, incident, campaign))
+            _affected_table(frames, total)
+        else:
+            _write_affected(frames, fmt)
 
 
 def _write_affected(frames, fmt: str) -> None:
@@ -230,5 +189,7 @@ def _affected_table(frames, total: int) -> None:
 
 def _flat(row: dict) -> dict:
     sends = row["sends"]
-    return {**row, "sends": len(sends), "first_send": sends[0]["ts"], "last_send": sends[-1]["ts"],
+    candidates = dict.fromkeys(s.get("candidate") for s in sends if s.get("candidate") is not None)
+    return {**row, "candidate": ";".join(candidates), "sends": len(sends), "first_send": sends[0]["ts"],
+            "last_send": sends[-1]["ts"],
             "workers": sorted({s["worker"] or "" for s in sends}), "msg_ids": [s["msg_id"] for s in sends]}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from forensics.ingest.window import headline as window_headline, read_lines as window_lines
 from forensics.textsafe import terminal_safe as safe
+from mailmortem.cli.reading import reading_lines
 
 # Incidents shown in full; the rest get a line each so a diagnosis stays within one screen.
 FULL_INCIDENTS = 4
@@ -98,6 +99,8 @@ def show_diagnosis(document: dict, saved_to: str | None = None, zone_note: str |
         console.print(f"{skipped:,} lines were not records and were skipped (see 'first skipped').")
     for note in [i["note"] for i in document["inputs"] if i["note"]]:
         console.print(safe(note), soft_wrap=True)
+    for line in reading_lines(document["reading"]):  # the config the fields were mapped by, exports among LOGS
+        console.print(line, soft_wrap=True)
     if zone_note:
         console.print(zone_note)
     console.print()
@@ -115,6 +118,8 @@ def show_diagnosis(document: dict, saved_to: str | None = None, zone_note: str |
             console.print(f"  {incident['id']}  {incident['kind']}  campaign {safe(incident['campaign'])} step "
                           f"{safe(incident['step'])}  {people_count(incident['people'])}  workers "
                           f"{_short_list(incident['workers'], 2)}", soft_wrap=True)
+    for command in document["next"]:  # the whole case's exclusion list
+        console.print(f"next (every incident's people): {safe(command)}", soft_wrap=True)
     if document["candidates_at_two_addresses"]:
         console.print(_two_addresses_lines(document["candidates_at_two_addresses"]), soft_wrap=True)
     if "reconciliation" in document:

@@ -8,15 +8,6 @@ import click
 
 from mailmortem.output import FORMATS
 
-READING = "mailmortem.reading"  # where diagnose.case_options leaves --envelope/--tz/--year for the command
-
-
-def given_reading():
-    """The Reading (--envelope/--tz/--year) of the running command, or None outside case_options."""
-    context = click.get_current_context(silent=True)
-    return context.meta.get(READING) if context else None
-
-
 def format_help(choices) -> str:
     """The --format help names exactly the formats the command accepts."""
     scripts = [c for c in choices if c != "table"]
@@ -51,6 +42,13 @@ def db_hint(db: str | None) -> str:
     return " --db " + shlex.quote(safe_label(db))
 
 
+def output_option(what: str = "the output"):
+    """-o/--output FILE: replaced only when the command succeeds (mailmortem.output.to_file); never a shell `>`."""
+    return click.option("-o", "--output", "out", type=click.Path(dir_okay=False), metavar="FILE",
+                        help=f"Write {what} to FILE, replacing it only when the command succeeds (default: "
+                             "standard output).")
+
+
 def apply_option():
     return click.option("--apply", is_flag=True, help="Carry out the plan (default: print it and change nothing).")
 
@@ -70,8 +68,8 @@ def export_options(required: bool = False, what: str = "Provider send history", 
     """--provider-export and how to read it: the same options on every command that reads exports.
 
     The command gets them as one `exports` argument, a forensics.providers.ExportSpec (falsy without paths).
-    A command that also reads logs (`times=False`, under case_options) has one --year and --tz for both: the
-    export takes those the logs were read with.
+    A command that also reads logs (`times=False`, under mailmortem.cli.reading.case_options) has one --year and
+    --tz for both: the export takes those the logs were read with (the `read` argument case_options passes down).
     """
     from forensics.providers.detect import PROVIDERS
 
@@ -100,7 +98,7 @@ def export_options(required: bool = False, what: str = "Provider send history", 
         @functools.wraps(func)
         def with_spec(*args, **kwargs):
             if not times:
-                kwargs["export_year"], kwargs["export_tz"] = _log_times()
+                kwargs["export_year"], kwargs["export_tz"] = kwargs["read"].year, kwargs["read"].tz
             kwargs["exports"] = _export_spec(*(kwargs.pop(name) for name in _EXPORT_PARAMS), times)
             return func(*args, **kwargs)
 
@@ -109,14 +107,6 @@ def export_options(required: bool = False, what: str = "Provider send history", 
         return with_spec
 
     return decorate
-
-
-def _log_times() -> tuple:
-    """The --year and --tz the command's logs are read with (left by case_options in the click context)."""
-    reading = given_reading()
-    if reading is None:
-        return None, None
-    return reading.year, (reading.tz if reading.tz != "UTC" else None)
 
 
 def _export_spec(paths, provider, maps, campaign_keys, step_keys, candidate_keys, year, tz, times=True):

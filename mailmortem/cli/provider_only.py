@@ -11,31 +11,23 @@ import click
 
 from forensics.textsafe import terminal_safe as safe
 from mailmortem.cli.diagnose_view import people_count
-from mailmortem.cli.options import given_reading
-from mailmortem.cli.window import given_window
 
 SHOWN = 10  # people listed in the table view; all are in --format json and `affected`
-# Options that say how to read LOGS: given without LOGS they would be silently ignored.
-_LOG_OPTIONS = (("syntax", "--syntax"), ("fields", "--field"), ("config", "--config"), ("strict", "--strict"),
-                ("memory_limit", "--memory-limit"), ("skip_unreadable", "--skip-unreadable"), ("save", "--save"))
 AFFECTED_COLUMNS = ("recipient", "campaign", "step", "grouped_by", "label", "sends", "first_sent_at", "last_sent_at",
                     "msg_ids")
 
 
-def require_exports(exports, given: dict) -> None:
-    """No LOGS: --provider-export must be there, and no option that reads LOGS (`given`: the command's values)."""
-    if given.get("paths"):
+def require_exports(exports, paths, read, save=None) -> None:
+    """No LOGS: --provider-export must be there, and no option that reads LOGS (`read`, a ReadOptions: given
+    without LOGS they would be silently ignored; a config found in the working directory was not given)."""
+    if paths:
         raise click.UsageError("affected reads --provider-export without LOGS (the provider's duplicates alone); "
                                "to compare an export with logs run: mailmortem diagnose LOGS --provider-export PATH")
     if not exports:
         raise click.UsageError("Missing argument 'LOGS...' (or --provider-export PATH to diagnose the provider's "
                                "history alone).")
-    named = [flag for name, flag in _LOG_OPTIONS if given.get(name)]
-    reading = given_reading()
-    if reading is not None and reading.envelope:
-        named.append("--envelope")
-    window = given_window()
-    named += [flag for flag, bound in (("--since", window.since), ("--until", window.until)) if bound]
+    # --tz and --year read the export too; --no-config only declines a file
+    named = [f for f in read.given_flags() if f not in ("--tz", "--year", "--no-config")] + (["--save"] if save else [])
     if named:
         raise click.UsageError(f"{', '.join(named)} say how to read LOGS, which were not given "
                                "(--provider-export alone reads only the provider's history)")

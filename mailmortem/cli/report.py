@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from mailmortem.cli.diagnose import case_options, open_case
 from mailmortem.cli.options import export_options
+from mailmortem.cli.reading import case_options, open_case
 from forensics.errors import InputError
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
@@ -69,7 +69,7 @@ def _done_message(report, out: str, size: int) -> str:
 @click.option("--format", "fmt", type=click.Choice(("html", "md")), default=None,
               help="html: one self-contained file (default); md: Markdown with the timeline as a PNG.")
 @click.option("--title", default=None, help="Title of the report (default: Duplicate outreach: postmortem).")
-def report(paths, syntax, fields, config, strict, memory_limit, skip_unreadable, exports, out, fmt, title):
+def report(paths, read, exports, out, fmt, title):
     """Write the postmortem of LOGS: what happened, the timeline, who was hit, what to run next.
 
     The HTML opens offline in any browser (scripts inlined, no network) and prints cleanly. The
@@ -87,8 +87,8 @@ def report(paths, syntax, fields, config, strict, memory_limit, skip_unreadable,
     from forensics.report.model import build_report
 
     fmt = _format_for(fmt, out)
-    case = open_case(paths, syntax, fields, config, strict, memory_limit, skip_unreadable)
-    built = build_report(case, paths, exports, title=title)
+    case = open_case(paths, read)
+    built = build_report(case, paths, exports.with_found(case.provider_exports), title=title)
     for note in built.notes:
         warn(note)
     text = _render(built, fmt, out)

@@ -1,16 +1,10 @@
-"""--since / --until, declared once for every command that reads logs, and how the window is told.
-
-The bounds reach open_case through the click context (like --envelope/--tz/--year), so the commands'
-own signatures stay as they are; forensics.ingest.window applies them while the logs are read.
+"""--since / --until: their values and help (declared with the other reading options in mailmortem.cli.reading),
+and how the window is told. forensics.ingest.window applies them while the logs are read.
 """
 
 from __future__ import annotations
 
-import functools
-
 import click
-
-WINDOW = "mailmortem.window"  # where window_options leaves the Window for open_case
 
 _FORMS = ("an ISO time (2026-11-28T09:00Z; without a zone read in --tz) or a duration counted back from the newest "
           "record in LOGS (90m, 6h, 2d, 1h30m)")
@@ -35,31 +29,6 @@ class TimeBound(click.ParamType):
             return parse_bound(str(value))
         except ConfigError as exc:
             self.fail(str(exc), param, ctx)
-
-
-def window_options(func):
-    """--since and --until; the command gets neither argument (open_case reads them from the context)."""
-    @functools.wraps(func)
-    def command(*args, since=None, until=None, **kwargs):
-        from forensics.ingest.window import Window
-
-        window = Window(since, until)
-        problem = window.order_problem()
-        if problem:
-            raise click.UsageError(f"{problem}; pass an --until later than --since")
-        click.get_current_context().meta[WINDOW] = window
-        return func(*args, **kwargs)
-
-    command = click.option("--until", type=TimeBound(), metavar="TIME|DURATION", help=UNTIL_HELP)(command)
-    return click.option("--since", type=TimeBound(), metavar="TIME|DURATION", help=SINCE_HELP)(command)
-
-
-def given_window():
-    """The Window of the running command (an empty one when it has no --since/--until)."""
-    from forensics.ingest.window import Window
-
-    context = click.get_current_context(silent=True)
-    return (context.meta.get(WINDOW) if context else None) or Window()
 
 
 def note(window: dict | None) -> None:

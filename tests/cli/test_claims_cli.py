@@ -166,6 +166,23 @@ def test_logs_report_worst_batch_and_warn_on_short_lease(cli, db, tmp_path):
     assert "Warning: the lease in the logs (600s)" in result.stderr
 
 
+def test_logs_are_read_with_the_reading_options_diagnose_takes(cli, db, tmp_path):
+    """requeue-stale --logs reads the logs as diagnose does (the lease-expiry next step repeats how they were read):
+    here the shard under the team's own name, and only the incident's window, whose batch took 60 s."""
+    log = tmp_path / "send.log"
+    log.write_text("\n".join([
+        "2026-11-28T09:00:00.000Z event=claim worker=w1 lane=s1 lease=600s",
+        "2026-11-28T09:08:00.000Z event=release worker=w1 lane=s1",
+        "2026-11-28T11:00:00.000Z event=claim worker=w1 lane=s2 lease=600s",
+        "2026-11-28T11:00:30.000Z event=send worker=w1 lane=s2 campaign=c-1 email=a@x.co msg_id=<m1@x>",
+        "2026-11-28T11:01:00.000Z event=release worker=w1 lane=s2",
+    ]) + "\n")
+    result = cli("requeue-stale", "--db", db, "--older-than", "10m", "--logs", log, "--field", "shard=lane",
+                 "--since", "2026-11-28T10:00Z")
+    assert result.exit_code == 0, result.stderr
+    assert "Worst batch in the logs: 60s (worker w1, shard s2" in result.stderr
+
+
 @pytest.mark.parametrize("command", ["requeue-stale", "audit"])
 def test_help_has_examples(cli, command):
     result = cli(command, "--help")

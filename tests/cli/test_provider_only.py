@@ -98,7 +98,7 @@ def test_provider_only_names_the_duplicate_and_not_the_sequence(cli, tmp_path):
     assert ("Cannot tell: Without the app logs the mechanism cannot be told: which of parallel-worker, retry, "
             "lease-expiry, state-loss or ab-contamination sent these twice needs the workers, claims, leases, "
             "restarts and errors that only the logs hold.") in lines
-    assert f"next: mailmortem affected --provider-export {export} --format csv > apology-exclusions.csv" in lines
+    assert f"next: mailmortem affected --provider-export {export} --format csv -o apology-exclusions.csv" in lines
 
 
 def test_provider_only_fail_on_duplicates_exits_3_and_0_without_duplicates(cli, tmp_path):
@@ -251,7 +251,7 @@ def test_an_envelope_without_logs_is_a_usage_error(cli, tmp_path):
     export = _sendgrid(tmp_path, SEQUENCE)
     result = cli("diagnose", "--provider-export", export, "--envelope", "journald", "--memory-limit", "1GB")
     assert result.exit_code == 2
-    assert "--memory-limit, --envelope say how to read LOGS, which were not given" in result.stderr
+    assert "--envelope, --memory-limit say how to read LOGS, which were not given" in result.stderr
 
 
 def test_hostile_subjects_reach_neither_the_terminal_nor_a_spreadsheet_as_commands(cli, tmp_path):

@@ -1,0 +1,102 @@
+"""How a command reads logs: one value (`ReadOptions`), built once from the command line and passed down.
+
+The same value loads the case (forensics.ingest.case.load_case) and is repeated by every next command a run
+prints (`arguments`), so that a pasted next step reads the logs exactly as the run did: a case read with
+`--field recipient=To` whose next `affected` forgot it would read no sends and name no incident.
+
+A `mailmortem.toml` in the working directory is read when no `--config` is given (`--no-config` ignores it);
+a malformed one is an error naming it, never a silent default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from forensics.errors import ConfigError
+from forensics.ingest.envelopes import Reading
+from forensics.ingest.window import Window
+
+CONFIG_NAME = "mailmortem.toml"
+
+
+@dataclass(frozen=True)
+class Config:
+    """The TOML file the fields were mapped by: given with --config, or found in the working directory."""
+
+    path: str
+    found: bool  # found in the working directory, not given
+    fields: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "found_in_working_directory": self.found, "fields": dict(self.fields)}
+
+
+def find_config(given: str | None, ignore: bool = False, folder: str | Path = ".") -> Config | None:
+    """The config to read: `given`, else mailmortem.toml in `folder` unless `ignore` (--no-config)."""
+    from forensics.ingest.fields import load_config
+
+    if given:
+        return Config(str(given), False, load_config(given))
+    found = Path(folder) / CONFIG_NAME
+    if ignore or not (found.exists() or found.is_symlink()):
+        return None
+    if not found.is_file():
+        raise ConfigError(f"{CONFIG_NAME} in the working directory is not a readable file; remove it, "
+                          "or pass --no-config to ignore it")
+    return Config(CONFIG_NAME if Path(folder) == Path(".") else str(found), True, load_config(found))
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """Every option that says how logs are read. `fields` are the --field mappings (they win over the config's)."""
+
+    syntax: str | None = None
+    fields: dict[str, str] = field(default_factory=dict)
+    # --event (canonical event = the logs' own wording) joins here, beside `fields`, and in `arguments`.
+    config: Config | None = None
+    no_config: bool = False
+    envelope: str | None = None
+    tz: str | None = None
+    year: int | None = None
+    window: Window = Window()
+    # How the case is loaded, on the commands that take LOGS (not on requeue-stale --logs):
+    strict: bool = False
+    memory_limit: str | None = None
+    skip_unreadable: bool = False
+
+    def field_map(self) -> dict[str, str]:
+        return {**(self.config.fields if self.config else {}), **self.fields}
+
+    def reading(self) -> Reading:
+        return Reading(self.envelope, self.tz or "UTC", self.year)
+
+    def arguments(self, cut=None) -> list[str]:
+        """The options a next command repeats to read the logs as this run did: what was given, and the window as
+        applied (`cut`, forensics.ingest.window.Cut: absolute UTC times, so `--since 6h` names the same hours).
+        A config found in the working directory is found again there; a given one is repeated."""
+        args = ["--syntax", self.syntax] if self.syntax else []
+        if self.config and not self.config.found:
+            args += ["--config", self.config.path]
+        args += ["--no-config"] if self.no_config else []
+        args += [arg for canon, key in self.fields.items() for arg in ("--field", f"{canon}={key}")]
+        args += ["--envelope", self.envelope] if self.envelope else []
+        args += ["--tz", self.tz] if self.tz else []
+        args += ["--year", str(self.year)] if self.year is not None else []
+        return args + (cut.arguments() if cut else [])
+
+    def case_arguments(self, cut=None) -> list[str]:
+        """`arguments`, and how the case was loaded (for a next command that takes LOGS as this one did)."""
+        args = self.arguments(cut)
+        args += ["--memory-limit", self.memory_limit] if self.memory_limit else []
+        return args + (["--skip-unreadable"] if self.skip_unreadable else [])
+
+    def given_flags(self) -> list[str]:
+        """The options given on the command line (a config found in the working directory is not given)."""
+        flags = [flag for flag, value in (
+            ("--syntax", self.syntax), ("--field", self.fields), ("--config", self.config and not self.config.found),
+            ("--no-config", self.no_config), ("--envelope", self.envelope), ("--tz", self.tz),
+            ("--year", self.year is not None), ("--since", self.window.since), ("--until", self.window.until),
+            ("--strict", self.strict), ("--memory-limit", self.memory_limit),
+            ("--skip-unreadable", self.skip_unreadable)) if value]
+        return flags

@@ -1,0 +1,141 @@
+"""How logs are read, declared once for every command that reads them: the reading options, as one value.
+
+`reading_options` gives the command one `read` argument, a forensics.ingest.reading.ReadOptions built from
+--field, --config/--no-config, --syntax, --envelope, --tz, --year and --since/--until; `case_options` adds
+LOGS and how the case is loaded (--strict, --memory-limit, --skip-unreadable). The same value loads the case
+and is repeated by every next command the run prints. A meta-test (tests/cli/test_reading_options.py) holds
+that every command reading logs takes every option here.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import click
+
+from mailmortem.cli.options import TZ_HELP, YEAR_HELP
+from mailmortem.cli.window import SINCE_HELP, UNTIL_HELP, TimeBound
+
+# The option names of the reading set, as the meta-test checks them.
+READING_FLAGS = ("--syntax", "--field", "--config", "--no-config", "--envelope", "--tz", "--year", "--since",
+                 "--until")
+CASE_FLAGS = ("--strict", "--memory-limit", "--skip-unreadable")
+_READING_PARAMS = ("syntax", "fields", "config", "no_config", "envelope", "tz", "year", "since", "until")
+_CASE_PARAMS = ("strict", "memory_limit", "skip_unreadable")
+
+
+def _reading_decorators() -> list:
+    from forensics.ingest.envelopes import NAMES as ENVELOPES, NONE as NO_ENVELOPE
+    from forensics.ingest.reading import CONFIG_NAME
+    from forensics.ingest.sources import SYNTAXES
+
+    return [
+        click.option("--syntax", type=click.Choice(SYNTAXES),
+                     help="Force the syntax of every file (default: detect per file)."),
+        click.option("--field", "fields", multiple=True, metavar="CANONICAL=NAME",
+                     help="Map one of your keys to a canonical field, e.g. --field recipient=To (repeatable)."),
+        # --event CANONICAL="your wording" (the logs' own event values) goes here, beside --field.
+        click.option("--config", "config", type=click.Path(dir_okay=False), metavar="FILE",
+                     help=f"TOML file with a [fields] table of the same mappings (default: {CONFIG_NAME} in the "
+                          "working directory, when there is one)."),
+        click.option("--no-config", is_flag=True, help=f"Do not read {CONFIG_NAME} from the working directory."),
+        click.option("--envelope", type=click.Choice(ENVELOPES + (NO_ENVELOPE,)), metavar="NAME",
+                     help="Read every file as wrapped in this envelope (default: detect per file; none: no "
+                          f"envelope). One of: {', '.join(ENVELOPES)}, {NO_ENVELOPE}."),
+        click.option("--tz", metavar="ZONE", help=TZ_HELP),
+        click.option("--year", type=click.IntRange(1970, 2200), metavar="YEAR", help=YEAR_HELP),
+        click.option("--since", type=TimeBound(), metavar="TIME|DURATION", help=SINCE_HELP),
+        click.option("--until", type=TimeBound(), metavar="TIME|DURATION", help=UNTIL_HELP),
+    ]
+
+
+def _case_decorators() -> list:
+    return [
+        click.option("--strict", is_flag=True, help="Stop at the first line that is not a record."),
+        click.option("--memory-limit", default=None, metavar="SIZE",
+                     help="DuckDB memory limit; spills to disk beyond it (default 1GB)."),
+        click.option("--skip-unreadable", is_flag=True,
+                     help="Read what can be read and list the files and folders that cannot (default: refuse)."),
+    ]
+
+
+def reading_options(func):
+    """The reading options; the command gets them as one `read` argument (a ReadOptions)."""
+    @functools.wraps(func)
+    def command(*args, **kwargs):
+        given = {name: kwargs.pop(name) for name in _READING_PARAMS}
+        kwargs["read"] = read_options(**given)
+        return func(*args, **kwargs)
+
+    return _decorated(command, _reading_decorators())
+
+
+def case_options(func=None, *, logs_required: bool = True):
+    """LOGS, the reading options and how the case is loaded; the command gets `paths` and `read`.
+    `logs_required=False` (`@case_options(logs_required=False)`): LOGS may be left out, for a command that then
+    reads --provider-export alone (mailmortem.cli.provider_only)."""
+    if func is None:
+        return functools.partial(case_options, logs_required=logs_required)
+
+    @functools.wraps(func)
+    def command(*args, **kwargs):
+        import dataclasses
+
+        loading = {name: kwargs.pop(name) for name in _CASE_PARAMS}
+        kwargs["read"] = dataclasses.replace(kwargs["read"], **loading)
+        return func(*args, **kwargs)
+
+    logs = click.argument("paths", nargs=-1, required=logs_required,
+                          metavar="LOGS..." if logs_required else "[LOGS]...")
+    return _decorated(reading_options(_decorated(command, _case_decorators())), [logs])
+
+
+def _decorated(command, decorators: list):
+    for decorator in reversed(decorators):
+        command = decorator(command)
+    return command
+
+
+def read_options(syntax=None, fields=(), config=None, no_config=False, envelope=None, tz=None, year=None,
+                 since=None, until=None):
+    """The ReadOptions of these option values: the config read (given, or found in the working directory) and
+    the --field mappings checked now, so a malformed config is refused before any log is read."""
+    from forensics.ingest.fields import parse_overrides
+    from forensics.ingest.reading import ReadOptions, find_config
+    from forensics.ingest.window import Window
+
+    if config and no_config:
+        raise click.UsageError("--config and --no-config say opposite things; pass one of them")
+    window = Window(since, until)
+    problem = window.order_problem()
+    if problem:
+        raise click.UsageError(f"{problem}; pass an --until later than --since")
+    return ReadOptions(syntax=syntax, fields=parse_overrides(fields), config=find_config(config, no_config),
+                       no_config=no_config, envelope=envelope, tz=tz, year=year, window=window)
+
+
+def open_case(paths, read, save=None):
+    """Load LOGS as `read` says, with the delayed progress line."""
+    from forensics.ingest.case import load_case
+    from mailmortem.cli.progress import delayed_status
+
+    with delayed_status("reading logs") as progress:
+        return load_case(paths, database=save, progress=progress, options=read)
+
+
+def note_reading(case) -> None:
+    """For a command whose output is data: the config the fields were mapped by and the provider exports found
+    among the LOGS, on standard error (diagnose's view says them in "What was read")."""
+    from forensics.findings import reading_document
+    from mailmortem.console import warn
+
+    for line in reading_lines(reading_document(case)):
+        warn(line)
+
+
+def reading_lines(reading: dict) -> list[str]:
+    """What "What was read" says of the reading beyond each file (the document's `reading`), made safe to show."""
+    from forensics.findings import reading_notes
+    from forensics.textsafe import terminal_safe
+
+    return [terminal_safe(line) for line in reading_notes(reading)]
