@@ -39,7 +39,8 @@ def build_document(case, include_affected: bool = True, logs=(), exports=()) -> 
     con, export_args = case.con, ExportSpec.of(exports).arguments()
     cut = getattr(case, "window", None)
     classify.classify(con, save=getattr(case, "saved", False))
-    lost = evidence.lost_evidence(con, unread=case.unread)
+    read_as = getattr(case, "vocabulary", None)
+    lost = evidence.lost_evidence(con, unread=case.unread, vocabulary=read_as)
     document = {
         "version": 1,
         "complete": evidence.is_complete(lost),
@@ -48,6 +49,8 @@ def build_document(case, include_affected: bool = True, logs=(), exports=()) -> 
         "inputs": [{"path": i.path, "envelope": i.envelope, "syntax": i.syntax, "lines": i.lines,
                     "records": i.records, "skipped": i.skipped, "first_skipped_lines": i.first_skipped_lines,
                     "note": i.note} for i in case.inputs],
+        # which key was read as which field, and how: only where more than the alias table decided it
+        **({"vocabulary": read_as.to_json()} if read_as is not None and read_as.stated() else {}),
         "summary": classify.summary(con),
         "incidents": [incident_document(i, [str(p) for p in logs], export_args, cut.arguments() if cut else ())
                       for i in classify.incidents(con)],

@@ -11,6 +11,7 @@ from pathlib import Path
 from forensics.ingest import load as ingest, runfolders, sources, window
 from forensics.errors import ConfigError, InputError
 from forensics.ingest.fields import FieldMap
+from forensics.ingest.vocabulary import Vocabulary
 
 DEFAULT_MEMORY_LIMIT = "1GB"
 SPILL_PREFIX = "mailmortem-spill-"
@@ -26,6 +27,7 @@ class Case:
     reading: ingest.Reading = ingest.Reading()  # --envelope, --tz, --year
     window: window.Cut | None = None  # --since/--until as applied, and what they left out
     saved: bool = False  # kept in a database file (--save): its tables are for `mailmortem sql`
+    vocabulary: Vocabulary = field(default_factory=Vocabulary)  # which key was read as which field, and why
 
     @property
     def records(self) -> int:
@@ -91,9 +93,9 @@ def load_case(paths, syntax: str | None = None, field_map: FieldMap | dict | Non
         raise InputError(f"nothing could be read: {_listed(unreadable.found)}")
     con = connect(database, memory_limit, sum(_input_bytes(s) for s in resolved))
     reading = reading or ingest.Reading()
-    inputs, cut = ingest.load(con, resolved, syntax=syntax, field_map=field_map, strict=strict, progress=progress,
+    inputs, cut, read_as = ingest.load(con, resolved, syntax=syntax, field_map=field_map, strict=strict, progress=progress,
                               keep_raw=database is not None, reading=reading, limits=limits)
-    case = Case(con, inputs, unreadable.found, reading, cut, saved=database is not None)
+    case = Case(con, inputs, unreadable.found, reading, cut, saved=database is not None, vocabulary=read_as)
     if case.records == 0:
         raise InputError(_nothing_read(inputs))
     if cut:

@@ -1,0 +1,332 @@
+"""The vocabulary of a case: which key is read as which canonical field, which event value as which event, and
+why (docs/log-vocabulary.md#inference).
+
+The alias table (forensics.ingest.fields) is the first rule and --field / --event / a config always win. A
+field the aliases leave unread is inferred from a sample of each file's first records (keys and values gathered
+by DuckDB: queries/vocabulary.sql) when one candidate clearly wins: by its key's words (forensics.names), else by
+its values' shape. Two candidates and no name to decide between them is a refusal naming both. Send events are
+the values carried by the records that hold a recipient and a message id.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+import queries
+from forensics.errors import ConfigError
+from forensics.ingest.detect import csv_header
+from forensics.ingest.fields import CANONICAL, EVENTS, KNOWN_EVENT_VALUES, FieldMap
+from forensics.names import name_words
+
+ADDRESS = r"[A-Za-z0-9._%+'-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"
+# canonical field → (word groups: a key holding every word of one group is a candidate, words that rule it out)
+NAME_RULES: dict[str, tuple[tuple[tuple[str, ...], ...], tuple[str, ...]]] = {
+    "recipient": ((("to",), ("recipient",), ("rcpt",), ("email",), ("address",)),
+                  ("from", "sender", "reply", "cc", "bcc", "return", "id")),
+    "msg_id": ((("message", "id"), ("msg", "id"), ("messageid",), ("msgid",), ("smtp", "id")), ()),
+    "ts": ((("time",), ("timestamp",), ("ts",), ("datetime",), ("t",)), ("unix", "nano", "observed")),
+    "event": ((("event",), ("evt",), ("action",), ("msg",), ("message",), ("mt",), ("body",)),
+              ("id", "level", "type", "count")),
+    "step": ((("step",), ("touch",), ("stage",)), ()),
+    "campaign": ((("campaign",), ("sequence",), ("cadence",), ("journey",)), ("step",)),
+    "worker": ((("worker",), ("host",), ("hostname",), ("instance",), ("node",), ("pod",), ("consumer",)),
+               ("id", "ip", "user")),
+    "incarnation": ((("pid",), ("container",), ("boot",)), ("name", "image")),
+    "candidate": ((("lead",), ("candidate",), ("contact",), ("prospect",)), ("email", "address", "name")),
+    "shard": ((("shard",), ("partition",), ("batch",)), ()),
+    "lease": ((("lease",), ("visibility",)), ()),
+    "test_id": ((("experiment",), ("ab", "test")), ("variant", "arm")),
+    "variant": ((("variant",), ("arm",), ("cohort",)), ()),
+    "attempt": ((("attempt",), ("retry",), ("retries",)), ()),
+    "error": ((("error",), ("err",), ("exception",)), ("code", "count")),
+}
+CORE = ("recipient", "msg_id", "ts", "event")  # a send cannot be read without them: ambiguity is a refusal
+DEDUPE = ("campaign", "step")  # what a person's sends are told apart by
+# Event values read by their words when the table does not know them (a failure is never a send).
+EVENT_WORDS: dict[str, tuple[str, ...]] = {
+    "error": ("fail", "failed", "failure", "error", "errored", "bounce", "bounced", "reject", "rejected"),
+    "start": ("start", "started", "starting", "startup", "boot", "booted"),
+    "claim": ("claim", "claimed"), "expire": ("expire", "expired"), "renew": ("renew", "renewed", "heartbeat"),
+    "release": ("release", "released"),
+}
+NOT_SEND = "fail|error|bounce|reject|defer|drop|open|click|unsubscrib|spam|complain|retry|retrying|skip"
+SEND_WORDS = ("send", "sent", "dispatched", "delivered", "mailed", "emailed")
+SAMPLE_SHARE = 0.9  # the share of a key's sampled values that must have a shape for it to count
+
+
+@dataclass
+class KeyStat:
+    key: str
+    records: int
+    distinct: int
+    address: float
+    message_id: float
+    time: float
+    small_int: float
+    examples: list[str]
+
+    @property
+    def shape(self) -> str:
+        if self.message_id >= SAMPLE_SHARE:
+            return "message ids <…@…>"
+        if self.address >= SAMPLE_SHARE:
+            return "addresses"
+        if self.time >= SAMPLE_SHARE:
+            return "times"
+        if self.small_int >= SAMPLE_SHARE:
+            return "small integers"
+        if self.distinct >= 0.95 * self.records and self.records > 3:
+            return "unique per record"
+        return f"{self.distinct:,} distinct value{'s' if self.distinct != 1 else ''}"
+
+
+@dataclass
+class Decided:
+    """How one canonical field (or event value) is read: the key (or value), how it was decided, why."""
+
+    key: str
+    how: str  # "alias", "--field", "--event", "name", "values", "carries recipient and msg id", "words"
+    why: str = ""
+
+    def to_json(self) -> dict:
+        return {"key": self.key, "how": self.how, "why": self.why or None}
+
+
+@dataclass
+class Vocabulary:
+    records: int = 0  # the records sampled
+    keys: list[KeyStat] = field(default_factory=list)
+    fields: dict[str, Decided] = field(default_factory=dict)
+    events: dict[str, Decided] = field(default_factory=dict)  # value → its event (Decided.key)
+    event_values: list[dict] = field(default_factory=list)  # per value of the event keys: records, with_both
+    unread_roles: dict[str, list[str]] = field(default_factory=dict)  # campaign/step → candidate keys
+
+    def stated(self) -> bool:
+        """Whether anything beyond the alias table decided the reading (then it is shown)."""
+        return any(d.how != "alias" for d in [*self.fields.values(), *self.events.values()]) or bool(self.unread_roles)
+
+    def to_json(self) -> dict:
+        return {"fields": {canon: d.to_json() for canon, d in self.fields.items()},
+                "events": {value: {"event": d.key, "how": d.how, "why": d.why or None} for value, d in self.events.items()},
+                "unread": {role: keys for role, keys in self.unread_roles.items()},
+                "sampled_records": self.records}
+
+
+def read(con, files, field_map: FieldMap) -> Vocabulary:
+    """Sample the files (forensics.ingest.load's _File: syntax, head, envelope) and decide the reading; the
+    inferred keys and event values go into `field_map` (inferred, events)."""
+    vocabulary = sample(con, files)
+    present = [k.key for k in vocabulary.keys]
+    resolved = field_map.resolve(present)
+    for canon in CANONICAL:
+        if resolved[canon]:
+            key = resolved[canon][0]
+            how = "--field" if field_map.overrides.get(canon, "").lower() == key.lower() else "alias"
+            vocabulary.fields[canon] = Decided(key, how)
+    if field_map.infer:
+        _infer_fields(vocabulary, field_map)
+    _read_events(con, vocabulary, field_map)
+    _unread_roles(con, vocabulary, field_map)
+    return vocabulary
+
+
+def sample(con, files) -> Vocabulary:
+    """The sampled keys of every plain file (a file in an envelope is read as its envelope says)."""
+    queries.run(con, "vocabulary_pairs")
+    for file in files:
+        if not file.head or file.envelope or file.syntax not in ("logfmt", "jsonl", "csv"):
+            continue
+        text = file.head.decode("utf-8", errors="replace")
+        if len(file.head) >= 65536:
+            text = text[:text.rfind("\n") + 1]  # the sniffed head's last line may be cut
+        params = {"file_id": file.file_id, "text": text}
+        if file.syntax == "csv":
+            found = csv_header(file.head)
+            if found is None:
+                continue
+            params.update(header_line=found[0], keys=found[1])
+        queries.run(con, f"vocabulary_sample_{file.syntax}", params)
+    keys = [KeyStat(r["key"], r["records"], r["distinct_values"], r["address_share"], r["message_id_share"],
+                    r["time_share"], r["small_int_share"], list(r["examples"]))
+            for r in queries.rows(con, "vocabulary_key_stats", {"address": ADDRESS})]
+    return Vocabulary(queries.one(con, "vocabulary_sampled_records")["records"], keys)
+
+
+def by_name(key: str, canon: str) -> bool:
+    """Whether a key's words name a canonical field (NAME_RULES)."""
+    groups, excluded = NAME_RULES.get(canon, ((), ()))
+    words = set(name_words(key))
+    return not words & set(excluded) and any(set(group) <= words for group in groups)
+
+
+def _fits(stat: KeyStat, canon: str) -> bool:
+    """Whether a key's values could be the field's (an address for the recipient, a time for ts...)."""
+    return {"recipient": stat.address >= 0.5, "ts": stat.time >= SAMPLE_SHARE,
+            "msg_id": stat.address < 0.5 or stat.message_id >= 0.5,
+            "step": stat.distinct <= 100, "campaign": stat.distinct <= 100, "event": stat.address < 0.5,
+            "candidate": stat.address < 0.5}.get(canon, True)
+
+
+_BY_VALUES = {"recipient": ("address", "addresses"), "msg_id": ("message_id", "<…@…>"), "ts": ("time", "times")}
+
+
+def _infer_fields(vocabulary: Vocabulary, field_map: FieldMap) -> None:
+    taken = {d.key for d in vocabulary.fields.values()}
+    for canon in (*CORE, *[c for c in CANONICAL if c not in CORE]):
+        if canon in vocabulary.fields:
+            continue
+        free = [k for k in vocabulary.keys if k.key not in taken and not field_map.alias_of(k.key)]
+        named = [k for k in free if by_name(k.key, canon) and _fits(k, canon)]
+        if canon == "event" and len(named) > 1:
+            continue  # decided by which one's values the sends carry (_read_events)
+        decided = _decide(canon, named, free)
+        if decided:
+            vocabulary.fields[canon] = decided
+            field_map.inferred[canon] = decided.key
+            taken.add(decided.key)
+
+
+def _decide(canon: str, named: list[KeyStat], free: list[KeyStat]) -> Decided | None:
+    if len(named) == 1:
+        return Decided(named[0].key, "name", f"its words: {' '.join(name_words(named[0].key))}")
+    if len(named) > 1:
+        return _ambiguous(canon, [k.key for k in named], "their names")
+    if canon not in _BY_VALUES:
+        return None
+    attribute, shape = _BY_VALUES[canon]
+    shaped = [k for k in free if getattr(k, attribute) >= SAMPLE_SHARE]
+    if canon == "ts" and len(shaped) > 1:
+        return None  # many time keys and none named a time: records without one are counted and located
+    if len(shaped) == 1:
+        share = getattr(shaped[0], attribute) * 100
+        return Decided(shaped[0].key, "values", f"{shape} in {share:.0f} % of {shaped[0].records:,} values")
+    if len(shaped) > 1:
+        return _ambiguous(canon, [k.key for k in shaped], f"all hold {shape}")
+    return None
+
+
+def _ambiguous(canon: str, keys: list[str], why: str) -> None:
+    if canon in CORE:
+        raise ConfigError(f"cannot tell which key holds the {canon}: {', '.join(keys)} ({why}); pass "
+                          f"--field {canon}=KEY (`mailmortem fields LOGS` lists what each key holds)")
+    return None
+
+
+def _read_events(con, vocabulary: Vocabulary, field_map: FieldMap) -> None:
+    """Event values named by --event/[events], the table, their words, or inferred as sends from what they carry."""
+    keys = _event_keys(vocabulary)
+    rows = queries.rows(con, "vocabulary_event_values", {
+        "event_keys": keys, "recipient_keys": _keys_of(vocabulary, "recipient"),
+        "msg_id_keys": _keys_of(vocabulary, "msg_id")}) if keys else []
+    if "event" not in vocabulary.fields and field_map.infer and rows:
+        rows = _choose_event_key(vocabulary, field_map, rows)
+    vocabulary.event_values = rows
+    for value, canon in field_map.events.items():
+        vocabulary.events[value] = Decided(canon, "--event")
+    if field_map.infer:
+        _infer_events(vocabulary, rows, field_map)
+    field_map.events.update({value: d.key for value, d in vocabulary.events.items() if d.how != "--event"})
+
+
+def _event_keys(vocabulary: Vocabulary) -> list[str]:
+    if "event" in vocabulary.fields:
+        return [vocabulary.fields["event"].key]
+    taken = {d.key for d in vocabulary.fields.values()}
+    return [k.key for k in vocabulary.keys if k.key not in taken and by_name(k.key, "event") and _fits(k, "event")]
+
+
+def _keys_of(vocabulary: Vocabulary, canon: str) -> list[str]:
+    return [vocabulary.fields[canon].key] if canon in vocabulary.fields else []
+
+
+def _choose_event_key(vocabulary: Vocabulary, field_map: FieldMap, rows: list[dict]) -> list[dict]:
+    """Of several keys named like an event (msg and event, @m and @mt), the one whose most frequent value on the
+    records carrying a recipient and a message id covers most of them (a rendered message varies per record)."""
+    best: dict[str, int] = {}
+    for row in rows:
+        best[row["key"]] = max(best.get(row["key"], 0), row["with_both"])
+    ranked = sorted(best.items(), key=lambda kv: -kv[1])
+    if not ranked or ranked[0][1] == 0 or (len(ranked) > 1 and ranked[1][1] == ranked[0][1]):
+        if len(ranked) > 1:
+            _ambiguous("event", [k for k, _n in ranked], "their names")
+        return rows
+    key = ranked[0][0]
+    vocabulary.fields["event"] = Decided(key, "name", f"its words, and one value on {ranked[0][1]:,} sends")
+    field_map.inferred["event"] = key
+    return [r for r in rows if r["key"] == key]
+
+
+def _infer_events(vocabulary: Vocabulary, rows: list[dict], field_map: FieldMap) -> None:
+    known = set(field_map.events)
+    unknown = [r for r in rows if r["value"].lower() not in known and not _known_value(r["value"])]
+    if any(r["with_both"] and _known_value(r["value"]) == "send" for r in rows) or any(
+            field_map.events.get(r["value"].lower()) == "send" and r["with_both"] for r in rows):
+        sends = []  # the table or --event already reads the sends
+    else:
+        sends = [r for r in unknown if r["with_both"] >= SAMPLE_SHARE * r["records"] and r["with_both"]
+                 and not re.search(NOT_SEND, r["value"].lower())]
+        worded = [r for r in sends if set(name_words(r["value"])) & set(SEND_WORDS)]
+        if len(sends) > 1 and worded and len(worded) < len(sends):
+            sends = worded
+        if len(sends) > 1 and not worded:
+            raise ConfigError("cannot tell which event value is a send: " + ", ".join(
+                f'"{r["value"]}" ({r["with_both"]:,} records)' for r in sends[:5])
+                + ' all carry a recipient and a message id; pass --event send="VALUE" (repeatable)')
+    for r in sends:
+        share = 100 * r["with_both"] / r["records"]
+        vocabulary.events[r["value"].lower()] = Decided(
+            "send", "carries recipient and msg id", f"in {share:.0f} % of {r['records']:,} records")
+    for r in unknown:
+        canon = _by_words(r["value"])
+        if r["value"].lower() not in vocabulary.events and canon:
+            vocabulary.events[r["value"].lower()] = Decided(canon, "words", " ".join(name_words(r["value"])))
+
+
+def _known_value(value: str) -> str | None:
+    """The event the table (mm_known_event) reads a value as, None for a value it does not know."""
+    lowered = value.strip().lower()
+    return lowered if lowered in EVENTS else KNOWN_EVENT_VALUES.get(lowered)
+
+
+def _by_words(value: str) -> str | None:
+    words = set(name_words(value))
+    found = [canon for canon, names in EVENT_WORDS.items() if words & set(names)]
+    return found[0] if len(found) == 1 else None
+
+
+def _unread_roles(con, vocabulary: Vocabulary, field_map: FieldMap) -> None:
+    """A campaign or step no key was found for while keys that could hold one are on the sends."""
+    if "recipient" not in vocabulary.fields or "msg_id" not in vocabulary.fields:
+        return
+    taken = {d.key for d in vocabulary.fields.values()}
+    on_sends = [r for r in queries.rows(con, "vocabulary_keys_on_sends", {
+        "recipient_keys": _keys_of(vocabulary, "recipient"), "msg_id_keys": _keys_of(vocabulary, "msg_id")})
+        if r["key"] not in taken]
+    for role in DEDUPE:
+        if role in vocabulary.fields or role in field_map.overrides:  # --field step=none: the log has none
+            continue
+        named = [r["key"] for r in on_sends if by_name(r["key"], role)]
+        shaped = [r["key"] for r in on_sends if role == "step" and r["small_int_share"] >= SAMPLE_SHARE
+                  and 1 < r["distinct_values"] <= 20 and not by_name(r["key"], "attempt")]
+        candidates = list(dict.fromkeys(named + shaped))
+        if candidates:
+            vocabulary.unread_roles[role] = candidates
+
+
+def read_as_lines(document: dict) -> list[str]:
+    """The "read as" block of "What was read" (the document's `vocabulary`), unescaped: the caller makes it safe."""
+    fields, events = document["fields"], document["events"]
+    lines = [f"  {canon} ← {d['key']} ({d['how']}{': ' + d['why'] if d['why'] else ''})"
+             for canon, d in fields.items() if d["how"] != "alias"]
+    lines += [f"  {d['event']} ← event \"{value}\" ({d['how']}{' ' + d['why'] if d['why'] else ''})"
+              for value, d in events.items()]
+    aliased = [f"{canon} ← {d['key']}" for canon, d in fields.items() if d["how"] == "alias"]
+    if aliased:
+        lines.append("  by the alias table: " + ", ".join(aliased))
+    return [f"Read as (from {document['sampled_records']:,} sampled records):"] + lines
+
+
+def json_list(values: list[str]) -> str:
+    return json.dumps(values)
