@@ -141,3 +141,8 @@ WHERE (event = 'send' AND mm_ok_status(status) AND (msg_id IS NULL OR recipient 
        AND NOT regexp_matches(event, :not_send) AND msg_id IS NOT NULL AND recipient IS NOT NULL AND recipient <> '')
 GROUP BY source
 ORDER BY source
+
+-- name: any_send
+-- Whether the case holds at least one real send (a run that read records and recognised none is refused).
+-- dialect: duckdb
+SELECT count(*) > 0 AS found FROM (SELECT 1 FROM sends LIMIT 1)

@@ -8,10 +8,12 @@ import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import queries
+
 from forensics.ingest import load as ingest, runfolders, sources, window
 from forensics.errors import ConfigError, InputError
 from forensics.ingest.fields import FieldMap
-from forensics.ingest.vocabulary import Vocabulary
+from forensics.ingest.vocabulary import Vocabulary, no_send_message, seen_in_sample
 
 DEFAULT_MEMORY_LIMIT = "1GB"
 SPILL_PREFIX = "mailmortem-spill-"
@@ -80,11 +82,13 @@ def _checked_size(value: str) -> str:
 def load_case(paths, syntax: str | None = None, field_map: FieldMap | dict | None = None,
               strict: bool = False, database: str | None = None, memory_limit: str | None = None,
               progress: ingest.Progress | None = None, skip_unreadable: bool = False,
-              reading: ingest.Reading | None = None, limits: window.Window = window.Window()) -> Case:
+              reading: ingest.Reading | None = None, limits: window.Window = window.Window(),
+              require_sends: bool = True) -> Case:
     """Read logs (files, folders, globs, .gz, `-`) into DuckDB and build events and sends. A file or folder
     that cannot be read is an error, or with `skip_unreadable` left out and listed in `Case.unread`.
     `reading` forces an envelope and says how to read times without a zone or a year; `limits` (--since,
-    --until) keeps one window of time, and a window without a send is refused."""
+    --until) keeps one window of time, and a window without a send is refused; so are records of which none was
+    recognised as a send (`require_sends`, unless a command reads other records: claims, say)."""
     if isinstance(field_map, dict):
         field_map = FieldMap(field_map)
     unreadable = sources.Unreadable(skip=skip_unreadable)
@@ -97,9 +101,11 @@ def load_case(paths, syntax: str | None = None, field_map: FieldMap | dict | Non
                               keep_raw=database is not None, reading=reading, limits=limits)
     case = Case(con, inputs, unreadable.found, reading, cut, saved=database is not None, vocabulary=read_as)
     if case.records == 0:
-        raise InputError(_nothing_read(inputs))
+        raise InputError(_nothing_read(inputs) + ("." + seen_in_sample(read_as) if read_as.keys else ""))
     if cut:
         window.check_kept(con, cut)
+    if require_sends and not queries.one(con, "any_send")["found"]:  # never "No duplicates" on records not understood
+        raise InputError(no_send_message(read_as, case.records))
     return case
 
 

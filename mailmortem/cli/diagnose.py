@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from mailmortem.cli.options import READING, TZ_HELP, YEAR_HELP, export_options, format_option, given_reading
+from mailmortem.cli.options import READING, TZ_HELP, VOCABULARY, YEAR_HELP, export_options, format_option, given_reading
 from mailmortem.cli.window import given_window, note as note_window, window_options
 from forensics.ingest.envelopes import NAMES as ENVELOPES, NONE as NO_ENVELOPE
 from forensics.ingest.sources import SYNTAXES
@@ -28,7 +28,14 @@ def case_options(func=None, *, logs_required: bool = True):
         click.option("--syntax", type=click.Choice(SYNTAXES), help="Force the syntax of every file (default: detect per file)."),
         click.option("--field", "fields", multiple=True, metavar="CANONICAL=NAME",
                      help="Map one of your keys to a canonical field, e.g. --field recipient=To (repeatable)."),
-        click.option("--config", "config", type=click.Path(dir_okay=False), help="TOML file with a [fields] table of the same mappings."),
+        click.option("--event", "events", multiple=True, metavar="EVENT=VALUE",
+                     help='Read one of your event values as a canonical event, e.g. --event send="outreach email '
+                          'sent" (repeatable; events: send, claim, renew, release, expire, start, error).'),
+        click.option("--config", "config", type=click.Path(dir_okay=False),
+                     help="TOML file with [fields] and [events] tables of the same mappings (`mailmortem fields "
+                          "--write` makes one)."),
+        click.option("--no-infer", is_flag=True,
+                     help="Read keys by the alias table, --field and --event only: infer nothing from the logs."),
         click.option("--strict", is_flag=True, help="Stop at the first line that is not a record."),
         click.option("--memory-limit", default=None, metavar="SIZE", help="DuckDB memory limit; spills to disk beyond it (default 1GB)."),
         click.option("--skip-unreadable", is_flag=True,
@@ -41,10 +48,11 @@ def case_options(func=None, *, logs_required: bool = True):
     ]
 
     @functools.wraps(func)
-    def command(*args, envelope=None, tz=None, year=None, **kwargs):
+    def command(*args, envelope=None, tz=None, year=None, events=(), no_infer=False, **kwargs):
         from forensics.ingest.load import Reading
 
         click.get_current_context().meta[READING] = Reading(envelope, tz or "UTC", year)
+        click.get_current_context().meta[VOCABULARY] = (tuple(events), not no_infer)
         return func(*args, **kwargs)
 
     command = window_options(command)  # --since/--until: the same on every command that reads logs
@@ -56,15 +64,21 @@ def case_options(func=None, *, logs_required: bool = True):
 def open_case(paths, syntax, fields, config, strict, memory_limit, skip_unreadable=False, save=None):
     from forensics.ingest.case import load_case
     from mailmortem.cli.progress import delayed_status
-    from forensics.ingest.fields import load_config, parse_overrides
-
-    overrides = load_config(config) if config else {}
-    overrides.update(parse_overrides(fields))
     reading = given_reading()
     with delayed_status("reading logs") as progress:
-        return load_case(paths, syntax=syntax, field_map=overrides, strict=strict, database=save,
+        return load_case(paths, syntax=syntax, field_map=field_map(fields, config), strict=strict, database=save,
                          memory_limit=memory_limit, progress=progress, skip_unreadable=skip_unreadable,
                          reading=reading, limits=given_window())
+
+
+def field_map(fields, config):
+    """The FieldMap of --field, --event, --config and --no-infer (--field and --event win over the config)."""
+    from forensics.ingest.fields import Config, FieldMap, load_config, parse_event_overrides, parse_overrides
+
+    events, infer = click.get_current_context().meta.get(VOCABULARY, ((), True))
+    read = load_config(config) if config else Config()
+    return FieldMap({**read.fields, **parse_overrides(fields)}, {**read.events, **parse_event_overrides(events)},
+                    infer=infer)
 
 
 @click.command()
@@ -88,6 +102,7 @@ def diagnose(paths, syntax, fields, config, strict, memory_limit, skip_unreadabl
       mailmortem diagnose sample_logs/mixed/
       mailmortem diagnose logs/worker-*.log.gz --format json | jq '.incidents[]'
       mailmortem diagnose export.csv --syntax csv --field recipient=To --field msg_id="Message ID"
+      mailmortem diagnose app.log --event send="outreach email sent" --field step=seq
       cat mail-send.log | mailmortem diagnose - --fail-on-duplicates
       journalctl -o json -u mailer --since today | mailmortem diagnose -
       mailmortem diagnose /var/log/syslog --year 2026 --tz Europe/Berlin

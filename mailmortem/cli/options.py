@@ -9,6 +9,7 @@ import click
 from mailmortem.output import FORMATS
 
 READING = "mailmortem.reading"  # where diagnose.case_options leaves --envelope/--tz/--year for the command
+VOCABULARY = "mailmortem.vocabulary"  # and --event, and whether to infer (--no-infer)
 
 
 def given_reading():
