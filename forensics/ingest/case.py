@@ -83,12 +83,12 @@ def load_case(paths, syntax: str | None = None, field_map: FieldMap | dict | Non
               strict: bool = False, database: str | None = None, memory_limit: str | None = None,
               progress: ingest.Progress | None = None, skip_unreadable: bool = False,
               reading: ingest.Reading | None = None, limits: window.Window = window.Window(),
-              require_sends: bool = True) -> Case:
+              require_sends: bool = False) -> Case:
     """Read logs (files, folders, globs, .gz, `-`) into DuckDB and build events and sends. A file or folder
     that cannot be read is an error, or with `skip_unreadable` left out and listed in `Case.unread`.
     `reading` forces an envelope and says how to read times without a zone or a year; `limits` (--since,
     --until) keeps one window of time, and a window without a send is refused; so are records of which none was
-    recognised as a send (`require_sends`, unless a command reads other records: claims, say)."""
+    recognised as a send (`require_sends`: what the commands that look for duplicates ask)."""
     if isinstance(field_map, dict):
         field_map = FieldMap(field_map)
     unreadable = sources.Unreadable(skip=skip_unreadable)

@@ -351,7 +351,8 @@ def _suggestion(vocabulary: Vocabulary, like: dict[str, list[str]]) -> str:
                         ("campaign", "campaigns")):
         if canon not in vocabulary.fields and like[role]:
             options.append(f"--field {canon}={_quoted(like[role][0])}")
-    carrying = [r for r in vocabulary.event_values if r["with_both"]] or vocabulary.event_values
+    plausible = [r for r in vocabulary.event_values if not re.search(NOT_SEND, r["value"].lower())]
+    carrying = [r for r in plausible if r["with_both"]] or plausible
     if carrying and not any(d.key == "send" for d in vocabulary.events.values()):
         options.append(f"--event send={_quoted(carrying[0]['value'])}")
     given = f"Try {' '.join(options)}, or w" if options else "W"

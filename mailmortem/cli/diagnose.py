@@ -68,7 +68,7 @@ def open_case(paths, syntax, fields, config, strict, memory_limit, skip_unreadab
     with delayed_status("reading logs") as progress:
         return load_case(paths, syntax=syntax, field_map=field_map(fields, config), strict=strict, database=save,
                          memory_limit=memory_limit, progress=progress, skip_unreadable=skip_unreadable,
-                         reading=reading, limits=given_window())
+                         reading=reading, limits=given_window(), require_sends=True)
 
 
 def field_map(fields, config):
