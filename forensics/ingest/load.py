@@ -81,6 +81,15 @@ def load(con, sources: list[Source], syntax: str | None = None, field_map: Field
     return [summaries[file.file_id] for file in files], cut, read_as
 
 
+def sampled_vocabulary(con, sources: list[Source], syntax: str | None, field_map: FieldMap,
+                       reading: Reading = Reading()) -> vocabulary.Vocabulary:
+    """The vocabulary of the files (their syntax detected, nothing staged), ambiguities said rather than refused:
+    what `mailmortem fields` shows."""
+    queries.script(con, "ingest_macros")
+    files = [_detected(index + 1, source, syntax, reading) for index, source in enumerate(sources)]
+    return vocabulary.read(con, files, field_map, refuse=False)
+
+
 def _load_all(con, files: list[_File], field_map: FieldMap, keep_raw: bool,
               progress: Progress | None) -> dict[int, InputSummary]:
     summaries: dict[int, InputSummary] = {}

@@ -102,6 +102,7 @@ class Vocabulary:
     events: dict[str, Decided] = field(default_factory=dict)  # value → its event (Decided.key)
     event_values: list[dict] = field(default_factory=list)  # per value of the event keys: records, with_both
     unread_roles: dict[str, list[str]] = field(default_factory=dict)  # campaign/step → candidate keys
+    ambiguous: dict[str, str] = field(default_factory=dict)  # a field two keys could be → why it was refused
 
     def stated(self) -> bool:
         """Whether anything beyond the alias table decided the reading (then it is shown)."""
@@ -114,9 +115,10 @@ class Vocabulary:
                 "sampled_records": self.records}
 
 
-def read(con, files, field_map: FieldMap) -> Vocabulary:
+def read(con, files, field_map: FieldMap, refuse: bool = True) -> Vocabulary:
     """Sample the files (forensics.ingest.load's _File: syntax, head, envelope) and decide the reading; the
-    inferred keys and event values go into `field_map` (inferred, events)."""
+    inferred keys and event values go into `field_map` (inferred, events). A field a send needs that two keys
+    could be is refused (ConfigError naming them), or with `refuse=False` (`mailmortem fields`) only said."""
     vocabulary = sample(con, files)
     present = [k.key for k in vocabulary.keys]
     resolved = field_map.resolve(present)
@@ -129,6 +131,8 @@ def read(con, files, field_map: FieldMap) -> Vocabulary:
         _infer_fields(vocabulary, field_map)
     _read_events(con, vocabulary, field_map)
     _unread_roles(con, vocabulary, field_map)
+    if refuse and vocabulary.ambiguous:
+        raise ConfigError(next(iter(vocabulary.ambiguous.values())))
     return vocabulary
 
 
@@ -181,18 +185,18 @@ def _infer_fields(vocabulary: Vocabulary, field_map: FieldMap) -> None:
         named = [k for k in free if by_name(k.key, canon) and _fits(k, canon)]
         if canon == "event" and len(named) > 1:
             continue  # decided by which one's values the sends carry (_read_events)
-        decided = _decide(canon, named, free)
+        decided = _decide(vocabulary, canon, named, free)
         if decided:
             vocabulary.fields[canon] = decided
             field_map.inferred[canon] = decided.key
             taken.add(decided.key)
 
 
-def _decide(canon: str, named: list[KeyStat], free: list[KeyStat]) -> Decided | None:
+def _decide(vocabulary: Vocabulary, canon: str, named: list[KeyStat], free: list[KeyStat]) -> Decided | None:
     if len(named) == 1:
         return Decided(named[0].key, "name", f"its words: {' '.join(name_words(named[0].key))}")
     if len(named) > 1:
-        return _ambiguous(canon, [k.key for k in named], "their names")
+        return _ambiguous(vocabulary, canon, [k.key for k in named], "their names")
     if canon not in _BY_VALUES:
         return None
     attribute, shape = _BY_VALUES[canon]
@@ -203,14 +207,14 @@ def _decide(canon: str, named: list[KeyStat], free: list[KeyStat]) -> Decided | 
         share = getattr(shaped[0], attribute) * 100
         return Decided(shaped[0].key, "values", f"{shape} in {share:.0f} % of {shaped[0].records:,} values")
     if len(shaped) > 1:
-        return _ambiguous(canon, [k.key for k in shaped], f"all hold {shape}")
+        return _ambiguous(vocabulary, canon, [k.key for k in shaped], f"all hold {shape}")
     return None
 
 
-def _ambiguous(canon: str, keys: list[str], why: str) -> None:
+def _ambiguous(vocabulary: Vocabulary, canon: str, keys: list[str], why: str) -> None:
     if canon in CORE:
-        raise ConfigError(f"cannot tell which key holds the {canon}: {', '.join(keys)} ({why}); pass "
-                          f"--field {canon}=KEY (`mailmortem fields LOGS` lists what each key holds)")
+        vocabulary.ambiguous[canon] = (f"cannot tell which key holds the {canon}: {', '.join(keys)} ({why}); pass "
+                                       f"--field {canon}=KEY (`mailmortem fields LOGS` lists what each key holds)")
     return None
 
 
@@ -250,7 +254,7 @@ def _choose_event_key(vocabulary: Vocabulary, field_map: FieldMap, rows: list[di
     ranked = sorted(best.items(), key=lambda kv: -kv[1])
     if not ranked or ranked[0][1] == 0 or (len(ranked) > 1 and ranked[1][1] == ranked[0][1]):
         if len(ranked) > 1:
-            _ambiguous("event", [k for k, _n in ranked], "their names")
+            _ambiguous(vocabulary, "event", [k for k, _n in ranked], "their names")
         return rows
     key = ranked[0][0]
     vocabulary.fields["event"] = Decided(key, "name", f"its words, and one value on {ranked[0][1]:,} sends")
@@ -271,9 +275,10 @@ def _infer_events(vocabulary: Vocabulary, rows: list[dict], field_map: FieldMap)
         if len(sends) > 1 and worded and len(worded) < len(sends):
             sends = worded
         if len(sends) > 1 and not worded:
-            raise ConfigError("cannot tell which event value is a send: " + ", ".join(
-                f'"{r["value"]}" ({r["with_both"]:,} records)' for r in sends[:5])
-                + ' all carry a recipient and a message id; pass --event send="VALUE" (repeatable)')
+            vocabulary.ambiguous["send"] = "cannot tell which event value is a send: " + ", ".join(
+                f'"{r["value"]}" ({r["with_both"]:,} records)' for r in sends[:5]) + (
+                ' all carry a recipient and a message id; pass --event send="VALUE" (repeatable)')
+            sends = []
     for r in sends:
         share = 100 * r["with_both"] / r["records"]
         vocabulary.events[r["value"].lower()] = Decided(
