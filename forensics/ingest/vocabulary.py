@@ -200,7 +200,9 @@ def _decide(vocabulary: Vocabulary, canon: str, named: list[KeyStat], free: list
     if canon not in _BY_VALUES:
         return None
     attribute, shape = _BY_VALUES[canon]
-    shaped = [k for k in free if getattr(k, attribute) >= SAMPLE_SHARE]
+    # a key whose words rule the field out (a lone `from` for the recipient) is never read as it by its values
+    shaped = [k for k in free if getattr(k, attribute) >= SAMPLE_SHARE
+              and not set(name_words(k.key)) & set(NAME_RULES[canon][1])]
     if canon == "ts" and len(shaped) > 1:
         return None  # many time keys and none named a time: records without one are counted and located
     if len(shaped) == 1:

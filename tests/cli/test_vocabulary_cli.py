@@ -1,0 +1,161 @@
+"""Logs in a team's own words: read exactly with the inference stated, or refused / incomplete naming the key;
+never an all-clear on records that were not understood (issue 39)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+CANONICAL_NAMES = {"ts": "timestamp", "event": "event", "recipient": "to", "msg_id": "msg_id", "step": "step",
+                   "campaign": "campaign", "worker": "host"}
+TRUTH = 4  # people sent step 1 twice
+
+
+def records(names: dict | None = None, send: str = "sent", angle: bool = False, extra: dict | None = None) -> list[dict]:
+    """12 people sent step 1 by w1, 4 of them again by w2, 3 sent step 2 (intended): 4 duplicated people."""
+    names = {**CANONICAL_NAMES, **(names or {})}
+    plan = [(i, 1, "w1") for i in range(12)] + [(i, 1, "w2") for i in range(TRUTH)] + [(i, 2, "w1") for i in range(3)]
+    out = []
+    for n, (person, step, host) in enumerate(plan):
+        msg = f"<m{n}x{person}@mail.acme.io>" if angle else f"m{n}x{person}"
+        values = {"ts": f"2026-11-28T09:{n:02d}:00Z", "event": send, "recipient": f"p{person}@example.com",
+                  "msg_id": msg, "step": step, "campaign": "spring", "worker": host}
+        record = {}
+        for canon, value in values.items():
+            _put(record, names[canon], value)
+        out.append({**record, **(extra or {})})
+    return out
+
+
+def _put(record: dict, dotted: str, value) -> None:
+    *parents, last = dotted.split(".")
+    for part in parents:
+        record = record.setdefault(part, {})
+    record[last] = value
+
+
+def write(tmp_path, rows, name="app.jsonl"):
+    path = tmp_path / name
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def diagnose_json(cli, *args):
+    result = cli("diagnose", *args, "--format", "json")
+    return result, (json.loads(result.stdout) if result.exit_code == 0 else None)
+
+
+def test_a_structlog_log_of_the_issue_is_read_exactly_and_says_how(cli, tmp_path):
+    path = write(tmp_path, records({"msg_id": "sendgrid_message_id", "step": "seq_step"}))
+    result = cli("diagnose", path, "--fail-on-duplicates")
+    assert result.exit_code == 3, result.output
+    assert "duplicated people 4 " in result.stdout
+    assert "msg_id ← sendgrid_message_id (name" in result.stdout and "step ← seq_step (name" in result.stdout
+    _, document = diagnose_json(cli, path)
+    assert document["complete"] is True and document["summary"]["duplicated_people"] == TRUTH
+    assert document["vocabulary"]["fields"]["msg_id"] == {"key": "sendgrid_message_id", "how": "name",
+                                                          "why": "its words: sendgrid message id"}
+
+
+def test_an_unknown_recipient_key_beside_a_from_is_decided_by_its_name(cli, tmp_path):
+    rows = records({"recipient": "email.to.address"})
+    for row in rows:
+        row["email"]["from"] = {"address": "o@acme.io"}
+    _, document = diagnose_json(cli, write(tmp_path, rows))
+    assert document["summary"]["duplicated_people"] == TRUTH and document["complete"] is True
+    assert document["vocabulary"]["fields"]["recipient"]["key"] == "email.to.address"
+
+
+def test_a_lone_from_address_is_never_read_as_the_recipient(cli, tmp_path):
+    rows = records({"recipient": "mail.x"}, extra={"sender_email": "o@acme.io"})
+    for row in rows:
+        row["mail"]["x"] = row["mail"]["x"].replace("@", " at ")  # the recipient's key holds no address
+    result = cli("diagnose", write(tmp_path, rows))
+    assert result.exit_code == 1 and "No duplicates" not in result.output
+
+
+def test_an_unknown_msg_id_key_is_read_by_its_values_shape(cli, tmp_path):
+    path = write(tmp_path, records({"msg_id": "mid"}, angle=True))
+    result = cli("diagnose", path)
+    assert "msg_id ← mid (values: <…@…> in 100 % of 19 values)" in result.stdout
+    assert "duplicated people 4 " in result.stdout
+
+
+def test_an_unknown_step_key_makes_the_run_incomplete_naming_it(cli, tmp_path):
+    path = write(tmp_path, records({"step": "seq"}))
+    result = cli("diagnose", path, "--fail-on-duplicates")
+    assert result.exit_code == 4
+    first = result.stdout.splitlines()[0]
+    assert first.startswith("INCOMPLETE:") and "step" in first and "seq" in first
+    _, document = diagnose_json(cli, path)
+    assert document["complete"] is False
+    assert document["lost_evidence"]["fields_not_read"] == [{"field": "step", "candidate_keys": ["seq"]}]
+    assert cli("diagnose", path, "--field", "step=seq", "--fail-on-duplicates").exit_code == 3
+
+
+def test_records_without_a_recognised_send_are_refused_with_what_was_seen(cli, tmp_path):
+    path = write(tmp_path, records({"msg_id": "sendgrid_message_id"}, send="outreach email sent"))
+    result = cli("diagnose", path, "--no-infer")
+    assert result.exit_code == 1 and "No duplicates" not in result.output
+    assert '"outreach email sent" 19' in result.stderr and "sendgrid_message_id" in result.stderr
+    assert "--event send='outreach email sent'" in result.stderr
+
+
+def test_event_values_are_inferred_from_what_they_carry_and_can_be_mapped(cli, tmp_path):
+    path = write(tmp_path, records(send="outreach email sent"))
+    result = cli("diagnose", path)
+    assert 'send ← event "outreach email sent" (carries recipient and msg id in 100 % of 19 records)' in result.stdout
+    mapped = cli("diagnose", path, "--no-infer", "--event", "send=outreach email sent", "--fail-on-duplicates")
+    assert mapped.exit_code == 3
+    config = tmp_path / "m.toml"
+    config.write_text('[events]\nsend = ["Outreach Email Sent"]\n', encoding="utf-8")
+    assert cli("diagnose", path, "--no-infer", "--config", config, "--fail-on-duplicates").exit_code == 3
+
+
+def test_two_unnamed_address_keys_are_refused_naming_both(cli, tmp_path):
+    path = write(tmp_path, records({"recipient": "primary"}, extra={"secondary": "x@acme.io"}))
+    result = cli("diagnose", path)
+    assert result.exit_code == 1
+    assert "cannot tell which key holds the recipient: primary, secondary" in result.stderr
+
+
+def test_two_event_values_carrying_sends_without_send_words_are_refused(cli, tmp_path):
+    rows = records(send="alpha")
+    for row in rows[::2]:
+        row["event"] = "beta"
+    result = cli("diagnose", write(tmp_path, rows))
+    assert result.exit_code == 1 and "cannot tell which event value is a send" in result.stderr
+
+
+def test_a_send_lacking_its_msg_id_is_lost_evidence(cli, tmp_path):
+    rows = records()
+    for row in rows[:3]:
+        del row["msg_id"]
+    path = write(tmp_path, rows)
+    result = cli("diagnose", path, "--fail-on-duplicates")
+    assert result.exit_code == 4
+    assert "3 record(s) look like sends but were not read as one" in result.stdout.splitlines()[0]
+    _, document = diagnose_json(cli, path)
+    assert document["complete"] is False and document["lost_evidence"]["records_not_read"]["count"] == 3
+
+
+def test_fields_shows_each_key_and_writes_a_config_that_reads_the_log(cli, tmp_path):
+    path = write(tmp_path, records({"recipient": "email.to.address", "msg_id": "mid", "step": "stepIndex"},
+                                   send="Email sent", angle=True))
+    shown = cli("fields", path, "--format", "json")
+    keys = {row["key"]: row for row in json.loads(shown.stdout)["keys"]}
+    assert keys["mid"]["field"] == "msg_id" and keys["mid"]["shape"] == "message ids <…@…>"
+    assert keys["email.to.address"]["examples"] == ["p0@example.com", "p1@example.com", "p2@example.com"]
+    config = tmp_path / "mailmortem.toml"
+    assert cli("fields", path, "--write", config).exit_code == 0
+    assert 'msg_id = "mid"' in config.read_text(encoding="utf-8")
+    result = cli("diagnose", path, "--no-infer", "--config", config, "--fail-on-duplicates")
+    assert result.exit_code == 3 and "duplicated people 4 " in result.stdout
+
+
+def test_alias_table_logs_show_no_reading_block(cli, tmp_path):
+    path = write(tmp_path, records())
+    result, document = diagnose_json(cli, path)
+    assert "vocabulary" not in document and document["summary"]["duplicated_people"] == TRUTH
+    assert "Read as" not in cli("diagnose", path).stdout
