@@ -59,8 +59,7 @@ def _show(described, fmt: str) -> None:
         write_json({"sampled_records": vocabulary.records, "keys": described.keys, "vocabulary": vocabulary.to_json(),
                     "refused": vocabulary.ambiguous})
         return
-    rows = [{**row, "examples": " | ".join(safe(v) for v in row["examples"]), "field": row["field"] or "-"}
-            for row in described.keys]
+    rows = [{**row, "field": row["field"] or "-"} for row in described.keys]  # write_rows escapes every cell
     write_rows(rows, "table", columns=["key", "records", "shape", "examples", "field", "why"],
                title=f"Keys of {vocabulary.records:,} sampled records")
     for why in vocabulary.ambiguous.values():

@@ -195,3 +195,10 @@ def test_a_renamed_key_or_event_value_never_gives_a_complete_answer_short_of_the
         assert document["summary"]["duplicated_people"] >= TRUTH or document["complete"] is False, (what, word)
 
     check()
+
+
+def test_fields_shows_hostile_values_escaped_and_names_refused_candidates(cli, tmp_path):
+    rows = records({"recipient": "primary"}, extra={"secondary": "x@acme.io", "note": "\x1b[31mred"})
+    result = cli("fields", write(tmp_path, rows))
+    assert result.exit_code == 0 and "\x1b" not in result.stdout and "\\x1b[31mred" in result.stdout
+    assert "refused: cannot tell which key holds the recipient: primary, secondary" in result.stdout
