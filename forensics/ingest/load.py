@@ -61,9 +61,6 @@ def load(con, sources: list[Source], syntax: str | None = None, field_map: Field
     field_map = field_map or FieldMap()
     files = [_detected(index + 1, source, syntax, reading) for index, source in enumerate(sources)]
     read_as = vocabulary.read(con, files, field_map)  # before any file is staged: it decides the keys read
-    if field_map.events:
-        queries.script(con, "named_events_macro", values=vocabulary.json_list(list(field_map.events)),
-                       canonicals=vocabulary.json_list(list(field_map.events.values())))
     queries.run(con, "set_time_zone", zone=reading.tz)
     try:
         limits = limits.placed(con)  # a zone-less --since/--until is read in --tz, like the logs
@@ -81,12 +78,10 @@ def load(con, sources: list[Source], syntax: str | None = None, field_map: Field
     return [summaries[file.file_id] for file in files], cut, read_as
 
 
-def sampled_vocabulary(con, sources: list[Source], syntax: str | None, field_map: FieldMap,
-                       reading: Reading = Reading()) -> vocabulary.Vocabulary:
-    """The vocabulary of the files (their syntax detected, nothing staged), ambiguities said rather than refused:
-    what `mailmortem fields` shows."""
+def sampled_vocabulary(con, sources: list[Source], syntax: str | None, field_map: FieldMap) -> vocabulary.Vocabulary:
+    """The files' vocabulary, nothing staged, ambiguities said rather than refused (`mailmortem fields`)."""
     queries.script(con, "ingest_macros")
-    files = [_detected(index + 1, source, syntax, reading) for index, source in enumerate(sources)]
+    files = [_detected(index + 1, source, syntax, Reading()) for index, source in enumerate(sources)]
     return vocabulary.read(con, files, field_map, refuse=False)
 
 

@@ -134,6 +134,9 @@ def read(con, files, field_map: FieldMap, refuse: bool = True) -> Vocabulary:
     _unread_roles(con, vocabulary, field_map)
     if refuse and vocabulary.ambiguous:
         raise ConfigError(next(iter(vocabulary.ambiguous.values())))
+    if field_map.events:  # mm_event reads the mapped values from here on
+        queries.script(con, "named_events_macro", values=json.dumps(list(field_map.events)),
+                       canonicals=json.dumps(list(field_map.events.values())))
     return vocabulary
 
 
@@ -386,6 +389,3 @@ def read_as_lines(document: dict) -> list[str]:
         lines.append("  by the alias table: " + ", ".join(aliased))
     return [f"Read as (from {document['sampled_records']:,} sampled records):"] + lines
 
-
-def json_list(values: list[str]) -> str:
-    return json.dumps(values)
