@@ -25,7 +25,8 @@ ADDRESS = r"[A-Za-z0-9._%+'-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"
 NAME_RULES: dict[str, tuple[tuple[tuple[str, ...], ...], tuple[str, ...]]] = {
     "recipient": ((("to",), ("recipient",), ("rcpt",), ("email",), ("address",)),
                   ("from", "sender", "reply", "cc", "bcc", "return", "id")),
-    "msg_id": ((("message", "id"), ("msg", "id"), ("messageid",), ("msgid",), ("smtp", "id")), ()),
+    "msg_id": ((("message", "id"), ("msg", "id"), ("messageid",), ("msgid",), ("smtp", "id")),
+               ("template", "thread", "conversation", "reply", "parent", "references", "campaign", "step")),
     "ts": ((("time",), ("timestamp",), ("ts",), ("datetime",), ("t",)), ("unix", "nano", "observed")),
     "event": ((("event",), ("evt",), ("action",), ("msg",), ("message",), ("mt",), ("body",)),
               ("id", "level", "type", "count")),
@@ -170,10 +171,13 @@ def by_name(key: str, canon: str) -> bool:
 
 
 def _fits(stat: KeyStat, canon: str) -> bool:
-    """Whether a key's values could be the field's (an address for the recipient, a time for ts...)."""
+    """Whether a key's values could be the field's (an address for the recipient, a time for ts...). A message id
+    is (nearly) unique per record, or one template's id would merge a person's sends into one; a campaign or
+    step takes few values, or a log's sequence number would make every send its own step."""
+    few = stat.distinct <= 100 and (stat.distinct <= 3 or 2 * stat.distinct <= stat.records)
     return {"recipient": stat.address >= 0.5, "ts": stat.time >= SAMPLE_SHARE,
-            "msg_id": stat.address < 0.5 or stat.message_id >= 0.5,
-            "step": stat.distinct <= 100, "campaign": stat.distinct <= 100, "event": stat.address < 0.5,
+            "msg_id": (stat.address < 0.5 or stat.message_id >= 0.5) and stat.distinct >= 0.8 * stat.records,
+            "step": few, "campaign": few, "event": stat.address < 0.5,
             "candidate": stat.address < 0.5}.get(canon, True)
 
 

@@ -202,3 +202,16 @@ def test_fields_shows_hostile_values_escaped_and_names_refused_candidates(cli, t
     result = cli("fields", write(tmp_path, rows))
     assert result.exit_code == 0 and "\x1b" not in result.stdout and "\\x1b[31mred" in result.stdout
     assert "refused: cannot tell which key holds the recipient: primary, secondary" in result.stdout
+
+
+def test_a_template_id_or_a_line_sequence_number_is_never_inferred_as_a_dedupe_key(cli, tmp_path):
+    """A key named like a message id but shared by sends (a template's id) would merge a person's two sends into
+    one; a `sequence_number` unique per line would make each send its own campaign: both hide duplicates."""
+    rows = records({"msg_id": "provider_message_id", "campaign": "sequence_number"})
+    for n, row in enumerate(rows):
+        row["sequence_number"] = n
+        row["message_template_id"] = "tpl-1"
+    result, document = diagnose_json(cli, write(tmp_path, rows))
+    assert document["summary"]["duplicated_people"] == TRUTH
+    assert document["vocabulary"]["fields"]["msg_id"]["key"] == "provider_message_id"
+    assert "campaign" not in document["vocabulary"]["fields"]
