@@ -111,7 +111,7 @@ class FieldMap:
 
     overrides: dict[str, str] = field(default_factory=dict)  # --field and [fields]: always win
     events: dict[str, str] = field(default_factory=dict)  # --event and [events]: value (lower-case) → event
-    inferred: dict[str, str] = field(default_factory=dict)  # canonical → key, for fields the aliases left unread
+    inferred: dict[str, list[str]] = field(default_factory=dict)  # canonical → keys read after its aliases
     infer: bool = True  # --no-infer: the alias table and the mappings only
 
     def canonical_of(self, key: str) -> str | None:
@@ -128,8 +128,8 @@ class FieldMap:
         return canon or self._inferred_of(lowered)
 
     def _inferred_of(self, lowered: str) -> str | None:
-        for canon, name in self.inferred.items():
-            if name.lower() == lowered and canon not in self.overrides:
+        for canon, names in self.inferred.items():
+            if lowered in (name.lower() for name in names) and canon not in self.overrides:
                 return canon
         return None
 

@@ -35,6 +35,7 @@ def describe(paths, syntax: str | None = None, field_map: FieldMap | None = None
 def key_rows(vocabulary: Vocabulary, field_map: FieldMap) -> list[dict]:
     """One row per sampled key, most frequent first."""
     decided = {d.key: (canon, d) for canon, d in vocabulary.fields.items()}
+    decided.update({d.key: (canon, d) for canon, also in vocabulary.also.items() for d in also})
     like = {key: role for role, keys in looks_like(vocabulary).items() for key in keys}
     rows = []
     for stat in vocabulary.keys:
@@ -66,6 +67,9 @@ def config_toml(described: Described, logs) -> str:
         entry = f"{canon} = {json.dumps(d.key)}"
         why = f"  # {d.how}" + (f": {d.why}" if d.why else "")
         lines.append(("# " + entry + why + " (read without this line)") if d.how == "alias" else entry + why)
+    for canon, also in vocabulary.also.items():
+        lines.append(f"# {canon} is also read from {', '.join(d.key for d in also)} where its first key is absent "
+                     "(by name); a [fields] line reads only the key it names")
     for role, keys in vocabulary.unread_roles.items():
         lines.append(f"# {role}: no key read; the sends carry {', '.join(keys)}. Uncomment the one that holds it:")
         lines.append(f"# {role} = {json.dumps(keys[0])}")

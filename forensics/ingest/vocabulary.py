@@ -105,13 +105,23 @@ class Vocabulary:
     event_values: list[dict] = field(default_factory=list)  # per value of the event keys: records, with_both
     unread_roles: dict[str, list[str]] = field(default_factory=dict)  # campaign/step → candidate keys
     ambiguous: dict[str, str] = field(default_factory=dict)  # a field two keys could be → why it was refused
+    also: dict[str, list[Decided]] = field(default_factory=dict)  # keys read where the field's first key is absent
+    resolved: dict[str, list[str]] = field(default_factory=dict)  # canonical → the sampled keys the aliases read
 
     def stated(self) -> bool:
         """Whether anything beyond the alias table decided the reading (then it is shown)."""
-        return any(d.how != "alias" for d in [*self.fields.values(), *self.events.values()]) or bool(self.unread_roles)
+        return (any(d.how != "alias" for d in [*self.fields.values(), *self.events.values()])
+                or bool(self.unread_roles) or bool(self.also))
+
+    def keys_of(self, canon: str) -> list[str]:
+        """Every key read as the field: its first, then those read where it is absent."""
+        first = [self.fields[canon].key] if canon in self.fields else []
+        return first + [d.key for d in self.also.get(canon, [])]
 
     def to_json(self) -> dict:
-        return {"fields": {canon: d.to_json() for canon, d in self.fields.items()},
+        return {"fields": {canon: {**d.to_json(), **({"also": [a.to_json() for a in self.also[canon]]}
+                                                     if canon in self.also else {})}
+                           for canon, d in self.fields.items()},
                 "events": {value: {"event": d.key, "how": d.how, "why": d.why or None} for value, d in self.events.items()},
                 "unread": {role: keys for role, keys in self.unread_roles.items()},
                 "sampled_records": self.records}
@@ -123,7 +133,7 @@ def read(con, files, field_map: FieldMap, refuse: bool = True) -> Vocabulary:
     could be is refused (ConfigError naming them), or with `refuse=False` (`mailmortem fields`) only said."""
     vocabulary = sample(con, files)
     present = [k.key for k in vocabulary.keys]
-    resolved = field_map.resolve(present)
+    resolved = vocabulary.resolved = field_map.resolve(present)
     for canon in CANONICAL:
         if resolved[canon]:
             key = resolved[canon][0]
@@ -184,19 +194,28 @@ def _fits(stat: KeyStat, canon: str) -> bool:
 _BY_VALUES = {"recipient": ("address", "addresses"), "msg_id": ("message_id", "<…@…>"), "ts": ("time", "times")}
 
 
+# Fields an alias already reads that may take more keys by name: one worker's file logs `to`, another's `to_email`.
+ALSO_BY_NAME = ("recipient", "msg_id", "step", "campaign")
+
+
 def _infer_fields(vocabulary: Vocabulary, field_map: FieldMap) -> None:
     taken = {d.key for d in vocabulary.fields.values()}
     for canon in (*CORE, *[c for c in CANONICAL if c not in CORE]):
-        if canon in vocabulary.fields:
-            continue
         free = [k for k in vocabulary.keys if k.key not in taken and not field_map.alias_of(k.key)]
         named = [k for k in free if by_name(k.key, canon) and _fits(k, canon)]
+        if canon in vocabulary.fields:
+            if canon in ALSO_BY_NAME and canon not in field_map.overrides and named:
+                vocabulary.also[canon] = [Decided(k.key, "name", f"its words: {' '.join(name_words(k.key))}")
+                                          for k in named]
+                field_map.inferred[canon] = [k.key for k in named]
+                taken.update(k.key for k in named)
+            continue
         if canon == "event" and len(named) > 1:
             continue  # decided by which one's values the sends carry (_read_events)
         decided = _decide(vocabulary, canon, named, free)
         if decided:
             vocabulary.fields[canon] = decided
-            field_map.inferred[canon] = decided.key
+            field_map.inferred[canon] = [decided.key]
             taken.add(decided.key)
 
 
@@ -246,13 +265,14 @@ def _read_events(con, vocabulary: Vocabulary, field_map: FieldMap) -> None:
 
 def _event_keys(vocabulary: Vocabulary) -> list[str]:
     if "event" in vocabulary.fields:
-        return [vocabulary.fields["event"].key]
+        return vocabulary.resolved.get("event") or [vocabulary.fields["event"].key]
     taken = {d.key for d in vocabulary.fields.values()}
     return [k.key for k in vocabulary.keys if k.key not in taken and by_name(k.key, "event") and _fits(k, "event")]
 
 
 def _keys_of(vocabulary: Vocabulary, canon: str) -> list[str]:
-    return [vocabulary.fields[canon].key] if canon in vocabulary.fields else []
+    """The keys of every file read as the field: all its aliases present, then the inferred ones."""
+    return list(dict.fromkeys([*vocabulary.resolved.get(canon, []), *vocabulary.keys_of(canon)]))
 
 
 def _choose_event_key(vocabulary: Vocabulary, field_map: FieldMap, rows: list[dict]) -> list[dict]:
@@ -268,20 +288,20 @@ def _choose_event_key(vocabulary: Vocabulary, field_map: FieldMap, rows: list[di
         return rows
     key = ranked[0][0]
     vocabulary.fields["event"] = Decided(key, "name", f"its words, and one value on {ranked[0][1]:,} sends")
-    field_map.inferred["event"] = key
+    field_map.inferred["event"] = [key]
     return [r for r in rows if r["key"] == key]
 
 
 def _infer_events(vocabulary: Vocabulary, rows: list[dict], field_map: FieldMap) -> None:
     known = set(field_map.events)
     unknown = [r for r in rows if r["value"].lower() not in known and not _known_value(r["value"])]
-    if any(r["with_both"] and _known_value(r["value"]) == "send" for r in rows) or any(
-            field_map.events.get(r["value"].lower()) == "send" and r["with_both"] for r in rows):
-        sends = []  # the table or --event already reads the sends
+    sends = [r for r in unknown if r["with_both"] >= SAMPLE_SHARE * r["records"] and r["with_both"]
+             and not re.search(NOT_SEND, r["value"].lower())]
+    worded = [r for r in sends if set(name_words(r["value"])) & set(SEND_WORDS)]
+    if any(r["with_both"] and (_known_value(r["value"]) == "send" or field_map.events.get(r["value"].lower()) == "send")
+           for r in rows):
+        sends = worded  # the table or --event reads some sends: another value is one only if it says so
     else:
-        sends = [r for r in unknown if r["with_both"] >= SAMPLE_SHARE * r["records"] and r["with_both"]
-                 and not re.search(NOT_SEND, r["value"].lower())]
-        worded = [r for r in sends if set(name_words(r["value"])) & set(SEND_WORDS)]
         if len(sends) > 1 and worded and len(worded) < len(sends):
             sends = worded
         if len(sends) > 1 and not worded:
@@ -315,7 +335,7 @@ def _unread_roles(con, vocabulary: Vocabulary, field_map: FieldMap) -> None:
     """A campaign or step no key was found for while keys that could hold one are on the sends."""
     if "recipient" not in vocabulary.fields or "msg_id" not in vocabulary.fields:
         return
-    taken = {d.key for d in vocabulary.fields.values()}
+    taken = {key for canon in vocabulary.fields for key in _keys_of(vocabulary, canon)}
     on_sends = [r for r in queries.rows(con, "vocabulary_keys_on_sends", {
         "recipient_keys": _keys_of(vocabulary, "recipient"), "msg_id_keys": _keys_of(vocabulary, "msg_id")})
         if r["key"] not in taken]
@@ -386,6 +406,8 @@ def read_as_lines(document: dict) -> list[str]:
     fields, events = document["fields"], document["events"]
     lines = [f"  {canon} ← {d['key']} ({d['how']}{': ' + d['why'] if d['why'] else ''})"
              for canon, d in fields.items() if d["how"] != "alias"]
+    lines += [f"  {canon} ← {a['key']} where the first is absent ({a['how']}: {a['why']})"
+              for canon, d in fields.items() for a in d.get("also", [])]
     lines += [f"  {d['event']} ← event \"{value}\" ({d['how']}{' ' + d['why'] if d['why'] else ''})"
               for value, d in events.items()]
     aliased = [f"{canon} ← {d['key']}" for canon, d in fields.items() if d["how"] == "alias"]

@@ -215,3 +215,23 @@ def test_a_template_id_or_a_line_sequence_number_is_never_inferred_as_a_dedupe_k
     assert document["summary"]["duplicated_people"] == TRUTH
     assert document["vocabulary"]["fields"]["msg_id"]["key"] == "provider_message_id"
     assert "campaign" not in document["vocabulary"]["fields"]
+
+
+@pytest.mark.slow  # diagnose runs twice on a sample folder
+def test_one_workers_own_names_beside_anothers_aliases_are_read_too(cli, tmp_path):
+    """A case whose files name a field differently (one worker's `msgid`, another's `sg_message_id`): the keys named
+    like the field are read where its alias is absent, and the count is the one the aliases alone give."""
+    from pathlib import Path
+
+    sample = Path(__file__).parents[2] / "sample_logs" / "parallel-worker"
+    renames = {" msgid=": " sg_message_id=", " sequence_step=": " seqStep=", " recipient=": " to_email=",
+               " evt=sent ": ' evt="outreach email sent" '}
+    for log in sorted(sample.glob("*.log")):
+        text = log.read_text(encoding="utf-8")
+        for old, new in renames.items():
+            text = text.replace(old, new)
+        (tmp_path / log.name).write_text(text, encoding="utf-8")
+    _, truth = diagnose_json(cli, sample)
+    _, renamed = diagnose_json(cli, tmp_path)
+    assert renamed["summary"] == truth["summary"] and renamed["lost_evidence"]["lines"] == truth["lost_evidence"]["lines"]
+    assert [a["key"] for a in renamed["vocabulary"]["fields"]["msg_id"]["also"]] == ["sg_message_id"]
