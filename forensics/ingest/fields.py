@@ -113,6 +113,7 @@ class FieldMap:
     events: dict[str, str] = field(default_factory=dict)  # --event and [events]: value (lower-case) → event
     inferred: dict[str, list[str]] = field(default_factory=dict)  # canonical → keys read after its aliases
     infer: bool = True  # --no-infer: the alias table and the mappings only
+    from_config: frozenset[str] = frozenset()  # the fields and event values mapped by --config (not an option)
 
     def canonical_of(self, key: str) -> str | None:
         lowered = key.lower()

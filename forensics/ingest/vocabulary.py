@@ -137,7 +137,9 @@ def read(con, files, field_map: FieldMap, refuse: bool = True) -> Vocabulary:
     for canon in CANONICAL:
         if resolved[canon]:
             key = resolved[canon][0]
-            how = "--field" if field_map.overrides.get(canon, "").lower() == key.lower() else "alias"
+            how = "alias"
+            if field_map.overrides.get(canon, "").lower() == key.lower():
+                how = "config" if canon in field_map.from_config else "--field"
             vocabulary.fields[canon] = Decided(key, how)
     if field_map.infer:
         _infer_fields(vocabulary, field_map)
@@ -257,10 +259,10 @@ def _read_events(con, vocabulary: Vocabulary, field_map: FieldMap) -> None:
         rows = _choose_event_key(vocabulary, field_map, rows)
     vocabulary.event_values = rows
     for value, canon in field_map.events.items():
-        vocabulary.events[value] = Decided(canon, "--event")
+        vocabulary.events[value] = Decided(canon, "config" if value in field_map.from_config else "--event")
     if field_map.infer:
         _infer_events(vocabulary, rows, field_map)
-    field_map.events.update({value: d.key for value, d in vocabulary.events.items() if d.how != "--event"})
+    field_map.events.update({value: d.key for value, d in vocabulary.events.items() if d.how not in ("--event", "config")})
 
 
 def _event_keys(vocabulary: Vocabulary) -> list[str]:

@@ -77,8 +77,9 @@ def field_map(fields, config):
 
     events, infer = click.get_current_context().meta.get(VOCABULARY, ((), True))
     read = load_config(config) if config else Config()
-    return FieldMap({**read.fields, **parse_overrides(fields)}, {**read.events, **parse_event_overrides(events)},
-                    infer=infer)
+    given, mapped = parse_overrides(fields), parse_event_overrides(events)
+    from_config = frozenset(set(read.fields) - set(given) | set(read.events) - set(mapped))
+    return FieldMap({**read.fields, **given}, {**read.events, **mapped}, infer=infer, from_config=from_config)
 
 
 @click.command()
