@@ -15,7 +15,7 @@ from typing import Callable
 import queries
 from forensics.ingest.fields import ALIASES
 from forensics.ingest.repair import TOO_LONG
-from forensics.ingest.vocabulary import NOT_SEND
+from forensics.ingest.vocabulary import NOT_SEND, SENDING
 
 SEND_EVENTS = ("send", "sent", "email_sent", "send_ok", "delivered_to_provider")
 _ADDRESS = r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"
@@ -41,7 +41,7 @@ def lost_evidence(con, unread: list[dict] | None = None, extra_keys: tuple[str, 
     if vocabulary is None:
         return lost
     records = [{"path": row["source"], "lines": row["lines"], "first_lines": list(row["first_lines"])}
-               for row in queries.rows(con, "unread_send_records", {"not_send": NOT_SEND})]
+               for row in queries.rows(con, "unread_send_records", {"not_send": NOT_SEND, "send_words": SENDING})]
     if records:
         lost["records_not_read"] = {"count": sum(f["lines"] for f in records), "by_file": records,
                                     "fields": _fields_to_map(vocabulary)}

@@ -130,15 +130,16 @@ CREATE OR REPLACE TEMP MACRO mm_event(e) AS coalesce(
 
 -- name: unread_send_records
 -- Records that look like a send but were not read as one (lost evidence): a send event with a success (or no)
--- status lacking its recipient or message id, or a record carrying both under an event value that is neither a
--- known event nor (:not_send, a regex of words) a failure, a bounce or an open. Per file: how many, and where
--- the first of them are.
+-- status lacking its recipient or message id, or a record carrying a recipient and either a message id or an
+-- event value that speaks of sending (:send_words) under an event value that is neither a known event nor
+-- (:not_send, a regex of words) a failure, a bounce or an open. Per file: how many, and where the first are.
 -- dialect: duckdb
 SELECT source, count(*) AS lines, list(line_no ORDER BY line_no)[1:5] AS first_lines
 FROM events
 WHERE (event = 'send' AND mm_ok_status(status) AND (msg_id IS NULL OR recipient IS NULL OR recipient = ''))
    OR (event NOT IN ('send', 'claim', 'renew', 'release', 'expire', 'start', 'error')
-       AND NOT regexp_matches(event, :not_send) AND msg_id IS NOT NULL AND recipient IS NOT NULL AND recipient <> '')
+       AND NOT regexp_matches(event, :not_send) AND recipient IS NOT NULL AND recipient <> ''
+       AND (msg_id IS NOT NULL OR regexp_matches(event, :send_words)))
 GROUP BY source
 ORDER BY source
 

@@ -55,6 +55,7 @@ EVENT_WORDS: dict[str, tuple[str, ...]] = {
 }
 NOT_SEND = "fail|error|bounce|reject|defer|drop|open|click|unsubscrib|spam|complain|retry|retrying|skip"
 SEND_WORDS = ("send", "sent", "dispatched", "delivered", "mailed", "emailed")
+SENDING = "send|sent|dispatch|deliver"  # an unread event value with a recipient that may have been a send
 SAMPLE_SHARE = 0.9  # the share of a key's sampled values that must have a shape for it to count
 
 

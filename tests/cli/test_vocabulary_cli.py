@@ -235,3 +235,14 @@ def test_one_workers_own_names_beside_anothers_aliases_are_read_too(cli, tmp_pat
     _, renamed = diagnose_json(cli, tmp_path)
     assert renamed["summary"] == truth["summary"] and renamed["lost_evidence"]["lines"] == truth["lost_evidence"]["lines"]
     assert [a["key"] for a in renamed["vocabulary"]["fields"]["msg_id"]["also"]] == ["sg_message_id"]
+
+
+def test_a_send_under_an_unread_event_and_id_key_is_lost_evidence_not_dropped(cli, tmp_path):
+    """--no-infer, a second worker's file in its own words ("mail dispatched", `ref`): its sends are counted as lost
+    evidence, never dropped in silence beside the first file's sends."""
+    first = records()
+    second = [{"timestamp": r["timestamp"], "event": "mail dispatched", "to": r["to"], "ref": r["msg_id"] + "b",
+               "step": r["step"], "campaign": r["campaign"], "host": "w3"} for r in records()[:5]]
+    write(tmp_path, first, "a.jsonl"), write(tmp_path, second, "b.jsonl")
+    result = cli("diagnose", tmp_path, "--no-infer", "--fail-on-duplicates")
+    assert result.exit_code == 4 and "5 record(s) look like sends" in result.stdout.splitlines()[0]
