@@ -103,17 +103,25 @@ ORDER BY with_both DESC, records DESC, value
 
 -- name: vocabulary_keys_on_sends
 -- The keys of the sampled records that carry a recipient (:recipient_keys) and a message id (:msg_id_keys): how
--- many such records hold each, its distinct values and its share of small integers (where a step or campaign
--- the vocabulary does not name may hide).
+-- many such records hold each, its distinct values, its share of small integers, and how many people's sends
+-- hold two values of it (where a step or campaign the vocabulary does not name may hide).
 -- dialect: duckdb
 WITH sends AS (
-    SELECT file_id, rec FROM vocab_pairs WHERE value IS NOT NULL GROUP BY file_id, rec
+    SELECT file_id, rec, min(lower(trim(value))) FILTER (WHERE list_contains(:recipient_keys::VARCHAR[], key)
+                                                          AND contains(value, '@')) AS person
+    FROM vocab_pairs WHERE value IS NOT NULL GROUP BY file_id, rec
     HAVING bool_or(list_contains(:recipient_keys::VARCHAR[], key) AND contains(value, '@'))
        AND bool_or(list_contains(:msg_id_keys::VARCHAR[], key))
+), varying AS (
+    SELECT key, count(*) FILTER (WHERE n > 1) AS people
+    FROM (SELECT p.key, s.person, count(DISTINCT p.value) AS n
+          FROM vocab_pairs p JOIN sends s USING (file_id, rec) WHERE p.value IS NOT NULL GROUP BY p.key, s.person)
+    GROUP BY key
 )
 SELECT p.key, count(*) AS records, count(DISTINCT p.value) AS distinct_values,
-       avg(regexp_full_match(trim(p.value), '[0-9]{1,3}')::INTEGER) AS small_int_share
-FROM vocab_pairs p JOIN sends USING (file_id, rec)
+       avg(regexp_full_match(trim(p.value), '[0-9]{1,3}')::INTEGER) AS small_int_share,
+       any_value(v.people) AS varies_per_person
+FROM vocab_pairs p JOIN sends USING (file_id, rec) JOIN varying v USING (key)
 WHERE p.value IS NOT NULL
 GROUP BY p.key
 ORDER BY p.key

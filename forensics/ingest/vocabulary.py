@@ -346,8 +346,10 @@ def _unread_roles(con, vocabulary: Vocabulary, field_map: FieldMap) -> None:
         if role in vocabulary.fields or role in field_map.overrides:  # --field step=none: the log has none
             continue
         named = [r["key"] for r in on_sends if by_name(r["key"], role)]
-        shaped = [r["key"] for r in on_sends if role == "step" and r["small_int_share"] >= SAMPLE_SHARE
-                  and 1 < r["distinct_values"] <= 20 and not by_name(r["key"], "attempt")]
+        # a few-valued key that differs between one person's sends, named like no other field, may be the step
+        shaped = [r["key"] for r in on_sends if role == "step" and r["varies_per_person"]
+                  and 1 < r["distinct_values"] <= 20 and 2 * r["distinct_values"] <= r["records"]
+                  and not any(by_name(r["key"], canon) for canon in NAME_RULES)]
         candidates = list(dict.fromkeys(named + shaped))
         if candidates:
             vocabulary.unread_roles[role] = candidates

@@ -246,3 +246,14 @@ def test_a_send_under_an_unread_event_and_id_key_is_lost_evidence_not_dropped(cl
     write(tmp_path, first, "a.jsonl"), write(tmp_path, second, "b.jsonl")
     result = cli("diagnose", tmp_path, "--no-infer", "--fail-on-duplicates")
     assert result.exit_code == 4 and "5 record(s) look like sends" in result.stdout.splitlines()[0]
+
+
+def test_an_unknown_step_key_of_words_makes_the_run_incomplete_naming_it(cli, tmp_path):
+    """A step under a key that says nothing (`phase`) holding words (`intro`, `follow-up`): one person's two steps
+    must not pass for a duplicate in a complete run."""
+    rows = records({"step": "phase"})
+    for row in rows:
+        row["phase"] = {1: "intro", 2: "follow-up"}[row["phase"]]
+    result, document = diagnose_json(cli, write(tmp_path, rows))
+    assert document["complete"] is False
+    assert document["lost_evidence"]["fields_not_read"] == [{"field": "step", "candidate_keys": ["phase"]}]
