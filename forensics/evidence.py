@@ -15,6 +15,7 @@ from typing import Callable
 import queries
 from forensics.ingest.fields import ALIASES
 from forensics.ingest.repair import TOO_LONG
+from forensics.ingest.vocabulary import NOT_SEND, SENDING
 
 SEND_EVENTS = ("send", "sent", "email_sent", "send_ok", "delivered_to_provider")
 _ADDRESS = r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"
@@ -29,16 +30,35 @@ def evidence_pattern(extra_keys: tuple[str, ...] = ()) -> str:
             f"|(?:(?:^|,)\\s*\"?{events}\"?\\s*(?:,|$))")
 
 
-def lost_evidence(con, unread: list[dict] | None = None, extra_keys: tuple[str, ...] = ()) -> dict:
-    """{"files_not_read": [...], "lines": N, "by_file": [{path, lines, first_lines}]} for the document."""
+def lost_evidence(con, unread: list[dict] | None = None, extra_keys: tuple[str, ...] = (), vocabulary=None) -> dict:
+    """{"files_not_read": [...], "lines": N, "by_file": [{path, lines, first_lines}]} for the document; with
+    `vocabulary` (forensics.ingest.vocabulary), the records that look like sends but were not read as one
+    (`records_not_read`) and the campaign or step no key was found for (`fields_not_read`), when there are any."""
     params = {"pattern": evidence_pattern(extra_keys), "too_long": TOO_LONG}
     by_file = [{"path": row["source"], "lines": row["lines"], "first_lines": list(row["first_lines"])}
                for row in queries.rows(con, "lost_evidence_lines", params)]
-    return {"files_not_read": list(unread or []), "lines": sum(f["lines"] for f in by_file), "by_file": by_file}
+    lost = {"files_not_read": list(unread or []), "lines": sum(f["lines"] for f in by_file), "by_file": by_file}
+    if vocabulary is None:
+        return lost
+    records = [{"path": row["source"], "lines": row["lines"], "first_lines": list(row["first_lines"])}
+               for row in queries.rows(con, "unread_send_records", {"not_send": NOT_SEND, "send_words": SENDING})]
+    if records:
+        lost["records_not_read"] = {"count": sum(f["lines"] for f in records), "by_file": records,
+                                    "fields": _fields_to_map(vocabulary)}
+    if vocabulary.unread_roles:
+        lost["fields_not_read"] = [{"field": role, "candidate_keys": keys}
+                                   for role, keys in vocabulary.unread_roles.items()]
+    return lost
+
+
+def _fields_to_map(vocabulary) -> list[str]:
+    """The roles a send needs that no key was found for (what a `--field` would add)."""
+    return [canon for canon in ("recipient", "msg_id", "event") if canon not in vocabulary.fields]
 
 
 def is_complete(lost: dict) -> bool:
-    return not lost["files_not_read"] and not lost["lines"] and not lost.get("provider_sends_unplaced", {}).get("count")
+    return (not lost["files_not_read"] and not lost["lines"] and not lost.get("provider_sends_unplaced", {}).get("count")
+            and not lost.get("records_not_read") and not lost.get("fields_not_read"))
 
 
 def with_unplaced_provider_sends(document: dict, reconciliation: dict) -> None:
@@ -63,6 +83,18 @@ def incomplete_headline(lost: dict, shown: Callable[[str], str] = str) -> str:
     if unplaced["count"]:
         parts.append(f"{unplaced['count']:,} provider send(s) the log lacks could not be placed in a campaign step "
                      f"({shown(_where(unplaced['by_file']))})")
+    records = lost.get("records_not_read")
+    if records:
+        missing = ", ".join(records["fields"])
+        parts.append(f"{records['count']:,} record(s) look like sends but were not read as one "
+                     f"({shown(_where(records['by_file']))}"
+                     + (f"; no key found for {missing}" if missing else "") + "; see `mailmortem fields`)")
+    for unread in lost.get("fields_not_read", []):
+        parts.append(f"no key was read as the {unread['field']}, though the sends carry "
+                     + ", ".join(shown(k) for k in unread["candidate_keys"][:4])
+                     + f" (map one with --field {unread['field']}=KEY, or pass --field {unread['field']}=none"
+                     " if the log has none): people's sends of different "
+                     + ("steps" if unread["field"] == "step" else "campaigns") + " may be counted as duplicates")
     return "INCOMPLETE: " + "; ".join(parts) + ". Duplicates among them cannot be seen."
 
 

@@ -41,7 +41,8 @@ def build_document(case, include_affected: bool = True, logs=(), exports=()) -> 
     options, logs = case.options, [str(p) for p in logs]
     read_args, case_args = options.arguments(cut), options.case_arguments(cut)
     classify.classify(con, save=getattr(case, "saved", False))
-    lost = evidence.lost_evidence(con, unread=case.unread)
+    read_as = getattr(case, "vocabulary", None)
+    lost = evidence.lost_evidence(con, unread=case.unread, vocabulary=read_as)
     document = {
         "version": 1,
         "complete": evidence.is_complete(lost),
@@ -51,6 +52,8 @@ def build_document(case, include_affected: bool = True, logs=(), exports=()) -> 
                     "records": i.records, "skipped": i.skipped, "first_skipped_lines": i.first_skipped_lines,
                     "note": i.note} for i in case.inputs],
         "reading": reading_document(case),
+        # which key was read as which field, and how: only where more than the alias table decided it
+        **({"vocabulary": read_as.to_json()} if read_as is not None and read_as.stated() else {}),
         "summary": classify.summary(con),
         "incidents": [incident_document(i, logs, export_args, read_args, case_args) for i in classify.incidents(con)],
         # Not one of the five kinds: one person (by candidate id) reached at two addresses in one step.
@@ -80,6 +83,9 @@ def reading_notes(reading: dict) -> list[str]:
         how = (f"{config['path']} (found in the working directory; --no-config ignores it)"
                if config["found_in_working_directory"] else f"--config {config['path']}")
         lines.append(f"Fields mapped by {how}: {mapped}")
+        if config.get("events"):
+            events = ", ".join(f'{event} ← "{value}"' for value, event in config["events"].items())
+            lines.append(f"Events mapped by {how}: {events}")
     if exports:
         named = "; ".join(f"{e['path']} ({e['provider']})" for e in exports[:5])
         more = f" +{len(exports) - 5} more" if len(exports) > 5 else ""

@@ -20,7 +20,7 @@ CREATE OR REPLACE TEMP MACRO mm_seconds(v) AS
     TRY_CAST(regexp_extract(trim(v), '^([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h)?$', 1) AS DOUBLE)
     * CASE regexp_extract(lower(trim(v)), '^[0-9.]+\s*(ms|s|m|h)?$', 1)
         WHEN 'ms' THEN 0.001 WHEN 'm' THEN 60 WHEN 'h' THEN 3600 ELSE 1 END;
-CREATE OR REPLACE TEMP MACRO mm_event(e) AS CASE
+CREATE OR REPLACE TEMP MACRO mm_known_event(e) AS CASE
     WHEN lower(trim(e)) IN ('send', 'sent', 'email_sent', 'send_ok', 'delivered_to_provider') THEN 'send'
     WHEN lower(trim(e)) IN ('claim', 'claimed', 'lease_acquired', 'acquire') THEN 'claim'
     WHEN lower(trim(e)) IN ('renew', 'lease_renew', 'heartbeat', 'extend') THEN 'renew'
@@ -29,6 +29,9 @@ CREATE OR REPLACE TEMP MACRO mm_event(e) AS CASE
     WHEN lower(trim(e)) IN ('start', 'worker_start', 'startup', 'boot', 'started') THEN 'start'
     WHEN lower(trim(e)) IN ('error', 'send_error', 'send_failed', 'exception') THEN 'error'
     ELSE lower(trim(e)) END;
+-- The event a record's value is read as: the table above, unless --event, [events] or inference name more
+-- (queries/vocabulary.sql: named_events_macro replaces this one).
+CREATE OR REPLACE TEMP MACRO mm_event(e) AS mm_known_event(e);
 -- A blank line: empty or only spaces, the characters trim() takes off (Unicode's space separators). trim(line) = ''
 -- walked every character of every line and copied it, which cost more than a JSON line's parse; the regex stops at
 -- the first other character.

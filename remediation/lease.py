@@ -24,7 +24,7 @@ def worst_batch_from_logs(paths: list[str], options=None) -> dict | None:
         raise RefusedError("log ingest (forensics.ingest.case) is not available in this build")
     from forensics.ingest.case import load_case
 
-    case = load_case(list(paths), options=options)
+    case = load_case(list(paths), options=options)  # claims and releases are what it reads: no send required
     try:
         return worst_batch(case.con)
     except MailmortemError:

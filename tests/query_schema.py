@@ -166,6 +166,8 @@ def values(name: str) -> dict:
         from forensics.ingest import envelopes
 
         found.update(next((e.shape for e in envelopes.ENVELOPES.values() if e.block == name), ()))
+    if name == "named_events_macro":  # --event send="outreach email sent" (forensics.ingest.vocabulary.read)
+        found.update(values='["outreach email sent"]', canonicals='["send"]')
     if "lines" in wanted:
         found["lines"] = "mm_lines"
     if "zone" in wanted:

@@ -55,3 +55,29 @@ def test_detect_syntax(text, syntax):
 @given(st.binary(max_size=2000))
 def test_detect_syntax_never_crashes(data):
     assert detect_syntax(data) in (None, "logfmt", "jsonl", "csv")
+
+
+def test_the_known_event_values_are_what_ingest_maps():
+    """forensics.ingest.fields.KNOWN_EVENT_VALUES (what inference leaves alone) is mm_known_event's table."""
+    import duckdb
+
+    import queries
+    from forensics.ingest.fields import KNOWN_EVENT_VALUES
+
+    con = duckdb.connect()
+    queries.script(con, "ingest_macros")
+    for value, event in KNOWN_EVENT_VALUES.items():
+        assert con.execute("SELECT mm_known_event(?)", [value]).fetchone()[0] == event, value
+
+
+def test_event_mappings_are_read_from_options_and_the_config(tmp_path):
+    from forensics.errors import ConfigError
+    from forensics.ingest.fields import parse_event_overrides
+
+    assert parse_event_overrides(['send="Outreach Email Sent"']) == {"outreach email sent": "send"}
+    with pytest.raises(ConfigError, match="unknown event 'sned'"):
+        parse_event_overrides(["sned=x"])
+    config = tmp_path / "m.toml"
+    config.write_text('[fields]\nstep = "seq"\n[events]\nsend = ["A", "b"]\nstart = "boot up"\n', encoding="utf-8")
+    read = load_config(config)
+    assert read.fields == {"step": "seq"} and read.events == {"a": "send", "b": "send", "boot up": "start"}

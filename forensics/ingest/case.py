@@ -9,10 +9,13 @@ import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import queries
+
 from forensics.ingest import load as ingest, runfolders, sources, window
 from forensics.errors import ConfigError, InputError
 from forensics.ingest.fields import FieldMap
 from forensics.ingest.reading import ReadOptions
+from forensics.ingest.vocabulary import Vocabulary, no_send_message, seen_in_sample
 
 DEFAULT_MEMORY_LIMIT = "1GB"
 SPILL_PREFIX = "mailmortem-spill-"
@@ -31,6 +34,7 @@ class Case:
     options: ReadOptions = ReadOptions()  # how the logs were read: repeated by every next command printed
     # exports among the LOGS: {"path" (as shown), "provider", "file" (as read: standard input's copy)}
     provider_exports: list[dict] = field(default_factory=list)
+    vocabulary: Vocabulary = field(default_factory=Vocabulary)  # which key was read as which field, and why
 
     @property
     def records(self) -> int:
@@ -84,12 +88,13 @@ def load_case(paths, syntax: str | None = None, field_map: FieldMap | dict | Non
               strict: bool = False, database: str | None = None, memory_limit: str | None = None,
               progress: ingest.Progress | None = None, skip_unreadable: bool = False,
               reading: ingest.Reading | None = None, limits: window.Window = window.Window(),
-              options: ReadOptions | None = None) -> Case:
+              options: ReadOptions | None = None, require_sends: bool = False) -> Case:
     """Read logs (files, folders, globs, .gz, `-`) into DuckDB and build events and sends. A file or folder
     that cannot be read is an error, or with `skip_unreadable` left out and listed in `Case.unread`.
     `reading` forces an envelope and says how to read times without a zone or a year; `limits` (--since,
-    --until) keeps one window of time, and a window without a send is refused. `options` (what the commands
-    pass) says all of that at once, in place of the keywords before `database`.
+    --until) keeps one window of time, and a window without a send is refused; so are records of which none was
+    recognised as a send (`require_sends`: what the commands that look for duplicates ask). `options` (what the
+    commands pass) says all of that at once, in place of the keywords before `database`.
     A provider's export among the LOGS is not read as a log: it is listed in `Case.provider_exports`."""
     options = options or _options(syntax, field_map, strict, memory_limit, skip_unreadable, reading, limits)
     unreadable = sources.Unreadable(skip=options.skip_unreadable)
@@ -97,22 +102,25 @@ def load_case(paths, syntax: str | None = None, field_map: FieldMap | dict | Non
     if not resolved:
         raise InputError(_no_logs(unreadable.found, exports))
     con = connect(database, options.memory_limit, sum(_input_bytes(s) for s in resolved))
-    inputs, cut = ingest.load(con, resolved, syntax=options.syntax, field_map=FieldMap(options.field_map()),
-                              strict=options.strict, progress=progress, keep_raw=database is not None,
-                              reading=options.reading(), limits=options.window)
+    inputs, cut, read_as = ingest.load(con, resolved, syntax=options.syntax, field_map=options.field_map(),
+                                       strict=options.strict, progress=progress, keep_raw=database is not None,
+                                       reading=options.reading(), limits=options.window)
     case = Case(con, inputs, unreadable.found, options.reading(), cut, saved=database is not None, options=options,
-                provider_exports=exports)
+                provider_exports=exports, vocabulary=read_as)
     if case.records == 0:
-        raise InputError(_nothing_read(inputs))
+        raise InputError(_nothing_read(inputs) + ("." + seen_in_sample(read_as) if read_as.keys else ""))
     if cut:
         window.check_kept(con, cut)
+    if require_sends and not queries.one(con, "any_send")["found"]:  # never "No duplicates" on records not understood
+        raise InputError(no_send_message(read_as, case.records))
     return case
 
 
 def _options(syntax, field_map, strict, memory_limit, skip_unreadable, reading, limits) -> ReadOptions:
     reading = reading or ingest.Reading()
-    fields = dict(field_map.overrides if isinstance(field_map, FieldMap) else field_map or {})
-    return ReadOptions(syntax=syntax, fields=fields, envelope=reading.envelope,
+    given = field_map if isinstance(field_map, FieldMap) else FieldMap(dict(field_map or {}))
+    return ReadOptions(syntax=syntax, fields=dict(given.overrides), events=dict(given.events), infer=given.infer,
+                       envelope=reading.envelope,
                        tz=None if reading.tz == "UTC" else reading.tz, year=reading.year, window=limits,
                        strict=strict, memory_limit=memory_limit, skip_unreadable=skip_unreadable)
 

@@ -1,7 +1,8 @@
 """The log vocabulary: canonical fields and the aliases each accepts (docs/log-vocabulary.md).
 
 `FieldMap` resolves the keys actually present in a case to canonical fields,
-with `--field canonical=their_name` overrides (and the same from a config file).
+with `--field canonical=their_name` overrides (and the same from a config file), then the alias table, then
+the keys inferred from a sample (forensics.ingest.vocabulary); `--event canonical=value` names event values.
 """
 
 from __future__ import annotations
@@ -32,6 +33,19 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "count": ("count", "n", "size"),
 }
 CANONICAL = tuple(ALIASES)
+# The events a record is read as (queries/ingest.sql, mm_known_event) and that --event may name.
+EVENTS = ("send", "claim", "renew", "release", "expire", "start", "error")
+# The values the table reads as each event: the same lists as mm_known_event in queries/ingest.sql (a test holds
+# them together).
+KNOWN_EVENT_VALUES = {value: event for event, values in {
+    "send": ("send", "sent", "email_sent", "send_ok", "delivered_to_provider"),
+    "claim": ("claim", "claimed", "lease_acquired", "acquire"),
+    "renew": ("renew", "lease_renew", "heartbeat", "extend"),
+    "release": ("release", "released", "batch_done", "complete", "ack"),
+    "expire": ("expire", "lease_expired", "expired"),
+    "start": ("start", "worker_start", "startup", "boot", "started"),
+    "error": ("error", "send_error", "send_failed", "exception"),
+}.items() for value in values}
 _ALIAS_TO_CANONICAL = {alias: canon for canon, names in ALIASES.items() for alias in names}
 
 
@@ -49,25 +63,57 @@ def parse_overrides(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
     return overrides
 
 
-def load_config(path: str | Path) -> dict[str, str]:
-    """Read `[fields]` from a TOML config file: `recipient = "To"`."""
+def parse_event_overrides(pairs: list[str] | tuple[str, ...], option: str = "--event") -> dict[str, str]:
+    """`['send=outreach email sent']` → {"outreach email sent": "send"} (values compared lower-case, trimmed)."""
+    events: dict[str, str] = {}
+    for pair in pairs:
+        canon, sep, value = pair.partition("=")
+        canon, value = canon.strip(), value.strip().strip('"').strip()
+        if not sep or not canon or not value:
+            raise ConfigError(f"{option} expects event=value, e.g. send=\"email sent\", got {pair!r}")
+        if canon not in EVENTS:
+            raise ConfigError(f"{option} {pair!r}: unknown event {canon!r} (known: {', '.join(EVENTS)})")
+        events[value.lower()] = canon
+    return events
+
+
+@dataclass
+class Config:
+    """A TOML config's `[fields]` (canonical → key) and `[events]` (value → event)."""
+
+    fields: dict[str, str] = field(default_factory=dict)
+    events: dict[str, str] = field(default_factory=dict)
+
+
+def load_config(path: str | Path) -> Config:
+    """Read `[fields]` (`recipient = "To"`) and `[events]` (`send = "outreach email sent"`, or a list of values)
+    from a TOML config file."""
     try:
         data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
-    fields = data.get("fields", {})
+    fields, events = data.get("fields", {}), data.get("events", {})
     if not isinstance(fields, dict):
         raise ConfigError(f"config file {path}: [fields] must be a table of canonical = \"name\"")
-    return parse_overrides([f"{k}={v}" for k, v in fields.items()])
+    if not isinstance(events, dict):
+        raise ConfigError(f"config file {path}: [events] must be a table of event = \"value\" (or a list)")
+    pairs = [f"{k}={v}" for k, values in events.items()
+             for v in (values if isinstance(values, list) else [values])]
+    return Config(parse_overrides([f"{k}={v}" for k, v in fields.items()]),
+                  parse_event_overrides(pairs, f"config file {path}: [events]"))
 
 
 @dataclass
 class FieldMap:
     """Which present keys feed each canonical field, in order of preference."""
 
-    overrides: dict[str, str] = field(default_factory=dict)
+    overrides: dict[str, str] = field(default_factory=dict)  # --field and [fields]: always win
+    events: dict[str, str] = field(default_factory=dict)  # --event and [events]: value (lower-case) → event
+    inferred: dict[str, list[str]] = field(default_factory=dict)  # canonical → keys read after its aliases
+    infer: bool = True  # --no-infer: the alias table and the mappings only
+    from_config: frozenset[str] = frozenset()  # the fields and event values mapped by --config (not an option)
 
     def canonical_of(self, key: str) -> str | None:
         lowered = key.lower()
@@ -77,8 +123,20 @@ class FieldMap:
         canon = _ALIAS_TO_CANONICAL.get(lowered)
         if canon is None and "." in lowered:  # nested JSON: `mail.to` falls back on its last segment
             canon = _ALIAS_TO_CANONICAL.get(lowered.rsplit(".", 1)[1])
-            return canon if canon and canon not in self.overrides else None
-        return None if canon in self.overrides else canon
+            canon = canon if canon and canon not in self.overrides else None
+        elif canon in self.overrides:
+            canon = None
+        return canon or self._inferred_of(lowered)
+
+    def _inferred_of(self, lowered: str) -> str | None:
+        for canon, names in self.inferred.items():
+            if lowered in (name.lower() for name in names) and canon not in self.overrides:
+                return canon
+        return None
+
+    def alias_of(self, key: str) -> str | None:
+        """The field the alias table (or --field) reads `key` as, inference left aside."""
+        return FieldMap(self.overrides).canonical_of(key)
 
     def resolve(self, present_keys: list[str]) -> dict[str, list[str]]:
         """canonical → the present keys that feed it (exact names, best first)."""

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import queries
-from forensics.ingest import envelopes, jsontokenizer, parsers, repair, sources, tokenizer, unwrapper, window
+from forensics.ingest import (envelopes, jsontokenizer, parsers, repair, sources, tokenizer, unwrapper, vocabulary,
+                              window)
 from forensics.ingest.detect import detect_syntax
 from forensics.ingest.envelopes import Reading
 from forensics.errors import ConfigError, InputError, ParseError
@@ -45,10 +46,11 @@ class InputSummary:
 def load(con, sources: list[Source], syntax: str | None = None, field_map: FieldMap | None = None,
          strict: bool = False, progress: Progress | None = None, keep_raw: bool = False,
          reading: Reading = Reading(), limits: window.Window = window.Window()
-         ) -> tuple[list[InputSummary], window.Cut | None]:
+         ) -> tuple[list[InputSummary], window.Cut | None, vocabulary.Vocabulary]:
     """Read every source into events/skipped/sends; `keep_raw` (a saved case) keeps each record's line in events.raw
     and copies sends into the case file (otherwise a TEMP table). `limits`
-    (--since/--until) keeps the records of a window only: the Cut says what it kept (None without one)."""
+    (--since/--until) keeps the records of a window only: the Cut says what it kept (None without one). The
+    Vocabulary says which key was read as which field, and why (forensics.ingest.vocabulary)."""
     if syntax is not None and syntax not in SYNTAXES:
         raise ConfigError(f"unknown --syntax {syntax!r} (choose from {', '.join(SYNTAXES)})")
     queries.script(con, "ingest_macros")
@@ -58,6 +60,7 @@ def load(con, sources: list[Source], syntax: str | None = None, field_map: Field
     envelopes.check_zone(con, reading.tz)
     field_map = field_map or FieldMap()
     files = [_detected(index + 1, source, syntax, reading) for index, source in enumerate(sources)]
+    read_as = vocabulary.read(con, files, field_map)  # before any file is staged: it decides the keys read
     queries.run(con, "set_time_zone", zone=reading.tz)
     try:
         limits = limits.placed(con)  # a zone-less --since/--until is read in --tz, like the logs
@@ -72,7 +75,14 @@ def load(con, sources: list[Source], syntax: str | None = None, field_map: Field
         queries.script(con, "save_sends")
     if strict:
         _refuse_skips(con)
-    return [summaries[file.file_id] for file in files], cut
+    return [summaries[file.file_id] for file in files], cut, read_as
+
+
+def sampled_vocabulary(con, sources: list[Source], syntax: str | None, field_map: FieldMap) -> vocabulary.Vocabulary:
+    """The files' vocabulary, nothing staged, ambiguities said rather than refused (`mailmortem fields`)."""
+    queries.script(con, "ingest_macros")
+    files = [_detected(index + 1, source, syntax, Reading()) for index, source in enumerate(sources)]
+    return vocabulary.read(con, files, field_map, refuse=False)
 
 
 def _load_all(con, files: list[_File], field_map: FieldMap, keep_raw: bool,

@@ -154,8 +154,11 @@ def jsonl_keys(con, source: Source, field_map: FieldMap, keep_raw: bool, reader:
     [(structure,)] = queries.run(con, "json_structure", lines_of(source), lines=reader).fetchall()
     seen = _json_paths(json.loads(structure) if structure else {})
     keys = [k for k in seen if field_map.canonical_of(k)]
+    # an alias that is an object in the sample (ECS's `event`, `email`, `host`) is not looked for as a value: its
+    # text would shadow the paths under it (`event.action`, `email.to.address`)
+    objects = {".".join(parts[:end]) for parts in (path.split(".") for path in seen) for end in range(1, len(parts))}
     rare = [k for k in dict.fromkeys([*ALL_ALIASES, *field_map.overrides.values()])
-            if k not in seen and '"' not in k and field_map.canonical_of(k)]
+            if k not in seen and k not in objects and '"' not in k and field_map.canonical_of(k)]
     pattern = '"(?:' + "|".join(re.escape(k) for k in rare) + r')"\s*:' if rare else "$^"
     return keys, rare, {"paths": _json_path_texts(keys), "rare_paths": _json_path_texts(rare),
                         "rare_keys": pattern, "keep_raw": keep_raw}

@@ -27,9 +27,11 @@ class Config:
     path: str
     found: bool  # found in the working directory, not given
     fields: dict[str, str] = field(default_factory=dict)
+    events: dict[str, str] = field(default_factory=dict)  # [events]: the logs' own wording (lower-case) → event
 
     def to_json(self) -> dict:
-        return {"path": self.path, "found_in_working_directory": self.found, "fields": dict(self.fields)}
+        return {"path": self.path, "found_in_working_directory": self.found, "fields": dict(self.fields),
+                "events": dict(self.events)}
 
 
 def find_config(given: str | None, ignore: bool = False, folder: str | Path = ".") -> Config | None:
@@ -37,23 +39,27 @@ def find_config(given: str | None, ignore: bool = False, folder: str | Path = ".
     from forensics.ingest.fields import load_config
 
     if given:
-        return Config(str(given), False, load_config(given))
+        loaded = load_config(given)
+        return Config(str(given), False, loaded.fields, loaded.events)
     found = Path(folder) / CONFIG_NAME
     if ignore or not (found.exists() or found.is_symlink()):
         return None
     if not found.is_file():
         raise ConfigError(f"{CONFIG_NAME} in the working directory is not a readable file; remove it, "
                           "or pass --no-config to ignore it")
-    return Config(CONFIG_NAME if Path(folder) == Path(".") else str(found), True, load_config(found))
+    loaded = load_config(found)
+    return Config(CONFIG_NAME if Path(folder) == Path(".") else str(found), True, loaded.fields, loaded.events)
 
 
 @dataclass(frozen=True)
 class ReadOptions:
-    """Every option that says how logs are read. `fields` are the --field mappings (they win over the config's)."""
+    """Every option that says how logs are read. `fields` and `events` are the --field and --event mappings (they
+    win over the config's); `infer` is off under --no-infer."""
 
     syntax: str | None = None
     fields: dict[str, str] = field(default_factory=dict)
-    # --event (canonical event = the logs' own wording) joins here, beside `fields`, and in `arguments`.
+    events: dict[str, str] = field(default_factory=dict)  # the logs' own wording (lower-case) → canonical event
+    infer: bool = True
     config: Config | None = None
     no_config: bool = False
     envelope: str | None = None
@@ -65,8 +71,14 @@ class ReadOptions:
     memory_limit: str | None = None
     skip_unreadable: bool = False
 
-    def field_map(self) -> dict[str, str]:
-        return {**(self.config.fields if self.config else {}), **self.fields}
+    def field_map(self):
+        """The FieldMap of --field, --event, the config and --no-infer (the options win over the config)."""
+        from forensics.ingest.fields import FieldMap
+
+        fields, events = (self.config.fields, self.config.events) if self.config else ({}, {})
+        from_config = frozenset(set(fields) - set(self.fields) | set(events) - set(self.events))
+        return FieldMap({**fields, **self.fields}, {**events, **self.events}, infer=self.infer,
+                        from_config=from_config)
 
     def reading(self) -> Reading:
         return Reading(self.envelope, self.tz or "UTC", self.year)
@@ -80,6 +92,8 @@ class ReadOptions:
             args += ["--config", self.config.path]
         args += ["--no-config"] if self.no_config else []
         args += [arg for canon, key in self.fields.items() for arg in ("--field", f"{canon}={key}")]
+        args += [arg for value, canon in self.events.items() for arg in ("--event", f"{canon}={value}")]
+        args += [] if self.infer else ["--no-infer"]
         args += ["--envelope", self.envelope] if self.envelope else []
         args += ["--tz", self.tz] if self.tz else []
         args += ["--year", str(self.year)] if self.year is not None else []
@@ -94,7 +108,8 @@ class ReadOptions:
     def given_flags(self) -> list[str]:
         """The options given on the command line (a config found in the working directory is not given)."""
         flags = [flag for flag, value in (
-            ("--syntax", self.syntax), ("--field", self.fields), ("--config", self.config and not self.config.found),
+            ("--syntax", self.syntax), ("--field", self.fields), ("--event", self.events),
+            ("--no-infer", not self.infer), ("--config", self.config and not self.config.found),
             ("--no-config", self.no_config), ("--envelope", self.envelope), ("--tz", self.tz),
             ("--year", self.year is not None), ("--since", self.window.since), ("--until", self.window.until),
             ("--strict", self.strict), ("--memory-limit", self.memory_limit),

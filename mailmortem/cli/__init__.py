@@ -25,6 +25,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 COMMANDS = {
     "diagnose": "mailmortem.cli.diagnose:diagnose",
     "affected": "mailmortem.cli.diagnose:affected",
+    "fields": "mailmortem.cli.fields:fields",
     "simulate": "mailmortem.cli.simulate:simulate",
     "sql": "mailmortem.cli.sql:sql",
     "report": "mailmortem.cli.report:report",

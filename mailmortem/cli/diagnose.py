@@ -36,6 +36,7 @@ def diagnose(paths, read, fmt, save, exports, fail_on_duplicates):
       mailmortem diagnose sample_logs/mixed/
       mailmortem diagnose logs/worker-*.log.gz --format json | jq '.incidents[]'
       mailmortem diagnose export.csv --syntax csv --field recipient=To --field msg_id="Message ID"
+      mailmortem diagnose app.log --event send="outreach email sent" --field step=seq
       cat mail-send.log | mailmortem diagnose - --fail-on-duplicates
       journalctl -o json -u mailer --since today | mailmortem diagnose -
       mailmortem diagnose /var/log/syslog --year 2026 --tz Europe/Berlin
@@ -95,6 +96,15 @@ def warn_if_incomplete(document: dict) -> None:
              + "; ".join(f"{u['path']} ({u['reason']})" for u in lost["files_not_read"][:5]))
     if lost["lines"]:
         warn(f"{lost['lines']} skipped line(s) look like mail-send records: the list may miss people")
+    if lost.get("records_not_read"):
+        warn(f"{lost['records_not_read']['count']} record(s) look like sends but were not read as one: the list may "
+             "miss people (see `mailmortem fields`)")
+    for unread in lost.get("fields_not_read", []):
+        from forensics.textsafe import terminal_safe
+
+        warn(terminal_safe(f"no key was read as the {unread['field']}, though the sends carry "
+                           f"{', '.join(unread['candidate_keys'][:4])}: people's sends of different "
+                           f"{unread['field']}s may be listed as duplicates (--field {unread['field']}=KEY)"))
     note_window(document.get("window"))
 
 

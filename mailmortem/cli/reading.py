@@ -1,10 +1,10 @@
 """How logs are read, declared once for every command that reads them: the reading options, as one value.
 
 `reading_options` gives the command one `read` argument, a forensics.ingest.reading.ReadOptions built from
---field, --config/--no-config, --syntax, --envelope, --tz, --year and --since/--until; `case_options` adds
-LOGS and how the case is loaded (--strict, --memory-limit, --skip-unreadable). The same value loads the case
-and is repeated by every next command the run prints. A meta-test (tests/cli/test_reading_options.py) holds
-that every command reading logs takes every option here.
+--field, --event, --config/--no-config, --no-infer, --syntax, --envelope, --tz, --year and --since/--until;
+`case_options` adds LOGS and how the case is loaded (--strict, --memory-limit, --skip-unreadable). The same
+value loads the case and is repeated by every next command the run prints. A meta-test
+(tests/cli/test_reading_options.py) holds that every command reading logs takes every option here.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from mailmortem.cli.options import TZ_HELP, YEAR_HELP
 from mailmortem.cli.window import SINCE_HELP, UNTIL_HELP, TimeBound
 
 # The option names of the reading set, as the meta-test checks them.
-READING_FLAGS = ("--syntax", "--field", "--config", "--no-config", "--envelope", "--tz", "--year", "--since",
-                 "--until")
+READING_FLAGS = ("--syntax", "--field", "--event", "--config", "--no-config", "--no-infer", "--envelope", "--tz",
+                 "--year", "--since", "--until")
 CASE_FLAGS = ("--strict", "--memory-limit", "--skip-unreadable")
-_READING_PARAMS = ("syntax", "fields", "config", "no_config", "envelope", "tz", "year", "since", "until")
+_READING_PARAMS = ("syntax", "fields", "events", "config", "no_config", "no_infer", "envelope", "tz", "year", "since",
+                   "until")
 _CASE_PARAMS = ("strict", "memory_limit", "skip_unreadable")
 
 
@@ -34,11 +35,15 @@ def _reading_decorators() -> list:
                      help="Force the syntax of every file (default: detect per file)."),
         click.option("--field", "fields", multiple=True, metavar="CANONICAL=NAME",
                      help="Map one of your keys to a canonical field, e.g. --field recipient=To (repeatable)."),
-        # --event CANONICAL="your wording" (the logs' own event values) goes here, beside --field.
+        click.option("--event", "events", multiple=True, metavar="EVENT=VALUE",
+                     help='Read one of your event values as a canonical event, e.g. --event send="outreach email '
+                          'sent" (repeatable; events: send, claim, renew, release, expire, start, error).'),
         click.option("--config", "config", type=click.Path(dir_okay=False), metavar="FILE",
-                     help=f"TOML file with a [fields] table of the same mappings (default: {CONFIG_NAME} in the "
-                          "working directory, when there is one)."),
+                     help="TOML file with [fields] and [events] tables of the same mappings (`mailmortem fields "
+                          f"--write` makes one; default: {CONFIG_NAME} in the working directory, when there is one)."),
         click.option("--no-config", is_flag=True, help=f"Do not read {CONFIG_NAME} from the working directory."),
+        click.option("--no-infer", is_flag=True,
+                     help="Read keys by the alias table, --field and --event only: infer nothing from the logs."),
         click.option("--envelope", type=click.Choice(ENVELOPES + (NO_ENVELOPE,)), metavar="NAME",
                      help="Read every file as wrapped in this envelope (default: detect per file; none: no "
                           f"envelope). One of: {', '.join(ENVELOPES)}, {NO_ENVELOPE}."),
@@ -96,11 +101,11 @@ def _decorated(command, decorators: list):
     return command
 
 
-def read_options(syntax=None, fields=(), config=None, no_config=False, envelope=None, tz=None, year=None,
-                 since=None, until=None):
+def read_options(syntax=None, fields=(), events=(), config=None, no_config=False, no_infer=False, envelope=None,
+                 tz=None, year=None, since=None, until=None):
     """The ReadOptions of these option values: the config read (given, or found in the working directory) and
     the --field mappings checked now, so a malformed config is refused before any log is read."""
-    from forensics.ingest.fields import parse_overrides
+    from forensics.ingest.fields import parse_event_overrides, parse_overrides
     from forensics.ingest.reading import ReadOptions, find_config
     from forensics.ingest.window import Window
 
@@ -110,8 +115,9 @@ def read_options(syntax=None, fields=(), config=None, no_config=False, envelope=
     problem = window.order_problem()
     if problem:
         raise click.UsageError(f"{problem}; pass an --until later than --since")
-    return ReadOptions(syntax=syntax, fields=parse_overrides(fields), config=find_config(config, no_config),
-                       no_config=no_config, envelope=envelope, tz=tz, year=year, window=window)
+    return ReadOptions(syntax=syntax, fields=parse_overrides(fields), events=parse_event_overrides(events),
+                       infer=not no_infer, config=find_config(config, no_config), no_config=no_config,
+                       envelope=envelope, tz=tz, year=year, window=window)
 
 
 def open_case(paths, read, save=None):
@@ -120,7 +126,7 @@ def open_case(paths, read, save=None):
     from mailmortem.cli.progress import delayed_status
 
     with delayed_status("reading logs") as progress:
-        return load_case(paths, database=save, progress=progress, options=read)
+        return load_case(paths, database=save, progress=progress, options=read, require_sends=True)
 
 
 def note_reading(case) -> None:

@@ -50,13 +50,17 @@ def _csv(path) -> list[dict]:
 
 @pytest.mark.slow
 def test_a_mapped_cases_next_steps_run_as_printed_and_write_their_lists(cli, case):
-    given = ["logs", "--config", "conf/team $(x).toml", "--field", "test_id=exp", "--since", "2026-11-28T09:00Z"]
+    log = case / "logs" / "mail send.log"  # the team's own event wording, read only when --event maps it
+    log.write_text(log.read_text(encoding="utf-8").replace("evt=sent", 'evt="mail out"'), encoding="utf-8")
+    given = ["logs", "--config", "conf/team $(x).toml", "--field", "test_id=exp", "--event", "send=mail out",
+             "--no-infer", "--since", "2026-11-28T09:00Z"]
     document = json.loads(cli("diagnose", *given, "--format", "json").stdout)
     assert {i["kind"]: i["people"] for i in document["incidents"]} == {"parallel-worker": 2, "ab-contamination": 1}
     commands = [c for i in document["incidents"] for c in i["remediation"][1:]] + document.get("next", [])
     runnable = [shlex.split(c) for c in commands if shlex.split(c)[1] in ("affected", "ab-contamination")]
     for words in runnable:
         assert words[0] == "mailmortem" and ">" not in words
+        assert "send=mail out" in words and "--no-infer" in words
         result = cli(*words[1:])
         assert result.exit_code == 0, (words, result.stderr)
     assert len(runnable) == 4  # each incident's list, the ab exclusions, the whole case's list
@@ -92,7 +96,7 @@ def test_mailmortem_toml_in_the_working_directory_is_read_and_said(cli, case):
     assert "duplicated people 3" in shown.stdout
     document = json.loads(cli("diagnose", "logs", "--format", "json").stdout)
     assert document["reading"]["config"] == {"path": "mailmortem.toml", "found_in_working_directory": True,
-                                             "fields": {"recipient": "To", "msg_id": "mid"}}
+                                             "fields": {"recipient": "To", "msg_id": "mid"}, "events": {}}
     assert "--config" not in " ".join(document["next"])  # found again where the next step runs
     ignored = cli("diagnose", "logs", "--no-config", "--format", "json")
     assert "Fields mapped" not in ignored.stderr and '"config": null' in ignored.stdout
@@ -140,7 +144,8 @@ def _reads_logs(command) -> str | None:
 
 
 def test_every_command_that_reads_logs_takes_every_reading_option_from_one_decorator():
-    reading = {name: command for name, command in _commands() if _reads_logs(command)}
+    # `fields` samples the keys of LOGS and takes only the options that decide how keys are read
+    reading = {name: command for name, command in _commands() if _reads_logs(command) and name != "fields"}
     assert {"diagnose", "affected", "report", "ab-contamination", "requeue-stale"} <= set(reading)
     helps = {}
     for name, command in reading.items():
@@ -149,3 +154,9 @@ def test_every_command_that_reads_logs_takes_every_reading_option_from_one_decor
         assert set(wanted) <= set(flags), f"{name} lacks {sorted(set(wanted) - set(flags))}"
         for flag in wanted:  # declared once: the same help on every command
             assert helps.setdefault(flag, flags[flag].help) == flags[flag].help, (name, flag)
+
+
+def test_fields_takes_every_option_that_decides_how_keys_are_read():
+    fields = dict(_commands())["fields"]
+    flags = {opt for param in fields.params for opt in param.opts}
+    assert {"--syntax", "--field", "--event", "--config", "--no-config", "--no-infer"} <= flags
