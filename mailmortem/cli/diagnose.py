@@ -15,13 +15,14 @@ from forensics.kinds import KINDS
 
 
 
-def case_options(func=None, *, logs_required: bool = True):
+def case_options(func=None, *, logs_required: bool = True, window: bool = True):
     """The options every command that reads logs shares. How to read envelopes and times (--envelope, --tz,
     --year) reaches open_case through the click context, so the commands' own signatures stay as they are.
     `logs_required=False` (`@case_options(logs_required=False)`): LOGS may be left out, for a command that then
-    reads --provider-export alone (mailmortem.cli.provider_only)."""
+    reads --provider-export alone (mailmortem.cli.provider_only). `window=False`: no --since/--until, for a
+    command whose --since means something else (`watch`: which lines already written count)."""
     if func is None:
-        return functools.partial(case_options, logs_required=logs_required)
+        return functools.partial(case_options, logs_required=logs_required, window=window)
     decorators = [
         click.argument("paths", nargs=-1, required=logs_required,
                        metavar="LOGS..." if logs_required else "[LOGS]..."),
@@ -47,7 +48,8 @@ def case_options(func=None, *, logs_required: bool = True):
         click.get_current_context().meta[READING] = Reading(envelope, tz or "UTC", year)
         return func(*args, **kwargs)
 
-    command = window_options(command)  # --since/--until: the same on every command that reads logs
+    if window:
+        command = window_options(command)  # --since/--until: the same on every command that reads logs
     for decorator in reversed(decorators):
         command = decorator(command)
     return command

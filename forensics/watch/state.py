@@ -1,0 +1,155 @@
+"""The watch's DuckDB state: each poll's chunks of new lines read by the loader `diagnose` reads files with (on a
+scratch connection, into its events and skipped views), then added to the state (queries/watch.sql), which says
+what changed: new duplicated people, workers seen for the first time or restarted, the poll's sends.
+
+Each chunk is written to a file of its own in a folder of the run's own (forensics.ingest.runfolders, removed
+however the run ends) and read once; the followed logs themselves are never read whole. A file's syntax and
+envelope, once read, are forced on its later chunks (a chunk of three lines, or of a stack trace alone, would
+otherwise be detected on its own)."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from dataclasses import dataclass, field
+
+import queries
+from forensics.ingest import case as cases, runfolders, window
+from forensics.ingest import load as ingest
+from forensics.ingest.envelopes import NONE as NO_ENVELOPE, Reading
+from forensics.ingest.fields import FieldMap
+from forensics.ingest.sources import Source
+from forensics.watch.follow import Chunk
+
+CHUNKS_PREFIX = "mailmortem-watch-"
+
+
+@dataclass
+class Options:
+    """How to read (as diagnose): --syntax, the field map, --envelope/--tz/--year, --memory-limit, and the time
+    before which records are left out (--since DURATION|TIME; None: every line read counts)."""
+
+    syntax: str | None = None
+    field_map: FieldMap = field(default_factory=FieldMap)
+    reading: Reading = Reading()
+    memory_limit: str | None = None
+    since: window.Bound | None = None
+    strict: bool = False
+
+
+@dataclass
+class Changes:
+    """What one poll's chunks changed: new duplicated people, worker news, and the poll's sends per worker."""
+
+    duplicates: list[dict] = field(default_factory=list)
+    workers: list[dict] = field(default_factory=list)
+    sends: list[dict] = field(default_factory=list)
+
+
+class State:
+    def __init__(self, options: Options):
+        self.options = options
+        self.scratch = cases.connect(None, options.memory_limit)
+        self.con = cases.connect(None, options.memory_limit)
+        for script in ("ingest_macros", "envelope_macros", "address_duckdb_macro"):
+            queries.script(self.con, script)
+        self.folder = runfolders.make(CHUNKS_PREFIX)
+        self.shapes: dict[str, tuple[str, str | None]] = {}  # file → (syntax, envelope) its first chunk was read as
+        self.created = False
+        self._numbers = itertools.count(1)
+
+    def take(self, chunks: list[Chunk]) -> Changes:
+        """Read the chunks into the state and say what changed."""
+        if not chunks:
+            return Changes()
+        for group in self._groups(chunks).values():
+            self._read(group)
+        queries.script(self.con, "watch_new_duplicates")
+        return Changes(queries.rows(self.con, "watch_duplicate_rows"), queries.rows(self.con, "watch_worker_rows"),
+                       queries.rows(self.con, "watch_sends_by_worker"))
+
+    def _groups(self, chunks: list[Chunk]) -> dict[tuple, list[Chunk]]:
+        """Chunks read in one load: those of files whose shape is known, per shape; those of new files together."""
+        groups: dict[tuple, list[Chunk]] = {}
+        for chunk in chunks:
+            groups.setdefault(self.shapes.get(chunk.label, (None, None)), []).append(chunk)
+        return groups
+
+    def _read(self, chunks: list[Chunk]) -> None:
+        """One load of the chunks (through the loader, the same reading as diagnose), added to the state in one
+        statement per table. Several polls' chunks of one file (a drained rotated file) are several chunks."""
+        named = []
+        for chunk in chunks:
+            path = self.folder / f"chunk-{next(self._numbers)}.log"
+            path.write_bytes(chunk.prefix + chunk.data)
+            named.append((str(path), chunk))
+        syntax, envelope = self.shapes.get(chunks[0].label, (self.options.syntax, None))
+        reading = self.options.reading if envelope is None else dataclasses.replace(self.options.reading,
+                                                                                    envelope=envelope)
+        try:
+            inputs, _cut = ingest.load(self.scratch, [Source(p, p, False) for p, _ in named], syntax=syntax,
+                                       field_map=self.options.field_map, reading=reading, strict=self.options.strict,
+                                       limits=window.Window(self.options.since))
+            for (path, chunk), summary in zip(named, inputs):
+                if summary.records:
+                    self.shapes.setdefault(chunk.label, (summary.syntax, summary.envelope or NO_ENVELOPE))
+            self._add(named)
+        finally:
+            for path, _chunk in named:
+                (self.folder / path.rsplit("/", 1)[1]).unlink(missing_ok=True)
+
+    def _add(self, named: list[tuple[str, Chunk]]) -> None:
+        import pyarrow as pa
+
+        files = pa.table({"chunk": [p for p, _ in named], "source": [c.label for _, c in named],
+                          "lines_before": [c.lines_before - (1 if c.prefix else 0) for _, c in named]})
+        self.con.register("watch_chunk_files", files)
+        self.con.register("watch_chunk_events", self.scratch.sql("SELECT * FROM events").to_arrow_table())
+        self.con.register("watch_chunk_skipped", self.scratch.sql("SELECT * FROM skipped").to_arrow_table())
+        if not self.created:
+            queries.script(self.con, "watch_create_state")
+            self.created = True
+        queries.script(self.con, "watch_take_chunk")
+        for name in ("watch_chunk_files", "watch_chunk_events", "watch_chunk_skipped"):
+            self.con.unregister(name)
+
+    def kind_changes(self) -> list[dict]:
+        """Classify the whole state as diagnose would; the duplicated people whose kind is new or changed."""
+        if not self.created:
+            return []
+        self.as_case()
+        from forensics import classify
+
+        classify.classify(self.con)
+        queries.script(self.con, "watch_kind_changes")
+        return queries.rows(self.con, "watch_kind_rows")
+
+    def as_case(self) -> None:
+        """events, skipped, files and sends over the state, as a loaded case has them."""
+        queries.script(self.con, "watch_case_views")
+        queries.script(self.con, "build_sends")
+
+    def inputs(self, lines: dict[str, int]) -> list[ingest.InputSummary]:
+        """What was read of each followed file (`lines`: lines read of each), for the summary."""
+        counts = {r["source"]: r for r in queries.rows(self.con, "watch_input_counts")} if self.created else {}
+        summaries = []
+        for label, read in lines.items():
+            row = counts.get(label, {})
+            syntax, envelope = self.shapes.get(label, (self.options.syntax or "unknown", None))
+            summaries.append(ingest.InputSummary(label, syntax, read, row.get("records", 0), row.get("skipped", 0),
+                                                 list(row.get("first_skipped") or []),
+                                                 envelope=None if envelope == NO_ENVELOPE else envelope))
+        return summaries
+
+    def diagnosis(self, lines: dict[str, int], unread: list[dict]) -> dict | None:
+        """The diagnose document of what the watch read (None when it read no record)."""
+        if not self.created:
+            return None
+        from forensics.findings import build_document
+
+        self.as_case()
+        case = cases.Case(self.con, self.inputs(lines), unread, self.options.reading)
+        return build_document(case, include_affected=False) if case.records else None
+
+    def close(self) -> None:
+        runfolders.remove(self.folder)
