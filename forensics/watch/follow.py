@@ -21,6 +21,7 @@ from forensics.ingest.folders import Unreadable, files_named
 
 STREAM = "-"
 STREAM_LABEL = "<stdin>"
+TAIL_BYTES = 64
 
 
 @dataclass
@@ -53,6 +54,7 @@ class Followed:
     lines: int = 0
     read: int = 0  # lines read while watching, over every rotation
     pending: bytes = b""  # a line not yet ended
+    tail: bytes = b""  # the last bytes before the offset: a file truncated and refilled past it no longer has them
     grew_at: float = field(default_factory=time.monotonic)
     gone_at: float | None = None
     stalled: bool = False  # said to have stopped growing
@@ -189,10 +191,16 @@ class Follower:
         if (st.st_dev, st.st_ino) != followed.inode:
             self._drain(followed, chunks)
             self._reopen(followed, notices, "rename")
-        elif st.st_size < followed.offset + len(followed.pending):
-            followed.offset, followed.lines, followed.pending = 0, 0, b""
+        elif st.st_size < followed.offset + len(followed.pending) or self._refilled(followed):
+            followed.offset, followed.lines, followed.pending, followed.tail = 0, 0, b"", b""
             notices.append(Notice("rotated", followed.label, "copytruncate"))
         self._read(followed, chunks, notices, now)
+
+    @staticmethod
+    def _refilled(followed: Followed) -> bool:
+        """Truncated and written again past the offset between two polls (size alone cannot tell)."""
+        return bool(followed.tail) and os.pread(followed.fd, len(followed.tail),
+                                                followed.offset - len(followed.tail)) != followed.tail
 
     def _reopen(self, followed: Followed, notices: list[Notice], how: str) -> None:
         os.close(followed.fd)
@@ -201,8 +209,8 @@ class Follower:
         except InputError as exc:
             self._lose(followed, notices, "unreadable", str(exc))
             return
-        followed.fd, followed.inode, followed.offset, followed.lines, followed.pending = \
-            fresh.fd, fresh.inode, 0, 0, b""
+        followed.fd, followed.inode, followed.offset, followed.lines, followed.pending, followed.tail = \
+            fresh.fd, fresh.inode, 0, 0, b"", b""
         notices.append(Notice("rotated", followed.label, how))
 
     def _drain(self, followed: Followed, chunks: list[Chunk]) -> None:
@@ -236,6 +244,7 @@ class Follower:
         if followed.offset == 0 and _looks_like_csv_header(data):
             followed.prefix = data[:data.index(b"\n") + 1]
         followed.offset += len(data)
+        followed.tail = data[-TAIL_BYTES:]
         followed.lines += data.count(b"\n")
         followed.read += data.count(b"\n")
 

@@ -70,9 +70,13 @@ class Watch:
         if now - marks["discover"] >= self.plan.discover_every:
             notices += self.follower.discover()
             marks["discover"] = now
+        for notice in notices:  # a rotation or a new file is said before what was read from it
+            if not notice.lost:
+                self._notice(notice)
         ending = self._changes(self.state.take(chunks), now)
-        for notice in notices:
-            self._notice(notice)
+        for notice in notices:  # what was lost, after the last lines read before it
+            if notice.lost:
+                self._notice(notice)
         if ending:
             return ending
         self.hooks.tick(now)
