@@ -51,21 +51,25 @@ class Watch:
         self.people = 0
         self.unnamed = 0  # duplicated people classify has not named a kind for yet
         self.rates: deque = deque()  # (time, {worker: sends}) of the last minute
+        self.started: float | None = None
+        self.marks: dict = {}
 
     def run(self) -> Ending:
-        start = time.monotonic()
-        marks = {"discover": start, "kind": start, "status": start}
         try:
             while True:
-                now = time.monotonic()
-                ending = self._step(now, start, marks)
+                ending = self.step(time.monotonic())
                 if ending:
-                    return self._end(ending)
+                    return self.finish(ending)
                 time.sleep(self.plan.poll)
         finally:
             self.follower.close()
 
-    def _step(self, now: float, start: float, marks: dict) -> Ending | None:
+    def step(self, now: float) -> Ending | None:
+        """One poll: read what is new, say what changed; the Ending when the watch is to end."""
+        if self.started is None:
+            self.started = now
+            self.marks = {"discover": now, "kind": now, "status": now}
+        start, marks = self.started, self.marks
         chunks, notices = self.follower.poll()
         if now - marks["discover"] >= self.plan.discover_every:
             notices += self.follower.discover()
@@ -129,9 +133,10 @@ class Watch:
                        "step": row["step"] or None, "kind": row["kind"], "confidence": float(row["confidence"])})
         self.unnamed = 0
 
-    def _end(self, ending: Ending) -> Ending:
+    def finish(self, ending: Ending) -> Ending:
+        """Name the kinds the evidence names by now, finish the hooks, and say the watch ended."""
         if self.people and ending.code != SENT or ending.summarize:
-            self._name_kinds()  # the kinds the evidence names by now, before the watch says it ended
+            self._name_kinds()
         self.hooks.finish()
         self.emit({"event": "end", "exit_code": ending.code, "reason": ending.reason})
         return ending

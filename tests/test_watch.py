@@ -1,0 +1,114 @@
+"""forensics.watch as a library: a simulated incident replayed through the watch chunk by chunk says what
+diagnose says of the finished files; hooks; the follower's bookkeeping."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from forensics.ingest.case import load_case
+from forensics.findings import build_document
+from forensics.simulate.run import simulate
+from forensics.watch.follow import Follower, Pace
+from forensics.watch.hooks import Hooks, payload_people, split_command
+from forensics.watch.run import Ending, Plan, Watch
+from forensics.watch.state import Options, State
+
+
+def _replayed(sim_files: list[Path], into: Path, parts: int):
+    """The watch over empty copies of the files, then each file's lines appended in `parts` pieces, a poll after
+    each piece (as a writer at speed would leave them), then the end of the watch."""
+    into.mkdir()
+    texts = {f.name: f.read_bytes().splitlines(keepends=True) for f in sim_files}
+    for name in texts:
+        (into / name).write_bytes(b"")
+    events: list[dict] = []
+    watch = Watch(Follower([str(into)], from_start=False), State(Options()), Plan(kind_every=1e9), events.append)
+    for part in range(parts):
+        for name, lines in texts.items():
+            size = -(-len(lines) // parts)
+            with open(into / name, "ab") as handle:
+                handle.write(b"".join(lines[part * size:(part + 1) * size]))
+        watch.step(time.monotonic())
+    watch.finish(Ending(0, "replayed"))
+    return events
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["mixed", "lease-expiry"])
+def test_a_replayed_incident_reports_the_people_and_kinds_diagnose_finds_in_the_finished_files(tmp_path, kind):
+    sim = simulate(kind, 40, tmp_path / "sim", seed=3)
+    events = _replayed(sim.files, tmp_path / "live", parts=5)
+    kinds = {}
+    for event in events:
+        if event["event"] == "kind":
+            kinds[(event["campaign"] or "", event["step"] or "", event["recipient"])] = event["kind"]
+    people = {(e["campaign"] or "", e["step"] or "", e["recipient"]) for e in events if e["event"] == "duplicate"}
+    case = load_case([str(f) for f in sim.files])
+    document = build_document(case)
+    found = {(p["campaign"] or "", p["step"] or "", p["recipient"]): p["kind"] for p in document["affected"]}
+    assert people == set(found) and len(people) == document["summary"]["duplicated_people"] > 0
+    assert kinds == found
+
+
+def test_a_hook_is_run_without_a_shell_with_the_event_on_stdin_and_its_failure_is_reported(tmp_path):
+    out = tmp_path / "got.json"
+    script = f"import sys; open({str(out)!r}, 'w').write(sys.stdin.read()); sys.exit(2)"
+    reported = []
+    hooks = Hooks(split_command(f"{sys.executable} -c {json.dumps(script)}"), None, reported.append)
+    hooks.add({"event": "duplicate", "recipient": "$(id)@example.com; rm -rf ~"}, 0.0)
+    hooks.finish()
+    assert payload_people(out.read_text()) == [{"event": "duplicate", "recipient": "$(id)@example.com; rm -rf ~"}]
+    assert reported == [{"event": "hook-failed", "command": reported[0]["command"], "reason": "exit code 2"}]
+
+
+def test_a_batch_runs_the_hook_once_per_burst(tmp_path):
+    out = tmp_path / "runs"
+    script = f"import sys; open({str(out)!r}, 'a').write(sys.stdin.read())"
+    hooks = Hooks([sys.executable, "-c", script], 10.0, lambda event: pytest.fail(str(event)))
+    for n in range(3):
+        hooks.add({"event": "duplicate", "recipient": f"p{n}@example.com"}, float(n))
+    hooks.tick(5.0)
+    assert not out.exists()  # the burst is not over
+    hooks.tick(10.0)
+    hooks.finish()
+    runs = out.read_text().splitlines()
+    assert len(runs) == 1 and [p["recipient"] for p in payload_people(runs[0])] == [f"p{n}@example.com" for n in range(3)]
+
+
+def test_a_hook_that_cannot_start_is_reported_not_raised():
+    reported = []
+    hooks = Hooks(["/nonexistent/notify"], None, reported.append)
+    hooks.add({"event": "duplicate"}, 0.0)
+    hooks.finish()
+    assert reported[0]["event"] == "hook-failed" and "no such file" in reported[0]["reason"]
+
+
+@pytest.mark.parametrize("given", ["", "'unclosed"])
+def test_an_empty_or_unparsable_hook_command_is_refused(given):
+    from forensics.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--on-duplicate"):
+        split_command(given)
+
+
+def test_a_watch_over_nothing_is_refused(tmp_path):
+    from forensics.errors import InputError
+
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match="folder has no log files"):
+        Follower([str(tmp_path / "empty")], from_start=False)
+
+
+def test_a_reader_too_far_behind_is_lost_evidence(tmp_path):
+    log = tmp_path / "a.log"
+    log.write_bytes(b"")
+    follower = Follower([str(log)], from_start=False, pace=Pace(max_lag=0.0, chunk_bytes=4))
+    log.write_bytes(b"x" * 100 + b"\n")
+    notices = follower.poll()[1] + follower.poll()[1]
+    assert [(n.what, n.lost) for n in notices] == [("lagging", True)]
+    assert not follower.watching
