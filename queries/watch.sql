@@ -9,8 +9,9 @@
 -- dialect: duckdb
 CREATE TABLE IF NOT EXISTS watch_events AS SELECT * FROM watch_chunk_events LIMIT 0;
 CREATE TABLE IF NOT EXISTS watch_skipped AS SELECT * FROM watch_chunk_skipped LIMIT 0;
+-- person and send: hashes of (campaign, step, recipient) and (msg_id, recipient), what each poll looks sends up by
 CREATE TABLE IF NOT EXISTS watch_sends (source VARCHAR, line BIGINT, ts TIMESTAMPTZ, worker VARCHAR, campaign VARCHAR,
-                                        step VARCHAR, recipient VARCHAR, msg_id VARCHAR);
+                                        step VARCHAR, recipient VARCHAR, msg_id VARCHAR, person UBIGINT, send UBIGINT);
 CREATE TABLE IF NOT EXISTS watch_people (campaign VARCHAR, step VARCHAR, recipient VARCHAR, kind VARCHAR);
 CREATE TABLE IF NOT EXISTS watch_workers (worker VARCHAR, incarnation VARCHAR)
 
@@ -27,13 +28,19 @@ INSERT INTO watch_events SELECT * FROM watch_new_events;
 INSERT INTO watch_skipped
 SELECT s.* REPLACE (f.source AS source, s.line_no + f.lines_before AS line_no)
 FROM watch_chunk_skipped s JOIN watch_chunk_files f ON f.chunk = s.source;
+-- the sends already kept that share a hash with the new records: a scan of one integer column of watch_sends probing
+-- a small hash table, where an anti-join against watch_sends would build a hash table of every send at every poll
+CREATE OR REPLACE TEMP TABLE watch_known_sends AS
+SELECT msg_id, recipient FROM watch_sends
+WHERE send IN (SELECT hash(msg_id, recipient) FROM watch_new_events WHERE event = 'send' AND msg_id IS NOT NULL);
 CREATE OR REPLACE TEMP TABLE watch_new_sends AS
 SELECT n.source, n.line_no AS line, n.ts, n.worker, coalesce(n.campaign, '') AS campaign, coalesce(n.step, '') AS step,
-       n.recipient, n.msg_id
+       n.recipient, n.msg_id, hash(coalesce(n.campaign, ''), coalesce(n.step, ''), n.recipient) AS person,
+       hash(n.msg_id, n.recipient) AS send
 FROM watch_new_events n
 WHERE n.event = 'send' AND n.msg_id IS NOT NULL AND mm_ok_status(n.status) AND n.recipient IS NOT NULL
   AND n.recipient <> ''
-  AND NOT EXISTS (SELECT 1 FROM watch_sends s WHERE s.msg_id = n.msg_id AND s.recipient = n.recipient)
+  AND NOT EXISTS (SELECT 1 FROM watch_known_sends k WHERE k.msg_id = n.msg_id AND k.recipient = n.recipient)
 QUALIFY row_number() OVER (PARTITION BY n.msg_id, n.recipient ORDER BY n.ts, n.source, n.line_no) = 1;
 INSERT INTO watch_sends SELECT * FROM watch_new_sends;
 CREATE OR REPLACE TEMP TABLE watch_worker_news AS
@@ -57,11 +64,13 @@ WHERE NOT EXISTS (SELECT 1 FROM watch_workers w WHERE w.worker = n.worker
 -- before; with their first two sends in time order (msg_id, worker, time, file and line), noted as reported.
 -- dialect: duckdb
 CREATE OR REPLACE TEMP TABLE watch_duplicates AS
-WITH touched AS (SELECT DISTINCT campaign, step, recipient FROM watch_new_sends)
+WITH touched AS (  -- the sends of the people the new sends name: those sharing their hash, compared exactly below
+    SELECT * FROM watch_sends WHERE person IN (SELECT person FROM watch_new_sends)
+)
 SELECT s.campaign, s.step, s.recipient, count(*) AS sends,
        list({'msg_id': s.msg_id, 'worker': s.worker, 'ts': s.ts, 'source': s.source, 'line': s.line}
             ORDER BY s.ts, s.source, s.line)[1:2] AS first_sends
-FROM watch_sends s SEMI JOIN touched t ON t.campaign = s.campaign AND t.step = s.step AND t.recipient = s.recipient
+FROM touched s
 WHERE NOT EXISTS (SELECT 1 FROM watch_people p WHERE p.campaign = s.campaign AND p.step = s.step
                                                   AND p.recipient = s.recipient)
 GROUP BY s.campaign, s.step, s.recipient
@@ -119,3 +128,9 @@ FROM (SELECT source, count(*) AS records, 0 AS skipped, NULL::BIGINT AS first_sk
       UNION ALL
       SELECT source, 0, 1, line_no FROM watch_skipped)
 GROUP BY source ORDER BY source
+
+-- name: watch_one_thread
+-- The watch's connections run on one thread: a poll's statements are small, and waking a second thread for each
+-- cost more CPU than it saved time.
+-- dialect: duckdb
+SET threads = 1

@@ -44,16 +44,19 @@ class InputSummary:
 
 def load(con, sources: list[Source], syntax: str | None = None, field_map: FieldMap | None = None,
          strict: bool = False, progress: Progress | None = None, keep_raw: bool = False,
-         reading: Reading = Reading(), limits: window.Window = window.Window()
+         reading: Reading = Reading(), limits: window.Window = window.Window(), again: bool = False
          ) -> tuple[list[InputSummary], window.Cut | None]:
     """Read every source into events/skipped/sends; `keep_raw` (a saved case) keeps each record's line in events.raw
     and copies sends into the case file (otherwise a TEMP table). `limits`
-    (--since/--until) keeps the records of a window only: the Cut says what it kept (None without one)."""
+    (--since/--until) keeps the records of a window only: the Cut says what it kept (None without one).
+    `again` (forensics.watch, a poll's new lines on a connection loaded before): its macros are made already, and
+    no sends are built (the watch keeps its own); made anew each time, they cost more than a small chunk's lines."""
     if syntax is not None and syntax not in SYNTAXES:
         raise ConfigError(f"unknown --syntax {syntax!r} (choose from {', '.join(SYNTAXES)})")
-    queries.script(con, "ingest_macros")
-    queries.script(con, "envelope_macros")
-    queries.script(con, "address_duckdb_macro")
+    if not again:
+        queries.script(con, "ingest_macros")
+        queries.script(con, "envelope_macros")
+        queries.script(con, "address_duckdb_macro")
     queries.script(con, "create_files", staged="staged_0")  # the empty staged table of file 0 (_create_views)
     envelopes.check_zone(con, reading.tz)
     field_map = field_map or FieldMap()
@@ -67,7 +70,8 @@ def load(con, sources: list[Source], syntax: str | None = None, field_map: Field
     for file in files:
         check_unchanged(file.source, file.identity)
     cut = _create_views(con, files, summaries, limits)
-    queries.script(con, "build_sends")
+    if not again:
+        queries.script(con, "build_sends")
     if keep_raw:  # a saved case
         queries.script(con, "save_sends")
     if strict:

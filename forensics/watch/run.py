@@ -19,6 +19,9 @@ from forensics.watch.hooks import Hooks
 from forensics.watch.state import Changes, State
 
 QUIET, SENT, LOST = 0, 3, 4
+# classify reads everything read so far: it runs again no sooner than this many times its last run's cost, so that
+# naming kinds takes at most 1/KIND_COST_RATIO of the watch's time however long the watch has run
+KIND_COST_RATIO = 20
 
 
 @dataclass(frozen=True)
@@ -29,9 +32,9 @@ class Plan:
     expect_quiet: float | None = None
     fail_on_duplicates: bool = False
     duration: float | None = None
-    poll: float = 0.25
+    poll: float = 0.5
     discover_every: float = 1.0
-    kind_every: float = 2.0
+    kind_every: float = 5.0
     status_every: float = 2.0
 
 
@@ -53,6 +56,7 @@ class Watch:
         self.rates: deque = deque()  # (time, {worker: sends}) of the last minute
         self.started: float | None = None
         self.marks: dict = {}
+        self.kind_cost = 0.0  # CPU seconds the last classification took
 
     def run(self) -> Ending:
         try:
@@ -84,7 +88,7 @@ class Watch:
         if ending:
             return ending
         self.hooks.tick(now)
-        if self.unnamed and now - marks["kind"] >= self.plan.kind_every:
+        if self.unnamed and now - marks["kind"] >= max(self.plan.kind_every, KIND_COST_RATIO * self.kind_cost):
             self._name_kinds()
             marks["kind"] = now
         if self.status and now - marks["status"] >= self.plan.status_every:
@@ -128,7 +132,10 @@ class Watch:
             self.lost.append(notice)
 
     def _name_kinds(self) -> None:
-        for row in self.state.kind_changes():
+        began = time.process_time()
+        changes = self.state.kind_changes()
+        self.kind_cost = time.process_time() - began
+        for row in changes:
             self.emit({"event": "kind", "recipient": row["recipient"], "campaign": row["campaign"] or None,
                        "step": row["step"] or None, "kind": row["kind"], "confidence": float(row["confidence"])})
         self.unnamed = 0

@@ -51,11 +51,14 @@ class State:
         self.options = options
         self.scratch = cases.connect(None, options.memory_limit)
         self.con = cases.connect(None, options.memory_limit)
+        for con in (self.scratch, self.con):
+            queries.run(con, "watch_one_thread")
         for script in ("ingest_macros", "envelope_macros", "address_duckdb_macro"):
             queries.script(self.con, script)
         self.folder = runfolders.make(CHUNKS_PREFIX)
         self.shapes: dict[str, tuple[str, str | None]] = {}  # file → (syntax, envelope) its first chunk was read as
         self.created = False
+        self.loaded = False  # the scratch connection has the loader's macros
         self._numbers = itertools.count(1)
 
     def take(self, chunks: list[Chunk]) -> Changes:
@@ -89,7 +92,8 @@ class State:
         try:
             inputs, _cut = ingest.load(self.scratch, [Source(p, p, False) for p, _ in named], syntax=syntax,
                                        field_map=self.options.field_map, reading=reading, strict=self.options.strict,
-                                       limits=window.Window(self.options.since))
+                                       limits=window.Window(self.options.since), again=self.loaded)
+            self.loaded = True
             for (path, chunk), summary in zip(named, inputs):
                 if summary.records:
                     self.shapes.setdefault(chunk.label, (summary.syntax, summary.envelope or NO_ENVELOPE))

@@ -59,7 +59,7 @@ SINCE_HELP = ("Which lines already written count: now (default: only lines writt
               help="A followed file removed and not back after this is lost evidence (exit 4).")
 @click.option("--stale-after", type=Duration(), default="60s", show_default=True, metavar="DURATION",
               help="Say that a file stopped growing after this long without a new line.")
-@click.option("--poll", type=click.FloatRange(0.01, 10), default=0.25, hidden=True)
+@click.option("--poll", type=click.FloatRange(0.01, 10), default=0.5, hidden=True)
 def watch(paths, syntax, fields, config, strict, memory_limit, skip_unreadable, fmt, since, expect_quiet,
           fail_on_duplicates, duration, hook, batch, max_lag, gone_after, stale_after, poll):
     """Follow LOGS as they are written (like tail -F) and report each new duplicated person at once.
@@ -87,7 +87,7 @@ def watch(paths, syntax, fields, config, strict, memory_limit, skip_unreadable, 
     if batch is not None and not hook:
         raise click.UsageError("--batch groups the runs of --on-duplicate, which was not given")
     plan = run.Plan(expect_quiet, fail_on_duplicates, duration, poll=poll, discover_every=max(poll, min(1.0, 20 * poll)),
-                    kind_every=max(poll, min(2.0, 40 * poll)), status_every=2.0 if _terminal() else 60.0)
+                    kind_every=max(poll, min(5.0, 20 * poll)), status_every=2.0 if _terminal() else 60.0)
     options = _options(syntax, fields, config, strict, memory_limit)
     view = watch_view.View(fmt, terminal=_terminal())
     pace = Pace(gone_after=gone_after, stale_after=stale_after, max_lag=max_lag)
