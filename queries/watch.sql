@@ -1,6 +1,7 @@
 -- `mailmortem watch` (forensics/watch/state.py): the watch's own DuckDB state. Each poll's chunks of new lines
 -- are read by the loader on a scratch connection; its events and skipped lines arrive here as Arrow tables
--- (watch_chunk_events, watch_chunk_skipped, and watch_chunk_files: each chunk's file and the lines before it)
+-- (watch_chunk_events, watch_chunk_skipped, and watch_chunk_files: each chunk's file it was read from, its lines
+-- there, first_line to last_line, and the lines of its own file before it)
 -- and are added to watch_events and watch_skipped, numbered as in their file. Sends, people and workers are
 -- kept up to date from the new rows only; the whole state is read again only to name kinds (classify).
 
@@ -22,12 +23,14 @@ CREATE TABLE IF NOT EXISTS watch_workers (worker VARCHAR, incarnation VARCHAR)
 -- known one under a new incarnation or logging a start (worker-restart).
 -- dialect: duckdb
 CREATE OR REPLACE TEMP TABLE watch_new_events AS
-SELECT e.* REPLACE (f.source AS source, e.line_no + f.lines_before AS line_no)
-FROM watch_chunk_events e JOIN watch_chunk_files f ON f.chunk = e.source;
+SELECT e.* REPLACE (f.source AS source, e.line_no - f.first_line + 1 + f.lines_before AS line_no)
+FROM watch_chunk_events e
+JOIN watch_chunk_files f ON f.chunk = e.source AND e.line_no BETWEEN f.first_line AND f.last_line;
 INSERT INTO watch_events SELECT * FROM watch_new_events;
 INSERT INTO watch_skipped
-SELECT s.* REPLACE (f.source AS source, s.line_no + f.lines_before AS line_no)
-FROM watch_chunk_skipped s JOIN watch_chunk_files f ON f.chunk = s.source;
+SELECT s.* REPLACE (f.source AS source, s.line_no - f.first_line + 1 + f.lines_before AS line_no)
+FROM watch_chunk_skipped s
+JOIN watch_chunk_files f ON f.chunk = s.source AND s.line_no BETWEEN f.first_line AND f.last_line;
 -- the sends already kept that share a hash with the new records: a scan of one integer column of watch_sends probing
 -- a small hash table, where an anti-join against watch_sends would build a hash table of every send at every poll
 CREATE OR REPLACE TEMP TABLE watch_known_sends AS

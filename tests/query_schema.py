@@ -80,7 +80,9 @@ def _watch_tables(con) -> None:
     import pyarrow as pa
 
     sources = [row[0] for row in con.sql("SELECT DISTINCT source FROM events").fetchall()]
-    con.register("watch_chunk_files", pa.table({"chunk": sources, "source": sources, "lines_before": [0] * len(sources)}))
+    con.register("watch_chunk_files", pa.table({"chunk": sources, "first_line": [1] * len(sources),
+                                                "last_line": [2**40] * len(sources), "source": sources,
+                                                "lines_before": [0] * len(sources)}))
     con.register("watch_chunk_events", con.sql("SELECT * FROM events").to_arrow_table())
     con.register("watch_chunk_skipped", con.sql("SELECT * FROM skipped").to_arrow_table())
     for name in ("watch_create_state", "watch_take_chunk", "watch_new_duplicates", "watch_kind_changes"):

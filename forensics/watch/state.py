@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import os
 from dataclasses import dataclass, field
 
 import queries
@@ -80,33 +81,53 @@ class State:
 
     def _read(self, chunks: list[Chunk]) -> None:
         """One load of the chunks (through the loader, the same reading as diagnose), added to the state in one
-        statement per table. Several polls' chunks of one file (a drained rotated file) are several chunks."""
-        named = []
-        for chunk in chunks:
-            path = self.folder / f"chunk-{next(self._numbers)}.log"
-            path.write_bytes(chunk.prefix + chunk.data)
-            named.append((str(path), chunk))
-        syntax, envelope = self.shapes.get(chunks[0].label, (self.options.syntax, None))
+        statement per table. Plain chunks of files already read (no envelope, no CSV header) are read as one file:
+        the loader's cost is per file, and a folder of one log per worker would pay it for each at every poll."""
+        shape = self.shapes.get(chunks[0].label)
+        joined = shape is not None and shape[1] == NO_ENVELOPE and not any(c.prefix for c in chunks)
+        pieces = self._written([chunks] if joined else [[c] for c in chunks])
+        syntax, envelope = shape or (self.options.syntax, None)
         reading = self.options.reading if envelope is None else dataclasses.replace(self.options.reading,
                                                                                     envelope=envelope)
         try:
-            inputs, _cut = ingest.load(self.scratch, [Source(p, p, False) for p, _ in named], syntax=syntax,
+            inputs, _cut = ingest.load(self.scratch, [Source(p, p, False) for p in pieces], syntax=syntax,
                                        field_map=self.options.field_map, reading=reading, strict=self.options.strict,
                                        limits=window.Window(self.options.since), again=self.loaded)
             self.loaded = True
-            for (path, chunk), summary in zip(named, inputs):
-                if summary.records:
-                    self.shapes.setdefault(chunk.label, (summary.syntax, summary.envelope or NO_ENVELOPE))
-            self._add(named)
+            for (path, spans), summary in zip(pieces.items(), inputs):
+                if summary.records and len(spans) == 1:
+                    self.shapes.setdefault(spans[0][2].label, (summary.syntax, summary.envelope or NO_ENVELOPE))
+            self._add(pieces)
         finally:
-            for path, _chunk in named:
-                (self.folder / path.rsplit("/", 1)[1]).unlink(missing_ok=True)
+            for path in pieces:
+                os.unlink(path)
 
-    def _add(self, named: list[tuple[str, Chunk]]) -> None:
+    def _written(self, groups: list[list[Chunk]]) -> dict[str, list[tuple[int, int, Chunk]]]:
+        """Each group of chunks written as one file: its path → (first line, last line, chunk) of each chunk in it.
+        A file alone is written under its own path inside a folder of its own: what an envelope reads from a path
+        (Docker's container id, a pod's name) is read from it as from the file itself."""
+        pieces = {}
+        for group in groups:
+            folder = self.folder / str(next(self._numbers))
+            path = folder / (group[0].label.lstrip("/") if len(group) == 1 else "joined.log")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            spans, first = [], 1
+            with open(path, "wb") as handle:
+                for chunk in group:
+                    handle.write(chunk.prefix + chunk.data)
+                    lines = (chunk.prefix + chunk.data).count(b"\n")
+                    spans.append((first, first + lines - 1, chunk))
+                    first += lines
+            pieces[str(path)] = spans
+        return pieces
+
+    def _add(self, pieces: dict[str, list[tuple[int, int, Chunk]]]) -> None:
         import pyarrow as pa
 
-        files = pa.table({"chunk": [p for p, _ in named], "source": [c.label for _, c in named],
-                          "lines_before": [c.lines_before - (1 if c.prefix else 0) for _, c in named]})
+        spans = [(path, *span) for path, of_file in pieces.items() for span in of_file]
+        files = pa.table({"chunk": [p for p, *_ in spans], "first_line": [f for _, f, _, _ in spans],
+                          "last_line": [last for _, _, last, _ in spans], "source": [c.label for *_, c in spans],
+                          "lines_before": [c.lines_before - (1 if c.prefix else 0) for *_, c in spans]})
         self.con.register("watch_chunk_files", files)
         self.con.register("watch_chunk_events", self.scratch.sql("SELECT * FROM events").to_arrow_table())
         self.con.register("watch_chunk_skipped", self.scratch.sql("SELECT * FROM skipped").to_arrow_table())
