@@ -112,3 +112,76 @@ def test_a_reader_too_far_behind_is_lost_evidence(tmp_path):
     notices = follower.poll()[1] + follower.poll()[1]
     assert [(n.what, n.lost) for n in notices] == [("lagging", True)]
     assert not follower.watching
+
+
+def _send(msg_id: str, worker: str = "w1", incarnation: str = "i1", to: str = "ana@example.com") -> str:
+    return (f"ts=2026-11-28T09:00:00Z event=send worker={worker} pid={incarnation} campaign=c-7 step=1 "
+            f"email={to} msg_id=<{msg_id}@mail.example.com>\n")
+
+
+def _watch(log: Path, **plan) -> tuple[Watch, list[dict]]:
+    events: list[dict] = []
+    return Watch(Follower([str(log)], from_start=False, pace=plan.pop("pace", Pace())), State(Options()),
+                 Plan(**plan), events.append), events
+
+
+@pytest.mark.slow
+def test_a_new_incarnation_of_a_known_worker_is_a_restart_and_a_new_name_a_new_worker(tmp_path):
+    log = tmp_path / "a.log"
+    log.write_text("")
+    watch, events = _watch(log)
+    log.write_text(_send("m1") + _send("m2", to="bo@example.com"))
+    watch.step(0.0)
+    with open(log, "a") as handle:
+        handle.write(_send("m3", incarnation="i2", to="cy@example.com") + _send("m4", worker="w2", to="di@example.com"))
+    watch.step(0.1)
+    assert [(e["event"], e["worker"], e["incarnation"]) for e in events] == [
+        ("new-worker", "w1", "i1"), ("worker-restart", "w1", "i2"), ("new-worker", "w2", "i1")]
+
+
+@pytest.mark.slow
+def test_the_status_counts_sends_per_worker_in_the_last_minute_people_files_and_idle_seconds(tmp_path):
+    log = tmp_path / "a.log"
+    log.write_text("")
+    watch, _events = _watch(log)
+    log.write_text(_send("m1") + _send("m2") + _send("m3", worker="w2", to="bo@example.com"))
+    watch.step(100.0)
+    status = watch._status(100.0)
+    assert (status["sends_per_minute"], status["duplicated_people"], status["files"]) == ({"w1": 2, "w2": 1}, 1, 1)
+    assert list(status["idle_s"]) == [str(log)]
+    assert watch._status(161.0)["sends_per_minute"] == {}  # a minute later
+
+
+def test_a_file_without_new_lines_is_said_to_have_stopped_growing_once(tmp_path):
+    log = tmp_path / "a.log"
+    log.write_text("")
+    watch, events = _watch(log, pace=Pace(stale_after=0.0))
+    watch.step(0.0)
+    watch.step(0.1)
+    assert [e["event"] for e in events] == ["stopped-growing"]
+
+
+def test_since_all_reads_the_lines_already_written_and_a_bad_since_is_refused(tmp_path):
+    from forensics.errors import ConfigError
+    from forensics.watch.session import since_start
+
+    assert since_start("now")[:2] == (False, None) and since_start("all")[:2] == (True, None)
+    from_start, bound, said = since_start("30m")
+    assert from_start and bound.at is not None and "on (--since)" in said
+    with pytest.raises(ConfigError, match="--since 'yesterday': pass now, all, or"):
+        since_start("yesterday")
+
+
+@pytest.mark.slow
+def test_the_text_format_shows_each_duplicate_on_one_escaped_line_then_the_summary(cli, tmp_path):
+    log = tmp_path / "a.log"
+    hostile = "\x1b[31mana@example.com"
+    log.write_text(_send("m1", to=f'"{hostile}"') + _send("m2", worker="w2", to=f'"{hostile}"'))
+    result = cli("watch", log, "--since", "all", "--for", "0.2", "--poll", "0.05")
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    duplicate = next(line for line in lines if line.startswith("DUPLICATE"))
+    assert "\x1b" not in result.stdout and "\\x1b[31mana@example.com (campaign c-7, step 1)" in duplicate
+    assert "m1@mail.example.com by w1" in duplicate and "then m2@mail.example.com by w2" in duplicate
+    assert "counting every line already written" in result.stderr
+    assert any("parallel-worker" in line for line in lines[lines.index(duplicate) + 1:])  # kind, then the summary
