@@ -108,6 +108,7 @@ def test_a_reader_too_far_behind_is_lost_evidence(tmp_path):
     log = tmp_path / "a.log"
     log.write_bytes(b"")
     follower = Follower([str(log)], from_start=False, pace=Pace(max_lag=0.0, chunk_bytes=4))
+    assert follower.poll() == ([], [])  # read to its end: from now on, behind is lagging
     log.write_bytes(b"x" * 100 + b"\n")
     notices = follower.poll()[1] + follower.poll()[1]
     assert [(n.what, n.lost) for n in notices] == [("lagging", True)]
@@ -185,3 +186,24 @@ def test_the_text_format_shows_each_duplicate_on_one_escaped_line_then_the_summa
     assert "m1@mail.example.com by w1" in duplicate and "then m2@mail.example.com by w2" in duplicate
     assert "counting every line already written" in result.stderr
     assert any("parallel-worker" in line for line in lines[lines.index(duplicate) + 1:])  # kind, then the summary
+
+
+def test_compressed_files_are_not_followed_and_a_folder_of_them_alone_is_refused(tmp_path):
+    import gzip
+
+    from forensics.errors import InputError
+
+    (tmp_path / "old.log.gz").write_bytes(gzip.compress(_send("m0").encode()))
+    with pytest.raises(InputError, match="nothing to follow: .*old.log.gz compressed"):
+        Follower([str(tmp_path)], from_start=True)
+    (tmp_path / "mail.log").write_text(_send("m1"))
+    follower = Follower([str(tmp_path)], from_start=True)
+    assert (list(follower.files), follower.compressed) == ([str(tmp_path / "mail.log")], [str(tmp_path / "old.log.gz")])
+
+
+def test_a_file_still_catching_up_is_not_lagging(tmp_path):
+    log = tmp_path / "a.log"
+    log.write_bytes(b"x\n" * 50)
+    follower = Follower([str(log)], from_start=True, pace=Pace(max_lag=0.0, chunk_bytes=4))
+    notices = [n for _ in range(30) for n in follower.poll()[1]]
+    assert notices == [] and follower.watching

@@ -22,6 +22,11 @@ from forensics.ingest.folders import Unreadable, files_named
 STREAM = "-"
 STREAM_LABEL = "<stdin>"
 TAIL_BYTES = 64
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+class Compressed(Exception):
+    """A gzipped file: it cannot be followed (a rotated log's old lines, compressed once complete)."""
 
 
 @dataclass
@@ -59,6 +64,7 @@ class Followed:
     gone_at: float | None = None
     stalled: bool = False  # said to have stopped growing
     behind_since: float | None = None
+    caught_up: bool = False  # read to its end once: until then it is catching up (--since all), not lagging
     lost: bool = False
     prefix: bytes = b""
 
@@ -81,15 +87,21 @@ class Follower:
         self.files: dict[str, Followed] = {}
         self.initial: list[Notice] = []  # files found unreadable at start (--skip-unreadable): lost from the start
         found = Unreadable(skip=skip_unreadable)
+        self.compressed: list[str] = []  # left out: said at start
         for path in self._expand(strict=True, unreadable=found):
             try:
                 self.files[path] = self._open(path, from_start)
+            except Compressed:
+                self.compressed.append(path)
             except InputError as exc:
                 if not skip_unreadable:
                     raise
                 self.files[path] = Followed(path, lost=True)
                 self.initial.append(Notice("unreadable", path, str(exc), lost=True))
         self.initial += [Notice("unreadable", u["path"], u["reason"], lost=True) for u in found.found]
+        if not self.files and STREAM not in patterns:
+            raise InputError(f"nothing to follow: {', '.join(self.compressed[:3])} compressed (a compressed file is "
+                             "complete: read it with mailmortem diagnose)")
         self.stream = _Stream() if STREAM in patterns else None
 
     def lines_read(self) -> dict[str, int]:
@@ -137,6 +149,9 @@ class Follower:
             raise InputError(f"{path}: {_why(exc)} (a watch must be able to read every file it follows)") from None
         st = os.fstat(followed.fd)
         followed.inode = (st.st_dev, st.st_ino)
+        if os.pread(followed.fd, 2, 0) == GZIP_MAGIC:
+            os.close(followed.fd)
+            raise Compressed(f"{path}: compressed, cannot be followed")
         if not from_start:
             followed.offset = st.st_size
             followed.lines = -1  # unknown: counted when first needed (_count_lines)
@@ -161,6 +176,8 @@ class Follower:
                 continue
             try:
                 followed = self._open(path, from_start=True)
+            except Compressed:
+                continue
             except InputError as exc:
                 self.files[path] = Followed(path, lost=True)
                 notices.append(Notice("unreadable", path, str(exc), lost=True))
@@ -206,7 +223,7 @@ class Follower:
         os.close(followed.fd)
         try:
             fresh = self._open(followed.label, from_start=True)
-        except InputError as exc:
+        except (InputError, Compressed) as exc:
             self._lose(followed, notices, "unreadable", str(exc))
             return
         followed.fd, followed.inode, followed.offset, followed.lines, followed.pending, followed.tail = \
@@ -255,7 +272,9 @@ class Follower:
 
     def _check_lag(self, followed: Followed, notices: list[Notice], now: float, behind: bool) -> None:
         if not behind:
-            followed.behind_since = None
+            followed.behind_since, followed.caught_up = None, True
+        elif not followed.caught_up:
+            return
         elif followed.behind_since is None:
             followed.behind_since = now
         elif now - followed.behind_since > self.pace.max_lag:

@@ -44,6 +44,8 @@ def watch(paths: list[str], since: str, options: Options, plan: Plan, pace: Pace
     follower = Follower(list(paths), from_start, pace, skip_unreadable)
     state = State(dataclasses.replace(options, since=bound))
     try:
+        if follower.compressed:
+            said += f"; {len(follower.compressed)} compressed file(s) left out (complete: read them with diagnose)"
         emit({"event": "start", "files": follower.labels, "since": since, "detail": said})
         for notice in follower.initial:
             emit({"event": "lost", "source": notice.source, "what": notice.what, "detail": notice.detail})

@@ -23,6 +23,7 @@ from forensics.ingest.sources import Source
 from forensics.watch.follow import Chunk
 
 CHUNKS_PREFIX = "mailmortem-watch-"
+STATE_MEMORY = SCRATCH_MEMORY = "256MB"  # each connection's DuckDB memory limit unless --memory-limit says
 
 
 @dataclass
@@ -50,8 +51,10 @@ class Changes:
 class State:
     def __init__(self, options: Options):
         self.options = options
-        self.scratch = cases.connect(None, options.memory_limit)
-        self.con = cases.connect(None, options.memory_limit)
+        self.scratch = cases.connect(None, options.memory_limit or SCRATCH_MEMORY)
+        # the state grows with the watch: kept in a database file (in the connection's private spill folder, removed
+        # at exit), stored compressed and paged out, so that memory stays flat however long the watch runs
+        self.con = cases.connect(None, options.memory_limit or STATE_MEMORY, input_bytes=cases.SMALL_CASE_BYTES + 1)
         for con in (self.scratch, self.con):
             queries.run(con, "watch_one_thread")
         for script in ("ingest_macros", "envelope_macros", "address_duckdb_macro"):
