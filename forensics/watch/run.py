@@ -18,7 +18,7 @@ from forensics.watch.follow import Follower, Notice
 from forensics.watch.hooks import Hooks
 from forensics.watch.state import Changes, State
 
-QUIET, SENT, LOST = 0, 3, 4
+QUIET, SENT, LOST, INTERRUPTED = 0, 3, 4, 130
 # classify reads everything read so far: it runs again no sooner than this many times its last run's cost, so that
 # naming kinds takes at most 1/KIND_COST_RATIO of the watch's time however long the watch has run
 KIND_COST_RATIO = 20
@@ -65,6 +65,8 @@ class Watch:
                 if ending:
                     return self.finish(ending)
                 time.sleep(self.plan.poll)
+        except KeyboardInterrupt:  # Ctrl-C ends a watch as --for does, with what was seen (a second one aborts)
+            return self.finish(Ending(LOST if self.lost else INTERRUPTED, "interrupted", summarize=True))
         finally:
             self.follower.close()
 
