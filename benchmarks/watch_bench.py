@@ -81,7 +81,7 @@ def measure(rate: int, seconds: float, workers: int, poll: float) -> dict:
     written = {json.loads(line)["recipient"]: json.loads(line)["written"] for line in proc.stdout}
     proc.wait()
     cpu = _cpu_s(watch.pid) - cpu0
-    time.sleep(2)  # the last duplicates' events
+    time.sleep(5)  # the last duplicates' events
     watch.kill()
     latencies = sorted(seen[r] - t for r, t in written.items() if r in seen)
     return {"rate": rate, "seconds": seconds, "planted": len(written), "reported": len(latencies),
