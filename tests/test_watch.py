@@ -4,6 +4,7 @@ diagnose says of the finished files; hooks; the follower's bookkeeping."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -207,3 +208,27 @@ def test_a_file_still_catching_up_is_not_lagging(tmp_path):
     follower = Follower([str(log)], from_start=True, pace=Pace(max_lag=0.0, chunk_bytes=4))
     notices = [n for _ in range(30) for n in follower.poll()[1]]
     assert notices == [] and follower.watching
+
+
+def test_a_followed_file_renamed_into_the_watched_folder_is_not_read_again(tmp_path):
+    (tmp_path / "sub").mkdir()
+    log = tmp_path / "mail.log"
+    log.write_text(_send("m1"))
+    follower = Follower([str(tmp_path)], from_start=True)
+    assert [c.data for c in follower.poll()[0]] == [_send("m1").encode()]
+    os.rename(log, tmp_path / "sub" / "archived.log")
+    log.write_text(_send("m2"))
+    chunks, notices = follower.poll()
+    assert [(n.what, n.detail) for n in notices] == [("rotated", "rename")]
+    assert follower.discover() == [] and list(follower.files) == [str(log)]
+    assert [(c.data, c.lines_before) for c in chunks] == [(_send("m2").encode(), 0)]
+
+
+def test_lines_written_before_the_watch_are_counted_so_later_ones_are_numbered_as_in_the_file(tmp_path):
+    log = tmp_path / "mail.log"
+    log.write_text(_send("m1") * 3)
+    follower = Follower([str(log)], from_start=False)
+    with open(log, "a") as handle:
+        handle.write(_send("m2"))
+    [chunk] = follower.poll()[0]
+    assert chunk.lines_before == 3

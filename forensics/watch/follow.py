@@ -85,6 +85,7 @@ class Follower:
         self.patterns = [p for p in patterns if p != STREAM]
         self.pace = pace
         self.files: dict[str, Followed] = {}
+        self.inodes: set[tuple[int, int]] = set()  # every file followed so far, under any name
         self.initial: list[Notice] = []  # files found unreadable at start (--skip-unreadable): lost from the start
         found = Unreadable(skip=skip_unreadable)
         self.compressed: list[str] = []  # left out: said at start
@@ -152,9 +153,12 @@ class Follower:
         if os.pread(followed.fd, 2, 0) == GZIP_MAGIC:
             os.close(followed.fd)
             raise Compressed(f"{path}: compressed, cannot be followed")
+        self.inodes.add(followed.inode)
         if not from_start:
             followed.offset = st.st_size
-            followed.lines = -1  # unknown: counted when first needed (_count_lines)
+            # the lines already there are counted once (not parsed), so that later lines are numbered as diagnose
+            # numbers them: at start, not at the first new line, where it would delay what that line says
+            followed.lines = _count_lines(followed.fd, st.st_size)
         return followed
 
     def poll(self) -> tuple[list[Chunk], list[Notice]]:
@@ -170,10 +174,9 @@ class Follower:
     def discover(self) -> list[Notice]:
         """New files under the watched folders and globs, followed from their start."""
         notices = []
-        known = {f.inode for f in self.files.values()}
         for path in self._expand(strict=False):
-            if path in self.files or _rotated_copy(path, self.files):
-                continue
+            if path in self.files or _rotated_copy(path, self.files) or _inode(path) in self.inodes:
+                continue  # a followed file, or one followed before under another name: its lines were read
             try:
                 followed = self._open(path, from_start=True)
             except Compressed:
@@ -181,9 +184,6 @@ class Follower:
             except InputError as exc:
                 self.files[path] = Followed(path, lost=True)
                 notices.append(Notice("unreadable", path, str(exc), lost=True))
-                continue
-            if followed.inode in known:  # an old file under its new name: its lines were read
-                os.close(followed.fd)
                 continue
             self.files[path] = followed
             notices.append(Notice("new-file", path))
@@ -253,8 +253,6 @@ class Follower:
         return True
 
     def _emit(self, followed: Followed, data: bytes, chunks: list[Chunk]) -> None:
-        if followed.lines < 0:
-            followed.lines = _count_lines(followed.fd, followed.offset)
         if followed.offset == 0:
             followed.prefix = b""
         chunks.append(Chunk(followed.label, data, followed.lines, followed.prefix))
@@ -334,6 +332,14 @@ class _Stream:
         if eof:
             self.closed = True
             notices.append(Notice("stream-closed", STREAM_LABEL, "standard input closed", lost=True))
+
+
+def _inode(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _count_lines(fd: int, end: int) -> int:
