@@ -232,3 +232,15 @@ def test_lines_written_before_the_watch_are_counted_so_later_ones_are_numbered_a
         handle.write(_send("m2"))
     [chunk] = follower.poll()[0]
     assert chunk.lines_before == 3
+
+
+def test_a_duplicate_read_in_the_poll_that_lost_a_file_ends_with_4_not_3(tmp_path):
+    (tmp_path / "a.log").write_text("")
+    (tmp_path / "b.log").write_text("")
+    watch, events = _watch(tmp_path, fail_on_duplicates=True, pace=Pace(gone_after=0.0))
+    watch.step(0.0)
+    os.unlink(tmp_path / "b.log")
+    watch.follower.poll()  # b.log missing: gone at the next poll
+    (tmp_path / "a.log").write_text(_send("m1") + _send("m2"))
+    ending = watch.step(0.1)
+    assert ending.code == 4 and [e["event"] for e in events] == ["new-worker", "duplicate", "lost"]

@@ -88,6 +88,7 @@ class Watch:
             if notice.lost:
                 self._notice(notice)
         if ending:
+            ending.code = LOST if self.lost else ending.code  # 4 whatever else was seen
             return ending
         self.hooks.tick(now)
         if self.unnamed and now - marks["kind"] >= max(self.plan.kind_every, KIND_COST_RATIO * self.kind_cost):
@@ -115,8 +116,8 @@ class Watch:
             self.rates.append((now, {row["worker"]: row["sends"] for row in changes.sends}))
             if self.plan.expect_quiet is not None:
                 first = min((row["first"] for row in changes.sends), key=lambda s: s["ts"])
-                self.emit({"event": "send", "worker": _worker_of(changes.sends, first), **_send(first)})
-                return Ending(LOST if self.lost else SENT, "a send was logged during the quiet period")
+                self.emit({"event": "send", **_send(first), "worker": _worker_of(changes.sends, first)})
+                return Ending(SENT, "a send was logged during the quiet period")
         for row in changes.duplicates:
             event = duplicate_event(row)
             self.emit(event)
@@ -124,7 +125,7 @@ class Watch:
         self.people += len(changes.duplicates)
         self.unnamed += len(changes.duplicates)
         if changes.duplicates and self.plan.fail_on_duplicates:
-            return Ending(LOST if self.lost else SENT, "a new duplicate was logged")
+            return Ending(SENT, "a new duplicate was logged")
         return None
 
     def _notice(self, notice: Notice) -> None:

@@ -230,7 +230,8 @@ def test_expect_quiet_exits_3_at_the_first_send_and_shows_it(logs, writer, watch
     writer.do(open="mail", path=str(log))
     writer.do(write="mail", text=send("m1", to="cy@example.com"))
     shown = watch.wait_for("send")
-    assert (shown["msg_id"], shown["recipient"], shown["line"]) == ("m1@mail.example.com", "cy@example.com", 2)
+    assert (shown["msg_id"], shown["recipient"], shown["worker"], shown["line"]) == \
+           ("m1@mail.example.com", "cy@example.com", "w1", 2)
     assert watch.exit_code() == 3
 
 
