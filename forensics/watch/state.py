@@ -64,6 +64,17 @@ class State:
         self.created = False
         self.loaded = False  # the scratch connection has the loader's macros
         self._numbers = itertools.count(1)
+        self._warm()
+
+    def _warm(self) -> None:
+        """Make the loader's macros (and import what a poll needs) before the watch begins, not at its first line."""
+        import pyarrow  # noqa: F401 - imported by _add; its first import takes a few hundred ms
+
+        empty = self.folder / "empty.log"
+        empty.write_bytes(b"")
+        ingest.load(self.scratch, [Source(str(empty), str(empty), False)], reading=self.options.reading)
+        empty.unlink()
+        self.loaded = True
 
     def take(self, chunks: list[Chunk]) -> Changes:
         """Read the chunks into the state and say what changed."""
