@@ -62,7 +62,6 @@ class State:
         self.folder = runfolders.make(CHUNKS_PREFIX)
         self.shapes: dict[str, tuple[str, str | None]] = {}  # file → (syntax, envelope) its first chunk was read as
         self.created = False
-        self.loaded = False  # the scratch connection has the loader's macros
         self._numbers = itertools.count(1)
         self._warm()
 
@@ -74,7 +73,6 @@ class State:
         empty.write_bytes(b"")
         ingest.load(self.scratch, [Source(str(empty), str(empty), False)], reading=self.options.reading)
         empty.unlink()
-        self.loaded = True
 
     def take(self, chunks: list[Chunk]) -> Changes:
         """Read the chunks into the state and say what changed."""
@@ -106,8 +104,7 @@ class State:
         try:
             inputs, _cut = ingest.load(self.scratch, [Source(p, p, False) for p in pieces], syntax=syntax,
                                        field_map=self.options.field_map, reading=reading, strict=self.options.strict,
-                                       limits=window.Window(self.options.since), again=self.loaded)
-            self.loaded = True
+                                       limits=window.Window(self.options.since), again=True)
             for (path, spans), summary in zip(pieces.items(), inputs):
                 if summary.records and len(spans) == 1:
                     self.shapes.setdefault(spans[0][2].label, (summary.syntax, summary.envelope or NO_ENVELOPE))
