@@ -244,3 +244,16 @@ def test_a_duplicate_read_in_the_poll_that_lost_a_file_ends_with_4_not_3(tmp_pat
     (tmp_path / "a.log").write_text(_send("m1") + _send("m2"))
     ending = watch.step(0.1)
     assert ending.code == 4 and [e["event"] for e in events] == ["new-worker", "duplicate", "lost"]
+
+
+def test_the_unended_last_line_of_a_renamed_file_is_read_before_the_new_file(tmp_path):
+    log = tmp_path / "mail.log"
+    log.write_text("")
+    follower = Follower([str(log)], from_start=False)
+    log.write_text(_send("m1") + _send("m2").rstrip("\n"))
+    os.rename(log, tmp_path / "mail.log.1")
+    log.write_text(_send("m3"))
+    chunks, notices = follower.poll()
+    assert [(c.data, c.lines_before) for c in chunks] == [(_send("m1").encode(), 0), (_send("m2").encode(), 1),
+                                                         (_send("m3").encode(), 0)]
+    assert [n.detail for n in notices] == ["rename"]

@@ -206,7 +206,7 @@ class Follower:
             return
         followed.gone_at = None
         if (st.st_dev, st.st_ino) != followed.inode:
-            self._drain(followed, chunks)
+            self._drain(followed, chunks, final=True)
             self._reopen(followed, notices, "rename")
         elif st.st_size < followed.offset + len(followed.pending) or self._refilled(followed):
             followed.offset, followed.lines, followed.pending, followed.tail = 0, 0, b"", b""
@@ -230,10 +230,15 @@ class Follower:
             fresh.fd, fresh.inode, 0, 0, b"", b""
         notices.append(Notice("rotated", followed.label, how))
 
-    def _drain(self, followed: Followed, chunks: list[Chunk]) -> None:
-        """What the old file (renamed or removed, still open) holds past the offset, its last line even unended."""
+    def _drain(self, followed: Followed, chunks: list[Chunk], final: bool = False) -> None:
+        """What the old file (renamed or removed, still open) holds past the offset; when it is `final` (no more is
+        written to it), its last line even unended, as diagnose reads a complete last record without a newline."""
         while self._read(followed, chunks, [], time.monotonic()):
             pass
+        if final and followed.pending and followed.fd is not None:
+            last, followed.pending = followed.pending, b""
+            self._emit(followed, last + b"\n", chunks)
+            followed.offset -= 1  # the newline is ours, not the file's
 
     def _read(self, followed: Followed, chunks: list[Chunk], notices: list[Notice], now: float) -> bool:
         if followed.fd is None or followed.lost:
