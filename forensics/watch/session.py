@@ -52,7 +52,8 @@ def watch(paths: list[str], since: str, options: Options, plan: Plan, pace: Pace
         watching = Watch(follower, state, plan, emit, status, Hooks(argv, batch, emit))
         watching.lost += follower.initial
         ending = watching.run()
-        document = state.diagnosis(follower.lines_read(), watching.unread()) if ending.summarize else None
+        document = state.diagnosis(follower.lines_read(), watching.unread(),
+                                   [p for p in paths if p != "-"]) if ending.summarize else None
         return ending, document
     finally:
         state.close()

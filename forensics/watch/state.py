@@ -177,15 +177,16 @@ class State:
                                                  envelope=None if envelope == NO_ENVELOPE else envelope))
         return summaries
 
-    def diagnosis(self, lines: dict[str, int], unread: list[dict]) -> dict | None:
-        """The diagnose document of what the watch read (None when it read no record)."""
+    def diagnosis(self, lines: dict[str, int], unread: list[dict], logs: list[str] = ()) -> dict | None:
+        """The diagnose document of what the watch read (None when it read no record); its next commands read
+        `logs`."""
         if not self.created:
             return None
         from forensics.findings import build_document
 
         self.as_case()
         case = cases.Case(self.con, self.inputs(lines), unread, self.options.reading)
-        return build_document(case, include_affected=False) if case.records else None
+        return build_document(case, include_affected=False, logs=logs) if case.records else None
 
     def close(self) -> None:
         runfolders.remove(self.folder)

@@ -99,13 +99,11 @@ def watch(paths, syntax, fields, config, strict, memory_limit, skip_unreadable, 
 
 
 def _options(syntax, fields, config, strict, memory_limit):
-    from forensics.ingest.fields import load_config, parse_overrides
+    from forensics.ingest.fields import FieldMap, load_config, parse_overrides
     from forensics.watch.state import Options
 
     overrides = load_config(config) if config else {}
     overrides.update(parse_overrides(fields))
-    from forensics.ingest.fields import FieldMap
-
     return Options(syntax, FieldMap(overrides), given_reading(), memory_limit, strict=strict)
 
 

@@ -258,6 +258,7 @@ def test_for_ends_with_the_diagnose_summary_and_a_failing_hook_does_not_stop_the
     assert failed["reason"] == "exit code 7"
     summary = watch.wait_for("summary")["diagnosis"]
     assert summary["summary"]["duplicated_people"] == 1 and summary["complete"] is True
+    assert f"mailmortem affected {log}" in summary["incidents"][0]["remediation"][2]  # the next command reads the logs
     assert watch.exit_code() == 0
     given = json.loads(marker.read_text())
     assert given["event"] == "duplicate" and given["recipient"] == "$(id)&x@example.com"
