@@ -257,3 +257,14 @@ def test_the_unended_last_line_of_a_renamed_file_is_read_before_the_new_file(tmp
     assert [(c.data, c.lines_before) for c in chunks] == [(_send("m1").encode(), 0), (_send("m2").encode(), 1),
                                                          (_send("m3").encode(), 0)]
     assert [n.detail for n in notices] == ["rename"]
+
+
+def test_a_poll_leaves_no_copy_of_the_lines_it_read(tmp_path):
+    from forensics.watch.follow import Chunk
+
+    state = State(Options())
+    state.take([Chunk(str(tmp_path / "deep" / "a.log"), _send("m1").encode(), 0),
+                Chunk(str(tmp_path / "b.log"), _send("m2").encode(), 0)])
+    assert [p.name for p in state.folder.iterdir() if p.name != ".owner"] == []  # .owner: the run folder's lock
+    state.close()
+    assert not state.folder.exists()

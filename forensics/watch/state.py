@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import os
+import shutil
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import queries
 from forensics.ingest import case as cases, runfolders, window
@@ -109,9 +110,9 @@ class State:
                 if summary.records and len(spans) == 1:
                     self.shapes.setdefault(spans[0][2].label, (summary.syntax, summary.envelope or NO_ENVELOPE))
             self._add(pieces)
-        finally:
+        finally:  # each piece's folder of its own (its file's path is kept inside it)
             for path in pieces:
-                os.unlink(path)
+                shutil.rmtree(self.folder / Path(path).relative_to(self.folder).parts[0])
 
     def _written(self, groups: list[list[Chunk]]) -> dict[str, list[tuple[int, int, Chunk]]]:
         """Each group of chunks written as one file: its path → (first line, last line, chunk) of each chunk in it.
