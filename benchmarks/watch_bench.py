@@ -85,7 +85,8 @@ def measure(rate: int, seconds: float, workers: int, poll: float) -> dict:
     watch.kill()
     latencies = sorted(seen[r] - t for r, t in written.items() if r in seen)
     return {"rate": rate, "seconds": seconds, "planted": len(written), "reported": len(latencies),
-            "p50_s": _pct(latencies, 0.50), "p99_s": _pct(latencies, 0.99), "max_s": latencies[-1] if latencies else None,
+            "p50_s": _pct(latencies, 0.50), "p99_s": _pct(latencies, 0.99),
+            "max_s": latencies[-1] if latencies else None,
             "cpu_share": cpu / seconds, "rss_peak_mb": max(rss) / 1024 if rss else None,
             "rss_last_mb": rss[-1] / 1024 if rss else None}
 

@@ -78,7 +78,8 @@ def test_a_batch_runs_the_hook_once_per_burst(tmp_path):
     hooks.tick(10.0)
     hooks.finish()
     runs = out.read_text().splitlines()
-    assert len(runs) == 1 and [p["recipient"] for p in payload_people(runs[0])] == [f"p{n}@example.com" for n in range(3)]
+    assert len(runs) == 1
+    assert [p["recipient"] for p in payload_people(runs[0])] == [f"p{n}@example.com" for n in range(3)]
 
 
 def test_a_hook_that_cannot_start_is_reported_not_raised():

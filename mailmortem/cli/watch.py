@@ -86,8 +86,9 @@ def watch(paths, syntax, fields, config, strict, memory_limit, skip_unreadable, 
 
     if batch is not None and not hook:
         raise click.UsageError("--batch groups the runs of --on-duplicate, which was not given")
-    plan = run.Plan(expect_quiet, fail_on_duplicates, duration, poll=poll, discover_every=max(poll, min(1.0, 20 * poll)),
-                    kind_every=max(poll, min(5.0, 20 * poll)), status_every=2.0 if _terminal() else 60.0)
+    plan = run.Plan(expect_quiet, fail_on_duplicates, duration, poll=poll,
+                    discover_every=max(poll, min(1.0, 20 * poll)), kind_every=max(poll, min(5.0, 20 * poll)),
+                    status_every=2.0 if _terminal() else 60.0)
     options = _options(syntax, fields, config, strict, memory_limit)
     view = watch_view.View(fmt, terminal=_terminal())
     pace = Pace(gone_after=gone_after, stale_after=stale_after, max_lag=max_lag)

@@ -86,10 +86,10 @@ _SHOWN = {
     "duplicate": lambda e: f"DUPLICATE {_person(e)}: {_send(e['first'])}, then {_send(e['second'])}",
     "kind": lambda e: f"KIND {_person(e)}: {e['kind']} (confidence {e['confidence']:.2f})",
     "new-worker": lambda e: f"NEW WORKER {e['worker']} (incarnation {e['incarnation'] or '-'}) in {e['source']}",
-    "worker-restart": lambda e: f"WORKER RESTART {e['worker']} (incarnation {e['incarnation'] or '-'}) in {e['source']}",
+    "worker-restart": lambda e: (f"WORKER RESTART {e['worker']} (incarnation {e['incarnation'] or '-'}) "
+                                 f"in {e['source']}"),
     "stopped-growing": lambda e: f"STOPPED GROWING {e['source']}: {e['detail']}",
-    "send": lambda e: f"SEND to {e.get('recipient')} (campaign {e.get('campaign') or '-'}, step {e.get('step') or '-'}): "
-                      f"{_send(e)}",
+    "send": lambda e: f"SEND to {_person(e)}: {_send(e)}",
     "lost": lambda e: f"LOST EVIDENCE {e['source']}: {e['what']}: {e['detail']} (exit code 4)",
     "start": lambda e: f"watching {len(e['files'])} file(s): {', '.join(e['files'][:5])}; {e['detail']}",
     "end": lambda e: f"watch ended: {e['reason']} (exit code {e['exit_code']})",

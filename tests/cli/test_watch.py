@@ -120,7 +120,8 @@ def test_appended_lines_make_a_duplicate_and_lines_written_before_the_watch_do_n
     duplicate = watch.wait_for("duplicate")
     assert (duplicate["recipient"], duplicate["campaign"], duplicate["step"], duplicate["sends"]) == \
            ("ana@example.com", "c-7", "1", 2)
-    assert [duplicate["first"]["msg_id"], duplicate["second"]["msg_id"]] == ["m1@mail.example.com", "m2@mail.example.com"]
+    assert [duplicate["first"]["msg_id"], duplicate["second"]["msg_id"]] == \
+           ["m1@mail.example.com", "m2@mail.example.com"]
     assert [duplicate["first"]["line"], duplicate["second"]["line"]] == [2, 4]  # numbered as in the file
     assert watch.wait_for("end")["exit_code"] == 3
     assert watch.exit_code() == 3

@@ -35,6 +35,7 @@ def test_a_duplicate_is_one_line_on_stdout_and_a_rotation_a_note_on_stderr(capsy
                "kind": None, "first": send, "second": {**send, "msg_id": "m2@x", "worker": "w2", "line": 9}})
     view.emit({"event": "rotated", "source": "a.log", "detail": "rename"})
     out, err = capsys.readouterr()
-    assert out == ("DUPLICATE ana@example.com (campaign c-7, step 1): m1@x by w1 at 2026-11-28T09:00:00.000Z (a.log:3), "
+    assert out == ("DUPLICATE ana@example.com (campaign c-7, step 1): "
+                   "m1@x by w1 at 2026-11-28T09:00:00.000Z (a.log:3), "
                    "then m2@x by w2 at 2026-11-28T09:00:00.000Z (a.log:9)\n")
     assert err == "a.log rotated (rename): read from its start\n"
