@@ -21,7 +21,7 @@ from forensics.watch.state import Changes, State
 QUIET, SENT, LOST, INTERRUPTED = 0, 3, 4, 130
 # classify reads everything read so far: it runs again no sooner than this many times its last run's cost, so that
 # naming kinds takes at most 1/KIND_COST_RATIO of the watch's time however long the watch has run
-KIND_COST_RATIO = 20
+KIND_COST_RATIO = 40
 
 
 @dataclass(frozen=True)
