@@ -269,3 +269,21 @@ def test_a_poll_leaves_no_copy_of_the_lines_it_read(tmp_path):
     assert [p.name for p in state.folder.iterdir() if p.name != ".owner"] == []  # .owner: the run folder's lock
     state.close()
     assert not state.folder.exists()
+
+
+def test_kinds_are_named_apart_while_the_polls_go_on(tmp_path):
+    log = tmp_path / "a.log"
+    log.write_text("")
+    watch, events = _watch(log, kind_every=0.0)
+    log.write_text(_send("m1") + _send("m2", worker="w2"))
+    watch.step(0.0)  # the duplicate; its kind is being named apart
+    naming = watch.naming
+    with open(log, "a") as handle:
+        handle.write(_send("m3", to="bo@example.com") + _send("m4", worker="w2", to="bo@example.com"))
+    watch.step(0.1)  # meanwhile another duplicate
+    naming.join()
+    watch.step(0.2)
+    kinds = [(e["recipient"], e["kind"]) for e in events if e["event"] == "kind"]
+    assert ("ana@example.com", "parallel-worker") in kinds
+    watch.finish(Ending(0, "done"))
+    assert sorted(e["recipient"] for e in events if e["event"] == "kind") == ["ana@example.com", "bo@example.com"]

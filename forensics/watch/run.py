@@ -8,6 +8,8 @@ duplicates is only what it says while every followed file is read."""
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -56,7 +58,9 @@ class Watch:
         self.rates: deque = deque()  # (time, {worker: sends}) of the last minute
         self.started: float | None = None
         self.marks: dict = {}
-        self.kind_cost = 0.0  # CPU seconds the last classification took
+        self.kind_cost = 0.0  # seconds the last classification took
+        self.naming: threading.Thread | None = None  # the classification running apart (State.kinds_in_background)
+        self.kinds_found: queue.Queue = queue.Queue()
 
     def run(self) -> Ending:
         try:
@@ -91,8 +95,11 @@ class Watch:
             ending.code = LOST if self.lost else ending.code  # 4 whatever else was seen
             return ending
         self.hooks.tick(now)
-        if self.unnamed and now - marks["kind"] >= max(self.plan.kind_every, KIND_COST_RATIO * self.kind_cost):
-            self._name_kinds()
+        self._say_kinds()
+        if self.unnamed and self.naming is None \
+                and now - marks["kind"] >= max(self.plan.kind_every, KIND_COST_RATIO * self.kind_cost):
+            self.unnamed = 0
+            self.naming = self.state.kinds_in_background(self._named)
             marks["kind"] = now
         if self.status and now - marks["status"] >= self.plan.status_every:
             self.status(self._status(now))
@@ -134,14 +141,29 @@ class Watch:
         if notice.lost:
             self.lost.append(notice)
 
+    def _named(self, changes: list[dict], seconds: float) -> None:
+        """From the classifying thread: what it found, said by the loop at its next poll."""
+        self.kinds_found.put((changes, seconds))
+
+    def _say_kinds(self) -> None:
+        while not self.kinds_found.empty():
+            changes, self.kind_cost = self.kinds_found.get()
+            self.naming = None
+            if isinstance(changes, Exception):
+                raise changes  # as if it had failed in the loop: the command's one error path says it
+            self._emit_kinds(changes)
+
     def _name_kinds(self) -> None:
-        began = time.process_time()
-        changes = self.state.kind_changes()
-        self.kind_cost = time.process_time() - began
+        """Once more, in the loop itself, when the watch ends (after the one running apart, if any)."""
+        if self.naming is not None:
+            self.naming.join()
+            self._say_kinds()
+        self._emit_kinds(self.state.kind_changes())
+
+    def _emit_kinds(self, changes: list[dict]) -> None:
         for row in changes:
             self.emit({"event": "kind", "recipient": row["recipient"], "campaign": row["campaign"] or None,
                        "step": row["step"] or None, "kind": row["kind"], "confidence": float(row["confidence"])})
-        self.unnamed = 0
 
     def finish(self, ending: Ending) -> Ending:
         """Name the kinds the evidence names by now, finish the hooks, and say the watch ended."""

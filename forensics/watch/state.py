@@ -12,6 +12,9 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import shutil
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -150,21 +153,42 @@ class State:
         for name in ("watch_chunk_files", "watch_chunk_events", "watch_chunk_skipped"):
             self.con.unregister(name)
 
-    def kind_changes(self) -> list[dict]:
-        """Classify the whole state as diagnose would; the duplicated people whose kind is new or changed."""
+    def kind_changes(self, con=None) -> list[dict]:
+        """Classify the whole state as diagnose would; the duplicated people whose kind is new or changed. `con`: a
+        cursor of the state's own (kinds_in_background), whose TEMP tables are its own."""
+        con = con or self.con
         if not self.created:
             return []
-        self.as_case()
+        self.as_case(con)
         from forensics import classify
 
-        classify.classify(self.con)
-        queries.script(self.con, "watch_kind_changes")
-        return queries.rows(self.con, "watch_kind_rows")
+        classify.classify(con)
+        queries.script(con, "watch_kind_changes")
+        return queries.rows(con, "watch_kind_rows")
 
-    def as_case(self) -> None:
+    def kinds_in_background(self, done: Callable[[list[dict] | Exception, float], None]) -> threading.Thread:
+        """kind_changes on a cursor of the state in a thread: classify reads everything read so far, and the polls
+        go on meanwhile (it reads a snapshot; they only add rows). `done(changes, seconds)` is called from it."""
+        def classify_apart() -> None:
+            began = time.monotonic()
+            cursor = self.con.cursor()
+            try:
+                for script in ("ingest_macros", "envelope_macros", "address_duckdb_macro"):
+                    queries.script(cursor, script)  # TEMP macros are the connection's own
+                done(self.kind_changes(cursor), time.monotonic() - began)
+            except Exception as exc:  # noqa: BLE001 - handed to the loop, which raises it
+                done(exc, time.monotonic() - began)
+            finally:
+                cursor.close()
+
+        thread = threading.Thread(target=classify_apart, daemon=True)
+        thread.start()
+        return thread
+
+    def as_case(self, con=None) -> None:
         """events, skipped, files and sends over the state, as a loaded case has them."""
-        queries.script(self.con, "watch_case_views")
-        queries.script(self.con, "build_sends")
+        queries.script(con or self.con, "watch_case_views")
+        queries.script(con or self.con, "build_sends")
 
     def inputs(self, lines: dict[str, int]) -> list[ingest.InputSummary]:
         """What was read of each followed file (`lines`: lines read of each), for the summary."""
