@@ -72,7 +72,22 @@ def duckdb_schema():
     con.register(JSON_TOKENS, jsontokenizer.schema().empty_table())  # what the compiled JSON Lines reader streams
     # what it reads the lines inside an envelope with (envelope_tokens)
     tokenizer.register_line_tokenizer(con, IDENTS["tokenize"], [], tokenizer._Seen())  # never called: EXPLAIN
+    _watch_tables(con)
     return con
+
+
+def _watch_tables(con) -> None:
+    """The watch's state (forensics.watch.state) over one chunk: the case's own events as the chunk's."""
+    import pyarrow as pa
+
+    sources = [row[0] for row in con.sql("SELECT DISTINCT source FROM events").fetchall()]
+    con.register("watch_chunk_files", pa.table({"chunk": sources, "first_line": [1] * len(sources),
+                                                "last_line": [2**40] * len(sources), "source": sources,
+                                                "lines_before": [0] * len(sources)}))
+    con.register("watch_chunk_events", con.sql("SELECT * FROM events").to_arrow_table())
+    con.register("watch_chunk_skipped", con.sql("SELECT * FROM skipped").to_arrow_table())
+    for name in ("watch_create_state", "watch_take_chunk", "watch_new_duplicates", "watch_kind_changes"):
+        queries.script(con, name)
 
 
 def _envelope_tables(con) -> None:

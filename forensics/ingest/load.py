@@ -45,22 +45,26 @@ class InputSummary:
 
 def load(con, sources: list[Source], syntax: str | None = None, field_map: FieldMap | None = None,
          strict: bool = False, progress: Progress | None = None, keep_raw: bool = False,
-         reading: Reading = Reading(), limits: window.Window = window.Window()
+         reading: Reading = Reading(), limits: window.Window = window.Window(), again: bool = False
          ) -> tuple[list[InputSummary], window.Cut | None, vocabulary.Vocabulary]:
     """Read every source into events/skipped/sends; `keep_raw` (a saved case) keeps each record's line in events.raw
     and copies sends into the case file (otherwise a TEMP table). `limits`
     (--since/--until) keeps the records of a window only: the Cut says what it kept (None without one). The
-    Vocabulary says which key was read as which field, and why (forensics.ingest.vocabulary)."""
+    Vocabulary says which key was read as which field, and why (forensics.ingest.vocabulary).
+    `again` (forensics.watch, a poll's new lines on a connection loaded before): its macros are made already, and
+    no sends are built (the watch keeps its own); made anew each time, they cost more than a small chunk's lines."""
     if syntax is not None and syntax not in SYNTAXES:
         raise ConfigError(f"unknown --syntax {syntax!r} (choose from {', '.join(SYNTAXES)})")
-    queries.script(con, "ingest_macros")
-    queries.script(con, "envelope_macros")
-    queries.script(con, "address_duckdb_macro")
+    if not again:
+        queries.script(con, "ingest_macros")
+        queries.script(con, "envelope_macros")
+        queries.script(con, "address_duckdb_macro")
     queries.script(con, "create_files", staged="staged_0")  # the empty staged table of file 0 (_create_views)
     envelopes.check_zone(con, reading.tz)
     field_map = field_map or FieldMap()
     files = [_detected(index + 1, source, syntax, reading) for index, source in enumerate(sources)]
-    read_as = vocabulary.read(con, files, field_map)  # before any file is staged: it decides the keys read
+    # before any file is staged: it decides the keys read (a watch's poll never stops on a chunk's ambiguous sample)
+    read_as = vocabulary.read(con, files, field_map, refuse=not again)
     queries.run(con, "set_time_zone", zone=reading.tz)
     try:
         limits = limits.placed(con)  # a zone-less --since/--until is read in --tz, like the logs
@@ -70,7 +74,8 @@ def load(con, sources: list[Source], syntax: str | None = None, field_map: Field
     for file in files:
         check_unchanged(file.source, file.identity)
     cut = _create_views(con, files, summaries, limits)
-    queries.script(con, "build_sends")
+    if not again:
+        queries.script(con, "build_sends")
     if keep_raw:  # a saved case
         queries.script(con, "save_sends")
     if strict:

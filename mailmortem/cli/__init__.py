@@ -35,6 +35,7 @@ COMMANDS = {
     "audit": "mailmortem.cli.claims:audit",
     "ab-contamination": "mailmortem.cli.ab:ab_contamination",
     "ab-assign": "mailmortem.cli.ab:ab_assign",
+    "watch": "mailmortem.cli.watch:watch",
 }
 
 

@@ -23,6 +23,7 @@ CASE_FLAGS = ("--strict", "--memory-limit", "--skip-unreadable")
 _READING_PARAMS = ("syntax", "fields", "events", "config", "no_config", "no_infer", "envelope", "tz", "year", "since",
                    "until")
 _CASE_PARAMS = ("strict", "memory_limit", "skip_unreadable")
+_WINDOW_PARAMS = ("since", "until")  # the last of the reading options
 
 
 def _reading_decorators() -> list:
@@ -64,23 +65,28 @@ def _case_decorators() -> list:
     ]
 
 
-def reading_options(func):
-    """The reading options; the command gets them as one `read` argument (a ReadOptions)."""
+def reading_options(func=None, *, window: bool = True):
+    """The reading options; the command gets them as one `read` argument (a ReadOptions). `window=False`: no
+    --since/--until, for a command whose --since means something else (`watch`: which lines already written count)."""
+    if func is None:
+        return functools.partial(reading_options, window=window)
+
     @functools.wraps(func)
     def command(*args, **kwargs):
-        given = {name: kwargs.pop(name) for name in _READING_PARAMS}
+        given = {name: kwargs.pop(name) for name in _READING_PARAMS if window or name not in _WINDOW_PARAMS}
         kwargs["read"] = read_options(**given)
         return func(*args, **kwargs)
 
-    return _decorated(command, _reading_decorators())
+    decorators = _reading_decorators()
+    return _decorated(command, decorators if window else decorators[:-len(_WINDOW_PARAMS)])
 
 
-def case_options(func=None, *, logs_required: bool = True):
+def case_options(func=None, *, logs_required: bool = True, window: bool = True):
     """LOGS, the reading options and how the case is loaded; the command gets `paths` and `read`.
     `logs_required=False` (`@case_options(logs_required=False)`): LOGS may be left out, for a command that then
-    reads --provider-export alone (mailmortem.cli.provider_only)."""
+    reads --provider-export alone (mailmortem.cli.provider_only). `window=False`: as for reading_options."""
     if func is None:
-        return functools.partial(case_options, logs_required=logs_required)
+        return functools.partial(case_options, logs_required=logs_required, window=window)
 
     @functools.wraps(func)
     def command(*args, **kwargs):
@@ -92,7 +98,7 @@ def case_options(func=None, *, logs_required: bool = True):
 
     logs = click.argument("paths", nargs=-1, required=logs_required,
                           metavar="LOGS..." if logs_required else "[LOGS]...")
-    return _decorated(reading_options(_decorated(command, _case_decorators())), [logs])
+    return _decorated(reading_options(_decorated(command, _case_decorators()), window=window), [logs])
 
 
 def _decorated(command, decorators: list):

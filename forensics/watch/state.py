@@ -1,0 +1,218 @@
+"""The watch's DuckDB state: each poll's chunks of new lines read by the loader `diagnose` reads files with (on a
+scratch connection, into its events and skipped views), then added to the state (queries/watch.sql), which says
+what changed: new duplicated people, workers seen for the first time or restarted, the poll's sends.
+
+Each chunk is written to a file of its own in a folder of the run's own (forensics.ingest.runfolders, removed
+however the run ends) and read once; the followed logs themselves are never read whole. A file's syntax and
+envelope, once read, are forced on its later chunks (a chunk of three lines, or of a stack trace alone, would
+otherwise be detected on its own)."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import queries
+from forensics.ingest import case as cases, runfolders, window
+from forensics.ingest import load as ingest
+from forensics.ingest.envelopes import NONE as NO_ENVELOPE, Reading
+from forensics.ingest.fields import FieldMap
+from forensics.ingest.sources import Source
+from forensics.watch.follow import Chunk
+
+CHUNKS_PREFIX = "mailmortem-watch-"
+STATE_MEMORY = SCRATCH_MEMORY = "256MB"  # each connection's DuckDB memory limit unless --memory-limit says
+
+
+@dataclass
+class Options:
+    """How to read (as diagnose): --syntax, the field map, --envelope/--tz/--year, --memory-limit, and the time
+    before which records are left out (--since DURATION|TIME; None: every line read counts)."""
+
+    syntax: str | None = None
+    field_map: FieldMap = field(default_factory=FieldMap)
+    reading: Reading = Reading()
+    memory_limit: str | None = None
+    since: window.Bound | None = None
+    strict: bool = False
+
+
+@dataclass
+class Changes:
+    """What one poll's chunks changed: new duplicated people, worker news, and the poll's sends per worker."""
+
+    duplicates: list[dict] = field(default_factory=list)
+    workers: list[dict] = field(default_factory=list)
+    sends: list[dict] = field(default_factory=list)
+
+
+class State:
+    def __init__(self, options: Options):
+        self.options = options
+        self.scratch = cases.connect(None, options.memory_limit or SCRATCH_MEMORY)
+        # the state grows with the watch: kept in a database file (in the connection's private spill folder, removed
+        # at exit), stored compressed and paged out, so that memory stays flat however long the watch runs
+        self.con = cases.connect(None, options.memory_limit or STATE_MEMORY, input_bytes=cases.SMALL_CASE_BYTES + 1)
+        for con in (self.scratch, self.con):
+            queries.run(con, "watch_one_thread")
+        for script in ("ingest_macros", "envelope_macros", "address_duckdb_macro"):
+            queries.script(self.con, script)
+        self.folder = runfolders.make(CHUNKS_PREFIX)
+        self.shapes: dict[str, tuple[str, str | None]] = {}  # file → (syntax, envelope) its first chunk was read as
+        self.created = False
+        self._numbers = itertools.count(1)
+        self._warm()
+
+    def _warm(self) -> None:
+        """Make the loader's macros (and import what a poll needs) before the watch begins, not at its first line."""
+        import pyarrow  # noqa: F401 - imported by _add; its first import takes a few hundred ms
+
+        empty = self.folder / "empty.log"
+        empty.write_bytes(b"")
+        ingest.load(self.scratch, [Source(str(empty), str(empty), False)], reading=self.options.reading)
+        empty.unlink()
+
+    def take(self, chunks: list[Chunk]) -> Changes:
+        """Read the chunks into the state and say what changed."""
+        if not chunks:
+            return Changes()
+        for group in self._groups(chunks).values():
+            self._read(group)
+        queries.script(self.con, "watch_new_duplicates")
+        return Changes(queries.rows(self.con, "watch_duplicate_rows"), queries.rows(self.con, "watch_worker_rows"),
+                       queries.rows(self.con, "watch_sends_by_worker"))
+
+    def _groups(self, chunks: list[Chunk]) -> dict[tuple, list[Chunk]]:
+        """Chunks read in one load: those of files whose shape is known, per shape; those of new files together."""
+        groups: dict[tuple, list[Chunk]] = {}
+        for chunk in chunks:
+            groups.setdefault(self.shapes.get(chunk.label, (None, None)), []).append(chunk)
+        return groups
+
+    def _read(self, chunks: list[Chunk]) -> None:
+        """One load of the chunks (through the loader, the same reading as diagnose), added to the state in one
+        statement per table. Plain chunks of files already read (no envelope, no CSV header) are read as one file:
+        the loader's cost is per file, and a folder of one log per worker would pay it for each at every poll."""
+        shape = self.shapes.get(chunks[0].label)
+        joined = shape is not None and shape[1] == NO_ENVELOPE and not any(c.prefix for c in chunks)
+        pieces = self._written([chunks] if joined else [[c] for c in chunks])
+        syntax, envelope = shape or (self.options.syntax, None)
+        reading = self.options.reading if envelope is None else dataclasses.replace(self.options.reading,
+                                                                                    envelope=envelope)
+        try:
+            inputs, _cut, _read_as = ingest.load(self.scratch, [Source(p, p, False) for p in pieces], syntax=syntax,
+                                                 field_map=self.options.field_map, reading=reading,
+                                                 strict=self.options.strict, limits=window.Window(self.options.since),
+                                                 again=True)
+            for (path, spans), summary in zip(pieces.items(), inputs):
+                if summary.records and len(spans) == 1:
+                    self.shapes.setdefault(spans[0][2].label, (summary.syntax, summary.envelope or NO_ENVELOPE))
+            self._add(pieces)
+        finally:  # each piece's folder of its own (its file's path is kept inside it)
+            for path in pieces:
+                shutil.rmtree(self.folder / Path(path).relative_to(self.folder).parts[0])
+
+    def _written(self, groups: list[list[Chunk]]) -> dict[str, list[tuple[int, int, Chunk]]]:
+        """Each group of chunks written as one file: its path → (first line, last line, chunk) of each chunk in it.
+        A file alone is written under its own path inside a folder of its own: what an envelope reads from a path
+        (Docker's container id, a pod's name) is read from it as from the file itself."""
+        pieces = {}
+        for group in groups:
+            folder = self.folder / str(next(self._numbers))
+            path = folder / (group[0].label.lstrip("/") if len(group) == 1 else "joined.log")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            spans, first = [], 1
+            with open(path, "wb") as handle:
+                for chunk in group:
+                    handle.write(chunk.prefix + chunk.data)
+                    lines = (chunk.prefix + chunk.data).count(b"\n")
+                    spans.append((first, first + lines - 1, chunk))
+                    first += lines
+            pieces[str(path)] = spans
+        return pieces
+
+    def _add(self, pieces: dict[str, list[tuple[int, int, Chunk]]]) -> None:
+        import pyarrow as pa
+
+        spans = [(path, *span) for path, of_file in pieces.items() for span in of_file]
+        files = pa.table({"chunk": [p for p, *_ in spans], "first_line": [f for _, f, _, _ in spans],
+                          "last_line": [last for _, _, last, _ in spans], "source": [c.label for *_, c in spans],
+                          "lines_before": [c.lines_before - (1 if c.prefix else 0) for *_, c in spans]})
+        self.con.register("watch_chunk_files", files)
+        self.con.register("watch_chunk_events", self.scratch.sql("SELECT * FROM events").to_arrow_table())
+        self.con.register("watch_chunk_skipped", self.scratch.sql("SELECT * FROM skipped").to_arrow_table())
+        if not self.created:
+            queries.script(self.con, "watch_create_state")
+            self.created = True
+        queries.script(self.con, "watch_take_chunk")
+        for name in ("watch_chunk_files", "watch_chunk_events", "watch_chunk_skipped"):
+            self.con.unregister(name)
+
+    def kind_changes(self, con=None) -> list[dict]:
+        """Classify the whole state as diagnose would; the duplicated people whose kind is new or changed. `con`: a
+        cursor of the state's own (kinds_in_background), whose TEMP tables are its own."""
+        con = con or self.con
+        if not self.created:
+            return []
+        self.as_case(con)
+        from forensics import classify
+
+        classify.classify(con)
+        queries.script(con, "watch_kind_changes")
+        return queries.rows(con, "watch_kind_rows")
+
+    def kinds_in_background(self, done: Callable[[list[dict] | Exception, float], None]) -> threading.Thread:
+        """kind_changes on a cursor of the state in a thread: classify reads everything read so far, and the polls
+        go on meanwhile (it reads a snapshot; they only add rows). `done(changes, seconds)` is called from it."""
+        def classify_apart() -> None:
+            began = time.monotonic()
+            cursor = self.con.cursor()
+            try:
+                for script in ("ingest_macros", "envelope_macros", "address_duckdb_macro"):
+                    queries.script(cursor, script)  # TEMP macros are the connection's own
+                done(self.kind_changes(cursor), time.monotonic() - began)
+            except Exception as exc:  # noqa: BLE001 - handed to the loop, which raises it
+                done(exc, time.monotonic() - began)
+            finally:
+                cursor.close()
+
+        thread = threading.Thread(target=classify_apart, daemon=True)
+        thread.start()
+        return thread
+
+    def as_case(self, con=None) -> None:
+        """events, skipped, files and sends over the state, as a loaded case has them."""
+        queries.script(con or self.con, "watch_case_views")
+        queries.script(con or self.con, "build_sends")
+
+    def inputs(self, lines: dict[str, int]) -> list[ingest.InputSummary]:
+        """What was read of each followed file (`lines`: lines read of each), for the summary."""
+        counts = {r["source"]: r for r in queries.rows(self.con, "watch_input_counts")} if self.created else {}
+        summaries = []
+        for label, read in lines.items():
+            row = counts.get(label, {})
+            syntax, envelope = self.shapes.get(label, (self.options.syntax or "unknown", None))
+            summaries.append(ingest.InputSummary(label, syntax, read, row.get("records", 0), row.get("skipped", 0),
+                                                 list(row.get("first_skipped") or []),
+                                                 envelope=None if envelope == NO_ENVELOPE else envelope))
+        return summaries
+
+    def diagnosis(self, lines: dict[str, int], unread: list[dict], logs: list[str] = ()) -> dict | None:
+        """The diagnose document of what the watch read (None when it read no record); its next commands read
+        `logs`."""
+        if not self.created:
+            return None
+        from forensics.findings import build_document
+
+        self.as_case()
+        case = cases.Case(self.con, self.inputs(lines), unread, self.options.reading)
+        return build_document(case, include_affected=False, logs=logs) if case.records else None
+
+    def close(self) -> None:
+        runfolders.remove(self.folder)

@@ -1,0 +1,289 @@
+"""forensics.watch as a library: a simulated incident replayed through the watch chunk by chunk says what
+diagnose says of the finished files; hooks; the follower's bookkeeping."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from forensics.ingest.case import load_case
+from forensics.findings import build_document
+from forensics.simulate.run import simulate
+from forensics.watch.follow import Follower, Pace
+from forensics.watch.hooks import Hooks, payload_people, split_command
+from forensics.watch.run import Ending, Plan, Watch
+from forensics.watch.state import Options, State
+
+
+def _replayed(sim_files: list[Path], into: Path, parts: int):
+    """The watch over empty copies of the files, then each file's lines appended in `parts` pieces, a poll after
+    each piece (as a writer at speed would leave them), then the end of the watch."""
+    into.mkdir()
+    texts = {f.name: f.read_bytes().splitlines(keepends=True) for f in sim_files}
+    for name in texts:
+        (into / name).write_bytes(b"")
+    events: list[dict] = []
+    watch = Watch(Follower([str(into)], from_start=False), State(Options()), Plan(kind_every=1e9), events.append)
+    for part in range(parts):
+        for name, lines in texts.items():
+            size = -(-len(lines) // parts)
+            with open(into / name, "ab") as handle:
+                handle.write(b"".join(lines[part * size:(part + 1) * size]))
+        watch.step(time.monotonic())
+    watch.finish(Ending(0, "replayed"))
+    return events
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["mixed", "lease-expiry"])
+def test_a_replayed_incident_reports_the_people_and_kinds_diagnose_finds_in_the_finished_files(tmp_path, kind):
+    sim = simulate(kind, 40, tmp_path / "sim", seed=3)
+    events = _replayed(sim.files, tmp_path / "live", parts=5)
+    kinds = {}
+    for event in events:
+        if event["event"] == "kind":
+            kinds[(event["campaign"] or "", event["step"] or "", event["recipient"])] = event["kind"]
+    people = {(e["campaign"] or "", e["step"] or "", e["recipient"]) for e in events if e["event"] == "duplicate"}
+    case = load_case([str(f) for f in sim.files])
+    document = build_document(case)
+    found = {(p["campaign"] or "", p["step"] or "", p["recipient"]): p["kind"] for p in document["affected"]}
+    assert people == set(found) and len(people) == document["summary"]["duplicated_people"] > 0
+    assert kinds == found
+
+
+def test_a_hook_is_run_without_a_shell_with_the_event_on_stdin_and_its_failure_is_reported(tmp_path):
+    out = tmp_path / "got.json"
+    script = f"import sys; open({str(out)!r}, 'w').write(sys.stdin.read()); sys.exit(2)"
+    reported = []
+    hooks = Hooks(split_command(f"{sys.executable} -c {json.dumps(script)}"), None, reported.append)
+    hooks.add({"event": "duplicate", "recipient": "$(id)@example.com; rm -rf ~"}, 0.0)
+    hooks.finish()
+    assert payload_people(out.read_text()) == [{"event": "duplicate", "recipient": "$(id)@example.com; rm -rf ~"}]
+    assert reported == [{"event": "hook-failed", "command": reported[0]["command"], "reason": "exit code 2"}]
+
+
+def test_a_batch_runs_the_hook_once_per_burst(tmp_path):
+    out = tmp_path / "runs"
+    script = f"import sys; open({str(out)!r}, 'a').write(sys.stdin.read())"
+    hooks = Hooks([sys.executable, "-c", script], 10.0, lambda event: pytest.fail(str(event)))
+    for n in range(3):
+        hooks.add({"event": "duplicate", "recipient": f"p{n}@example.com"}, float(n))
+    hooks.tick(5.0)
+    assert not out.exists()  # the burst is not over
+    hooks.tick(10.0)
+    hooks.finish()
+    runs = out.read_text().splitlines()
+    assert len(runs) == 1
+    assert [p["recipient"] for p in payload_people(runs[0])] == [f"p{n}@example.com" for n in range(3)]
+
+
+def test_a_hook_that_cannot_start_is_reported_not_raised():
+    reported = []
+    hooks = Hooks(["/nonexistent/notify"], None, reported.append)
+    hooks.add({"event": "duplicate"}, 0.0)
+    hooks.finish()
+    assert reported[0]["event"] == "hook-failed" and "no such file" in reported[0]["reason"]
+
+
+@pytest.mark.parametrize("given", ["", "'unclosed"])
+def test_an_empty_or_unparsable_hook_command_is_refused(given):
+    from forensics.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--on-duplicate"):
+        split_command(given)
+
+
+def test_a_watch_over_nothing_is_refused(tmp_path):
+    from forensics.errors import InputError
+
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match="folder has no log files"):
+        Follower([str(tmp_path / "empty")], from_start=False)
+
+
+def test_a_reader_too_far_behind_is_lost_evidence(tmp_path):
+    log = tmp_path / "a.log"
+    log.write_bytes(b"")
+    follower = Follower([str(log)], from_start=False, pace=Pace(max_lag=0.0, chunk_bytes=4))
+    assert follower.poll() == ([], [])  # read to its end: from now on, behind is lagging
+    log.write_bytes(b"x" * 100 + b"\n")
+    notices = follower.poll()[1] + follower.poll()[1]
+    assert [(n.what, n.lost) for n in notices] == [("lagging", True)]
+    assert not follower.watching
+
+
+def _send(msg_id: str, worker: str = "w1", incarnation: str = "i1", to: str = "ana@example.com") -> str:
+    return (f"ts=2026-11-28T09:00:00Z event=send worker={worker} pid={incarnation} campaign=c-7 step=1 "
+            f"email={to} msg_id=<{msg_id}@mail.example.com>\n")
+
+
+def _watch(log: Path, **plan) -> tuple[Watch, list[dict]]:
+    events: list[dict] = []
+    return Watch(Follower([str(log)], from_start=False, pace=plan.pop("pace", Pace())), State(Options()),
+                 Plan(**plan), events.append), events
+
+
+@pytest.mark.slow
+def test_a_new_incarnation_of_a_known_worker_is_a_restart_and_a_new_name_a_new_worker(tmp_path):
+    log = tmp_path / "a.log"
+    log.write_text("")
+    watch, events = _watch(log)
+    log.write_text(_send("m1") + _send("m2", to="bo@example.com"))
+    watch.step(0.0)
+    with open(log, "a") as handle:
+        handle.write(_send("m3", incarnation="i2", to="cy@example.com") + _send("m4", worker="w2", to="di@example.com"))
+    watch.step(0.1)
+    assert [(e["event"], e["worker"], e["incarnation"]) for e in events] == [
+        ("new-worker", "w1", "i1"), ("worker-restart", "w1", "i2"), ("new-worker", "w2", "i1")]
+
+
+@pytest.mark.slow
+def test_the_status_counts_sends_per_worker_in_the_last_minute_people_files_and_idle_seconds(tmp_path):
+    log = tmp_path / "a.log"
+    log.write_text("")
+    watch, _events = _watch(log)
+    log.write_text(_send("m1") + _send("m2") + _send("m3", worker="w2", to="bo@example.com"))
+    watch.step(100.0)
+    status = watch._status(100.0)
+    assert (status["sends_per_minute"], status["duplicated_people"], status["files"]) == ({"w1": 2, "w2": 1}, 1, 1)
+    assert list(status["idle_s"]) == [str(log)]
+    assert watch._status(161.0)["sends_per_minute"] == {}  # a minute later
+
+
+def test_a_file_without_new_lines_is_said_to_have_stopped_growing_once(tmp_path):
+    log = tmp_path / "a.log"
+    log.write_text("")
+    watch, events = _watch(log, pace=Pace(stale_after=0.0))
+    watch.step(0.0)
+    watch.step(0.1)
+    assert [e["event"] for e in events] == ["stopped-growing"]
+
+
+def test_since_all_reads_the_lines_already_written_and_a_bad_since_is_refused(tmp_path):
+    from forensics.errors import ConfigError
+    from forensics.watch.session import since_start
+
+    assert since_start("now")[:2] == (False, None) and since_start("all")[:2] == (True, None)
+    from_start, bound, said = since_start("30m")
+    assert from_start and bound.at is not None and "on (--since)" in said
+    with pytest.raises(ConfigError, match="--since 'yesterday': pass now, all, or"):
+        since_start("yesterday")
+
+
+@pytest.mark.slow
+def test_the_text_format_shows_each_duplicate_on_one_escaped_line_then_the_summary(cli, tmp_path):
+    log = tmp_path / "a.log"
+    hostile = "\x1b[31mana@example.com"
+    log.write_text(_send("m1", to=f'"{hostile}"') + _send("m2", worker="w2", to=f'"{hostile}"'))
+    result = cli("watch", log, "--since", "all", "--for", "0.2", "--poll", "0.05")
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    duplicate = next(line for line in lines if line.startswith("DUPLICATE"))
+    assert "\x1b" not in result.stdout and "\\x1b[31mana@example.com (campaign c-7, step 1)" in duplicate
+    assert "m1@mail.example.com by w1" in duplicate and "then m2@mail.example.com by w2" in duplicate
+    assert "counting every line already written" in result.stderr
+    assert any("parallel-worker" in line for line in lines[lines.index(duplicate) + 1:])  # kind, then the summary
+
+
+def test_compressed_files_are_not_followed_and_a_folder_of_them_alone_is_refused(tmp_path):
+    import gzip
+
+    from forensics.errors import InputError
+
+    (tmp_path / "old.log.gz").write_bytes(gzip.compress(_send("m0").encode()))
+    with pytest.raises(InputError, match="nothing to follow: .*old.log.gz compressed"):
+        Follower([str(tmp_path)], from_start=True)
+    (tmp_path / "mail.log").write_text(_send("m1"))
+    follower = Follower([str(tmp_path)], from_start=True)
+    assert (list(follower.files), follower.compressed) == ([str(tmp_path / "mail.log")], [str(tmp_path / "old.log.gz")])
+
+
+def test_a_file_still_catching_up_is_not_lagging(tmp_path):
+    log = tmp_path / "a.log"
+    log.write_bytes(b"x\n" * 50)
+    follower = Follower([str(log)], from_start=True, pace=Pace(max_lag=0.0, chunk_bytes=4))
+    notices = [n for _ in range(30) for n in follower.poll()[1]]
+    assert notices == [] and follower.watching
+
+
+def test_a_followed_file_renamed_into_the_watched_folder_is_not_read_again(tmp_path):
+    (tmp_path / "sub").mkdir()
+    log = tmp_path / "mail.log"
+    log.write_text(_send("m1"))
+    follower = Follower([str(tmp_path)], from_start=True)
+    assert [c.data for c in follower.poll()[0]] == [_send("m1").encode()]
+    os.rename(log, tmp_path / "sub" / "archived.log")
+    log.write_text(_send("m2"))
+    chunks, notices = follower.poll()
+    assert [(n.what, n.detail) for n in notices] == [("rotated", "rename")]
+    assert follower.discover() == [] and list(follower.files) == [str(log)]
+    assert [(c.data, c.lines_before) for c in chunks] == [(_send("m2").encode(), 0)]
+
+
+def test_lines_written_before_the_watch_are_counted_so_later_ones_are_numbered_as_in_the_file(tmp_path):
+    log = tmp_path / "mail.log"
+    log.write_text(_send("m1") * 3)
+    follower = Follower([str(log)], from_start=False)
+    with open(log, "a") as handle:
+        handle.write(_send("m2"))
+    [chunk] = follower.poll()[0]
+    assert chunk.lines_before == 3
+
+
+def test_a_duplicate_read_in_the_poll_that_lost_a_file_ends_with_4_not_3(tmp_path):
+    (tmp_path / "a.log").write_text("")
+    (tmp_path / "b.log").write_text("")
+    watch, events = _watch(tmp_path, fail_on_duplicates=True, pace=Pace(gone_after=0.0))
+    watch.step(0.0)
+    os.unlink(tmp_path / "b.log")
+    watch.follower.poll()  # b.log missing: gone at the next poll
+    (tmp_path / "a.log").write_text(_send("m1") + _send("m2"))
+    ending = watch.step(0.1)
+    assert ending.code == 4 and [e["event"] for e in events] == ["new-worker", "duplicate", "lost"]
+
+
+def test_the_unended_last_line_of_a_renamed_file_is_read_before_the_new_file(tmp_path):
+    log = tmp_path / "mail.log"
+    log.write_text("")
+    follower = Follower([str(log)], from_start=False)
+    log.write_text(_send("m1") + _send("m2").rstrip("\n"))
+    os.rename(log, tmp_path / "mail.log.1")
+    log.write_text(_send("m3"))
+    chunks, notices = follower.poll()
+    assert [(c.data, c.lines_before) for c in chunks] == [(_send("m1").encode(), 0), (_send("m2").encode(), 1),
+                                                         (_send("m3").encode(), 0)]
+    assert [n.detail for n in notices] == ["rename"]
+
+
+def test_a_poll_leaves_no_copy_of_the_lines_it_read(tmp_path):
+    from forensics.watch.follow import Chunk
+
+    state = State(Options())
+    state.take([Chunk(str(tmp_path / "deep" / "a.log"), _send("m1").encode(), 0),
+                Chunk(str(tmp_path / "b.log"), _send("m2").encode(), 0)])
+    assert [p.name for p in state.folder.iterdir() if p.name != ".owner"] == []  # .owner: the run folder's lock
+    state.close()
+    assert not state.folder.exists()
+
+
+def test_kinds_are_named_apart_while_the_polls_go_on(tmp_path):
+    log = tmp_path / "a.log"
+    log.write_text("")
+    watch, events = _watch(log, kind_every=0.0)
+    log.write_text(_send("m1") + _send("m2", worker="w2"))
+    watch.step(0.0)  # the duplicate; its kind is being named apart
+    naming = watch.naming
+    with open(log, "a") as handle:
+        handle.write(_send("m3", to="bo@example.com") + _send("m4", worker="w2", to="bo@example.com"))
+    watch.step(0.1)  # meanwhile another duplicate
+    naming.join()
+    watch.step(0.2)
+    kinds = [(e["recipient"], e["kind"]) for e in events if e["event"] == "kind"]
+    assert ("ana@example.com", "parallel-worker") in kinds
+    watch.finish(Ending(0, "done"))
+    assert sorted(e["recipient"] for e in events if e["event"] == "kind") == ["ana@example.com", "bo@example.com"]
