@@ -4,7 +4,8 @@ The order is the same for both: the field's own names (`sent_at`, `campaign`, th
 name whose words mean the field (forensics.names: `Sent At`, `Campaign Name`, `sequence_step`), then, for
 the send time only, the one remaining column whose values all look like times (never one named as another
 event's time, `Opened At`). Two columns that fit as well as each other are no answer: the field stays
-unread (and a backfill refuses, naming them), never a guess. Each answer says how it was found, for the "sent_at ← Sent At" line every reader prints.
+unread (and a backfill refuses, naming them), never a guess. Each answer says how it was found, for the
+"sent_at ← Sent At" line every reader prints.
 """
 
 from __future__ import annotations
