@@ -297,7 +297,8 @@ SELECT *,
     present AND NOT differs AND trim(old_campaign) = '' AND trim(coalesce(campaign, '')) <> '' AS fill_campaign,
     present AND NOT differs AND trim(old_step) = '' AND trim(coalesce(step, '')) <> '' AS fill_step,
     present AND NOT differs AND old_sent_at IS NULL AND sent_at IS NOT NULL AS fill_sent_at,
-    present AND NOT differs AND old_candidate IS NULL AND trim(coalesce(candidate, '')) <> '' AS fill_candidate
+    present AND NOT differs AND trim(coalesce(old_candidate, '')) = '' AND trim(coalesce(candidate, '')) <> ''
+        AS fill_candidate
 FROM (
     SELECT *, differ_campaign OR differ_step OR differ_candidate AS differs
     FROM (
@@ -358,8 +359,8 @@ ORDER BY msg_id, recipient
 LIMIT :limit
 
 -- name: sent_log_fill_from_stage
--- Fill the blanks (campaign or step '', no send time, no candidate) of stored rows from the compared export, only
--- where the row disagrees with the export in nothing: a stored value is never overwritten.
+-- Fill the blanks (campaign, step or candidate '', no send time or candidate) of stored rows from the compared
+-- export, only where the row disagrees with the export in nothing: a stored value is never overwritten.
 -- dialect: duckdb postgres
 UPDATE sent_log AS t
 SET campaign = CASE WHEN j.fill_campaign THEN j.campaign ELSE t.campaign END,

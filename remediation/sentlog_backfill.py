@@ -81,8 +81,14 @@ def plan_export(read, stated: Stated = Stated()) -> ExportPlan:
     summary.update(coverage=resolution.coverage(), no_step_rows=_no_step_rows(resolution, stated),
                    per_campaign_step=per_campaign_step(resolution.sends))
     if resolution.refused:
-        raise RefusedError(resolve.refusal(resolution, sorted(set(read.files.values())), stated))
+        raise RefusedError(resolve.refusal(resolution, sorted(set(read.files.values())), stated, _ambiguous(read)))
     return ExportPlan(summary, resolution.sends)
+
+
+def _ambiguous(read) -> list[str]:
+    """The required fields two columns fitted equally (columns.infer): named, so the refusal says what to --map."""
+    return [f"{path}: {line}" for path, reading in read.readings.items()
+            for line in columns.described({f: r for f, r in reading.items() if f in resolve.REQUIRED and not r[0]})]
 
 
 def backfill_exports(store, read, dry_run: bool = False, clock_margin_s: float = reservations.CLOCK_MARGIN_S,
