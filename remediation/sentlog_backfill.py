@@ -80,15 +80,18 @@ def plan_export(read, stated: Stated = Stated()) -> ExportPlan:
     resolution = resolve.resolve(summary.pop("sends"), stated)
     summary.update(coverage=resolution.coverage(), no_step_rows=_no_step_rows(resolution, stated),
                    per_campaign_step=per_campaign_step(resolution.sends))
-    if resolution.refused:
-        raise RefusedError(resolve.refusal(resolution, sorted(set(read.files.values())), stated, _ambiguous(read)))
+    ambiguous = _ambiguous(read)
+    # a stated value fills what the export leaves blank, never a field it holds in columns it could not tell apart
+    if resolution.refused or any(stated.value(f) is not None for f, _line in ambiguous):
+        raise RefusedError(resolve.refusal(resolution, sorted(set(read.files.values())), stated,
+                                           [line for _f, line in ambiguous]))
     return ExportPlan(summary, resolution.sends)
 
 
-def _ambiguous(read) -> list[str]:
-    """The required fields two columns fitted equally (columns.infer): named, so the refusal says what to --map."""
-    return [f"{path}: {line}" for path, reading in read.readings.items()
-            for line in columns.described({f: r for f, r in reading.items() if f in resolve.REQUIRED and not r[0]})]
+def _ambiguous(read) -> list[tuple[str, str]]:
+    """(field, line) of each required field two columns fitted equally (columns.infer): the refusal names them."""
+    return [(f, f"{path}: {columns.described({f: r})[0]}") for path, reading in read.readings.items()
+            for f, r in reading.items() if f in resolve.REQUIRED and not r[0]]
 
 
 def backfill_exports(store, read, dry_run: bool = False, clock_margin_s: float = reservations.CLOCK_MARGIN_S,

@@ -131,3 +131,12 @@ def test_a_recipient_cell_naming_two_people_is_refused_never_stored_as_nobody(cl
     result = cli("backfill-sentlog", "--provider-export", export, *MAPPED, "--db", db)
     assert result.exit_code == 1 and not db.exists()
     assert "1 name several recipients in one value" in result.stderr
+
+
+def test_a_stated_step_never_fills_a_step_the_export_holds_in_two_columns_it_could_not_tell_apart(cli, tmp_path):
+    export, db = tmp_path / "e.csv", tmp_path / "s.duckdb"
+    export.write_text("To,Message ID,Campaign,Step No,sequence_step,Sent At\n"
+                      "jane@acme.com,m-1,c-1,2,2,2026-12-03T09:00:00Z\n")
+    result = cli("backfill-sentlog", "--provider-export", export, *MAPPED, "--step", "1", "--db", db)
+    assert result.exit_code == 1 and not db.exists()
+    assert f"{export}: step: ambiguous: Step No, sequence_step; pass --map step=COLUMN" in result.stderr
