@@ -140,3 +140,12 @@ def test_a_stated_step_never_fills_a_step_the_export_holds_in_two_columns_it_cou
     result = cli("backfill-sentlog", "--provider-export", export, *MAPPED, "--step", "1", "--db", db)
     assert result.exit_code == 1 and not db.exists()
     assert f"{export}: step: ambiguous: Step No, sequence_step; pass --map step=COLUMN" in result.stderr
+
+
+@pytest.mark.parametrize("flag", ["--campaign", "--step"])
+def test_a_stated_value_blank_in_normal_form_is_a_usage_error(cli, tmp_path, flag):
+    export, db = tmp_path / "e.csv", tmp_path / "s.duckdb"
+    export.write_text("To,Message ID,Sent At\njane@acme.com,m-1,2026-12-03T09:00:00Z\n")
+    result = cli("backfill-sentlog", "--provider-export", export, *MAPPED, "--campaign", "c-1", "--step", "1",
+                 flag, "\u200b", "--db", db)
+    assert result.exit_code == 2 and f"{flag} must not be empty" in result.stderr and not db.exists()
