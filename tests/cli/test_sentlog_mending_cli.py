@@ -149,3 +149,13 @@ def test_a_stated_value_blank_in_normal_form_is_a_usage_error(cli, tmp_path, fla
     result = cli("backfill-sentlog", "--provider-export", export, *MAPPED, "--campaign", "c-1", "--step", "1",
                  flag, "\u200b", "--db", db)
     assert result.exit_code == 2 and f"{flag} must not be empty" in result.stderr and not db.exists()
+
+
+def test_a_send_time_column_found_but_unreadable_is_named_by_the_refusal_not_asked_for_again(cli, tmp_path):
+    export, db = tmp_path / "e.csv", tmp_path / "s.duckdb"
+    export.write_text("To,Message ID,Campaign,Step,Sent At\njane@acme.com,m-1,c-1,1,12/03/2026 09:00 AM\n"
+                      "bob@acme.com,m-2,c-1,1,2026-12-03T09:00:00Z\n")
+    result = cli("backfill-sentlog", "--provider-export", export, *MAPPED, "--db", db)
+    assert result.exit_code == 1 and not db.exists() and "1 lack a send time" in result.stderr
+    assert (f"{export}: sent_at ← Sent At, blank or not a time in some rows (ISO 8601, or epoch seconds or "
+            "milliseconds)") in result.stderr
