@@ -230,21 +230,26 @@ ORDER BY sent_at DESC NULLS LAST
 LIMIT 1
 
 -- name: sent_log_export_duplicates
--- DuckDB over the reader's collapsed rows (provider_sends_view): people the export itself shows emailed more than once per campaign and step.
+-- DuckDB over the reader's collapsed rows (provider_sends_view): people the export itself shows emailed more than once
+-- per campaign and step, compared in normal form (mm_label: `C-1` step `01` is `c-1` step `1`); each shown in the
+-- least of its spellings.
 -- dialect: duckdb
 WITH sent AS (
     SELECT coalesce(campaign, '') AS campaign, coalesce(step, '') AS step, recipient, msg_id, sent_at
     FROM provider_sends_view
     WHERE verdict = 'sent' AND msg_id IS NOT NULL AND recipient IS NOT NULL
-), twice AS (
-    -- cheap first pass: two distinct ids means min <> max; lists are built only for these people
-    SELECT campaign, step, recipient FROM sent GROUP BY ALL HAVING min(msg_id) <> max(msg_id)
+), people AS (
+    -- cheap first pass: two distinct ids means min <> max; only these people's labels are put in normal form
+    SELECT recipient FROM sent GROUP BY recipient HAVING min(msg_id) <> max(msg_id)
+), labelled AS (
+    SELECT *, mm_label(campaign) AS campaign_n, mm_label(step) AS step_n FROM sent SEMI JOIN people USING (recipient)
 )
-SELECT campaign, step, recipient,
+SELECT min(campaign) AS campaign, min(step) AS step, recipient,
        count(DISTINCT msg_id) AS sends, list(DISTINCT msg_id ORDER BY msg_id) AS msg_ids,
        min(sent_at) AS first_sent_at, max(sent_at) AS last_sent_at
-FROM sent SEMI JOIN twice USING (campaign, step, recipient)
-GROUP BY ALL
+FROM labelled
+GROUP BY campaign_n, step_n, recipient
+HAVING count(DISTINCT msg_id) > 1
 ORDER BY sends DESC, campaign, step, recipient
 
 -- name: sent_log_export_skipped

@@ -231,3 +231,10 @@ def test_a_campaign_blank_in_normal_form_is_not_read(tmp_path):
         sentlog.backfill_exports(None, read, dry_run=True)
     assert sentlog.backfill_exports(None, read, dry_run=True, stated=Stated(campaign="c-1"))["per_campaign_step"] == [
         {"campaign": "c-1", "step": "1", "rows": 1}]
+
+
+def test_the_exports_own_duplicates_compare_campaign_and_step_in_normal_form(tmp_path):
+    text = HEADER + "jane@acme.com,pm-1,c-1,01,2026-12-01T10:00:00Z\njane@acme.com,pm-2,C-1,1,2026-12-01T11:00:00Z\n"
+    summary = sentlog.backfill_exports(None, _read(tmp_path, {"campaign": "Tag", "step": "Seq"}, text), dry_run=True)
+    assert [(d["recipient"], d["sends"], d["msg_ids"]) for d in summary["duplicates_in_export"]] == [
+        ("jane@acme.com", 2, ["pm-1", "pm-2"])]
