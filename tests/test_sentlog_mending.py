@@ -210,6 +210,7 @@ def _full_rows(store) -> list:
     return json.loads(json.dumps([list(r) for r in cur.fetchall()], default=str))
 
 
+@pytest.mark.slow
 def test_a_blank_candidate_string_is_filled_like_a_missing_one(db, tmp_path):
     store = open_store(db)
     sentlog.ensure_schema(store)
