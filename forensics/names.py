@@ -59,6 +59,12 @@ def is_time_name(words: tuple[str, ...]) -> bool:
     return any(w in SEND_WORDS for w in rest) and all(w in SEND_WORDS or w == "last" for w in rest)
 
 
+def names_another_time(key: str) -> bool:
+    """A time of something else than the send (`Opened At`, `bounce_time`): never a send time, even by its values."""
+    words = last_part_words(key)
+    return any(w in TIME_WORDS for w in words) and not is_time_name(words)
+
+
 def field_of(key: str) -> str | None:
     """The send field a name means ("sent_at", "campaign", "step", "candidate"), or None."""
     words = last_part_words(key)

@@ -230,21 +230,26 @@ ORDER BY sent_at DESC NULLS LAST
 LIMIT 1
 
 -- name: sent_log_export_duplicates
--- DuckDB over the reader's collapsed rows (provider_sends_view): people the export itself shows emailed more than once per campaign and step.
+-- DuckDB over the reader's collapsed rows (provider_sends_view): people the export itself shows emailed more than once
+-- per campaign and step, compared in normal form (mm_label: `C-1` step `01` is `c-1` step `1`); each shown in the
+-- least of its spellings.
 -- dialect: duckdb
 WITH sent AS (
     SELECT coalesce(campaign, '') AS campaign, coalesce(step, '') AS step, recipient, msg_id, sent_at
     FROM provider_sends_view
     WHERE verdict = 'sent' AND msg_id IS NOT NULL AND recipient IS NOT NULL
-), twice AS (
-    -- cheap first pass: two distinct ids means min <> max; lists are built only for these people
-    SELECT campaign, step, recipient FROM sent GROUP BY ALL HAVING min(msg_id) <> max(msg_id)
+), people AS (
+    -- cheap first pass: two distinct ids means min <> max; only these people's labels are put in normal form
+    SELECT recipient FROM sent GROUP BY recipient HAVING min(msg_id) <> max(msg_id)
+), labelled AS (
+    SELECT *, mm_label(campaign) AS campaign_n, mm_label(step) AS step_n FROM sent SEMI JOIN people USING (recipient)
 )
-SELECT campaign, step, recipient,
+SELECT min(campaign) AS campaign, min(step) AS step, recipient,
        count(DISTINCT msg_id) AS sends, list(DISTINCT msg_id ORDER BY msg_id) AS msg_ids,
        min(sent_at) AS first_sent_at, max(sent_at) AS last_sent_at
-FROM sent SEMI JOIN twice USING (campaign, step, recipient)
-GROUP BY ALL
+FROM labelled
+GROUP BY campaign_n, step_n, recipient
+HAVING count(DISTINCT msg_id) > 1
 ORDER BY sends DESC, campaign, step, recipient
 
 -- name: sent_log_export_skipped
@@ -297,7 +302,8 @@ SELECT *,
     present AND NOT differs AND trim(old_campaign) = '' AND trim(coalesce(campaign, '')) <> '' AS fill_campaign,
     present AND NOT differs AND trim(old_step) = '' AND trim(coalesce(step, '')) <> '' AS fill_step,
     present AND NOT differs AND old_sent_at IS NULL AND sent_at IS NOT NULL AS fill_sent_at,
-    present AND NOT differs AND old_candidate IS NULL AND trim(coalesce(candidate, '')) <> '' AS fill_candidate
+    present AND NOT differs AND trim(coalesce(old_candidate, '')) = '' AND trim(coalesce(candidate, '')) <> ''
+        AS fill_candidate
 FROM (
     SELECT *, differ_campaign OR differ_step OR differ_candidate AS differs
     FROM (
@@ -358,8 +364,8 @@ ORDER BY msg_id, recipient
 LIMIT :limit
 
 -- name: sent_log_fill_from_stage
--- Fill the blanks (campaign or step '', no send time, no candidate) of stored rows from the compared export, only
--- where the row disagrees with the export in nothing: a stored value is never overwritten.
+-- Fill the blanks (campaign, step or candidate '', no send time or candidate) of stored rows from the compared
+-- export, only where the row disagrees with the export in nothing: a stored value is never overwritten.
 -- dialect: duckdb postgres
 UPDATE sent_log AS t
 SET campaign = CASE WHEN j.fill_campaign THEN j.campaign ELSE t.campaign END,

@@ -51,7 +51,8 @@ LABEL_COLUMNS = ("campaign", "step")
 @dataclass(frozen=True)
 class LeadScope:
     """Which leads --campaign/--step limit: the leads table's own campaign and step columns, compared in normal
-    form. Without a campaign column a --campaign filter is refused unless `--all-campaigns` (then said)."""
+    form. Without a campaign (step) column a --campaign (--step) filter is refused unless `--all-campaigns` (then
+    said)."""
 
     campaign_column: str | None = None
     step_column: str | None = None
@@ -88,6 +89,12 @@ def lead_scope(conn, table, campaign: str | None, step: str | None, all_campaign
         notes.append(f"--all-campaigns: {table.table} has no campaign column, so stale leads of every campaign are "
                      f"in the plan (only the sent-log is limited to {campaign!r})")
     if step is not None and step_column is None:
+        if not all_campaigns:  # a lead at another step would be checked against this step's sends alone
+            raise RefusedError(terminal_safe(
+                f"--step {step!r} limits the sent-log, not the leads: {table.table} has no step column, so a stale lead "
+                f"at another step would be checked against step {step!r}'s sends alone; pass --col step=COLUMN "
+                "naming the leads' step column, leave --step out (every step's sends then count), or --all-campaigns "
+                "to re-queue the leads the filters cannot limit"))
         notes.append(f"{table.table} has no step column: --step limits the sent-log, not the leads")
     return LeadScope(campaign_column if campaign is not None else None, step_column if step is not None else None,
                      None if campaign is None or campaign_column is None else normalize_label(campaign),

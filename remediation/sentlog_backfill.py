@@ -28,6 +28,7 @@ def summarize_export(read) -> dict:
     sends = read.collapsed()  # the same rows as read.sends(), without its presentation sort
     con = duckdb.connect()
     try:
+        queries.script(con, "label_duckdb_macro")  # the export's own duplicates compare labels in normal form
         con.register("provider_events_view", read.events)
         con.register("provider_sends_view", sends)
         summary = {
@@ -80,9 +81,28 @@ def plan_export(read, stated: Stated = Stated()) -> ExportPlan:
     resolution = resolve.resolve(summary.pop("sends"), stated)
     summary.update(coverage=resolution.coverage(), no_step_rows=_no_step_rows(resolution, stated),
                    per_campaign_step=per_campaign_step(resolution.sends))
-    if resolution.refused:
-        raise RefusedError(resolve.refusal(resolution, sorted(set(read.files.values())), stated))
+    ambiguous = _ambiguous(read)
+    # a stated value fills what the export leaves blank, never a field it holds in columns it could not tell apart
+    if resolution.refused or any(stated.value(f) is not None for f, _line in ambiguous):
+        raise RefusedError(resolve.refusal(resolution, sorted(set(read.files.values())), stated,
+                                           [line for _f, line in ambiguous] + _unread_in(read, resolution)))
     return ExportPlan(summary, resolution.sends)
+
+
+def _ambiguous(read) -> list[tuple[str, str]]:
+    """(field, line) of each required field two columns fitted equally (columns.infer): the refusal names them."""
+    return [(f, f"{path}: {columns.described({f: r})[0]}") for path, reading in read.readings.items()
+            for f, r in reading.items() if f in resolve.REQUIRED and not r[0]]
+
+
+_BLANK_OR = {"sent_at": "blank or not a time in some rows (ISO 8601, or epoch seconds or milliseconds)",
+             "campaign": "blank in some rows", "step": "blank in some rows"}
+
+
+def _unread_in(read, resolution) -> list[str]:
+    """The columns a lacking field was read from: the refusal says what they hold, not to --map them again."""
+    return [f"{path}: {f} ← {r[0]}, {_BLANK_OR[f]}" for path, reading in read.readings.items()
+            for f, r in reading.items() if f in resolve.REQUIRED and r[0] and resolution.missing[f]]
 
 
 def backfill_exports(store, read, dry_run: bool = False, clock_margin_s: float = reservations.CLOCK_MARGIN_S,

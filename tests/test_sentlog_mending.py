@@ -208,3 +208,34 @@ def _try(store, read) -> bool:
 def _full_rows(store) -> list:
     cur = store.conn.execute("SELECT campaign, step, recipient, candidate, msg_id, sent_at FROM sent_log ORDER BY msg_id")
     return json.loads(json.dumps([list(r) for r in cur.fetchall()], default=str))
+
+
+@pytest.mark.slow
+def test_a_blank_candidate_string_is_filled_like_a_missing_one(db, tmp_path):
+    store = open_store(db)
+    sentlog.ensure_schema(store)
+    sentlog.record_send(store, "backend-sr-dec", "1", "jane@acme.com", "pm-1", candidate="")
+    if store.kind == "postgres":
+        store.conn.commit()
+    text = "Recipient,MessageID,Tag,Seq,Sent At,Lead\njane@acme.com,pm-1,backend-sr-dec,1,2026-12-01T10:00:00Z,k-7\n"
+    summary = sentlog.backfill_exports(store, _read(tmp_path, {"campaign": "Tag", "step": "Seq", "candidate": "Lead"},
+                                                    text))
+    assert (summary["filled"], summary["disagreeing"]) == (1, 0)
+    assert store.conn.execute("SELECT candidate FROM sent_log").fetchone()[0] == "k-7"
+    store.close()
+
+
+def test_a_campaign_blank_in_normal_form_is_not_read(tmp_path):
+    text = HEADER + "jane@acme.com,pm-1,\u200b,1,2026-12-01T10:00:00Z\n"
+    read = _read(tmp_path, {"campaign": "Tag", "step": "Seq"}, text)
+    with pytest.raises(RefusedError, match="1 lack a campaign"):
+        sentlog.backfill_exports(None, read, dry_run=True)
+    assert sentlog.backfill_exports(None, read, dry_run=True, stated=Stated(campaign="c-1"))["per_campaign_step"] == [
+        {"campaign": "c-1", "step": "1", "rows": 1}]
+
+
+def test_the_exports_own_duplicates_compare_campaign_and_step_in_normal_form(tmp_path):
+    text = HEADER + "jane@acme.com,pm-1,c-1,01,2026-12-01T10:00:00Z\njane@acme.com,pm-2,C-1,1,2026-12-01T11:00:00Z\n"
+    summary = sentlog.backfill_exports(None, _read(tmp_path, {"campaign": "Tag", "step": "Seq"}, text), dry_run=True)
+    assert [(d["recipient"], d["sends"], d["msg_ids"]) for d in summary["duplicates_in_export"]] == [
+        ("jane@acme.com", 2, ["pm-1", "pm-2"])]

@@ -2,16 +2,17 @@
 
 The order is the same for both: the field's own names (`sent_at`, `campaign`, the --*-key names), then a
 name whose words mean the field (forensics.names: `Sent At`, `Campaign Name`, `sequence_step`), then, for
-the send time only, the one remaining column whose values all look like times. Two columns that fit as
-well as each other are no answer: the field stays unread (and a backfill refuses, naming them), never a
-guess. Each answer says how it was found, for the "sent_at ← Sent At" line every reader prints.
+the send time only, the one remaining column whose values all look like times (never one named as another
+event's time, `Opened At`). Two columns that fit as well as each other are no answer: the field stays
+unread (and a backfill refuses, naming them), never a guess. Each answer says how it was found, for the
+"sent_at ← Sent At" line every reader prints.
 """
 
 from __future__ import annotations
 
 import re
 
-from forensics.names import field_of
+from forensics.names import field_of, names_another_time
 
 INFERRED = ("sent_at", "campaign", "step", "candidate")
 _TIME_VALUE = re.compile(r"\s*\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?\s*(Z|[+-]\d{2}:?\d{2}|UTC)?\s*",
@@ -52,7 +53,8 @@ def infer(columns, found: dict[str, tuple[str, str]], samples) -> dict[str, tupl
             reading[field] = ("", "ambiguous: " + ", ".join(fits))
     if "sent_at" not in reading:
         taken = {column for column, _how in reading.values()}
-        chosen, fits = time_by_values(samples([c for c in columns if c not in taken]))
+        # a column whose name says it is another event's time (`Opened At`) is not a send time, whatever its values
+        chosen, fits = time_by_values(samples([c for c in columns if c not in taken and not names_another_time(c)]))
         if chosen:
             reading["sent_at"] = (chosen, "its values (times)")
         elif len(fits) > 1:

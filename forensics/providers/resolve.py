@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from forensics.addresses import normalize_label
+from forensics.addresses import WHITESPACE, normalize_label
 
 REQUIRED = ("campaign", "step", "sent_at")
 _OWN_FORMAT = ("csv", "generic", "jsonl")  # exports described by --map
@@ -40,10 +40,11 @@ class Resolution:
     stated: dict  # per field: rows given the stated value
     missing: dict  # per field: rows without a value either way
     disagree: dict  # per field: rows whose export value differs from the stated one
+    several: int = 0  # rows whose recipient value names several people ("a@x, b@y"): it would match none of them
 
     @property
     def refused(self) -> bool:
-        return any(self.missing.values()) or any(self.disagree.values())
+        return any(self.missing.values()) or any(self.disagree.values()) or self.several > 0
 
     def coverage(self) -> list[dict]:
         return [{"field": f, "read": self.read[f], "stated": self.stated[f], "missing": self.missing[f],
@@ -67,13 +68,15 @@ def resolve(sends, stated: Stated = Stated()) -> Resolution:
         if value is not None:
             filled = pc.if_else(present, column, pa.scalar(value, pa.string()))
             sends = sends.set_column(sends.schema.get_field_index(name), name, filled)
-    return Resolution(sends, sends.num_rows, read, given, missing, disagree)
+    several = pc.sum(pc.greater(pc.count_substring(sends.column("recipient"), "@"), 1)).as_py() or 0
+    return Resolution(sends, sends.num_rows, read, given, missing, disagree, several)
 
 
 def _non_blank(column):
+    """Rows with a value, blank meaning what it means in a label's normal form (normalize_label's WHITESPACE)."""
     import pyarrow.compute as pc
 
-    return pc.not_equal(pc.fill_null(pc.utf8_trim_whitespace(column), ""), "")
+    return pc.not_equal(pc.fill_null(pc.utf8_trim(column, characters=WHITESPACE), ""), "")
 
 
 def _disagreeing(column, present, value: str) -> int:
@@ -101,16 +104,18 @@ def options_for(name: str, providers) -> str:
     return ", or ".join(reads) if reads else "an export whose events carry their time (these rows have none)"
 
 
-def refusal(resolution: Resolution, providers, stated: Stated = Stated()) -> str:
-    """One line: per field, the rows that lack it (or disagree with the stated value) and the options."""
-    parts = []
+def refusal(resolution: Resolution, providers, stated: Stated = Stated(), notes=()) -> str:
+    """One line: per field, the rows that lack it (or disagree with the stated value) and the options; `notes`
+    (the columns found ambiguous: "e.csv: sent_at: ambiguous: Sent At, sent_time; pass --map …") after them."""
+    parts = [f"{resolution.several:,} name several recipients in one value (\"a@x, b@y\" matches neither: give the "
+             "export one row per recipient)"] if resolution.several else []
     for name in REQUIRED:
         if resolution.missing[name]:
             parts.append(f"{resolution.missing[name]:,} lack a {_NAMES[name]} (pass {options_for(name, providers)})")
         if resolution.disagree[name]:
             parts.append(f"{resolution.disagree[name]:,} name another {_NAMES[name]} than "
                          f"--{name.replace('_', '-')} {stated.value(name)!r} (drop it, or back up one export per value)")
-    return (f"refused, nothing written: of {resolution.rows:,} sends, " + "; ".join(parts)
+    return (f"refused, nothing written: of {resolution.rows:,} sends, " + "; ".join([*parts, *notes])
             + ": a sent-log row without its campaign or step answers \"not sent\" for the one it belongs to, and "
               "one without its time cannot settle a send reservation (docs/sentlog.md)")
 

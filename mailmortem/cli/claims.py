@@ -57,8 +57,8 @@ def _open_postgres(db):
 @click.option("--step", help="Only this step's leads where the leads table has a step column, and only sent-log rows "
                              "of this step (rows of unknown step count for every step).")
 @click.option("--all-campaigns", is_flag=True,
-              help="With --campaign on a leads table that has no campaign column: re-queue stale leads of every "
-                   "campaign (the plan says so); refused without it.")
+              help="With --campaign (--step) on a leads table that has no campaign (step) column: re-queue stale "
+                   "leads of every campaign (step) (the plan says so); refused without it.")
 @click.option("--no-sends-yet", is_flag=True,
               help="Allow a --campaign/--step that matches no sent-log row (a new campaign): the plan says so.")
 @click.option("--claimed-at-zone", metavar="ZONE",

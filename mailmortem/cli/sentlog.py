@@ -74,7 +74,9 @@ def backfill_sentlog(exports, stated_campaign, stated_step, no_step, db, fmt, dr
 
 
 def _stated(value: str | None, flag: str) -> str | None:
-    if value is not None and not value.strip():
+    from forensics.addresses import normalize_label
+
+    if value is not None and not normalize_label(value):  # blank as every check compares it (U+200B too)
         raise click.UsageError(f"{flag} must not be empty")
     return value
 

@@ -53,3 +53,20 @@ def test_a_step_filter_says_that_rows_without_a_step_count_for_it(cli, leads):
     assert _planned(result) == {"3": "sent"}
     assert "Sent-log rows without a step (backfilled with --no-step) count as proof of a send for every step, " \
         "--step '2' included." in result.stderr
+
+
+def test_a_step_filter_on_leads_without_a_step_column_is_refused_unless_all_campaigns(cli, leads):
+    # lead a@x.co's step-1 email went out; checked against step 2's sends alone it would be re-queued and sent again
+    schema = SCHEMA.replace(", seq_step TEXT", "").replace(", '1')", ")").replace(", '2')", ")")
+    db = leads(schema=schema, sent=SENT + [("c-1", "2", "q@x.co", "m-4")])
+    refused = cli(*REQUEUE, "--db", db, "--campaign", "c-1", "--step", "2", "--col", "campaign=camp", "--apply")
+    assert refused.exit_code == 1 and refused.stdout == ""
+    assert ("--step '2' limits the sent-log, not the leads: leads has no step column, so a stale lead at another "
+            "step would be checked against step '2''s sends alone; pass --col step=COLUMN") in refused.stderr
+    with psycopg.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM leads WHERE status = 'in-progress'").fetchone()[0] == 3
+    assert _planned(cli(*REQUEUE, "--db", db, "--campaign", "c-1", "--col", "campaign=camp")) == {
+        "1": "sent", "3": "queued"}  # without --step every step's sends count
+    every = cli(*REQUEUE, "--db", db, "--campaign", "c-1", "--step", "2", "--col", "campaign=camp", "--all-campaigns")
+    assert _planned(every) == {"1": "queued", "3": "queued"}
+    assert "leads has no step column: --step limits the sent-log, not the leads" in every.stderr

@@ -101,3 +101,61 @@ def test_a_rerun_with_the_full_maps_fills_what_the_first_left_blank_and_audit_sh
                                                     "sent_at": "2026-12-01T10:00:00+00:00"}
     hit = cli("sentlog", "check", "--db", db, "--campaign", "backend-sr-dec", "--recipient", "jane@acme.com")
     assert hit.exit_code == 3 and "got backend-sr-dec step 1" in hit.stdout
+
+
+MAPPED = ("--provider", "csv", "--map", "recipient=To", "--map", "msg_id=Message ID")
+
+
+def test_another_events_time_is_never_read_as_the_send_time_by_its_values(cli, tmp_path):
+    export, db = tmp_path / "e.csv", tmp_path / "s.duckdb"
+    export.write_text("To,Message ID,Campaign,Step,Opened At\njane@acme.com,m-1,c-1,1,2026-12-03T09:00:00Z\n")
+    result = cli("backfill-sentlog", "--provider-export", export, *MAPPED, "--db", db)
+    assert result.exit_code == 1 and "1 lack a send time" in result.stderr
+    assert "sent_at ← Opened At" not in result.stderr and not db.exists()
+
+
+def test_two_columns_that_both_look_like_the_send_time_are_named_by_the_refusal(cli, tmp_path):
+    export, db = tmp_path / "e.csv", tmp_path / "s.duckdb"
+    export.write_text("To,Message ID,Campaign,Step,Sent At,sent_time\n"
+                      "jane@acme.com,m-1,c-1,1,2026-12-03T09:00:00Z,2026-12-03T09:00:07Z\n")
+    result = cli("backfill-sentlog", "--provider-export", export, *MAPPED, "--db", db)
+    assert result.exit_code == 1 and result.stderr.count("\n") == 1 and not db.exists()
+    assert "1 lack a send time" in result.stderr
+    assert f"{export}: sent_at: ambiguous: Sent At, sent_time; pass --map sent_at=COLUMN" in result.stderr
+
+
+def test_a_recipient_cell_naming_two_people_is_refused_never_stored_as_nobody(cli, tmp_path):
+    export, db = tmp_path / "e.csv", tmp_path / "s.duckdb"
+    export.write_text('To,Message ID,Campaign,Step,Sent At\n"jane@acme.com, bob@acme.com",m-1,c-1,1,2026-12-03T09:00:00Z\n'
+                      "ann@acme.com,m-2,c-1,1,2026-12-03T09:00:00Z\n")
+    result = cli("backfill-sentlog", "--provider-export", export, *MAPPED, "--db", db)
+    assert result.exit_code == 1 and not db.exists()
+    assert "1 name several recipients in one value" in result.stderr
+
+
+def test_a_stated_step_never_fills_a_step_the_export_holds_in_two_columns_it_could_not_tell_apart(cli, tmp_path):
+    export, db = tmp_path / "e.csv", tmp_path / "s.duckdb"
+    export.write_text("To,Message ID,Campaign,Step No,sequence_step,Sent At\n"
+                      "jane@acme.com,m-1,c-1,2,2,2026-12-03T09:00:00Z\n")
+    result = cli("backfill-sentlog", "--provider-export", export, *MAPPED, "--step", "1", "--db", db)
+    assert result.exit_code == 1 and not db.exists()
+    assert f"{export}: step: ambiguous: Step No, sequence_step; pass --map step=COLUMN" in result.stderr
+
+
+@pytest.mark.parametrize("flag", ["--campaign", "--step"])
+def test_a_stated_value_blank_in_normal_form_is_a_usage_error(cli, tmp_path, flag):
+    export, db = tmp_path / "e.csv", tmp_path / "s.duckdb"
+    export.write_text("To,Message ID,Sent At\njane@acme.com,m-1,2026-12-03T09:00:00Z\n")
+    result = cli("backfill-sentlog", "--provider-export", export, *MAPPED, "--campaign", "c-1", "--step", "1",
+                 flag, "\u200b", "--db", db)
+    assert result.exit_code == 2 and f"{flag} must not be empty" in result.stderr and not db.exists()
+
+
+def test_a_send_time_column_found_but_unreadable_is_named_by_the_refusal_not_asked_for_again(cli, tmp_path):
+    export, db = tmp_path / "e.csv", tmp_path / "s.duckdb"
+    export.write_text("To,Message ID,Campaign,Step,Sent At\njane@acme.com,m-1,c-1,1,12/03/2026 09:00 AM\n"
+                      "bob@acme.com,m-2,c-1,1,2026-12-03T09:00:00Z\n")
+    result = cli("backfill-sentlog", "--provider-export", export, *MAPPED, "--db", db)
+    assert result.exit_code == 1 and not db.exists() and "1 lack a send time" in result.stderr
+    assert (f"{export}: sent_at ← Sent At, blank or not a time in some rows (ISO 8601, or epoch seconds or "
+            "milliseconds)") in result.stderr
