@@ -1251,7 +1251,8 @@ static const JPath CLOUD_LOGGING[] = {P1("textPayload"), P1("jsonPayload"), P1("
                                       P1("logName"), LABEL("compute.googleapis.com/resource_name"),
                                       RESOURCE("node_name"), RESOURCE("instance_id"), RESOURCE("pod_name"),
                                       RESOURCE("container_name"), RESOURCE("service_name"), RESOURCE("job_name"),
-                                      RESOURCE("function_name"), P1("insertId")};
+                                      RESOURCE("function_name"), P1("insertId"), LABEL("instanceId"),
+                                      LABEL("container.googleapis.com/pod_name"), RESOURCE("pod_id")};
 static PathSet CLOUD_LOGGING_SET = RENDERED_PATH_SET(CLOUD_LOGGING, 1u << 1); /* jsonPayload: its text */
 
 static int ends_with(const unsigned char *s, size_t n, const char *tail) {
@@ -1263,7 +1264,10 @@ static int ends_with(const unsigned char *s, size_t n, const char *tail) {
  * rendered (a JSON record); an entry with neither has no text (NULL): DuckDB's. */
 static int cloud_logging_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us,
                               int *what) {
-    static const int stamp[] = {2, 3, -1}, host[] = {5, 6, 7, -1}, unit[] = {10, 11, 12, -1}, container[] = {8, 9, -1};
+    /* the container: the most specific sender named, a Cloud Run instance, else the pod (a legacy GKE entry's in
+     * its labels or as pod_id), else the container */
+    static const int stamp[] = {2, 3, -1}, host[] = {5, 6, 7, -1}, unit[] = {10, 11, 12, -1},
+                     container[] = {14, 8, 15, 16, 9, -1};
     JRead j = {.set = &CLOUD_LOGGING_SET, .scratch = r->scratch};
     if (n == 0 || s[0] != '{') return 0;
     if (platform_entry(&j, s, n)) return 1;

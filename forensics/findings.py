@@ -47,7 +47,7 @@ def build_document(case, include_affected: bool = True, logs=(), exports=()) -> 
         "window": cut.to_json() if cut else None,  # --since/--until (forensics/ingest/window.py)
         "inputs": [{"path": i.path, "envelope": i.envelope, "syntax": i.syntax, "lines": i.lines,
                     "records": i.records, "skipped": i.skipped, "first_skipped_lines": i.first_skipped_lines,
-                    "note": i.note} for i in case.inputs],
+                    "note": i.note, "sender": i.sender} for i in case.inputs],
         "summary": classify.summary(con),
         "incidents": [incident_document(i, [str(p) for p in logs], export_args, cut.arguments() if cut else ())
                       for i in classify.incidents(con)],

@@ -385,8 +385,10 @@ FROM read
 -- name: envelope_cloud_logging
 -- Google Cloud Logging LogEntries (a sink's file, one per line, or gcloud's JSON array through
 -- envelope_document_entries): textPayload, or jsonPayload as a JSON record; timestamp (else receiveTimestamp); the
--- stream from the log name (…/logs/stdout); host, pod or container, and service from the resource's labels. A line
--- is an entry when it names a log (logName) or has an insertId.
+-- stream from the log name (…/logs/stdout); host and service from the resource's labels; as container the most
+-- specific sender named: a Cloud Run instance (labels.instanceId), else the pod (resource.labels.pod_name, or a
+-- legacy GKE entry's pod label or pod_id), else the container name. A line is an entry when it names a log (logName)
+-- or has an insertId.
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP VIEW {ident:pieces} AS
@@ -400,7 +402,8 @@ WITH entries AS (
                '$.textPayload', '$.timestamp', '$.logName', '$.labels."compute.googleapis.com/resource_name"',
                '$.resource.labels.node_name', '$.resource.labels.instance_id', '$.resource.labels.pod_name',
                '$.resource.labels.container_name', '$.resource.labels.service_name', '$.resource.labels.job_name',
-               '$.resource.labels.function_name', '$.jsonPayload'])) END AS v
+               '$.resource.labels.function_name', '$.jsonPayload', '$.labels.instanceId',
+               '$.labels."container.googleapis.com/pod_name"', '$.resource.labels.pod_id'])) END AS v
     FROM {frag:lines}({lit:path}, {lit:delim})
 ), read AS (
     -- an entry has a log name or an insert id (v is NULL where the line is no JSON)
@@ -415,7 +418,8 @@ WITH entries AS (
 SELECT '' AS chain, CASE WHEN v IS NULL THEN line ELSE coalesce(v[1], v[12]) END AS text, true AS complete,
        mm_ts(stamp) AS ts,
        CASE WHEN ends_with(v[3], '/logs/stdout') THEN 'stdout' WHEN ends_with(v[3], '/logs/stderr') THEN 'stderr' END AS stream,
-       coalesce(v[4], v[5], v[6]) AS host, coalesce(v[9], v[10], v[11]) AS unit, coalesce(v[7], v[8]) AS container,
+       coalesce(v[4], v[5], v[6]) AS host, coalesce(v[9], v[10], v[11]) AS unit,
+       coalesce(v[13], v[7], v[14], v[15], v[8]) AS container,
        NULL::VARCHAR AS pid
 FROM stamped
 
@@ -633,6 +637,21 @@ SELECT count(*) FILTER (WHERE problem IS NULL) AS records, count(*) FILTER (WHER
         FROM (SELECT DISTINCT coalesce(env.line_no, rowid + 1) AS line_no FROM {ident:staged}
               WHERE problem IS NOT NULL ORDER BY line_no LIMIT 10)) AS first
 FROM {ident:staged}
+
+-- name: envelope_sender
+-- Where the workers of a staged file read through an envelope came from: the part of the envelope that named most
+-- of them (mm_env_worker's choice: container, host/unit, host or unit) and how many records took the envelope's
+-- worker, how many name another of their own (a record's key wins), and how many took its pid as incarnation.
+-- dialect: duckdb
+WITH records AS (
+    SELECT env, worker, incarnation, worker = mm_env_worker(env) AS taken FROM {ident:staged} WHERE problem IS NULL
+)
+SELECT mode(CASE WHEN env.container IS NOT NULL THEN 'container' WHEN env.host IS NOT NULL AND env.unit IS NOT NULL
+                 THEN 'host/unit' WHEN env.host IS NOT NULL THEN 'host' ELSE 'unit' END) FILTER (WHERE taken) AS source,
+       count(*) FILTER (WHERE taken) AS taken,
+       count(*) FILTER (WHERE worker IS NOT NULL AND NOT coalesce(taken, false)) AS own,
+       count(*) FILTER (WHERE incarnation = env.pid) AS by_pid
+FROM records
 
 -- name: envelope_drop
 -- Forget the intermediate view and tables of a file read through an envelope.

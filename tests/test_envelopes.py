@@ -37,10 +37,10 @@ SAMPLES = [
     (POD_LOG, "cri", A, "2026-11-28T09:21:26.576064",
      {"stream": "stdout", "container": "mailer-7d9f5", "unit": "mailer"}, "mailer-7d9f5"),
     ("journald/mailer.json", "journald", A, "2026-11-28T09:21:26.123456",
-     {"host": "mail-host-1", "unit": "mailer.service", "pid": "812"}, "mail-host-1"),
-    ("syslog/messages", "syslog", A, "2026-11-28T09:21:26", HOST, "mail-host-1"),
-    ("rsyslog/mail.log", "rsyslog", A, "2026-11-28T08:21:26.123456", HOST, "mail-host-1"),
-    ("rfc5424/mail.log", "rfc5424", A, "2026-11-28T09:21:26.003", HOST, "mail-host-1"),
+     {"host": "mail-host-1", "unit": "mailer.service", "pid": "812"}, "mail-host-1/mailer.service"),
+    ("syslog/messages", "syslog", A, "2026-11-28T09:21:26", HOST, "mail-host-1/mailer"),
+    ("rsyslog/mail.log", "rsyslog", A, "2026-11-28T08:21:26.123456", HOST, "mail-host-1/mailer"),
+    ("rfc5424/mail.log", "rfc5424", A, "2026-11-28T09:21:26.003", HOST, "mail-host-1/mailer"),
     ("docker-logs/mailer.log", "docker-logs", A, "2026-11-28T09:21:26.123456", {}, None),
     ("cloudwatch-export/exportedlogs/5b1f0e2a-task/mailer-stream-1/000000.gz", "cloudwatch-export", B,
      "2026-11-28T09:21:26.123", {"container": "mailer-stream-1"}, "mailer-stream-1"),
@@ -60,11 +60,11 @@ SAMPLES = [
      {"container": "mailer/mailer/5b1f0e2a"}, "mailer/mailer/5b1f0e2a"),
     ("cloudwatch/get-log-events.json", "cloudwatch", A, "2026-11-28T09:21:26.123", {}, None),
     ("datadog/dt=20261128/hour=09/archive_092126.1234.AbCdEf.json.gz", "datadog", A, "2026-11-28T09:21:26.123",
-     {"host": "i-0abc123", "unit": "mailer"}, "i-0abc123"),
+     {"host": "i-0abc123", "unit": "mailer"}, "i-0abc123/mailer"),
     ("elastic/logs-mailer.ndjson", "elastic", A, "2026-11-28T09:21:26.123",
-     {"host": "mail-host-1", "unit": "mailer"}, "mail-host-1"),
+     {"host": "mail-host-1", "unit": "mailer"}, "mail-host-1/mailer"),
     ("elastic/search-response.json", "elastic", A, "2026-11-28T09:21:26.123",
-     {"host": "mail-host-1", "unit": "mailer"}, "mail-host-1"),
+     {"host": "mail-host-1", "unit": "mailer"}, "mail-host-1/mailer"),
 ]
 
 
@@ -642,3 +642,39 @@ def test_a_line_that_is_no_entry_and_starts_with_a_wide_character_is_passed_on_w
     assert compiled == sql
     events, skipped = sql[0], sql[1]
     assert len(events) == 2 and [row for row in skipped if "not an entry" in str(row)]
+
+
+# --- the worker is the most specific sender the platform names ----------------------------------------------
+
+def _journal(unit: str, pid: str, second: int, email: str, **more) -> str:
+    return json.dumps({"__REALTIME_TIMESTAMP": str(1764320400_000000 + second * 1_000000), "__CURSOR": f"s={second}",
+                       "_HOSTNAME": "mail-1", "_SYSTEMD_UNIT": unit, "_PID": pid, "SYSLOG_IDENTIFIER": "mailer",
+                       "MESSAGE": f"event=send campaign=c step=1 email={email} msg_id={unit}-{second}", **more})
+
+
+def test_two_units_of_one_host_are_two_workers_and_what_was_read_names_the_fields(tmp_path):
+    # mailer@1 and mailer@2 on one host sending the same list at once: two workers (parallel-worker), not one worker
+    # whose pids 4100 → 4101 read as a restart
+    from forensics.findings import build_document
+
+    people = ["a@x.co", "b@x.co", "c@x.co"]
+    lines = [_journal(f"mailer@{n}.service", f"410{n}", 2 * i + n, email)
+             for i, email in enumerate(people) for n in (1, 2)]
+    log = tmp_path / "mail-1.json"
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    document = build_document(load_case([str(log)]))
+    [incident] = document["incidents"]
+    assert (incident["kind"], incident["people"]) == ("parallel-worker", 3)
+    assert incident["workers"] == ["mail-1/mailer@1.service", "mail-1/mailer@2.service"]
+    assert document["inputs"][0]["sender"] == ("worker ← _HOSTNAME/_SYSTEMD_UNIT|SYSLOG_IDENTIFIER, "
+                                               "incarnation ← _PID")
+
+
+def test_a_records_own_worker_wins_over_the_envelopes_and_what_was_read_says_so(tmp_path):
+    log = tmp_path / "mail-1.json"
+    log.write_text(json.dumps({"__REALTIME_TIMESTAMP": "1764320400000000", "__CURSOR": "s=1", "_HOSTNAME": "mail-1",
+                               "_SYSTEMD_UNIT": "mailer@1.service",
+                               "MESSAGE": "event=send worker=w-9 email=a@x.co msg_id=m1"}) + "\n", encoding="utf-8")
+    case = load_case([str(log)])
+    assert case.con.execute("SELECT worker FROM events").fetchall() == [("w-9",)]
+    assert case.inputs[0].sender == "worker ← the records' own key"

@@ -43,6 +43,8 @@ class Envelope:
     items: str = "$"  # where a JSON document of this envelope lists its entries
     shape: tuple = ()  # its block's {lit:...} values, as (name, value) pairs (the syslog flavours share one block,
     # structlog and zap another; Docker's names the send keys)
+    names: tuple = ()  # what the platform calls the sender fields it fills, as (container|host|unit|pid, its
+    # field) pairs: what "What was read" says the worker came from (sender)
 
 
 # structlog's console header (a time, perhaps with a zone, then the level in brackets): envelope_console's regexes and
@@ -50,19 +52,25 @@ class Envelope:
 _STRUCTLOG_STAMP = "[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\\.[0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?"
 _STRUCTLOG_LEVEL = " +\\[ *[A-Za-z]+ *\\]"
 _STRUCTLOG_HEAD = f"^{_STRUCTLOG_STAMP}{_STRUCTLOG_LEVEL}"
+_SYSLOG_NAMES = (("host", "HOSTNAME"), ("unit", "TAG"), ("pid", "PID"))
 ENVELOPES = {e.name: e for e in (
-    Envelope("docker-json", "Docker json-file", "envelope_docker_json", shape=(("send_keys", SEND_KEYS),)),
-    Envelope("cri", "Kubernetes CRI log", "envelope_cri"),
-    Envelope("journald", "journald JSON", "envelope_journald"),
+    Envelope("docker-json", "Docker json-file", "envelope_docker_json", shape=(("send_keys", SEND_KEYS),),
+             names=(("container", "attrs.tag|container id"),)),
+    Envelope("cri", "Kubernetes CRI log", "envelope_cri", names=(("container", "pod"), ("unit", "container"))),
+    Envelope("journald", "journald JSON", "envelope_journald",
+             names=(("container", "CONTAINER_NAME"), ("host", "_HOSTNAME"), ("unit", "_SYSTEMD_UNIT|SYSLOG_IDENTIFIER"),
+                    ("pid", "_PID"))),
     Envelope("syslog", "syslog RFC 3164", "envelope_syslog", zone_less=True,
              shape=(("pri", "(?:<[0-9]{1,3}>)?"), ("stamp", "[A-Z][a-z]{2} +[0-9]{1,2} [0-9]{2}:[0-9]{2}:[0-9]{2}"),
-                    ("year_less", 1))),
+                    ("year_less", 1)), names=_SYSLOG_NAMES),
     Envelope("rsyslog", "rsyslog high-precision", "envelope_syslog",
              shape=(("pri", ""), ("stamp", "[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(?:Z|[+-][0-9]{2}:?[0-9]{2})?"),
-                    ("year_less", 0))),
-    Envelope("rfc5424", "syslog RFC 5424", "envelope_rfc5424"),
+                    ("year_less", 0)), names=_SYSLOG_NAMES),
+    Envelope("rfc5424", "syslog RFC 5424", "envelope_rfc5424",
+             names=(("host", "HOSTNAME"), ("unit", "APP-NAME"), ("pid", "PROCID"))),
     Envelope("docker-logs", "docker logs --timestamps", "envelope_timestamped"),
-    Envelope("cloudwatch-export", "CloudWatch export to S3", "envelope_timestamped"),
+    Envelope("cloudwatch-export", "CloudWatch export to S3", "envelope_timestamped",
+             names=(("container", "log stream"),)),
     Envelope("python-logging", "Python logging", "envelope_python_logging", zone_less=True),
     Envelope("structlog", "structlog console", "envelope_console", zone_less=True,
              shape=(("head", _STRUCTLOG_HEAD + " ?"), ("stamp", f"^({_STRUCTLOG_STAMP}){_STRUCTLOG_LEVEL} ?$"))),
@@ -70,11 +78,18 @@ ENVELOPES = {e.name: e for e in (
              shape=(("head", "^[0-9][^\\t]*\\t[A-Za-z]+\\t"), ("stamp", "^([0-9][^\\t]*)\\t"))),
     Envelope("slog", "Go slog text", "envelope_slog"),
     Envelope("logrus", "logrus text", "envelope_slog"),
-    Envelope("loki", "Loki logcli jsonl", "envelope_loki"),
-    Envelope("cloud-logging", "Google Cloud Logging", "envelope_cloud_logging"),
-    Envelope("cloudwatch", "AWS CloudWatch events", "envelope_cloudwatch", items="$.events"),
-    Envelope("datadog", "Datadog archive", "envelope_datadog"),
-    Envelope("elastic", "Elasticsearch documents", "envelope_elastic", items="$.hits.hits"),
+    Envelope("loki", "Loki logcli jsonl", "envelope_loki",
+             names=(("container", "labels.pod|container"), ("host", "labels.host"),
+                    ("unit", "labels.unit|service_name|app|job"))),
+    Envelope("cloud-logging", "Google Cloud Logging", "envelope_cloud_logging",
+             names=(("container", "labels.instanceId|pod_name|container_name"), ("host", "node"),
+                    ("unit", "resource.labels.service_name|job_name|function_name"))),
+    Envelope("cloudwatch", "AWS CloudWatch events", "envelope_cloudwatch", items="$.events",
+             names=(("container", "logStreamName"), ("unit", "logGroupName"))),
+    Envelope("datadog", "Datadog archive", "envelope_datadog", names=(("host", "host"), ("unit", "service"))),
+    Envelope("elastic", "Elasticsearch documents", "envelope_elastic", items="$.hits.hits",
+             names=(("container", "kubernetes.pod.name|container.name"), ("host", "host.name"),
+                    ("unit", "service.name"))),
 )}
 NAMES = tuple(ENVELOPES)
 NONE = "none"  # --envelope none: read every file as it is
@@ -456,3 +471,16 @@ def zone_note(envelopes_read: list[str | None], tz: str) -> str | None:
         return None
     where = f" ({', '.join(zone_less)})" if zone_less else ""
     return f"Times without a zone{where} were read as {tz} (change with --tz)."
+
+
+def sender(con, staged: str, found: Found) -> str | None:
+    """Where a staged file's workers came from, in the platform's words (`worker ← _HOSTNAME/_SYSTEMD_UNIT,
+    incarnation ← _PID`): the envelope's fields that named most of them (mm_env_worker's choice), or the records'
+    own key; None when no record names a worker."""
+    [(source, taken, own, by_pid)] = queries.run(con, "envelope_sender", staged=staged).fetchall()
+    names = dict(found.envelope.names)
+    if not taken:
+        return "worker ← the records' own key" if own else None
+    field = "/".join(names.get(part, part) for part in source.split("/"))
+    said = f"worker ← {field}" + (f", incarnation ← {names.get('pid', 'pid')}" if by_pid else "")
+    return said + (f" ({own:,} records name their own)" if own else "")

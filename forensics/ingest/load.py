@@ -40,6 +40,7 @@ class InputSummary:
     encoding: str = "utf-8"
     envelope: str | None = None  # the platform's wrapper its lines were read from
     note: str | None = None  # why an enveloped file gave no record
+    sender: str | None = None  # which of its envelope's fields named the workers (envelopes.sender)
 
 
 def load(con, sources: list[Source], syntax: str | None = None, field_map: FieldMap | None = None,
@@ -170,7 +171,7 @@ def _load_file(con, file: _File, field_map: FieldMap, keep_raw: bool) -> InputSu
                                        "envelope": file.envelope.name if file.envelope else None})
     if unwrapped:
         summary = _summary(source.label, unwrapped.syntax, envelopes.counts(con, staged, unwrapped.entries))
-        summary.envelope = file.envelope.name
+        summary.envelope, summary.sender = file.envelope.name, envelopes.sender(con, staged, file.envelope)
         if summary.records == 0:
             summary.note = envelopes.empty_note(source.label, file.envelope, unwrapped)
     else:

@@ -19,7 +19,10 @@ def _inputs_table(inputs: list[dict]):
     shown = inputs[:8]
     for i in shown:
         first = ",".join(str(n) for n in i["first_skipped_lines"][:3]) + ("…" if i["skipped"] > 3 else "")
-        table.add_row(safe(_short_path(i["path"])), i["envelope"] or "none", i["syntax"], f"{i['lines']:,}", f"{i['records']:,}", f"{i['skipped']:,}", first)
+        envelope = i["envelope"] or "none"
+        if i["envelope"] and i["sender"]:
+            envelope += f" ({i['sender']})"  # worker ← the envelope's fields that named the senders
+        table.add_row(safe(_short_path(i["path"])), envelope, i["syntax"], f"{i['lines']:,}", f"{i['records']:,}", f"{i['skipped']:,}", first)
     if len(inputs) > len(shown):
         rest = inputs[len(shown):]
         table.add_row(f"… {len(rest)} more files", "", "", f"{sum(i['lines'] for i in rest):,}",
