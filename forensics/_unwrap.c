@@ -338,7 +338,8 @@ static int docker_line(const Reading *r, const unsigned char *s, size_t n, Line 
 }
 
 /* journald (`journalctl -o json`): MESSAGE, __REALTIME_TIMESTAMP (microseconds), _HOSTNAME, _SYSTEMD_UNIT or
- * SYSLOG_IDENTIFIER, _PID, CONTAINER_NAME; a cut or partial message, or one of bytes or lines, is DuckDB's. */
+ * SYSLOG_IDENTIFIER, _PID, CONTAINER_NAME; a cut or partial message, one of bytes or lines, or an entry without
+ * __REALTIME_TIMESTAMP (whose time is _SOURCE_REALTIME_TIMESTAMP's, or which is no entry) is DuckDB's. */
 static int journald_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
     static const Key keys[9] = {KEY("MESSAGE"), KEY("__REALTIME_TIMESTAMP"), KEY("_HOSTNAME"), KEY("_SYSTEMD_UNIT"),
                                 KEY("SYSLOG_IDENTIFIER"), KEY("_PID"), KEY("CONTAINER_NAME"), KEY("_LINE_BREAK"),
@@ -369,17 +370,21 @@ static int journald_line(const Reading *r, const unsigned char *s, size_t n, Lin
 static inline int re2_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r'; }
 static inline int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
 
-/* CRI: `<RFC 3339> <stdout|stderr> <F|P>[:tags] <line>` (a header run into the text is no entry). */
+/* CRI: `<RFC 3339> <stdout|stderr> <F|P>[:tags] <line>` (a header run into the text is no entry). A line without
+ * the tag (`<RFC 3339> <stdout|stderr> <line>`, as older runtimes write) is an entry of its own: DuckDB's. */
 static int cri_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
     size_t t = 0;
     while (t < n && !re2_space(s[t])) t++;
-    if (t == 0 || t + 9 > n || s[t] != ' ' || s[t + 7] != ' ' || (s[t + 8] != 'F' && s[t + 8] != 'P')) return 0;
+    if (t == 0 || t + 7 > n || s[t] != ' ') return 0;
     int out = memcmp(s + t + 1, "stdout", 6) == 0, err = memcmp(s + t + 1, "stderr", 6) == 0;
     if (!out && !err) return 0;
+    if (t + 7 < n && s[t + 7] != ' ') return 0; /* `stdoutX`: no stream word */
+    if (t + 9 > n || (s[t + 8] != 'F' && s[t + 8] != 'P') || (t + 9 < n && s[t + 9] != ' ' && s[t + 9] != ':'))
+        return 1; /* no tag */
     size_t h = t + 9; /* the head's end: after [FP], and after :tags */
     if (h < n && s[h] == ':')
         while (h < n && !re2_space(s[h])) h++;
-    if (h < n && s[h] != ' ') return 0;
+    if (h < n && s[h] != ' ') return 1; /* tags run into the text: a tagless entry */
     if (s[t + 8] == 'P' || !time_us(s, t, us)) return 1;
     *what = out ? E_STDOUT : E_STDERR;
     set(line, C_TEXT, h < n ? s + h + 1 : s, h < n ? n - h - 1 : 0);
@@ -461,33 +466,36 @@ static size_t syslog_tag(const unsigned char *s, size_t n, size_t i, Line *line)
 }
 
 /* Syslog files: `[<PRI>]Mmm dd hh:mm:ss host tag[pid]: message` (RFC 3164, read in UTC: the caller takes no
- * other zone) and rsyslog's `<RFC 3339> host tag[pid]: message`. */
+ * other zone) and rsyslog's `[<PRI>]<RFC 3339> host tag[pid]: message` (its file format, and its ForwardFormat,
+ * RFC 3164 with an ISO time after the PRI). */
 static int syslog_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
     size_t i = 0, stamp_end = 0;
     int valid = 0, matched = 0;
+    if (n && s[0] == '<') {
+        size_t k = 1;
+        while (k < n && k < 4 && is_digit(s[k])) k++;
+        if (k > 1 && k < n && s[k] == '>') i = k + 1;
+    }
     if (r->kind == K_SYSLOG) {
-        if (n && s[0] == '<') {
-            size_t k = 1;
-            while (k < n && k < 4 && is_digit(s[k])) k++;
-            if (k > 1 && k < n && s[k] == '>') i = k + 1;
-        }
         valid = syslog_stamp(r, s + i, n - i, &stamp_end, us, &matched);
         stamp_end += i;
     } else {
         /* [0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+ and a zone: only the times time_us reads (others are DuckDB's) */
         static const char shape[] = "dddd-dd-ddT";
-        matched = n > 11;
-        for (int k = 0; k < 11 && matched; k++) matched = shape[k] == 'd' ? is_digit(s[k]) : s[k] == shape[k];
+        const unsigned char *p = s + i;
+        size_t m = n - i;
+        matched = m > 11;
+        for (int k = 0; k < 11 && matched; k++) matched = shape[k] == 'd' ? is_digit(p[k]) : p[k] == shape[k];
         size_t e = 11;
-        while (matched && e < n && (is_digit(s[e]) || s[e] == ':' || s[e] == '.')) e++;
-        if (matched && e < n && s[e] == 'Z') e++;
-        else if (matched && e + 3 <= n && (s[e] == '+' || s[e] == '-') && is_digit(s[e + 1]) && is_digit(s[e + 2])) {
-            size_t z = e + 3 + (e + 3 < n && s[e + 3] == ':');
-            if (z + 2 <= n && is_digit(s[z]) && is_digit(s[z + 1])) e = z + 2;
+        while (matched && e < m && (is_digit(p[e]) || p[e] == ':' || p[e] == '.')) e++;
+        if (matched && e < m && p[e] == 'Z') e++;
+        else if (matched && e + 3 <= m && (p[e] == '+' || p[e] == '-') && is_digit(p[e + 1]) && is_digit(p[e + 2])) {
+            size_t z = e + 3 + (e + 3 < m && p[e + 3] == ':');
+            if (z + 2 <= m && is_digit(p[z]) && is_digit(p[z + 1])) e = z + 2;
         }
         matched = matched && e > 11;
-        stamp_end = e;
-        valid = matched && time_us(s, e, us);
+        stamp_end = i + e;
+        valid = matched && time_us(p, e, us);
     }
     if (!matched || stamp_end >= n || s[stamp_end] != ' ') return 0;
     size_t host = stamp_end + 1, h = host;

@@ -160,22 +160,21 @@ FROM read
 
 -- name: envelope_cri
 -- Kubernetes / containerd / CRI-O log files: `<RFC 3339> <stdout|stderr> <F|P>[:tags] <line>`; P is a piece of a
--- longer line, joined up to the next F of the same stream. Pod ({lit:container}) and container ({lit:unit}) come from the
--- file's path.
+-- longer line, joined up to the next F of the same stream; a line without the tag (older runtimes) is a whole one.
+-- Pod ({lit:container}) and container ({lit:unit}) come from the file's path.
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP VIEW {ident:pieces} AS
 WITH entries AS (
-    SELECT line, regexp_extract(line, '^\S+ (?:stdout|stderr) [FP](?::\S*)?') AS head
+    -- the header with the space after it (a tag run into the text is none: the header is then the tagless one)
+    SELECT line, regexp_extract(line, '^\S+ (?:stdout|stderr)(?: [FP](?::\S*)?)?(?: |$)') AS head
     FROM {frag:lines}({lit:path}, {lit:delim})
 ), parts AS (
-    -- the fields from the short header alone (a header not followed by a space or the end is no entry), the
-    -- line as the rest after that space
-    SELECT line, head,
-           regexp_extract(mm_spaced_head(line, head), '^(\S+) (stdout|stderr) ([FP])', ['ts', 'stream', 'tag']) AS m
+    -- the fields from the short header alone, the line as the rest after it
+    SELECT line, head, regexp_extract(head, '^(\S+) (stdout|stderr)(?: ([FP]))?', ['ts', 'stream', 'tag']) AS m
     FROM entries
 )
-SELECT coalesce(m.stream, '') AS chain, CASE WHEN m.stream = '' THEN line ELSE mm_after(line, strlen(head) + 1) END AS text,
+SELECT coalesce(m.stream, '') AS chain, CASE WHEN m.stream = '' THEN line ELSE mm_after(line, strlen(head)) END AS text,
        coalesce(m.tag, '') <> 'P' AS complete, mm_ts(nullif(m.ts, '')) AS ts, nullif(m.stream, '') AS stream,
        NULL::VARCHAR AS host, CASE WHEN m.stream <> '' THEN {lit:unit}::VARCHAR END AS unit,
        CASE WHEN m.stream <> '' THEN {lit:container}::VARCHAR END AS container, NULL::VARCHAR AS pid
@@ -183,7 +182,8 @@ FROM parts
 
 -- name: envelope_journald
 -- `journalctl -o json` (or json-seq, each entry after an RS byte): MESSAGE (a string or an array of bytes),
--- __REALTIME_TIMESTAMP in microseconds, _HOSTNAME, _SYSTEMD_UNIT or SYSLOG_IDENTIFIER, _PID, CONTAINER_NAME.
+-- __REALTIME_TIMESTAMP in microseconds (else _SOURCE_REALTIME_TIMESTAMP, an entry whose shipper kept only the
+-- source's time), _HOSTNAME, _SYSTEMD_UNIT or SYSLOG_IDENTIFIER, _PID, CONTAINER_NAME.
 -- An entry cut at journald's LineMax (_LINE_BREAK=line-max) or a partial container line is joined with the
 -- next of its stream (_STREAM_ID); one the stream ended before its newline (_LINE_BREAK=eof) is unfinished.
 -- dialect: duckdb
@@ -197,21 +197,24 @@ WITH entries AS (
     -- one parse per entry: a line that is not JSON fails the extraction (NULL), as json_valid would have said
     SELECT line, CASE WHEN starts_with(line, '{') THEN try(json_extract_string(line, [
                '$.MESSAGE', '$.__REALTIME_TIMESTAMP', '$._HOSTNAME', '$._SYSTEMD_UNIT', '$.SYSLOG_IDENTIFIER',
-               '$._PID', '$.CONTAINER_NAME', '$._STREAM_ID', '$._LINE_BREAK', '$.CONTAINER_PARTIAL_MESSAGE'])) END AS v
+               '$._PID', '$.CONTAINER_NAME', '$._STREAM_ID', '$._LINE_BREAK', '$.CONTAINER_PARTIAL_MESSAGE',
+               '$._SOURCE_REALTIME_TIMESTAMP'])) END AS v
     FROM entries
+), stamped AS (
+    SELECT line, v, coalesce(v[2], v[11]) AS us FROM read
 )
 SELECT coalesce(v[8], '') AS chain,
-       CASE WHEN v[2] IS NULL THEN line
+       CASE WHEN us IS NULL THEN line
             WHEN starts_with(v[1], '[') THEN mm_journal_text(json_extract(line, '$.MESSAGE')) ELSE v[1] END AS text,
-       NOT coalesce(v[9] IN ('line-max', 'eof') OR v[10] = 'true', false) AS complete, mm_epoch_us(v[2]) AS ts,
+       NOT coalesce(v[9] IN ('line-max', 'eof') OR v[10] = 'true', false) AS complete, mm_epoch_us(us) AS ts,
        NULL::VARCHAR AS stream, v[3] AS host, coalesce(v[4], v[5]) AS unit, v[7] AS container, v[6] AS pid
-FROM read
+FROM stamped
 
 -- name: envelope_syslog
 -- Syslog files, `[<PRI>]STAMP host tag[pid]: message`: traditional syslog and RFC 3164 ({lit:pri} the optional
 -- `<PRI>`, a stamp `Mmm dd hh:mm:ss` without a year or zone: {lit:year_less} = 1, its year {lit:year} or {lit:year} - 1 for
 -- a month after {lit:last_month}, read in the session's zone, --tz) and rsyslog's high-precision file format
--- (RSYSLOG_FileFormat: an RFC 3339 stamp, {lit:pri} empty). {lit:stamp} is the stamp's regex. The header is matched
+-- (RSYSLOG_FileFormat: an RFC 3339 stamp; with the `<PRI>` before it, RSYSLOG_ForwardFormat: RFC 3164 with an ISO time). {lit:stamp} is the stamp's regex. The header is matched
 -- alone and the message taken as the rest of the line (capturing the long tail cost more than the unwrapping should).
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
@@ -639,12 +642,14 @@ SELECT count(*) FILTER (WHERE problem IS NULL) AS records, count(*) FILTER (WHER
 FROM {ident:staged}
 
 -- name: envelope_sender
--- Where the workers of a staged file read through an envelope came from: the part of the envelope that named most
--- of them (mm_env_worker's choice: container, host/unit, host or unit) and how many records took the envelope's
--- worker, how many name another of their own (a record's key wins), and how many took its pid as incarnation.
+-- Where the workers of a staged file read through an envelope came from, among its first :most records: the part of
+-- the envelope that named most of them (mm_env_worker's choice: container, host/unit, host or unit) and how many
+-- records took the envelope's worker, how many name another of their own (a record's key wins), and how many took its
+-- pid as incarnation. A sample: reading a struct's fields on every row of a large file cost ten times its counts.
 -- dialect: duckdb
 WITH records AS (
-    SELECT env, worker, incarnation, worker = mm_env_worker(env) AS taken FROM {ident:staged} WHERE problem IS NULL
+    SELECT env, worker, incarnation, worker = mm_env_worker(env) AS taken
+    FROM (SELECT env, worker, incarnation FROM {ident:staged} WHERE problem IS NULL LIMIT :most)
 )
 SELECT mode(CASE WHEN env.container IS NOT NULL THEN 'container' WHEN env.host IS NOT NULL AND env.unit IS NOT NULL
                  THEN 'host/unit' WHEN env.host IS NOT NULL THEN 'host' ELSE 'unit' END) FILTER (WHERE taken) AS source,

@@ -678,3 +678,35 @@ def test_a_records_own_worker_wins_over_the_envelopes_and_what_was_read_says_so(
     case = load_case([str(log)])
     assert case.con.execute("SELECT worker FROM events").fetchall() == [("w-9",)]
     assert case.inputs[0].sender == "worker ← the records' own key"
+
+
+# --- envelopes are told by entries, not lines ------------------------------------------------------------
+
+TRACEBACK = ["Traceback (most recent call last):", '  File "/app/send.py", line 3, in send', "TimeoutError: timeout"]
+
+
+def _python_logging(messages: list[str], after: list[str]) -> str:
+    lines = [f"2026-11-28 09:21:{26 + i:02d},123 INFO mailer.send: {m}" for i, m in enumerate(messages)]
+    return "\n".join(TRACEBACK * 4 + [part for line in lines for part in [line, *after]]) + "\n"
+
+
+def test_a_python_logging_file_of_tracebacks_and_two_line_messages_is_told_by_its_entries(tmp_path):
+    # 12 traceback lines first, then every message followed by a line of its own: a third of the lines are stamped,
+    # every entry is
+    sends = [f"event=send campaign=c step=1 email=p{i}@x.co msg_id=m{i}" for i in range(12)]
+    log = tmp_path / "mailer.log"
+    log.write_text(_python_logging(sends, ["  (delivered in 1.2 s)"]), encoding="utf-8")
+    assert envelopes.detect_envelope(log.read_bytes()).name == "python-logging"
+    assert load_case([str(log)]).records == 12
+
+
+def test_a_file_a_known_envelope_fits_in_part_is_named_with_the_envelope_to_force(tmp_path):
+    sends = [f"event=send campaign=c step=1 email=p{i}@x.co msg_id=m{i}" for i in range(6)]
+    log = tmp_path / "mailer.log"  # each message followed by two lines of pairs of its own: a third of the entries
+    log.write_text(_python_logging(sends, ["retry_policy=default backoff=2s", "pool=a queue=b"]), encoding="utf-8")
+    with pytest.raises(InputError) as refused:
+        load_case([str(log)])
+    assert str(refused.value).startswith("no mail-send records found. ")
+    assert (f"{log}: 6 of its first 18 entries look like Python logging, too few to read it as that; if it is, force "
+            "it with --envelope python-logging") in str(refused.value)
+    assert load_case([str(log)], reading=Reading(envelope="python-logging")).records == 6

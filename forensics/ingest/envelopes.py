@@ -64,7 +64,7 @@ ENVELOPES = {e.name: e for e in (
              shape=(("pri", "(?:<[0-9]{1,3}>)?"), ("stamp", "[A-Z][a-z]{2} +[0-9]{1,2} [0-9]{2}:[0-9]{2}:[0-9]{2}"),
                     ("year_less", 1)), names=_SYSLOG_NAMES),
     Envelope("rsyslog", "rsyslog high-precision", "envelope_syslog",
-             shape=(("pri", ""), ("stamp", "[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(?:Z|[+-][0-9]{2}:?[0-9]{2})?"),
+             shape=(("pri", "(?:<[0-9]{1,3}>)?"), ("stamp", "[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(?:Z|[+-][0-9]{2}:?[0-9]{2})?"),
                     ("year_less", 0)), names=_SYSLOG_NAMES),
     Envelope("rfc5424", "syslog RFC 5424", "envelope_rfc5424",
              names=(("host", "HOSTNAME"), ("unit", "APP-NAME"), ("pid", "PROCID"))),
@@ -93,6 +93,7 @@ ENVELOPES = {e.name: e for e in (
 )}
 NAMES = tuple(ENVELOPES)
 NONE = "none"  # --envelope none: read every file as it is
+SENDER_SAMPLE = 10_000  # the first records that tell where a file's workers came from (sender)
 INNER_SAMPLE_LINES = 200  # the first non-blank inner lines that tell the inner syntax (inner_sample)
 
 
@@ -124,10 +125,10 @@ class Found:
 _ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d"
 _ZONE = r"(?:Z|[+-]\d\d:?\d\d)"
 _TEXT_SHAPES = (  # (envelope, a line's shape), tried in this order: the first fits win ties
-    ("cri", re.compile(rf"^{_ISO}(?:\.\d+)?{_ZONE} (?:stdout|stderr) [FP](?::\S*)?(?: |$)")),
+    ("cri", re.compile(rf"^{_ISO}(?:\.\d+)?{_ZONE} (?:stdout|stderr)(?: [FP](?::\S*)?)?(?: |$)")),
     ("rfc5424", re.compile(r"^<\d{1,3}>1 \S+ \S+ \S+ \S+ \S+ (?:-|\[)")),
     ("syslog", re.compile(r"^(?:<\d{1,3}>)?[A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d [\w.:-]+ [\w./-]+(?:\[\d+\])?:")),
-    ("rsyslog", re.compile(rf"^{_ISO}(?:\.\d+)?{_ZONE} [\w.:-]+ [\w./-]+(?:\[\d+\])?:")),
+    ("rsyslog", re.compile(rf"^(?:<\d{{1,3}}>)?{_ISO}(?:\.\d+)?{_ZONE} [\w.:-]+ [\w./-]+(?:\[\d+\])?:")),
     ("docker-logs", re.compile(rf"^{_ISO}\.\d{{9}}{_ZONE} ")),
     ("cloudwatch-export", re.compile(rf"^{_ISO}(?:\.\d+)?{_ZONE} \{{")),
     ("python-logging", re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\b")),
@@ -158,7 +159,7 @@ def _json_shape(obj: dict) -> tuple[str, bool] | None:
         return "elastic", True
     if isinstance(obj.get("log"), str) and "time" in keys and not _carries_send(keys):
         return "docker-json", False
-    if "__REALTIME_TIMESTAMP" in keys and ("MESSAGE" in keys or "__CURSOR" in keys):
+    if keys & {"__REALTIME_TIMESTAMP", "_SOURCE_REALTIME_TIMESTAMP"} and ("MESSAGE" in keys or "__CURSOR" in keys):
         return "journald", False
     if "line" in keys and "timestamp" in keys and set(keys) <= {"labels", "line", "timestamp"}:
         return "loki", False
@@ -218,8 +219,9 @@ def _parses(line: str) -> bool:
 
 def _spread(text: str, lines: list[str]) -> bool:
     """A JSON array, or an object spread over several lines (pretty-printed): none of the first lines is JSON
-    by itself (one damaged line does not make a file of one entry per line a document)."""
-    return text.startswith("[") or (text.startswith("{") and bool(lines) and not any(map(_parses, lines[:3])))
+    by itself (one damaged line does not make a file of one entry per line a document), or longer than the head
+    (no whole line in it: an `aws logs` page of any size written on one line, as the SDKs and `jq -c` write it)."""
+    return text.startswith("[") or (text.startswith("{") and not any(map(_parses, lines[:3])))
 
 
 def is_document(head: bytes) -> bool:
@@ -235,20 +237,52 @@ def is_document(head: bytes) -> bool:
     return isinstance(obj, dict) and (isinstance(obj.get("events"), list) or isinstance(obj.get("hits"), dict))
 
 
+def _starts_entry(line: str) -> bool:
+    """Whether a line that fits no envelope starts an entry of its own (a record at the line's start: a JSON object
+    or key=value pairs) rather than continuing the entry before it (a traceback, an indented or prefix-less line of a
+    message), as lnav joins a message's lines."""
+    if line[:1].isspace():
+        return False
+    return line.startswith("{") and _parses(line) or len(_PAIR.findall(line)) >= 2
+
+
+def _votes(lines: list[str], path: str) -> tuple[tuple[str, bool] | None, int, int]:
+    """(the shape most entries among `lines` have, how many have it, how many entries there are): an entry is a line
+    of an envelope's shape or one that starts a record (_starts_entry); the other lines continue the entry before."""
+    shapes = [_line_shape(line, path) for line in lines]
+    fitting = [shape for shape in shapes if shape]
+    if not fitting:
+        return None, 0, 0
+    best, votes = Counter(fitting).most_common(1)[0]
+    return best, votes, len(fitting) + sum(1 for line, shape in zip(lines, shapes) if not shape and _starts_entry(line))
+
+
 def detect_envelope(head: bytes, path: str = "") -> Found | None:
-    """The envelope most of a file's first lines are wrapped in (at least half of them), or None."""
+    """The envelope most of a file's first entries are wrapped in (at least half of them), or None."""
     text = head.decode("utf-8", "replace").lstrip()
     lines = first_lines(head)
     if _spread(text, lines):
         name = _document_shape(text)
         return Found(ENVELOPES[name], document=True) if name else None
-    shapes = [shape for line in lines if (shape := _line_shape(line, path))]
-    if not shapes:
+    best, votes, entries = _votes(lines, path)
+    if best is None or votes * 2 < entries:
         return None
-    (name, document), votes = Counter(shapes).most_common(1)[0]
-    if votes * 2 < len(lines):
-        return None
+    name, document = best
     return Found(ENVELOPES[name], document=document)
+
+
+def partial_note(label: str, head: bytes, path: str = "") -> str | None:
+    """For a file read without an envelope that a known one fits in part (some of its first entries, too few to
+    tell it): which, and how to force it; None otherwise."""
+    lines = first_lines(head)
+    if _spread(head.decode("utf-8", "replace").lstrip(), lines):
+        return None
+    best, votes, entries = _votes(lines, path)
+    if best is None or votes * 2 >= entries:
+        return None
+    envelope = ENVELOPES[best[0]]
+    return (f"{label}: {votes} of its first {entries} entries look like {envelope.title}, too few to read it as that; "
+            f"if it is, force it with --envelope {envelope.name}")
 
 
 def of_file(path: str, head: bytes, syntax: str | None, reading: Reading) -> Found | None:
@@ -474,13 +508,14 @@ def zone_note(envelopes_read: list[str | None], tz: str) -> str | None:
 
 
 def sender(con, staged: str, found: Found) -> str | None:
-    """Where a staged file's workers came from, in the platform's words (`worker ← _HOSTNAME/_SYSTEMD_UNIT,
-    incarnation ← _PID`): the envelope's fields that named most of them (mm_env_worker's choice), or the records'
-    own key; None when no record names a worker."""
-    [(source, taken, own, by_pid)] = queries.run(con, "envelope_sender", staged=staged).fetchall()
+    """Where a staged file's workers came from (among its first SENDER_SAMPLE records), in the platform's words
+    (`worker ← _HOSTNAME/_SYSTEMD_UNIT, incarnation ← _PID`): the envelope's fields that named most of them
+    (mm_env_worker's choice), or the records' own key; None when no record names a worker."""
+    [(source, taken, own, by_pid)] = queries.run(con, "envelope_sender", {"most": SENDER_SAMPLE},
+                                                 staged=staged).fetchall()
     names = dict(found.envelope.names)
     if not taken:
         return "worker ← the records' own key" if own else None
     field = "/".join(names.get(part, part) for part in source.split("/"))
     said = f"worker ← {field}" + (f", incarnation ← {names.get('pid', 'pid')}" if by_pid else "")
-    return said + (f" ({own:,} records name their own)" if own else "")
+    return said + (" (some records name their own)" if own else "")

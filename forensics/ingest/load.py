@@ -67,6 +67,10 @@ def load(con, sources: list[Source], syntax: str | None = None, field_map: Field
         queries.run(con, "set_time_zone", zone="UTC")
     for file in files:
         check_unchanged(file.source, file.identity)
+    if not reading.envelope:  # a file a known envelope fits in part: say which, and how to force it
+        for file in [f for f in files if f.head and not f.envelope]:
+            summary = summaries[file.file_id]
+            summary.note = envelopes.partial_note(file.source.label, file.head, file.source.path) or summary.note
     cut = _create_views(con, files, summaries, limits)
     queries.script(con, "build_sends")
     if keep_raw:  # a saved case
@@ -113,7 +117,8 @@ def _detected(file_id: int, source: Source, forced: str | None, reading: Reading
         return _File(file_id, source, forced or "logfmt", head, envelope=found, forced=forced, identity=seen)
     syntax = forced or detect_syntax(head)
     if syntax is None:
-        raise InputError(f"{source.label}: cannot tell the log syntax (not logfmt, JSON Lines or CSV, nor "
+        partly = None if reading.envelope else envelopes.partial_note(source.label, head, source.path)
+        raise InputError(partly or f"{source.label}: cannot tell the log syntax (not logfmt, JSON Lines or CSV, nor "
                          "wrapped in a known envelope); force one with --syntax or --envelope")
     return _File(file_id, source, syntax, head, identity=seen)
 

@@ -179,7 +179,7 @@ def _document(name: str, finished: list[tuple[str, bool]], times: list[dt.dateti
                 "searchedLogStreams": []}
         return json.dumps(page, indent=4) + "\n"
     if name == "elastic":  # a search response
-        hits = [json.loads(_elastic(line, t, True)[0]) for (line, _), t in zip(finished, times)]
+        hits = [json.loads(_elastic(line, t, True, {})[0]) for (line, _), t in zip(finished, times)]
         return json.dumps({"took": 3, "timed_out": False, "hits": {"hits": hits}}, indent=2) + "\n"
     raise ValueError(f"{name} has no document form")
 
