@@ -280,6 +280,25 @@ SELECT '' AS chain, CASE WHEN stamp = '' THEN line ELSE mm_after(line, strlen(st
        CASE WHEN stamp <> '' THEN {lit:container}::VARCHAR END AS container, NULL::VARCHAR AS pid
 FROM entries
 
+-- name: envelope_compose
+-- `docker compose logs` (and docker-compose's): `<service-n> <padding>| <line>`, with `-t` `<service-n> <padding>|
+-- <RFC 3339> <line>`. The prefix's name is the container that sent the line. Only the header is matched; the line is
+-- the rest after it.
+-- dialect: duckdb
+-- fragments: lines=mm_lines|mm_entries
+CREATE OR REPLACE TEMP VIEW {ident:pieces} AS
+WITH entries AS (
+    SELECT line,
+           regexp_extract(line, '^[A-Za-z0-9][A-Za-z0-9_.-]* +\|(?: [0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(?:Z|[+-][0-9]{2}:?[0-9]{2})(?: |$)| |$)') AS head
+    FROM {frag:lines}({lit:path}, {lit:delim})
+), parts AS (
+    SELECT line, head, regexp_extract(head, '^(\S+) +\|(?: ([0-9]{4}-\S+))?', ['service', 'stamp']) AS m FROM entries
+)
+SELECT '' AS chain, CASE WHEN head = '' THEN line ELSE mm_after(line, strlen(head)) END AS text, true AS complete,
+       mm_ts(nullif(m.stamp, '')) AS ts, NULL::VARCHAR AS stream, NULL::VARCHAR AS host, NULL::VARCHAR AS unit,
+       nullif(m.service, '') AS container, NULL::VARCHAR AS pid
+FROM parts
+
 -- name: envelope_python_logging
 -- Python logging with %(asctime)s first: `2026-11-28 09:21:26,123 LEVEL name: message`, local time without a
 -- zone (the session's, --tz); the record is the message's JSON object or key=value pairs. Only the stamp is

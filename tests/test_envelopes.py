@@ -65,6 +65,17 @@ SAMPLES = [
      {"host": "mail-host-1", "unit": "mailer"}, "mail-host-1/mailer"),
     ("elastic/search-response.json", "elastic", A, "2026-11-28T09:21:26.123",
      {"host": "mail-host-1", "unit": "mailer"}, "mail-host-1/mailer"),
+    # the shapes real samples had that the first fixtures lacked (issue 41)
+    ("compose/compose-logs-t.log", "compose", A, "2026-11-28T09:21:26.123456", {"container": "mailer-1"}, "mailer-1"),
+    ("rsyslog/forward.log", "rsyslog", A, "2026-11-28T09:21:26.123456", HOST, "mail-host-1/mailer"),
+    ("journald/source-time.json", "journald", A, "2026-11-28T09:21:26.123456",
+     {"host": "mail-host-1", "unit": "mailer@1.service", "pid": "812"}, "mail-host-1/mailer@1.service"),
+    (POD_LOG.replace("/0.log", "/1.log"), "cri", A, "2026-11-28T09:21:26.576064",
+     {"stream": "stdout", "container": "mailer-7d9f5", "unit": "mailer"}, "mailer-7d9f5"),
+    ("cloudwatch/filter-log-events-one-line.json", "cloudwatch", A, "2026-11-28T09:21:26.123",
+     {"container": "mailer/mailer/5b1f0e2a"}, "mailer/mailer/5b1f0e2a"),
+    ("syslog/macos-system.log", "syslog", A, "2026-11-28T09:21:26",
+     {"host": "Mail-Mac", "unit": "mailer", "pid": "812"}, "Mail-Mac/mailer"),
 ]
 
 

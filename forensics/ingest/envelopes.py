@@ -71,6 +71,7 @@ ENVELOPES = {e.name: e for e in (
     Envelope("docker-logs", "docker logs --timestamps", "envelope_timestamped"),
     Envelope("cloudwatch-export", "CloudWatch export to S3", "envelope_timestamped",
              names=(("container", "log stream"),)),
+    Envelope("compose", "docker compose logs", "envelope_compose", names=(("container", "service prefix"),)),
     Envelope("python-logging", "Python logging", "envelope_python_logging", zone_less=True),
     Envelope("structlog", "structlog console", "envelope_console", zone_less=True,
              shape=(("head", _STRUCTLOG_HEAD + " ?"), ("stamp", f"^({_STRUCTLOG_STAMP}){_STRUCTLOG_LEVEL} ?$"))),
@@ -136,6 +137,7 @@ _TEXT_SHAPES = (  # (envelope, a line's shape), tried in this order: the first f
     ("zap", re.compile(rf"^(?:{_ISO}(?:\.\d+)?{_ZONE}?|\d{{9,11}}(?:\.\d+)?(?:e\+\d+)?)\t[A-Za-z]+\t")),
     ("slog", re.compile(r"^time=[^\s\"]+ level=\S+ (?:source=\S+ )?msg=")),
     ("logrus", re.compile(r"^time=\"[^\"]*\" level=\w+ msg=")),
+    ("compose", re.compile(r"^[A-Za-z0-9][\w.-]* +\|(?: |$)")),
 )
 _S3_EXPORT_NAME = re.compile(r"(?:^|/)\d{6}(?:\.gz)?$")  # CloudWatch's export objects: 000000.gz
 _S3_EXPORT_LINE = re.compile(rf"^{_ISO}\.\d{{3}}Z ")
