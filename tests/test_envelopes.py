@@ -17,7 +17,7 @@ from forensics.errors import ConfigError, InputError
 from forensics.ingest import envelopes
 from forensics.ingest.case import load_case
 from forensics.ingest.load import Reading
-from forensics.simulate.envelopes import DOCUMENTS, JSON_ONLY, LOGFMT_ONLY, NAMES, wrap
+from forensics.simulate.envelopes import DOCUMENTS, FLAVOURS, JSON_ONLY, LOGFMT_ONLY, NAMES, wrap
 from tests.test_jsonl_reader_properties import FIRST, json_line
 from tests.test_tokenizer_properties import READ_EVERY_WAY, SETTINGS, logfmt_line, needs_c, parser
 from tests.test_tokenizer_properties import read as read_with_parser
@@ -408,7 +408,12 @@ def enveloped_logfmt(draw) -> tuple[str, str]:
     name = draw(st.sampled_from(_logfmt_envelopes()))
     lines = [line.decode("utf-8", "replace") for line in draw(st.lists(logfmt_line(), min_size=1, max_size=25))]
     last = draw(st.sampled_from(["", "", "ts=2026-11-28T09:00:01Z event=send email=c"]))
-    return name, wrap(name, lines, last=last)
+    return name, flavoured(draw, name, wrap(name, lines, last=last))
+
+
+def flavoured(draw, name: str, text: str) -> str:
+    """The file in another form real files of its envelope take (FLAVOURS), now and then."""
+    return FLAVOURS[name](text) if name in FLAVOURS and draw(st.booleans()) else text
 
 
 @needs_c
@@ -470,7 +475,7 @@ def enveloped_jsonl(draw) -> tuple[str, str]:
         lines.append(text + draw(st.sampled_from(["", "", "", "\r"])))
     last = draw(st.sampled_from(["", "", '{"ts":"2026-11-28T09:00:01Z","evt":"send","email":"c', FIRST.decode()]))
     document = name in DOCUMENTS and draw(st.booleans())
-    return name, wrap(name, lines, last="" if document else last, document=document)
+    return name, flavoured(draw, name, wrap(name, lines, last="" if document else last, document=document))
 
 
 @needs_c
@@ -721,3 +726,11 @@ def test_a_file_a_known_envelope_fits_in_part_is_named_with_the_envelope_to_forc
     assert (f"{log}: 6 of its first 18 entries look like Python logging, too few to read it as that; if it is, force "
             "it with --envelope python-logging") in str(refused.value)
     assert load_case([str(log)], reading=Reading(envelope="python-logging")).records == 6
+
+
+def test_docker_compose_logs_without_timestamps_name_each_records_container(tmp_path):
+    case = read(tmp_path, FIXTURES / "compose" / "compose-logs.log")
+    assert case.inputs[0].envelope == "compose"
+    assert [(r["line_no"], r["worker"], r["recipient"]) for r in records(case)] == [
+        (1, "mailer-1", "ana@example.com"), (2, "mailer-2", "cy@example.com"), (7, "mailer-2", "ben@example.com")]
+    assert [r["envelope"]["ts"] for r in records(case)] == [None] * 3  # without -t the records' own times

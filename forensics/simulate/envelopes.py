@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from collections.abc import Callable
 
 START = dt.datetime(2026, 11, 28, 9, 0, 0, tzinfo=dt.timezone.utc)
@@ -136,6 +137,7 @@ LINE_WRAPPERS: dict[str, Callable[[str, dt.datetime, bool, dict], list[str]]] = 
     "zap": _prefixed(lambda line, t: f"{_rfc3339(t, 3)}\tINFO\tmailer\tsend/send.go:42\tmail sent\t{line}"),
     "slog": _prefixed(lambda line, t: f"time={_rfc3339(t, 3)} level=INFO msg=\"mail sent\" {line}"),
     "logrus": _prefixed(lambda line, t: f"time=\"{_rfc3339(t, 0)}\" level=info msg=\"mail sent\" {line}"),
+    "compose": _named(lambda line, t, who: f"{who['container']}  | {_rfc3339(t, 9)} {line}"),  # logs -t
     "loki": _loki,
     "cloud-logging": _cloud_logging,
     "cloudwatch": _cloudwatch,
@@ -185,3 +187,12 @@ def _document(name: str, finished: list[tuple[str, bool]], times: list[dt.dateti
 
 
 DOCUMENTS = ("cloud-logging", "cloudwatch", "elastic")
+# Other forms real files of an envelope take, from its file as wrap writes it: rsyslog's ForwardFormat (a <PRI>
+# before the time), CRI lines without the P/F tag, `docker compose logs` without -t, journald entries with only the
+# source's time.
+FLAVOURS: dict[str, Callable[[str], str]] = {
+    "rsyslog": lambda text: re.sub(r"(?m)^(?=[0-9]{4}-)", "<13>", text),
+    "cri": lambda text: re.sub(r"(?m)^(\S+ std(?:out|err)) F(?= |$)", r"\1", text),
+    "compose": lambda text: re.sub(r"(?m)^(\S+  \|) [0-9]{4}-\S+(?= |$)", r"\1", text),
+    "journald": lambda text: text.replace('"__REALTIME_TIMESTAMP"', '"_SOURCE_REALTIME_TIMESTAMP"'),
+}
