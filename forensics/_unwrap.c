@@ -45,10 +45,11 @@
 
 enum { K_DOCKER = 1, K_CRI = 2, K_TIMESTAMPED = 3, K_SYSLOG = 4, K_RSYSLOG = 5, K_JOURNALD = 6, K_PYTHON_LOGGING = 7,
        K_STRUCTLOG = 8, K_ZAP = 9, K_SLOG = 10, K_RFC5424 = 11,
-       K_LOKI = 12, K_CLOUD_LOGGING = 13, K_CLOUDWATCH = 14, K_DATADOG = 15, K_ELASTIC = 16 };
+       K_LOKI = 12, K_CLOUD_LOGGING = 13, K_CLOUDWATCH = 14, K_DATADOG = 15, K_ELASTIC = 16, K_COMPOSE = 17 };
 enum { E_NONE = 0, E_STDOUT = 1, E_STDERR = 2, E_NO_STREAM = 3 }; /* what a line was */
 enum { U_DEFER = 1, U_NOMEM = 2 };
 enum { C_TEXT, C_HOST, C_UNIT, C_CONTAINER, C_PID, NCOLS }; /* the columns: the text, then its provenance */
+#define NO_TIME INT64_MIN /* an entry without a time: the SQL's mm_ts(NULL) */
 
 typedef struct {
     Column cols[NCOLS]; /* the text inside each line's envelope (valid everywhere: a blank line is ''), then what
@@ -417,6 +418,34 @@ static int timestamped_line(const Reading *r, const unsigned char *s, size_t n, 
     if (!time_us(s, stamp, us)) return 1;
     *what = E_NO_STREAM;
     set(line, C_TEXT, s + stamp + 1, n - stamp - 1);
+    return 0;
+}
+
+static inline int alnum_ascii(unsigned char c) {
+    return is_digit(c) || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
+}
+
+/* `docker compose logs [-t]`: `<name> +|[ <RFC 3339>( |$)| |$]<line>`, the name `[A-Za-z0-9][A-Za-z0-9_.-]*` (the
+ * container); a time run into the text is text. */
+static int compose_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
+    size_t i = 0, j;
+    if (n == 0 || !alnum_ascii(s[0])) return 0;
+    while (i < n && (alnum_ascii(s[i]) || s[i] == '_' || s[i] == '.' || s[i] == '-')) i++;
+    for (j = i; j < n && s[j] == ' '; j++) {}
+    if (j == i || j >= n || s[j] != '|') return 0;
+    size_t head = ++j; /* after the bar, at the line's end */
+    if (j < n && s[j] != ' ') return 0;
+    *what = E_NO_STREAM, *us = NO_TIME;
+    if (j < n) {
+        size_t stamp = rfc3339_end(s + j + 1, n - j - 1), end = j + 1 + stamp;
+        head = j + 1;
+        if (stamp && (end == n || s[end] == ' ')) {
+            if (!time_us(s + j + 1, stamp, us)) return 1;
+            head = end == n ? n : end + 1;
+        }
+    }
+    set(line, C_CONTAINER, s, i);
+    set(line, C_TEXT, s + head, n - head);
     return 0;
 }
 
@@ -855,7 +884,6 @@ static int slog_line(const Reading *r, const unsigned char *s, size_t n, Line *l
  * value is absent, null, a string (decoded) or another value: its raw text, which json_extract_string gives for
  * a plain integer and which the callers otherwise read only as "present" (an empty object aside). */
 
-#define NO_TIME INT64_MIN /* an entry without a time: the SQL's mm_ts(NULL) */
 #define PATH_KEYS 5       /* the most keys of a wanted path, and a NULL after them */
 #define SKIP_DEPTH 64     /* deeper values left are DuckDB's (no unbounded recursion here) */
 
@@ -1379,6 +1407,7 @@ static LineReader reader_of(int kind) {
     case K_DOCKER: return docker_line;
     case K_CRI: return cri_line;
     case K_TIMESTAMPED: return timestamped_line;
+    case K_COMPOSE: return compose_line;
     case K_SYSLOG: case K_RSYSLOG: return syslog_line;
     case K_JOURNALD: return journald_line;
     case K_PYTHON_LOGGING: return python_logging_line;
@@ -1499,7 +1528,7 @@ PyMODINIT_FUNC PyInit__unwrap(void) {
         || PyModule_AddIntConstant(m, "SLOG", K_SLOG) || PyModule_AddIntConstant(m, "RFC5424", K_RFC5424)
         || PyModule_AddIntConstant(m, "LOKI", K_LOKI) || PyModule_AddIntConstant(m, "CLOUD_LOGGING", K_CLOUD_LOGGING)
         || PyModule_AddIntConstant(m, "CLOUDWATCH", K_CLOUDWATCH) || PyModule_AddIntConstant(m, "DATADOG", K_DATADOG)
-        || PyModule_AddIntConstant(m, "ELASTIC", K_ELASTIC)
+        || PyModule_AddIntConstant(m, "ELASTIC", K_ELASTIC) || PyModule_AddIntConstant(m, "COMPOSE", K_COMPOSE)
         || PyModule_AddIntConstant(m, "DEFER", U_DEFER) || PyModule_AddIntConstant(m, "STDOUT", E_STDOUT)
         || PyModule_AddIntConstant(m, "STDERR", E_STDERR) || PyModule_AddIntConstant(m, "NO_STREAM", E_NO_STREAM)) {
         Py_DECREF(m);

@@ -283,13 +283,13 @@ FROM entries
 -- name: envelope_compose
 -- `docker compose logs` (and docker-compose's): `<service-n> <padding>| <line>`, with `-t` `<service-n> <padding>|
 -- <RFC 3339> <line>`. The prefix's name is the container that sent the line. Only the header is matched; the line is
--- the rest after it.
+-- the rest after it (a time run into the text is text). forensics/_unwrap.c's compose_line reads the same.
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP VIEW {ident:pieces} AS
 WITH entries AS (
     SELECT line,
-           regexp_extract(line, '^[A-Za-z0-9][A-Za-z0-9_.-]* +\|(?: [0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(?:Z|[+-][0-9]{2}:?[0-9]{2})(?: |$)| |$)') AS head
+           regexp_extract(line, '^[A-Za-z0-9][A-Za-z0-9_.-]* +\|(?: [0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})(?: |$)| |$)') AS head
     FROM {frag:lines}({lit:path}, {lit:delim})
 ), parts AS (
     SELECT line, head, regexp_extract(head, '^(\S+) +\|(?: ([0-9]{4}-\S+))?', ['service', 'stamp']) AS m FROM entries

@@ -41,7 +41,7 @@ KINDS = {"docker-json": "DOCKER", "cri": "CRI", "docker-logs": "TIMESTAMPED", "c
          "syslog": "SYSLOG", "rsyslog": "RSYSLOG", "journald": "JOURNALD", "python-logging": "PYTHON_LOGGING",
          "structlog": "STRUCTLOG", "zap": "ZAP", "slog": "SLOG", "logrus": "SLOG", "rfc5424": "RFC5424",
          "loki": "LOKI", "cloud-logging": "CLOUD_LOGGING", "cloudwatch": "CLOUDWATCH", "datadog": "DATADOG",
-         "elastic": "ELASTIC"}
+         "elastic": "ELASTIC", "compose": "COMPOSE"}
 # what the file's path names (envelopes.file_params) where the line names none, by envelope: as
 # queries/envelopes.sql, coalesce(the line's, :param) for an entry
 FROM_PATH = {"docker-json": ("container",), "cri": ("container", "unit"), "docker-logs": ("container",),
