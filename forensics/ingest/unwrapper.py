@@ -1,7 +1,7 @@
 """Line envelopes taken off in C (forensics._unwrap): Docker json-file, CRI, `docker logs --timestamps`,
 `docker compose logs`, CloudWatch's S3 export, syslog (RFC 3164, rsyslog's format, RFC 5424), journald JSON, the
-application prefixes (Python logging, structlog, zap, slog, logrus), and the JSON platforms' files of one entry per line (Loki, Cloud Logging,
-CloudWatch events, Datadog, Elasticsearch), their logfmt or JSON records read beside.
+application prefixes (Python logging, structlog, zap, slog, logrus), and the JSON platforms' files of one entry per
+line (Loki, Cloud Logging, CloudWatch events, Datadog, Elasticsearch), their logfmt or JSON records read beside.
 
 DuckDB takes every envelope off (queries/envelopes.sql); for the line formats of the container runtimes, syslog,
 journald and the log platforms, which hold most of what responders are handed, that cost as much as reading the
