@@ -64,8 +64,9 @@ ENVELOPES = {e.name: e for e in (
              shape=(("pri", "(?:<[0-9]{1,3}>)?"), ("stamp", "[A-Z][a-z]{2} +[0-9]{1,2} [0-9]{2}:[0-9]{2}:[0-9]{2}"),
                     ("year_less", 1)), names=_SYSLOG_NAMES),
     Envelope("rsyslog", "rsyslog high-precision", "envelope_syslog",
-             shape=(("pri", "(?:<[0-9]{1,3}>)?"), ("stamp", "[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(?:Z|[+-][0-9]{2}:?[0-9]{2})?"),
-                    ("year_less", 0)), names=_SYSLOG_NAMES),
+             shape=(("pri", "(?:<[0-9]{1,3}>)?"),  # ForwardFormat's <PRI> before the time
+                    ("stamp", "[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(?:Z|[+-][0-9]{2}:?[0-9]{2})?"), ("year_less", 0)),
+             names=_SYSLOG_NAMES),
     Envelope("rfc5424", "syslog RFC 5424", "envelope_rfc5424",
              names=(("host", "HOSTNAME"), ("unit", "APP-NAME"), ("pid", "PROCID"))),
     Envelope("docker-logs", "docker logs --timestamps", "envelope_timestamped"),
