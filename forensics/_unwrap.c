@@ -1300,10 +1300,10 @@ static int ends_with(const unsigned char *s, size_t n, const char *tail) {
  * rendered (a JSON record); an entry with neither has no text (NULL): DuckDB's. */
 static int cloud_logging_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us,
                               int *what) {
-    /* the container: the most specific sender named, a Cloud Run instance, else the pod (a legacy GKE entry's in
+    /* the container: the most specific sender named, the pod, a Cloud Run instance, a legacy GKE entry's pod (in
      * its labels or as pod_id), else the container */
     static const int stamp[] = {2, 3, -1}, host[] = {5, 6, 7, -1}, unit[] = {10, 11, 12, -1},
-                     container[] = {14, 8, 15, 16, 9, -1};
+                     container[] = {8, 14, 15, 16, 9, -1};
     JRead j = {.set = &CLOUD_LOGGING_SET, .scratch = r->scratch};
     if (n == 0 || s[0] != '{') return 0;
     if (platform_entry(&j, s, n)) return 1;

@@ -197,11 +197,13 @@ WITH entries AS (
     -- one parse per entry: a line that is not JSON fails the extraction (NULL), as json_valid would have said
     SELECT line, CASE WHEN starts_with(line, '{') THEN try(json_extract_string(line, [
                '$.MESSAGE', '$.__REALTIME_TIMESTAMP', '$._HOSTNAME', '$._SYSTEMD_UNIT', '$.SYSLOG_IDENTIFIER',
-               '$._PID', '$.CONTAINER_NAME', '$._STREAM_ID', '$._LINE_BREAK', '$.CONTAINER_PARTIAL_MESSAGE',
-               '$._SOURCE_REALTIME_TIMESTAMP'])) END AS v
+               '$._PID', '$.CONTAINER_NAME', '$._STREAM_ID', '$._LINE_BREAK', '$.CONTAINER_PARTIAL_MESSAGE'])) END AS v
     FROM entries
 ), stamped AS (
-    SELECT line, v, coalesce(v[2], v[11]) AS us FROM read
+    -- the source's time by a second parse, only of an entry without __REALTIME_TIMESTAMP (a path costs every line)
+    SELECT line, v, CASE WHEN v[2] IS NOT NULL THEN v[2]
+                         WHEN v IS NOT NULL THEN json_extract_string(line, '$._SOURCE_REALTIME_TIMESTAMP') END AS us
+    FROM read
 )
 SELECT coalesce(v[8], '') AS chain,
        CASE WHEN us IS NULL THEN line
@@ -408,8 +410,8 @@ FROM read
 -- Google Cloud Logging LogEntries (a sink's file, one per line, or gcloud's JSON array through
 -- envelope_document_entries): textPayload, or jsonPayload as a JSON record; timestamp (else receiveTimestamp); the
 -- stream from the log name (…/logs/stdout); host and service from the resource's labels; as container the most
--- specific sender named: a Cloud Run instance (labels.instanceId), else the pod (resource.labels.pod_name, or a
--- legacy GKE entry's pod label or pod_id), else the container name. A line is an entry when it names a log (logName)
+-- specific sender named: the pod (resource.labels.pod_name), a Cloud Run instance (labels.instanceId), a legacy GKE
+-- entry's pod (its label, or pod_id), else the container name. A line is an entry when it names a log (logName)
 -- or has an insertId.
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
@@ -424,8 +426,7 @@ WITH entries AS (
                '$.textPayload', '$.timestamp', '$.logName', '$.labels."compute.googleapis.com/resource_name"',
                '$.resource.labels.node_name', '$.resource.labels.instance_id', '$.resource.labels.pod_name',
                '$.resource.labels.container_name', '$.resource.labels.service_name', '$.resource.labels.job_name',
-               '$.resource.labels.function_name', '$.jsonPayload', '$.labels.instanceId',
-               '$.labels."container.googleapis.com/pod_name"', '$.resource.labels.pod_id'])) END AS v
+               '$.resource.labels.function_name', '$.jsonPayload'])) END AS v
     FROM {frag:lines}({lit:path}, {lit:delim})
 ), read AS (
     -- an entry has a log name or an insert id (v is NULL where the line is no JSON)
@@ -433,15 +434,20 @@ WITH entries AS (
                       WHEN v IS NOT NULL AND json_extract_string(line, '$.insertId') IS NOT NULL THEN v END AS v
     FROM entries
 ), stamped AS (
+    -- a sender more specific than the container name, read again only where the entry names no pod (pod_name): a
+    -- Cloud Run instance, a legacy GKE entry's pod label or pod_id
     SELECT *, CASE WHEN v[2] IS NOT NULL THEN v[2]
-                   WHEN v IS NOT NULL THEN json_extract_string(line, '$.receiveTimestamp') END AS stamp
+                   WHEN v IS NOT NULL THEN json_extract_string(line, '$.receiveTimestamp') END AS stamp,
+           CASE WHEN v IS NOT NULL AND v[7] IS NULL THEN json_extract_string(line, [
+               '$.labels.instanceId', '$.labels."container.googleapis.com/pod_name"', '$.resource.labels.pod_id']) END
+               AS sender
     FROM read
 )
 SELECT '' AS chain, CASE WHEN v IS NULL THEN line ELSE coalesce(v[1], v[12]) END AS text, true AS complete,
        mm_ts(stamp) AS ts,
        CASE WHEN ends_with(v[3], '/logs/stdout') THEN 'stdout' WHEN ends_with(v[3], '/logs/stderr') THEN 'stderr' END AS stream,
        coalesce(v[4], v[5], v[6]) AS host, coalesce(v[9], v[10], v[11]) AS unit,
-       coalesce(v[13], v[7], v[14], v[15], v[8]) AS container,
+       coalesce(v[7], sender[1], sender[2], sender[3], v[8]) AS container,
        NULL::VARCHAR AS pid
 FROM stamped
 

@@ -84,7 +84,7 @@ ENVELOPES = {e.name: e for e in (
              names=(("container", "labels.pod|container"), ("host", "labels.host"),
                     ("unit", "labels.unit|service_name|app|job"))),
     Envelope("cloud-logging", "Google Cloud Logging", "envelope_cloud_logging",
-             names=(("container", "labels.instanceId|pod_name|container_name"), ("host", "node"),
+             names=(("container", "pod_name|labels.instanceId|container_name"), ("host", "node"),
                     ("unit", "resource.labels.service_name|job_name|function_name"))),
     Envelope("cloudwatch", "AWS CloudWatch events", "envelope_cloudwatch", items="$.events",
              names=(("container", "logStreamName"), ("unit", "logGroupName"))),
