@@ -45,10 +45,11 @@
 
 enum { K_DOCKER = 1, K_CRI = 2, K_TIMESTAMPED = 3, K_SYSLOG = 4, K_RSYSLOG = 5, K_JOURNALD = 6, K_PYTHON_LOGGING = 7,
        K_STRUCTLOG = 8, K_ZAP = 9, K_SLOG = 10, K_RFC5424 = 11,
-       K_LOKI = 12, K_CLOUD_LOGGING = 13, K_CLOUDWATCH = 14, K_DATADOG = 15, K_ELASTIC = 16 };
+       K_LOKI = 12, K_CLOUD_LOGGING = 13, K_CLOUDWATCH = 14, K_DATADOG = 15, K_ELASTIC = 16, K_COMPOSE = 17 };
 enum { E_NONE = 0, E_STDOUT = 1, E_STDERR = 2, E_NO_STREAM = 3 }; /* what a line was */
 enum { U_DEFER = 1, U_NOMEM = 2 };
 enum { C_TEXT, C_HOST, C_UNIT, C_CONTAINER, C_PID, NCOLS }; /* the columns: the text, then its provenance */
+#define NO_TIME INT64_MIN /* an entry without a time: the SQL's mm_ts(NULL) */
 
 typedef struct {
     Column cols[NCOLS]; /* the text inside each line's envelope (valid everywhere: a blank line is ''), then what
@@ -338,7 +339,8 @@ static int docker_line(const Reading *r, const unsigned char *s, size_t n, Line 
 }
 
 /* journald (`journalctl -o json`): MESSAGE, __REALTIME_TIMESTAMP (microseconds), _HOSTNAME, _SYSTEMD_UNIT or
- * SYSLOG_IDENTIFIER, _PID, CONTAINER_NAME; a cut or partial message, or one of bytes or lines, is DuckDB's. */
+ * SYSLOG_IDENTIFIER, _PID, CONTAINER_NAME; a cut or partial message, one of bytes or lines, or an entry without
+ * __REALTIME_TIMESTAMP (whose time is _SOURCE_REALTIME_TIMESTAMP's, or which is no entry) is DuckDB's. */
 static int journald_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
     static const Key keys[9] = {KEY("MESSAGE"), KEY("__REALTIME_TIMESTAMP"), KEY("_HOSTNAME"), KEY("_SYSTEMD_UNIT"),
                                 KEY("SYSLOG_IDENTIFIER"), KEY("_PID"), KEY("CONTAINER_NAME"), KEY("_LINE_BREAK"),
@@ -369,17 +371,21 @@ static int journald_line(const Reading *r, const unsigned char *s, size_t n, Lin
 static inline int re2_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r'; }
 static inline int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
 
-/* CRI: `<RFC 3339> <stdout|stderr> <F|P>[:tags] <line>` (a header run into the text is no entry). */
+/* CRI: `<RFC 3339> <stdout|stderr> <F|P>[:tags] <line>` (a header run into the text is no entry). A line without
+ * the tag (`<RFC 3339> <stdout|stderr> <line>`, as older runtimes write) is an entry of its own: DuckDB's. */
 static int cri_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
     size_t t = 0;
     while (t < n && !re2_space(s[t])) t++;
-    if (t == 0 || t + 9 > n || s[t] != ' ' || s[t + 7] != ' ' || (s[t + 8] != 'F' && s[t + 8] != 'P')) return 0;
+    if (t == 0 || t + 7 > n || s[t] != ' ') return 0;
     int out = memcmp(s + t + 1, "stdout", 6) == 0, err = memcmp(s + t + 1, "stderr", 6) == 0;
     if (!out && !err) return 0;
+    if (t + 7 < n && s[t + 7] != ' ') return 0; /* `stdoutX`: no stream word */
+    if (t + 9 > n || (s[t + 8] != 'F' && s[t + 8] != 'P') || (t + 9 < n && s[t + 9] != ' ' && s[t + 9] != ':'))
+        return 1; /* no tag */
     size_t h = t + 9; /* the head's end: after [FP], and after :tags */
     if (h < n && s[h] == ':')
         while (h < n && !re2_space(s[h])) h++;
-    if (h < n && s[h] != ' ') return 0;
+    if (h < n && s[h] != ' ') return 1; /* tags run into the text: a tagless entry */
     if (s[t + 8] == 'P' || !time_us(s, t, us)) return 1;
     *what = out ? E_STDOUT : E_STDERR;
     set(line, C_TEXT, h < n ? s + h + 1 : s, h < n ? n - h - 1 : 0);
@@ -412,6 +418,34 @@ static int timestamped_line(const Reading *r, const unsigned char *s, size_t n, 
     if (!time_us(s, stamp, us)) return 1;
     *what = E_NO_STREAM;
     set(line, C_TEXT, s + stamp + 1, n - stamp - 1);
+    return 0;
+}
+
+static inline int alnum_ascii(unsigned char c) {
+    return is_digit(c) || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
+}
+
+/* `docker compose logs [-t]`: `<name> +|[ <RFC 3339>( |$)| |$]<line>`, the name `[A-Za-z0-9][A-Za-z0-9_.-]*` (the
+ * container); a time run into the text is text. */
+static int compose_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
+    size_t i = 0, j;
+    if (n == 0 || !alnum_ascii(s[0])) return 0;
+    while (i < n && (alnum_ascii(s[i]) || s[i] == '_' || s[i] == '.' || s[i] == '-')) i++;
+    for (j = i; j < n && s[j] == ' '; j++) {}
+    if (j == i || j >= n || s[j] != '|') return 0;
+    size_t head = ++j; /* after the bar, at the line's end */
+    if (j < n && s[j] != ' ') return 0;
+    *what = E_NO_STREAM, *us = NO_TIME;
+    if (j < n) {
+        size_t stamp = rfc3339_end(s + j + 1, n - j - 1), end = j + 1 + stamp;
+        head = j + 1;
+        if (stamp && (end == n || s[end] == ' ')) {
+            if (!time_us(s + j + 1, stamp, us)) return 1;
+            head = end == n ? n : end + 1;
+        }
+    }
+    set(line, C_CONTAINER, s, i);
+    set(line, C_TEXT, s + head, n - head);
     return 0;
 }
 
@@ -461,33 +495,36 @@ static size_t syslog_tag(const unsigned char *s, size_t n, size_t i, Line *line)
 }
 
 /* Syslog files: `[<PRI>]Mmm dd hh:mm:ss host tag[pid]: message` (RFC 3164, read in UTC: the caller takes no
- * other zone) and rsyslog's `<RFC 3339> host tag[pid]: message`. */
+ * other zone) and rsyslog's `[<PRI>]<RFC 3339> host tag[pid]: message` (its file format, and its ForwardFormat,
+ * RFC 3164 with an ISO time after the PRI). */
 static int syslog_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
     size_t i = 0, stamp_end = 0;
     int valid = 0, matched = 0;
+    if (n && s[0] == '<') {
+        size_t k = 1;
+        while (k < n && k < 4 && is_digit(s[k])) k++;
+        if (k > 1 && k < n && s[k] == '>') i = k + 1;
+    }
     if (r->kind == K_SYSLOG) {
-        if (n && s[0] == '<') {
-            size_t k = 1;
-            while (k < n && k < 4 && is_digit(s[k])) k++;
-            if (k > 1 && k < n && s[k] == '>') i = k + 1;
-        }
         valid = syslog_stamp(r, s + i, n - i, &stamp_end, us, &matched);
         stamp_end += i;
     } else {
         /* [0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+ and a zone: only the times time_us reads (others are DuckDB's) */
         static const char shape[] = "dddd-dd-ddT";
-        matched = n > 11;
-        for (int k = 0; k < 11 && matched; k++) matched = shape[k] == 'd' ? is_digit(s[k]) : s[k] == shape[k];
+        const unsigned char *p = s + i;
+        size_t m = n - i;
+        matched = m > 11;
+        for (int k = 0; k < 11 && matched; k++) matched = shape[k] == 'd' ? is_digit(p[k]) : p[k] == shape[k];
         size_t e = 11;
-        while (matched && e < n && (is_digit(s[e]) || s[e] == ':' || s[e] == '.')) e++;
-        if (matched && e < n && s[e] == 'Z') e++;
-        else if (matched && e + 3 <= n && (s[e] == '+' || s[e] == '-') && is_digit(s[e + 1]) && is_digit(s[e + 2])) {
-            size_t z = e + 3 + (e + 3 < n && s[e + 3] == ':');
-            if (z + 2 <= n && is_digit(s[z]) && is_digit(s[z + 1])) e = z + 2;
+        while (matched && e < m && (is_digit(p[e]) || p[e] == ':' || p[e] == '.')) e++;
+        if (matched && e < m && p[e] == 'Z') e++;
+        else if (matched && e + 3 <= m && (p[e] == '+' || p[e] == '-') && is_digit(p[e + 1]) && is_digit(p[e + 2])) {
+            size_t z = e + 3 + (e + 3 < m && p[e + 3] == ':');
+            if (z + 2 <= m && is_digit(p[z]) && is_digit(p[z + 1])) e = z + 2;
         }
         matched = matched && e > 11;
-        stamp_end = e;
-        valid = matched && time_us(s, e, us);
+        stamp_end = i + e;
+        valid = matched && time_us(p, e, us);
     }
     if (!matched || stamp_end >= n || s[stamp_end] != ' ') return 0;
     size_t host = stamp_end + 1, h = host;
@@ -847,7 +884,6 @@ static int slog_line(const Reading *r, const unsigned char *s, size_t n, Line *l
  * value is absent, null, a string (decoded) or another value: its raw text, which json_extract_string gives for
  * a plain integer and which the callers otherwise read only as "present" (an empty object aside). */
 
-#define NO_TIME INT64_MIN /* an entry without a time: the SQL's mm_ts(NULL) */
 #define PATH_KEYS 5       /* the most keys of a wanted path, and a NULL after them */
 #define SKIP_DEPTH 64     /* deeper values left are DuckDB's (no unbounded recursion here) */
 
@@ -1251,7 +1287,8 @@ static const JPath CLOUD_LOGGING[] = {P1("textPayload"), P1("jsonPayload"), P1("
                                       P1("logName"), LABEL("compute.googleapis.com/resource_name"),
                                       RESOURCE("node_name"), RESOURCE("instance_id"), RESOURCE("pod_name"),
                                       RESOURCE("container_name"), RESOURCE("service_name"), RESOURCE("job_name"),
-                                      RESOURCE("function_name"), P1("insertId")};
+                                      RESOURCE("function_name"), P1("insertId"), LABEL("instanceId"),
+                                      LABEL("container.googleapis.com/pod_name"), RESOURCE("pod_id")};
 static PathSet CLOUD_LOGGING_SET = RENDERED_PATH_SET(CLOUD_LOGGING, 1u << 1); /* jsonPayload: its text */
 
 static int ends_with(const unsigned char *s, size_t n, const char *tail) {
@@ -1263,7 +1300,10 @@ static int ends_with(const unsigned char *s, size_t n, const char *tail) {
  * rendered (a JSON record); an entry with neither has no text (NULL): DuckDB's. */
 static int cloud_logging_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us,
                               int *what) {
-    static const int stamp[] = {2, 3, -1}, host[] = {5, 6, 7, -1}, unit[] = {10, 11, 12, -1}, container[] = {8, 9, -1};
+    /* the container: the most specific sender named, the pod, a Cloud Run instance, a legacy GKE entry's pod (in
+     * its labels or as pod_id), else the container */
+    static const int stamp[] = {2, 3, -1}, host[] = {5, 6, 7, -1}, unit[] = {10, 11, 12, -1},
+                     container[] = {8, 14, 15, 16, 9, -1};
     JRead j = {.set = &CLOUD_LOGGING_SET, .scratch = r->scratch};
     if (n == 0 || s[0] != '{') return 0;
     if (platform_entry(&j, s, n)) return 1;
@@ -1367,6 +1407,7 @@ static LineReader reader_of(int kind) {
     case K_DOCKER: return docker_line;
     case K_CRI: return cri_line;
     case K_TIMESTAMPED: return timestamped_line;
+    case K_COMPOSE: return compose_line;
     case K_SYSLOG: case K_RSYSLOG: return syslog_line;
     case K_JOURNALD: return journald_line;
     case K_PYTHON_LOGGING: return python_logging_line;
@@ -1487,7 +1528,7 @@ PyMODINIT_FUNC PyInit__unwrap(void) {
         || PyModule_AddIntConstant(m, "SLOG", K_SLOG) || PyModule_AddIntConstant(m, "RFC5424", K_RFC5424)
         || PyModule_AddIntConstant(m, "LOKI", K_LOKI) || PyModule_AddIntConstant(m, "CLOUD_LOGGING", K_CLOUD_LOGGING)
         || PyModule_AddIntConstant(m, "CLOUDWATCH", K_CLOUDWATCH) || PyModule_AddIntConstant(m, "DATADOG", K_DATADOG)
-        || PyModule_AddIntConstant(m, "ELASTIC", K_ELASTIC)
+        || PyModule_AddIntConstant(m, "ELASTIC", K_ELASTIC) || PyModule_AddIntConstant(m, "COMPOSE", K_COMPOSE)
         || PyModule_AddIntConstant(m, "DEFER", U_DEFER) || PyModule_AddIntConstant(m, "STDOUT", E_STDOUT)
         || PyModule_AddIntConstant(m, "STDERR", E_STDERR) || PyModule_AddIntConstant(m, "NO_STREAM", E_NO_STREAM)) {
         Py_DECREF(m);

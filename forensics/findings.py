@@ -50,7 +50,7 @@ def build_document(case, include_affected: bool = True, logs=(), exports=()) -> 
         "window": cut.to_json() if cut else None,  # --since/--until (forensics/ingest/window.py)
         "inputs": [{"path": i.path, "envelope": i.envelope, "syntax": i.syntax, "lines": i.lines,
                     "records": i.records, "skipped": i.skipped, "first_skipped_lines": i.first_skipped_lines,
-                    "note": i.note} for i in case.inputs],
+                    "note": i.note, "sender": i.sender} for i in case.inputs],
         "reading": reading_document(case),
         # which key was read as which field, and how: only where more than the alias table decided it
         **({"vocabulary": read_as.to_json()} if read_as is not None and read_as.stated() else {}),

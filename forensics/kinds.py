@@ -106,6 +106,15 @@ def _reach(i: dict) -> str:
 
 
 def _evidence_parallel(i: dict) -> list[str]:
+    lines = _two_workers(i) if i["with_two_workers"] else []
+    if i["with_overlapping_incarnations"]:
+        lines.append(f"{i['with_overlapping_incarnations']} people sent twice by two incarnations of one worker that "
+                     f"sent at the same time ({i['overlap_worker']}: {i['overlap_inc_a']} and {i['overlap_inc_b']}, "
+                     "whose sends interleave): two senders at once, not a restart")
+    return lines
+
+
+def _two_workers(i: dict) -> list[str]:
     workers = i["workers"]
     lines = [f"{len(workers)} workers each sent campaign {i['campaign']} step {i['step']}, of its "
              f"{i['campaign_people']} people: {_reach(i)}, within the same {_minutes(i['first_send'], i['last_send'])}",
@@ -161,7 +170,8 @@ def _evidence_state_loss(i: dict) -> list[str]:
     if i["with_start_record"] or i["with_new_incarnation"]:
         restart = f"a restart between the two sends ({i['with_start_record']} with a start record"
         if i["with_new_incarnation"]:
-            restart += f"; incarnation {i['inc_before']} → {i['inc_after']}"
+            restart += (f"; incarnation {i['inc_before']} → {i['inc_after']}, the first's last send before the "
+                        "second's first")
         lines.append(restart + ")")
     else:
         lines.append("no start record or incarnation change in the logs: the restart is inferred from the "

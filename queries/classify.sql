@@ -10,11 +10,14 @@
 
 -- name: classify_identities
 -- How many sends each combination of identities has (campaign, step, worker, shard, incarnation, test,
--- variant): a few rows per shard, from one scan of sends. The dictionaries, the campaign steps and each
--- step's reach are read from it rather than from sends again (a scan of 10M sends costs a second or more).
+-- variant), and the first and last of them: a few rows per shard, from one scan of sends. The dictionaries, the
+-- campaign steps, each step's reach and each incarnation's span are read from it rather than from sends again (a
+-- scan of 10M sends costs a second or more).
 -- dialect: duckdb
 CREATE OR REPLACE TEMP TABLE mm_identities AS
-SELECT campaign, step, worker, shard, incarnation, test_id, variant, count(*) AS sends FROM sends GROUP BY ALL
+SELECT campaign, step, worker, shard, incarnation, test_id, variant, count(*) AS sends, min(ts) AS first_ts,
+       max(ts) AS last_ts
+FROM sends GROUP BY campaign, step, worker, shard, incarnation, test_id, variant
 
 -- name: classify_dictionary
 -- One identity's dictionary ({ident:column} of sends → {ident:code}, numbered in the order of the text, so
@@ -76,9 +79,15 @@ SELECT (row_number() OVER ())::INTEGER AS p, cs, recipient, n_sends
 FROM (SELECT cs, recipient, count(*) AS n_sends FROM mm_repeated_sends GROUP BY cs, recipient HAVING count(*) >= 2)
 
 -- name: classify_dup_sends
--- The sends of the duplicated people, coded, numbered per person in time order (seq), and each campaign
--- step's reach: people and shards it sent to, and people each worker reached (of the steps with duplicates).
+-- The sends of the duplicated people, coded, numbered per person in time order (seq), each campaign
+-- step's reach: people and shards it sent to, and people each worker reached (of the steps with duplicates), and
+-- each incarnation's span: its first and last send (of any step), which tells a restart (the old incarnation
+-- stopped before the new one's first send) from two processes of one worker sending at once.
 -- dialect: duckdb
+CREATE OR REPLACE TEMP TABLE mm_incarnation_spans AS
+SELECT w.w, i.i AS inc, min(x.first_ts) AS first_ts, max(x.last_ts) AS last_ts
+FROM mm_identities x JOIN mm_workers w ON w.worker = x.worker JOIN mm_incarnations i ON i.incarnation = x.incarnation
+GROUP BY ALL;
 CREATE OR REPLACE TEMP TABLE mm_dup_sends AS
 SELECT p.p, p.cs, s.sid, s.w, s.inc, s.ts, s.sh, s.attempt, s.t, s.v, s.r, s.c,
        (row_number() OVER (PARTITION BY p.p ORDER BY s.ts, s.msg_id))::INTEGER AS seq
@@ -115,7 +124,9 @@ DROP TABLE IF EXISTS mm_identities
 -- name: classify_pairs
 -- Consecutive sends of each duplicated person, with what the logs show between them: a start record of
 -- the second sender, a new incarnation, an error record or failed attempt of the first sender (to that
--- recipient or candidate) or an attempt number ≥ 2.
+-- recipient or candidate) or an attempt number ≥ 2; and, where one worker sent both under two incarnations,
+-- whether those overlapped (the first's last send not before the second's first): two senders at once, which a
+-- restart cannot be.
 -- dialect: duckdb
 CREATE OR REPLACE TEMP TABLE mm_pairs AS
 WITH bare AS MATERIALIZED (
@@ -136,8 +147,11 @@ WITH bare AS MATERIALIZED (
 )
 SELECT q.* EXCLUDE (r, c), epoch(q.ts2) - epoch(q.ts1) AS gap_s, sh.p IS NOT NULL AS start_between,
        (q.inc1 IS NOT NULL AND q.inc2 IS NOT NULL AND q.inc1 <> q.inc2) AS incarnation_changed,
-       (coalesce(q.attempt2, 1) >= 2 OR fh.p IS NOT NULL) AS error_between
+       (coalesce(q.attempt2, 1) >= 2 OR fh.p IS NOT NULL) AS error_between,
+       coalesce(q.w1 = q.w2 AND q.inc1 <> q.inc2 AND a.last_ts >= b.first_ts, false) AS incarnations_overlap
 FROM bare q LEFT JOIN start_hits sh USING (p, seq) LEFT JOIN failure_hits fh USING (p, seq)
+LEFT JOIN mm_incarnation_spans a ON a.w = q.w1 AND a.inc = q.inc1
+LEFT JOIN mm_incarnation_spans b ON b.w = q.w2 AND b.inc = q.inc2
 
 -- name: save_dup_pairs
 -- A saved case's dup_pairs: the consecutive sends of each duplicated person with their evidence, as text.
@@ -145,7 +159,8 @@ FROM bare q LEFT JOIN start_hits sh USING (p, seq) LEFT JOIN failure_hits fh USI
 CREATE OR REPLACE TABLE dup_pairs AS
 SELECT k.campaign, k.step, pe.recipient, pe.n_sends, q.seq::BIGINT AS seq, w1.worker AS worker1, w2.worker AS worker2,
        i1.incarnation AS inc1, i2.incarnation AS inc2, q.ts1, q.ts2, h1.shard AS shard1, h2.shard AS shard2,
-       q.attempt2, s.candidate, t.test_id, q.gap_s, q.start_between, q.incarnation_changed, q.error_between
+       q.attempt2, s.candidate, t.test_id, q.gap_s, q.start_between, q.incarnation_changed, q.error_between,
+       q.incarnations_overlap
 FROM mm_pairs q JOIN mm_people pe USING (p) JOIN mm_cs k ON k.cs = q.cs
 JOIN (SELECT mm_send_id(source, line) AS sid, candidate FROM sends) s ON s.sid = q.sid
 LEFT JOIN mm_workers w1 ON w1.w = q.w1 LEFT JOIN mm_workers w2 ON w2.w = q.w2
@@ -251,7 +266,7 @@ WITH mech AS (
              WHEN q.w1 <> q.w2 AND lc.lease_ran_out THEN 'lease-expiry'
              WHEN q.w1 <> q.w2 AND coalesce(cov.claims, 0) = 0 AND q.sh1 = q.sh2
                   AND cov.shards >= 3 AND cov.dup_shards * 3 <= cov.shards THEN 'lease-expiry'
-             WHEN q.w1 <> q.w2 THEN 'parallel-worker'
+             WHEN q.w1 <> q.w2 OR q.incarnations_overlap THEN 'parallel-worker'
              WHEN q.incarnation_changed OR q.start_between THEN 'state-loss'
              WHEN q.error_between THEN 'retry'
              WHEN g.replayed >= 3 AND g.replay_density >= 0.5 THEN 'state-loss'
@@ -262,6 +277,7 @@ WITH mech AS (
                   AND cov.shards >= 3 AND cov.dup_shards * 3 <= cov.shards THEN 0.6
              WHEN q.w1 <> q.w2 AND least(cov.reached_a, cov.reached_b) >= 0.5 * cov.people THEN 0.95
              WHEN q.w1 <> q.w2 THEN 0.75
+             WHEN q.incarnations_overlap THEN 0.9
              WHEN q.incarnation_changed OR q.start_between THEN 0.95
              WHEN q.error_between THEN 0.95
              WHEN g.replayed >= 3 AND g.replay_density >= 0.5 THEN 0.65
@@ -281,7 +297,7 @@ SELECT k.campaign, k.step, pe.recipient, t.test_id, d.n_sends, d.n_sends - 1 AS 
        CASE WHEN d.variants_differ THEN m.mechanism END AS cause,
        CASE WHEN d.variants_differ THEN 0.97 ELSE m.mechanism_confidence END AS confidence,
        w1.worker AS worker1, w2.worker AS worker2, m.gap_s, m.start_between,
-       m.incarnation_changed, m.error_between, i1.incarnation AS inc1, i2.incarnation AS inc2, h1.shard AS shard1,
+       m.incarnation_changed, m.incarnations_overlap, m.error_between, i1.incarnation AS inc1, i2.incarnation AS inc2, h1.shard AS shard1,
        m.lease_ran_out, m.claim1_ts, m.claim2_ts, m.lease_s,
        m.holder_sends_after_second_claim, m.replay_density, m.replayed,
        m.reached_a, m.reached_b, m.campaign_people, m.pair_claims, m.dup_shards, m.campaign_shards, m.p, m.cs
@@ -337,6 +353,7 @@ DROP TABLE IF EXISTS mm_failed_recipients;
 DROP TABLE IF EXISTS mm_failed_candidates;
 DROP TABLE IF EXISTS mm_people;
 DROP TABLE IF EXISTS mm_incarnations;
+DROP TABLE IF EXISTS mm_incarnation_spans;
 DROP TABLE IF EXISTS mm_tests
 
 -- name: classify_release_sends
@@ -379,7 +396,13 @@ WITH keyed AS NOT MATERIALIZED (
                mode(cause) AS main_cause,
                -- one person's restart (the first by address among those whose incarnation changed)
                arg_min(inc1, recipient) FILTER (WHERE incarnation_changed) AS inc_before,
-               arg_min(inc2, recipient) FILTER (WHERE incarnation_changed) AS inc_after
+               arg_min(inc2, recipient) FILTER (WHERE incarnation_changed) AS inc_after,
+               -- two incarnations of one worker that sent at once (the first such person's)
+               count(*) FILTER (WHERE incarnations_overlap) AS with_overlapping_incarnations,
+               arg_min(worker1, recipient) FILTER (WHERE incarnations_overlap) AS overlap_worker,
+               arg_min(inc1, recipient) FILTER (WHERE incarnations_overlap) AS overlap_inc_a,
+               arg_min(inc2, recipient) FILTER (WHERE incarnations_overlap) AS overlap_inc_b,
+               count(*) FILTER (WHERE worker1 <> worker2) AS with_two_workers
         FROM keyed GROUP BY kind, campaign, step, incident_test)
 ), person AS MATERIALIZED (  -- each duplicated person's incident: two integers a row, read twice
     SELECT k.p, g.ik FROM keyed k JOIN grouped g ON g.kind = k.kind AND g.cs = k.cs

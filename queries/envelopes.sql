@@ -160,22 +160,21 @@ FROM read
 
 -- name: envelope_cri
 -- Kubernetes / containerd / CRI-O log files: `<RFC 3339> <stdout|stderr> <F|P>[:tags] <line>`; P is a piece of a
--- longer line, joined up to the next F of the same stream. Pod ({lit:container}) and container ({lit:unit}) come from the
--- file's path.
+-- longer line, joined up to the next F of the same stream; a line without the tag (older runtimes) is a whole one.
+-- Pod ({lit:container}) and container ({lit:unit}) come from the file's path.
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP VIEW {ident:pieces} AS
 WITH entries AS (
-    SELECT line, regexp_extract(line, '^\S+ (?:stdout|stderr) [FP](?::\S*)?') AS head
+    -- the header with the space after it (a tag run into the text is none: the header is then the tagless one)
+    SELECT line, regexp_extract(line, '^\S+ (?:stdout|stderr)(?: [FP](?::\S*)?)?(?: |$)') AS head
     FROM {frag:lines}({lit:path}, {lit:delim})
 ), parts AS (
-    -- the fields from the short header alone (a header not followed by a space or the end is no entry), the
-    -- line as the rest after that space
-    SELECT line, head,
-           regexp_extract(mm_spaced_head(line, head), '^(\S+) (stdout|stderr) ([FP])', ['ts', 'stream', 'tag']) AS m
+    -- the fields from the short header alone, the line as the rest after it
+    SELECT line, head, regexp_extract(head, '^(\S+) (stdout|stderr)(?: ([FP]))?', ['ts', 'stream', 'tag']) AS m
     FROM entries
 )
-SELECT coalesce(m.stream, '') AS chain, CASE WHEN m.stream = '' THEN line ELSE mm_after(line, strlen(head) + 1) END AS text,
+SELECT coalesce(m.stream, '') AS chain, CASE WHEN m.stream = '' THEN line ELSE mm_after(line, strlen(head)) END AS text,
        coalesce(m.tag, '') <> 'P' AS complete, mm_ts(nullif(m.ts, '')) AS ts, nullif(m.stream, '') AS stream,
        NULL::VARCHAR AS host, CASE WHEN m.stream <> '' THEN {lit:unit}::VARCHAR END AS unit,
        CASE WHEN m.stream <> '' THEN {lit:container}::VARCHAR END AS container, NULL::VARCHAR AS pid
@@ -183,7 +182,8 @@ FROM parts
 
 -- name: envelope_journald
 -- `journalctl -o json` (or json-seq, each entry after an RS byte): MESSAGE (a string or an array of bytes),
--- __REALTIME_TIMESTAMP in microseconds, _HOSTNAME, _SYSTEMD_UNIT or SYSLOG_IDENTIFIER, _PID, CONTAINER_NAME.
+-- __REALTIME_TIMESTAMP in microseconds (else _SOURCE_REALTIME_TIMESTAMP, an entry whose shipper kept only the
+-- source's time), _HOSTNAME, _SYSTEMD_UNIT or SYSLOG_IDENTIFIER, _PID, CONTAINER_NAME.
 -- An entry cut at journald's LineMax (_LINE_BREAK=line-max) or a partial container line is joined with the
 -- next of its stream (_STREAM_ID); one the stream ended before its newline (_LINE_BREAK=eof) is unfinished.
 -- dialect: duckdb
@@ -199,19 +199,24 @@ WITH entries AS (
                '$.MESSAGE', '$.__REALTIME_TIMESTAMP', '$._HOSTNAME', '$._SYSTEMD_UNIT', '$.SYSLOG_IDENTIFIER',
                '$._PID', '$.CONTAINER_NAME', '$._STREAM_ID', '$._LINE_BREAK', '$.CONTAINER_PARTIAL_MESSAGE'])) END AS v
     FROM entries
+), stamped AS (
+    -- the source's time by a second parse, only of an entry without __REALTIME_TIMESTAMP (a path costs every line)
+    SELECT line, v, CASE WHEN v[2] IS NOT NULL THEN v[2]
+                         WHEN v IS NOT NULL THEN json_extract_string(line, '$._SOURCE_REALTIME_TIMESTAMP') END AS us
+    FROM read
 )
 SELECT coalesce(v[8], '') AS chain,
-       CASE WHEN v[2] IS NULL THEN line
+       CASE WHEN us IS NULL THEN line
             WHEN starts_with(v[1], '[') THEN mm_journal_text(json_extract(line, '$.MESSAGE')) ELSE v[1] END AS text,
-       NOT coalesce(v[9] IN ('line-max', 'eof') OR v[10] = 'true', false) AS complete, mm_epoch_us(v[2]) AS ts,
+       NOT coalesce(v[9] IN ('line-max', 'eof') OR v[10] = 'true', false) AS complete, mm_epoch_us(us) AS ts,
        NULL::VARCHAR AS stream, v[3] AS host, coalesce(v[4], v[5]) AS unit, v[7] AS container, v[6] AS pid
-FROM read
+FROM stamped
 
 -- name: envelope_syslog
 -- Syslog files, `[<PRI>]STAMP host tag[pid]: message`: traditional syslog and RFC 3164 ({lit:pri} the optional
 -- `<PRI>`, a stamp `Mmm dd hh:mm:ss` without a year or zone: {lit:year_less} = 1, its year {lit:year} or {lit:year} - 1 for
 -- a month after {lit:last_month}, read in the session's zone, --tz) and rsyslog's high-precision file format
--- (RSYSLOG_FileFormat: an RFC 3339 stamp, {lit:pri} empty). {lit:stamp} is the stamp's regex. The header is matched
+-- (RSYSLOG_FileFormat: an RFC 3339 stamp; with the `<PRI>` before it, RSYSLOG_ForwardFormat: RFC 3164 with an ISO time). {lit:stamp} is the stamp's regex. The header is matched
 -- alone and the message taken as the rest of the line (capturing the long tail cost more than the unwrapping should).
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
@@ -276,6 +281,25 @@ SELECT '' AS chain, CASE WHEN stamp = '' THEN line ELSE mm_after(line, strlen(st
        mm_ts(nullif(stamp, '')) AS ts, NULL::VARCHAR AS stream, NULL::VARCHAR AS host, NULL::VARCHAR AS unit,
        CASE WHEN stamp <> '' THEN {lit:container}::VARCHAR END AS container, NULL::VARCHAR AS pid
 FROM entries
+
+-- name: envelope_compose
+-- `docker compose logs` (and docker-compose's): `<service-n> <padding>| <line>`, with `-t` `<service-n> <padding>|
+-- <RFC 3339> <line>`. The prefix's name is the container that sent the line. Only the header is matched; the line is
+-- the rest after it (a time run into the text is text). forensics/_unwrap.c's compose_line reads the same.
+-- dialect: duckdb
+-- fragments: lines=mm_lines|mm_entries
+CREATE OR REPLACE TEMP VIEW {ident:pieces} AS
+WITH entries AS (
+    SELECT line,
+           regexp_extract(line, '^[A-Za-z0-9][A-Za-z0-9_.-]* +\|(?: [0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})(?: |$)| |$)') AS head
+    FROM {frag:lines}({lit:path}, {lit:delim})
+), parts AS (
+    SELECT line, head, regexp_extract(head, '^(\S+) +\|(?: ([0-9]{4}-\S+))?', ['service', 'stamp']) AS m FROM entries
+)
+SELECT '' AS chain, CASE WHEN head = '' THEN line ELSE mm_after(line, strlen(head)) END AS text, true AS complete,
+       mm_ts(nullif(m.stamp, '')) AS ts, NULL::VARCHAR AS stream, NULL::VARCHAR AS host, NULL::VARCHAR AS unit,
+       nullif(m.service, '') AS container, NULL::VARCHAR AS pid
+FROM parts
 
 -- name: envelope_python_logging
 -- Python logging with %(asctime)s first: `2026-11-28 09:21:26,123 LEVEL name: message`, local time without a
@@ -385,8 +409,10 @@ FROM read
 -- name: envelope_cloud_logging
 -- Google Cloud Logging LogEntries (a sink's file, one per line, or gcloud's JSON array through
 -- envelope_document_entries): textPayload, or jsonPayload as a JSON record; timestamp (else receiveTimestamp); the
--- stream from the log name (…/logs/stdout); host, pod or container, and service from the resource's labels. A line
--- is an entry when it names a log (logName) or has an insertId.
+-- stream from the log name (…/logs/stdout); host and service from the resource's labels; as container the most
+-- specific sender named: the pod (resource.labels.pod_name), a Cloud Run instance (labels.instanceId), a legacy GKE
+-- entry's pod (its label, or pod_id), else the container name. A line is an entry when it names a log (logName)
+-- or has an insertId.
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP VIEW {ident:pieces} AS
@@ -408,14 +434,20 @@ WITH entries AS (
                       WHEN v IS NOT NULL AND json_extract_string(line, '$.insertId') IS NOT NULL THEN v END AS v
     FROM entries
 ), stamped AS (
+    -- a sender more specific than the container name, read again only where the entry names no pod (pod_name): a
+    -- Cloud Run instance, a legacy GKE entry's pod label or pod_id
     SELECT *, CASE WHEN v[2] IS NOT NULL THEN v[2]
-                   WHEN v IS NOT NULL THEN json_extract_string(line, '$.receiveTimestamp') END AS stamp
+                   WHEN v IS NOT NULL THEN json_extract_string(line, '$.receiveTimestamp') END AS stamp,
+           CASE WHEN v IS NOT NULL AND v[7] IS NULL THEN json_extract_string(line, [
+               '$.labels.instanceId', '$.labels."container.googleapis.com/pod_name"', '$.resource.labels.pod_id']) END
+               AS sender
     FROM read
 )
 SELECT '' AS chain, CASE WHEN v IS NULL THEN line ELSE coalesce(v[1], v[12]) END AS text, true AS complete,
        mm_ts(stamp) AS ts,
        CASE WHEN ends_with(v[3], '/logs/stdout') THEN 'stdout' WHEN ends_with(v[3], '/logs/stderr') THEN 'stderr' END AS stream,
-       coalesce(v[4], v[5], v[6]) AS host, coalesce(v[9], v[10], v[11]) AS unit, coalesce(v[7], v[8]) AS container,
+       coalesce(v[4], v[5], v[6]) AS host, coalesce(v[9], v[10], v[11]) AS unit,
+       coalesce(v[7], sender[1], sender[2], sender[3], v[8]) AS container,
        NULL::VARCHAR AS pid
 FROM stamped
 
@@ -633,6 +665,23 @@ SELECT count(*) FILTER (WHERE problem IS NULL) AS records, count(*) FILTER (WHER
         FROM (SELECT DISTINCT coalesce(env.line_no, rowid + 1) AS line_no FROM {ident:staged}
               WHERE problem IS NOT NULL ORDER BY line_no LIMIT 10)) AS first
 FROM {ident:staged}
+
+-- name: envelope_sender
+-- Where the workers of a staged file read through an envelope came from, among its first :most records: the part of
+-- the envelope that named most of them (mm_env_worker's choice: container, host/unit, host or unit) and how many
+-- records took the envelope's worker, how many name another of their own (a record's key wins), and how many took its
+-- pid as incarnation. A sample: reading a struct's fields on every row of a large file cost ten times its counts.
+-- dialect: duckdb
+WITH records AS (
+    SELECT env, worker, incarnation, worker = mm_env_worker(env) AS taken
+    FROM (SELECT env, worker, incarnation FROM {ident:staged} WHERE problem IS NULL LIMIT :most)
+)
+SELECT mode(CASE WHEN env.container IS NOT NULL THEN 'container' WHEN env.host IS NOT NULL AND env.unit IS NOT NULL
+                 THEN 'host/unit' WHEN env.host IS NOT NULL THEN 'host' ELSE 'unit' END) FILTER (WHERE taken) AS source,
+       count(*) FILTER (WHERE taken) AS taken,
+       count(*) FILTER (WHERE worker IS NOT NULL AND NOT coalesce(taken, false)) AS own,
+       count(*) FILTER (WHERE incarnation = env.pid) AS by_pid
+FROM records
 
 -- name: envelope_drop
 -- Forget the intermediate view and tables of a file read through an envelope.

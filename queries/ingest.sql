@@ -65,6 +65,14 @@ CREATE OR REPLACE TEMP TYPE mm_envelope AS
            pid VARCHAR, cut BOOLEAN);
 -- A line read from a file has no envelope: mm_no_envelope() is that empty `env`, typed.
 CREATE OR REPLACE TEMP MACRO mm_no_envelope() AS NULL::mm_envelope;
+-- The worker an envelope names (docs/log-vocabulary.md, Worker and incarnation): the most specific sender the
+-- platform gives, its container (a container, pod, Cloud Run instance or ECS task's log stream), else its unit on
+-- its host (`host/unit`: two units of one host, say mailer@1 and mailer@2, are two workers, and one unit on two
+-- hosts two more), else whichever of the two it names. A record's own worker key wins over it (typed_columns).
+CREATE OR REPLACE TEMP MACRO mm_env_worker(env) AS CASE
+    WHEN env.container IS NOT NULL THEN env.container
+    WHEN env.host IS NOT NULL AND env.unit IS NOT NULL THEN env.host || '/' || env.unit
+    ELSE coalesce(env.host, env.unit) END;
 CREATE OR REPLACE TEMP MACRO mm_lines(path, sep) AS TABLE
     SELECT line, mm_no_envelope() AS env
     FROM mm_named_lines(path, sep)
@@ -141,7 +149,7 @@ unquoted AS (
 -- Template: the typed record columns of a staged line, from the text columns every parser produces, then
 -- why the line is not a record (problem) and its text, kept only where it is needed (a skip's text, or
 -- events.raw in a saved case: at 10M lines the text alone is several GB). A line inside an envelope (`env`)
--- takes the envelope's time, worker (container, host or unit) and pid where the record has none. The time,
+-- takes the envelope's time, worker (mm_env_worker) and pid where the record has none. The time,
 -- recipient and msg_id come typed (ts_typed, recipient_typed, msg_id_typed): by typed_in_sql for the SQL
 -- parsers, by the compiled readers themselves (stage_logfmt_tokens, stage_jsonl_tokens).
 -- dialect: duckdb
@@ -149,7 +157,7 @@ typed AS (
     SELECT coalesce(ts_typed, env.ts) AS ts,
            CASE WHEN nullif(trim(event_text), '') IS NOT NULL THEN mm_event(event_text)
                 WHEN msg_id_text IS NOT NULL AND status IS NOT NULL AND mm_ok_status(status) THEN 'send' END AS event,
-           coalesce(worker, env.container, env.host, env.unit) AS worker, coalesce(incarnation, env.pid) AS incarnation,
+           coalesce(worker, mm_env_worker(env)) AS worker, coalesce(incarnation, env.pid) AS incarnation,
            campaign, step,
            recipient_typed AS recipient, candidate, msg_id_typed AS msg_id, shard,
            mm_seconds(lease_text) AS lease_s, test_id, variant, status,

@@ -199,3 +199,25 @@ def test_reach_counts_people_not_sends_whoever_sent_twice(tmp_path):
     [incident] = doc["incidents"]
     assert [(w["worker"], w["reached"], w["duplicated_people"]) for w in incident["per_worker"]] == [
         ("w2", 3, 2), ("w1", 2, 1)]
+
+
+def _two_incarnations(tmp_path, times_a, times_b):
+    people = ["a@x.co", "b@x.co", "c@x.co"]
+    lines = [f"ts={T.format(t)} event=send worker=mailer pid={pid} campaign=c step=1 email={email} msg_id={pid}-{t}"
+             for pid, times in (("4100", times_a), ("4101", times_b)) for t, email in zip(times, people)]
+    return _diagnose(tmp_path, sorted(lines))
+
+
+def test_two_incarnations_of_one_worker_sending_at_once_are_parallel_workers_not_a_restart(tmp_path):
+    # one worker name (a host, say), two processes whose sends interleave: a restart cannot overlap itself
+    [incident] = _two_incarnations(tmp_path, (0, 2, 4), (1, 3, 5))["incidents"]
+    assert (incident["kind"], incident["people"]) == ("parallel-worker", 3)
+    assert any("two incarnations of one worker that sent at the same time (mailer: 4100 and 4101" in line
+               and "not a restart" in line for line in incident["evidence"]), incident["evidence"]
+
+
+def test_a_restart_is_named_only_when_the_first_incarnation_stopped_before_the_second_began(tmp_path):
+    [incident] = _two_incarnations(tmp_path, (0, 1, 2), (3, 4, 5))["incidents"]
+    assert (incident["kind"], incident["people"]) == ("state-loss", 3)
+    assert any("incarnation 4100 → 4101, the first's last send before the second's first" in line
+               for line in incident["evidence"]), incident["evidence"]

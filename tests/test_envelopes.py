@@ -17,7 +17,7 @@ from forensics.errors import ConfigError, InputError
 from forensics.ingest import envelopes
 from forensics.ingest.case import load_case
 from forensics.ingest.load import Reading
-from forensics.simulate.envelopes import DOCUMENTS, JSON_ONLY, LOGFMT_ONLY, NAMES, wrap
+from forensics.simulate.envelopes import DOCUMENTS, FLAVOURS, JSON_ONLY, LOGFMT_ONLY, NAMES, wrap
 from tests.test_jsonl_reader_properties import FIRST, json_line
 from tests.test_tokenizer_properties import READ_EVERY_WAY, SETTINGS, logfmt_line, needs_c, parser
 from tests.test_tokenizer_properties import read as read_with_parser
@@ -37,10 +37,10 @@ SAMPLES = [
     (POD_LOG, "cri", A, "2026-11-28T09:21:26.576064",
      {"stream": "stdout", "container": "mailer-7d9f5", "unit": "mailer"}, "mailer-7d9f5"),
     ("journald/mailer.json", "journald", A, "2026-11-28T09:21:26.123456",
-     {"host": "mail-host-1", "unit": "mailer.service", "pid": "812"}, "mail-host-1"),
-    ("syslog/messages", "syslog", A, "2026-11-28T09:21:26", HOST, "mail-host-1"),
-    ("rsyslog/mail.log", "rsyslog", A, "2026-11-28T08:21:26.123456", HOST, "mail-host-1"),
-    ("rfc5424/mail.log", "rfc5424", A, "2026-11-28T09:21:26.003", HOST, "mail-host-1"),
+     {"host": "mail-host-1", "unit": "mailer.service", "pid": "812"}, "mail-host-1/mailer.service"),
+    ("syslog/messages", "syslog", A, "2026-11-28T09:21:26", HOST, "mail-host-1/mailer"),
+    ("rsyslog/mail.log", "rsyslog", A, "2026-11-28T08:21:26.123456", HOST, "mail-host-1/mailer"),
+    ("rfc5424/mail.log", "rfc5424", A, "2026-11-28T09:21:26.003", HOST, "mail-host-1/mailer"),
     ("docker-logs/mailer.log", "docker-logs", A, "2026-11-28T09:21:26.123456", {}, None),
     ("cloudwatch-export/exportedlogs/5b1f0e2a-task/mailer-stream-1/000000.gz", "cloudwatch-export", B,
      "2026-11-28T09:21:26.123", {"container": "mailer-stream-1"}, "mailer-stream-1"),
@@ -60,11 +60,22 @@ SAMPLES = [
      {"container": "mailer/mailer/5b1f0e2a"}, "mailer/mailer/5b1f0e2a"),
     ("cloudwatch/get-log-events.json", "cloudwatch", A, "2026-11-28T09:21:26.123", {}, None),
     ("datadog/dt=20261128/hour=09/archive_092126.1234.AbCdEf.json.gz", "datadog", A, "2026-11-28T09:21:26.123",
-     {"host": "i-0abc123", "unit": "mailer"}, "i-0abc123"),
+     {"host": "i-0abc123", "unit": "mailer"}, "i-0abc123/mailer"),
     ("elastic/logs-mailer.ndjson", "elastic", A, "2026-11-28T09:21:26.123",
-     {"host": "mail-host-1", "unit": "mailer"}, "mail-host-1"),
+     {"host": "mail-host-1", "unit": "mailer"}, "mail-host-1/mailer"),
     ("elastic/search-response.json", "elastic", A, "2026-11-28T09:21:26.123",
-     {"host": "mail-host-1", "unit": "mailer"}, "mail-host-1"),
+     {"host": "mail-host-1", "unit": "mailer"}, "mail-host-1/mailer"),
+    # the shapes real samples had that the first fixtures lacked (issue 41)
+    ("compose/compose-logs-t.log", "compose", A, "2026-11-28T09:21:26.123456", {"container": "mailer-1"}, "mailer-1"),
+    ("rsyslog/forward.log", "rsyslog", A, "2026-11-28T09:21:26.123456", HOST, "mail-host-1/mailer"),
+    ("journald/source-time.json", "journald", A, "2026-11-28T09:21:26.123456",
+     {"host": "mail-host-1", "unit": "mailer@1.service", "pid": "812"}, "mail-host-1/mailer@1.service"),
+    (POD_LOG.replace("/0.log", "/1.log"), "cri", A, "2026-11-28T09:21:26.576064",
+     {"stream": "stdout", "container": "mailer-7d9f5", "unit": "mailer"}, "mailer-7d9f5"),
+    ("cloudwatch/filter-log-events-one-line.json", "cloudwatch", A, "2026-11-28T09:21:26.123",
+     {"container": "mailer/mailer/5b1f0e2a"}, "mailer/mailer/5b1f0e2a"),
+    ("syslog/macos-system.log", "syslog", A, "2026-11-28T09:21:26",
+     {"host": "Mail-Mac", "unit": "mailer", "pid": "812"}, "Mail-Mac/mailer"),
 ]
 
 
@@ -397,7 +408,12 @@ def enveloped_logfmt(draw) -> tuple[str, str]:
     name = draw(st.sampled_from(_logfmt_envelopes()))
     lines = [line.decode("utf-8", "replace") for line in draw(st.lists(logfmt_line(), min_size=1, max_size=25))]
     last = draw(st.sampled_from(["", "", "ts=2026-11-28T09:00:01Z event=send email=c"]))
-    return name, wrap(name, lines, last=last)
+    return name, flavoured(draw, name, wrap(name, lines, last=last))
+
+
+def flavoured(draw, name: str, text: str) -> str:
+    """The file in another form real files of its envelope take (FLAVOURS), now and then."""
+    return FLAVOURS[name](text) if name in FLAVOURS and draw(st.booleans()) else text
 
 
 @needs_c
@@ -459,7 +475,7 @@ def enveloped_jsonl(draw) -> tuple[str, str]:
         lines.append(text + draw(st.sampled_from(["", "", "", "\r"])))
     last = draw(st.sampled_from(["", "", '{"ts":"2026-11-28T09:00:01Z","evt":"send","email":"c', FIRST.decode()]))
     document = name in DOCUMENTS and draw(st.booleans())
-    return name, wrap(name, lines, last="" if document else last, document=document)
+    return name, flavoured(draw, name, wrap(name, lines, last="" if document else last, document=document))
 
 
 @needs_c
@@ -642,3 +658,79 @@ def test_a_line_that_is_no_entry_and_starts_with_a_wide_character_is_passed_on_w
     assert compiled == sql
     events, skipped = sql[0], sql[1]
     assert len(events) == 2 and [row for row in skipped if "not an entry" in str(row)]
+
+
+# --- the worker is the most specific sender the platform names ----------------------------------------------
+
+def _journal(unit: str, pid: str, second: int, email: str, **more) -> str:
+    return json.dumps({"__REALTIME_TIMESTAMP": str(1764320400_000000 + second * 1_000000), "__CURSOR": f"s={second}",
+                       "_HOSTNAME": "mail-1", "_SYSTEMD_UNIT": unit, "_PID": pid, "SYSLOG_IDENTIFIER": "mailer",
+                       "MESSAGE": f"event=send campaign=c step=1 email={email} msg_id={unit}-{second}", **more})
+
+
+def test_two_units_of_one_host_are_two_workers_and_what_was_read_names_the_fields(tmp_path):
+    # mailer@1 and mailer@2 on one host sending the same list at once: two workers (parallel-worker), not one worker
+    # whose pids 4100 → 4101 read as a restart
+    from forensics.findings import build_document
+
+    people = ["a@x.co", "b@x.co", "c@x.co"]
+    lines = [_journal(f"mailer@{n}.service", f"410{n}", 2 * i + n, email)
+             for i, email in enumerate(people) for n in (1, 2)]
+    log = tmp_path / "mail-1.json"
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    document = build_document(load_case([str(log)]))
+    [incident] = document["incidents"]
+    assert (incident["kind"], incident["people"]) == ("parallel-worker", 3)
+    assert incident["workers"] == ["mail-1/mailer@1.service", "mail-1/mailer@2.service"]
+    assert document["inputs"][0]["sender"] == ("worker ← _HOSTNAME/_SYSTEMD_UNIT|SYSLOG_IDENTIFIER, "
+                                               "incarnation ← _PID")
+
+
+def test_a_records_own_worker_wins_over_the_envelopes_and_what_was_read_says_so(tmp_path):
+    log = tmp_path / "mail-1.json"
+    log.write_text(json.dumps({"__REALTIME_TIMESTAMP": "1764320400000000", "__CURSOR": "s=1", "_HOSTNAME": "mail-1",
+                               "_SYSTEMD_UNIT": "mailer@1.service",
+                               "MESSAGE": "event=send worker=w-9 email=a@x.co msg_id=m1"}) + "\n", encoding="utf-8")
+    case = load_case([str(log)])
+    assert case.con.execute("SELECT worker FROM events").fetchall() == [("w-9",)]
+    assert case.inputs[0].sender == "worker ← the records' own key"
+
+
+# --- envelopes are told by entries, not lines ------------------------------------------------------------
+
+TRACEBACK = ["Traceback (most recent call last):", '  File "/app/send.py", line 3, in send', "TimeoutError: timeout"]
+
+
+def _python_logging(messages: list[str], after: list[str]) -> str:
+    lines = [f"2026-11-28 09:21:{26 + i:02d},123 INFO mailer.send: {m}" for i, m in enumerate(messages)]
+    return "\n".join(TRACEBACK * 4 + [part for line in lines for part in [line, *after]]) + "\n"
+
+
+def test_a_python_logging_file_of_tracebacks_and_two_line_messages_is_told_by_its_entries(tmp_path):
+    # 12 traceback lines first, then every message followed by a line of its own: a third of the lines are stamped,
+    # every entry is
+    sends = [f"event=send campaign=c step=1 email=p{i}@x.co msg_id=m{i}" for i in range(12)]
+    log = tmp_path / "mailer.log"
+    log.write_text(_python_logging(sends, ["  (delivered in 1.2 s)"]), encoding="utf-8")
+    assert envelopes.detect_envelope(log.read_bytes()).name == "python-logging"
+    assert load_case([str(log)]).records == 12
+
+
+def test_a_file_a_known_envelope_fits_in_part_is_named_with_the_envelope_to_force(tmp_path):
+    sends = [f"event=send campaign=c step=1 email=p{i}@x.co msg_id=m{i}" for i in range(6)]
+    log = tmp_path / "mailer.log"  # each message followed by two lines of pairs of its own: a third of the entries
+    log.write_text(_python_logging(sends, ["retry_policy=default backoff=2s", "pool=a queue=b"]), encoding="utf-8")
+    with pytest.raises(InputError) as refused:
+        load_case([str(log)])
+    assert str(refused.value).startswith("no mail-send records found. ")
+    assert (f"{log}: 6 of its first 18 entries look like Python logging, too few to read it as that; if it is, force "
+            "it with --envelope python-logging") in str(refused.value)
+    assert load_case([str(log)], reading=Reading(envelope="python-logging")).records == 6
+
+
+def test_docker_compose_logs_without_timestamps_name_each_records_container(tmp_path):
+    case = read(tmp_path, FIXTURES / "compose" / "compose-logs.log")
+    assert case.inputs[0].envelope == "compose"
+    assert [(r["line_no"], r["worker"], r["recipient"]) for r in records(case)] == [
+        (1, "mailer-1", "ana@example.com"), (2, "mailer-2", "cy@example.com"), (7, "mailer-2", "ben@example.com")]
+    assert [r["envelope"]["ts"] for r in records(case)] == [None] * 3  # without -t the records' own times

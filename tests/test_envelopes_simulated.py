@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 
 from forensics.findings import build_document
 from forensics.ingest.case import load_case
+from forensics.ingest.fields import ALIASES
 from forensics.ingest.load import Reading
+from forensics.kinds import KINDS as INCIDENT_KINDS
 from forensics.simulate import envelopes as wrap
 from forensics.simulate.run import simulate
 
@@ -158,3 +160,54 @@ def test_any_line_wrapped_then_unwrapped_reads_back_the_same_record(record, synt
     expected = read_back(plain + "\n")
     assert "ts" in expected and expected["ts"] is not None
     assert read_back(wrap.wrap(name, [line], document=document), ".json" if document else ".log") == expected
+
+
+# --- workers told apart only by the envelope -------------------------------------------------------------
+
+# where each platform names the sender: a systemd unit (or a syslog tag) with its pid, a pod, a Cloud Run instance,
+# a container, an ECS task's log stream
+SENDER_FIELDS = {"journald": "unit", "syslog": "unit", "rfc5424": "unit", "loki": "container",
+                 "cloud-logging": "container", "docker-json": "container", "cloudwatch": "container"}
+
+
+def _pop(record: dict, aliases: set):
+    key = next((k for k in record if k.lower() in aliases), None)
+    return record.pop(key) if key else None
+
+
+def told_by_envelope(files: list[Path], folder: Path, name: str) -> list[Path]:
+    """Each worker file as the platform `name` delivers it with the worker (and, for a unit, its pid) taken out of
+    every record and named by the envelope instead."""
+    field, wrapped = SENDER_FIELDS[name], []
+    for path in files:
+        records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        workers = {str(w) for w in (_pop(r, WORKER_KEYS) for r in records) if w is not None}
+        [worker] = workers  # the simulator writes one file per worker
+        senders, pid, pids = [], "1", {}
+        for record in records:
+            if field == "unit":  # a unit's processes are its incarnations, each a pid (digits, as syslog writes)
+                incarnation = _pop(record, INCARNATION_KEYS)
+                pid = pids.setdefault(incarnation, str(4100 + len(pids))) if incarnation is not None else pid
+                senders.append({"unit": worker, "pid": pid})
+            else:
+                senders.append({"container": worker})
+        target = folder / f"{path.stem}.{name}.log"
+        target.write_text(wrap.wrap(name, [json.dumps(r) for r in records], senders=senders), encoding="utf-8")
+        wrapped.append(target)
+    return wrapped
+
+
+WORKER_KEYS = set(ALIASES["worker"])
+INCARNATION_KEYS = set(ALIASES["incarnation"])
+
+
+@pytest.mark.slow
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(INCIDENT_KINDS), st.sampled_from(sorted(SENDER_FIELDS)), st.integers(0, 10_000))
+def test_workers_told_apart_only_by_the_envelope_are_diagnosed_as_when_the_record_names_them(kind, name, seed):
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        result = simulate(kind, 24, folder / "plain", seed=seed, syntax="jsonl", noise=False)
+        files = sorted(result.files)
+        (folder / "wrapped").mkdir()
+        assert diagnosis(told_by_envelope(files, folder / "wrapped", name)) == diagnosis(files)

@@ -32,7 +32,7 @@ def test_a_difference_between_the_paths_is_a_finding_kept_with_its_case(tmp_path
     monkeypatch.setattr(fuzz_readers, "read", lambda path, name, *rest: ([name], [], [], []))
     assert fuzz_readers.main(["--seed", "3", "--cases", "2", "--out", str(tmp_path)]) == 1
     out, err = capsys.readouterr()
-    assert "fuzz_readers: seed 3, 2 cases (2 of 40 syntax/envelope forms)" in out and ", 2 findings" in out
+    assert "fuzz_readers: seed 3, 2 cases (2 of 42 syntax/envelope forms)" in out and ", 2 findings" in out
     kept = tmp_path / "seed-3-case-1"
     assert f"FINDING {kept}: compiled differs from sql: events" in err
     meta = json.loads((kept / "meta.json").read_text())

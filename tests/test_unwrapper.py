@@ -417,7 +417,7 @@ def test_a_journald_entry_names_its_host_unit_and_pid_as_on_the_duckdb_path(tmp_
     log = _file(str(tmp_path), "\n".join(json.dumps(e) for e in entries) + "\n")
     sql, duckdb_unwrapped, unwrapped = read_three(log)
     assert taken == [True] and unwrapped == duckdb_unwrapped == sql
-    assert [event[3] for event in unwrapped[0]] == ["mail-1", "c-1"]  # the worker: container, host, unit
+    assert [event[3] for event in unwrapped[0]] == ["mail-1/mailer", "c-1"]  # the worker: container, else host/unit
 
 
 @needs_unwrapper
@@ -444,3 +444,27 @@ def test_the_samples_come_from_a_head_grown_past_blank_lines_as_duckdb_reads_the
     sql, duckdb_unwrapped, unwrapped = read_three(log)
     assert taken == [True] and unwrapped == duckdb_unwrapped == sql
     assert len(unwrapped[0]) == 250  # every record an event: read as JSON, not as logfmt
+
+
+@needs_unwrapper
+def test_cloud_run_instances_and_legacy_gke_pods_are_the_workers_on_both_paths(tmp_path, taken):
+    # two Cloud Run instances of one service (labels.instanceId), two legacy GKE pods on one node (the pod only in the
+    # entry's labels, or as resource.labels.pod_id): each its own worker, never the service or the node
+    run = {"type": "cloud_run_revision", "labels": {"service_name": "mailer", "revision_name": "mailer-00042-abc"}}
+    gke = {"type": "container", "labels": {"container_name": "mailer", "instance_id": "81321", "cluster_name": "c"}}
+    pod_label = "container.googleapis.com/pod_name"
+    entries = [
+        {"insertId": "1", "logName": "projects/p/logs/run.googleapis.com%2Fstdout", "resource": run,
+         "labels": {"instanceId": "00c61b117c7f"}, "textPayload": A},
+        {"insertId": "2", "logName": "projects/p/logs/run.googleapis.com%2Fstdout", "resource": run,
+         "labels": {"instanceId": "00c61b117c80"}, "textPayload": A},
+        {"insertId": "3", "logName": "projects/p/logs/mailer", "resource": gke, "textPayload": A,
+         "labels": {pod_label: "mailer-5d8f-a", "compute.googleapis.com/resource_name": "gke-node-1"}},
+        {"insertId": "4", "logName": "projects/p/logs/mailer", "textPayload": A,
+         "resource": {**gke, "labels": {**gke["labels"], "pod_id": "mailer-5d8f-b"}},
+         "labels": {"compute.googleapis.com/resource_name": "gke-node-1"}},
+    ]
+    log = _file(str(tmp_path), "\n".join(json.dumps(e) for e in entries) + "\n")
+    sql, duckdb_unwrapped, unwrapped = read_three(log)
+    assert taken == [True] and unwrapped == duckdb_unwrapped == sql
+    assert [event[3] for event in unwrapped[0]] == ["00c61b117c7f", "00c61b117c80", "mailer-5d8f-a", "mailer-5d8f-b"]

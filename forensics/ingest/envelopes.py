@@ -43,6 +43,8 @@ class Envelope:
     items: str = "$"  # where a JSON document of this envelope lists its entries
     shape: tuple = ()  # its block's {lit:...} values, as (name, value) pairs (the syslog flavours share one block,
     # structlog and zap another; Docker's names the send keys)
+    names: tuple = ()  # what the platform calls the sender fields it fills, as (container|host|unit|pid, its
+    # field) pairs: what "What was read" says the worker came from (sender)
 
 
 # structlog's console header (a time, perhaps with a zone, then the level in brackets): envelope_console's regexes and
@@ -50,19 +52,27 @@ class Envelope:
 _STRUCTLOG_STAMP = "[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\\.[0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?"
 _STRUCTLOG_LEVEL = " +\\[ *[A-Za-z]+ *\\]"
 _STRUCTLOG_HEAD = f"^{_STRUCTLOG_STAMP}{_STRUCTLOG_LEVEL}"
+_SYSLOG_NAMES = (("host", "HOSTNAME"), ("unit", "TAG"), ("pid", "PID"))
 ENVELOPES = {e.name: e for e in (
-    Envelope("docker-json", "Docker json-file", "envelope_docker_json", shape=(("send_keys", SEND_KEYS),)),
-    Envelope("cri", "Kubernetes CRI log", "envelope_cri"),
-    Envelope("journald", "journald JSON", "envelope_journald"),
+    Envelope("docker-json", "Docker json-file", "envelope_docker_json", shape=(("send_keys", SEND_KEYS),),
+             names=(("container", "attrs.tag|container id"),)),
+    Envelope("cri", "Kubernetes CRI log", "envelope_cri", names=(("container", "pod"), ("unit", "container"))),
+    Envelope("journald", "journald JSON", "envelope_journald",
+             names=(("container", "CONTAINER_NAME"), ("host", "_HOSTNAME"), ("unit", "_SYSTEMD_UNIT|SYSLOG_IDENTIFIER"),
+                    ("pid", "_PID"))),
     Envelope("syslog", "syslog RFC 3164", "envelope_syslog", zone_less=True,
              shape=(("pri", "(?:<[0-9]{1,3}>)?"), ("stamp", "[A-Z][a-z]{2} +[0-9]{1,2} [0-9]{2}:[0-9]{2}:[0-9]{2}"),
-                    ("year_less", 1))),
+                    ("year_less", 1)), names=_SYSLOG_NAMES),
     Envelope("rsyslog", "rsyslog high-precision", "envelope_syslog",
-             shape=(("pri", ""), ("stamp", "[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(?:Z|[+-][0-9]{2}:?[0-9]{2})?"),
-                    ("year_less", 0))),
-    Envelope("rfc5424", "syslog RFC 5424", "envelope_rfc5424"),
+             shape=(("pri", "(?:<[0-9]{1,3}>)?"),  # ForwardFormat's <PRI> before the time
+                    ("stamp", "[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(?:Z|[+-][0-9]{2}:?[0-9]{2})?"), ("year_less", 0)),
+             names=_SYSLOG_NAMES),
+    Envelope("rfc5424", "syslog RFC 5424", "envelope_rfc5424",
+             names=(("host", "HOSTNAME"), ("unit", "APP-NAME"), ("pid", "PROCID"))),
     Envelope("docker-logs", "docker logs --timestamps", "envelope_timestamped"),
-    Envelope("cloudwatch-export", "CloudWatch export to S3", "envelope_timestamped"),
+    Envelope("cloudwatch-export", "CloudWatch export to S3", "envelope_timestamped",
+             names=(("container", "log stream"),)),
+    Envelope("compose", "docker compose logs", "envelope_compose", names=(("container", "service prefix"),)),
     Envelope("python-logging", "Python logging", "envelope_python_logging", zone_less=True),
     Envelope("structlog", "structlog console", "envelope_console", zone_less=True,
              shape=(("head", _STRUCTLOG_HEAD + " ?"), ("stamp", f"^({_STRUCTLOG_STAMP}){_STRUCTLOG_LEVEL} ?$"))),
@@ -70,14 +80,22 @@ ENVELOPES = {e.name: e for e in (
              shape=(("head", "^[0-9][^\\t]*\\t[A-Za-z]+\\t"), ("stamp", "^([0-9][^\\t]*)\\t"))),
     Envelope("slog", "Go slog text", "envelope_slog"),
     Envelope("logrus", "logrus text", "envelope_slog"),
-    Envelope("loki", "Loki logcli jsonl", "envelope_loki"),
-    Envelope("cloud-logging", "Google Cloud Logging", "envelope_cloud_logging"),
-    Envelope("cloudwatch", "AWS CloudWatch events", "envelope_cloudwatch", items="$.events"),
-    Envelope("datadog", "Datadog archive", "envelope_datadog"),
-    Envelope("elastic", "Elasticsearch documents", "envelope_elastic", items="$.hits.hits"),
+    Envelope("loki", "Loki logcli jsonl", "envelope_loki",
+             names=(("container", "labels.pod|container"), ("host", "labels.host"),
+                    ("unit", "labels.unit|service_name|app|job"))),
+    Envelope("cloud-logging", "Google Cloud Logging", "envelope_cloud_logging",
+             names=(("container", "pod_name|labels.instanceId|container_name"), ("host", "node"),
+                    ("unit", "resource.labels.service_name|job_name|function_name"))),
+    Envelope("cloudwatch", "AWS CloudWatch events", "envelope_cloudwatch", items="$.events",
+             names=(("container", "logStreamName"), ("unit", "logGroupName"))),
+    Envelope("datadog", "Datadog archive", "envelope_datadog", names=(("host", "host"), ("unit", "service"))),
+    Envelope("elastic", "Elasticsearch documents", "envelope_elastic", items="$.hits.hits",
+             names=(("container", "kubernetes.pod.name|container.name"), ("host", "host.name"),
+                    ("unit", "service.name"))),
 )}
 NAMES = tuple(ENVELOPES)
 NONE = "none"  # --envelope none: read every file as it is
+SENDER_SAMPLE = 10_000  # the first records that tell where a file's workers came from (sender)
 INNER_SAMPLE_LINES = 200  # the first non-blank inner lines that tell the inner syntax (inner_sample)
 
 
@@ -109,10 +127,10 @@ class Found:
 _ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d"
 _ZONE = r"(?:Z|[+-]\d\d:?\d\d)"
 _TEXT_SHAPES = (  # (envelope, a line's shape), tried in this order: the first fits win ties
-    ("cri", re.compile(rf"^{_ISO}(?:\.\d+)?{_ZONE} (?:stdout|stderr) [FP](?::\S*)?(?: |$)")),
+    ("cri", re.compile(rf"^{_ISO}(?:\.\d+)?{_ZONE} (?:stdout|stderr)(?: [FP](?::\S*)?)?(?: |$)")),
     ("rfc5424", re.compile(r"^<\d{1,3}>1 \S+ \S+ \S+ \S+ \S+ (?:-|\[)")),
     ("syslog", re.compile(r"^(?:<\d{1,3}>)?[A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d [\w.:-]+ [\w./-]+(?:\[\d+\])?:")),
-    ("rsyslog", re.compile(rf"^{_ISO}(?:\.\d+)?{_ZONE} [\w.:-]+ [\w./-]+(?:\[\d+\])?:")),
+    ("rsyslog", re.compile(rf"^(?:<\d{{1,3}}>)?{_ISO}(?:\.\d+)?{_ZONE} [\w.:-]+ [\w./-]+(?:\[\d+\])?:")),
     ("docker-logs", re.compile(rf"^{_ISO}\.\d{{9}}{_ZONE} ")),
     ("cloudwatch-export", re.compile(rf"^{_ISO}(?:\.\d+)?{_ZONE} \{{")),
     ("python-logging", re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\b")),
@@ -120,6 +138,7 @@ _TEXT_SHAPES = (  # (envelope, a line's shape), tried in this order: the first f
     ("zap", re.compile(rf"^(?:{_ISO}(?:\.\d+)?{_ZONE}?|\d{{9,11}}(?:\.\d+)?(?:e\+\d+)?)\t[A-Za-z]+\t")),
     ("slog", re.compile(r"^time=[^\s\"]+ level=\S+ (?:source=\S+ )?msg=")),
     ("logrus", re.compile(r"^time=\"[^\"]*\" level=\w+ msg=")),
+    ("compose", re.compile(r"^[A-Za-z0-9][\w.-]* +\|(?: |$)")),
 )
 _S3_EXPORT_NAME = re.compile(r"(?:^|/)\d{6}(?:\.gz)?$")  # CloudWatch's export objects: 000000.gz
 _S3_EXPORT_LINE = re.compile(rf"^{_ISO}\.\d{{3}}Z ")
@@ -143,7 +162,7 @@ def _json_shape(obj: dict) -> tuple[str, bool] | None:
         return "elastic", True
     if isinstance(obj.get("log"), str) and "time" in keys and not _carries_send(keys):
         return "docker-json", False
-    if "__REALTIME_TIMESTAMP" in keys and ("MESSAGE" in keys or "__CURSOR" in keys):
+    if keys & {"__REALTIME_TIMESTAMP", "_SOURCE_REALTIME_TIMESTAMP"} and ("MESSAGE" in keys or "__CURSOR" in keys):
         return "journald", False
     if "line" in keys and "timestamp" in keys and set(keys) <= {"labels", "line", "timestamp"}:
         return "loki", False
@@ -203,8 +222,9 @@ def _parses(line: str) -> bool:
 
 def _spread(text: str, lines: list[str]) -> bool:
     """A JSON array, or an object spread over several lines (pretty-printed): none of the first lines is JSON
-    by itself (one damaged line does not make a file of one entry per line a document)."""
-    return text.startswith("[") or (text.startswith("{") and bool(lines) and not any(map(_parses, lines[:3])))
+    by itself (one damaged line does not make a file of one entry per line a document), or longer than the head
+    (no whole line in it: an `aws logs` page of any size written on one line, as the SDKs and `jq -c` write it)."""
+    return text.startswith("[") or (text.startswith("{") and not any(map(_parses, lines[:3])))
 
 
 def is_document(head: bytes) -> bool:
@@ -220,20 +240,52 @@ def is_document(head: bytes) -> bool:
     return isinstance(obj, dict) and (isinstance(obj.get("events"), list) or isinstance(obj.get("hits"), dict))
 
 
+def _starts_entry(line: str) -> bool:
+    """Whether a line that fits no envelope starts an entry of its own (a record at the line's start: a JSON object
+    or key=value pairs) rather than continuing the entry before it (a traceback, an indented or prefix-less line of a
+    message), as lnav joins a message's lines."""
+    if line[:1].isspace():
+        return False
+    return line.startswith("{") and _parses(line) or len(_PAIR.findall(line)) >= 2
+
+
+def _votes(lines: list[str], path: str) -> tuple[tuple[str, bool] | None, int, int]:
+    """(the shape most entries among `lines` have, how many have it, how many entries there are): an entry is a line
+    of an envelope's shape or one that starts a record (_starts_entry); the other lines continue the entry before."""
+    shapes = [_line_shape(line, path) for line in lines]
+    fitting = [shape for shape in shapes if shape]
+    if not fitting:
+        return None, 0, 0
+    best, votes = Counter(fitting).most_common(1)[0]
+    return best, votes, len(fitting) + sum(1 for line, shape in zip(lines, shapes) if not shape and _starts_entry(line))
+
+
 def detect_envelope(head: bytes, path: str = "") -> Found | None:
-    """The envelope most of a file's first lines are wrapped in (at least half of them), or None."""
+    """The envelope most of a file's first entries are wrapped in (at least half of them), or None."""
     text = head.decode("utf-8", "replace").lstrip()
     lines = first_lines(head)
     if _spread(text, lines):
         name = _document_shape(text)
         return Found(ENVELOPES[name], document=True) if name else None
-    shapes = [shape for line in lines if (shape := _line_shape(line, path))]
-    if not shapes:
+    best, votes, entries = _votes(lines, path)
+    if best is None or votes * 2 < entries:
         return None
-    (name, document), votes = Counter(shapes).most_common(1)[0]
-    if votes * 2 < len(lines):
-        return None
+    name, document = best
     return Found(ENVELOPES[name], document=document)
+
+
+def partial_note(label: str, head: bytes, path: str = "") -> str | None:
+    """For a file read without an envelope that a known one fits in part (some of its first entries, too few to
+    tell it): which, and how to force it; None otherwise."""
+    lines = first_lines(head)
+    if _spread(head.decode("utf-8", "replace").lstrip(), lines):
+        return None
+    best, votes, entries = _votes(lines, path)
+    if best is None or votes * 2 >= entries:
+        return None
+    envelope = ENVELOPES[best[0]]
+    return (f"{label}: {votes} of its first {entries} entries look like {envelope.title}, too few to read it as that; "
+            f"if it is, force it with --envelope {envelope.name}")
 
 
 def of_file(path: str, head: bytes, syntax: str | None, reading: Reading) -> Found | None:
@@ -456,3 +508,17 @@ def zone_note(envelopes_read: list[str | None], tz: str) -> str | None:
         return None
     where = f" ({', '.join(zone_less)})" if zone_less else ""
     return f"Times without a zone{where} were read as {tz} (change with --tz)."
+
+
+def sender(con, staged: str, found: Found) -> str | None:
+    """Where a staged file's workers came from (among its first SENDER_SAMPLE records), in the platform's words
+    (`worker ← _HOSTNAME/_SYSTEMD_UNIT, incarnation ← _PID`): the envelope's fields that named most of them
+    (mm_env_worker's choice), or the records' own key; None when no record names a worker."""
+    [(source, taken, own, by_pid)] = queries.run(con, "envelope_sender", {"most": SENDER_SAMPLE},
+                                                 staged=staged).fetchall()
+    names = dict(found.envelope.names)
+    if not taken:
+        return "worker ← the records' own key" if own else None
+    field = "/".join(names.get(part, part) for part in source.split("/"))
+    said = f"worker ← {field}" + (f", incarnation ← {names.get('pid', 'pid')}" if by_pid else "")
+    return said + (" (some records name their own)" if own else "")

@@ -41,6 +41,7 @@ class InputSummary:
     encoding: str = "utf-8"
     envelope: str | None = None  # the platform's wrapper its lines were read from
     note: str | None = None  # why an enveloped file gave no record
+    sender: str | None = None  # which of its envelope's fields named the workers (envelopes.sender)
 
 
 def load(con, sources: list[Source], syntax: str | None = None, field_map: FieldMap | None = None,
@@ -73,6 +74,10 @@ def load(con, sources: list[Source], syntax: str | None = None, field_map: Field
         queries.run(con, "set_time_zone", zone="UTC")
     for file in files:
         check_unchanged(file.source, file.identity)
+    if not reading.envelope:  # a file a known envelope fits in part: say which, and how to force it
+        for file in [f for f in files if f.head and not f.envelope]:
+            summary = summaries[file.file_id]
+            summary.note = envelopes.partial_note(file.source.label, file.head, file.source.path) or summary.note
     cut = _create_views(con, files, summaries, limits)
     if not again:
         queries.script(con, "build_sends")
@@ -127,7 +132,8 @@ def _detected(file_id: int, source: Source, forced: str | None, reading: Reading
         return _File(file_id, source, forced or "logfmt", head, envelope=found, forced=forced, identity=seen)
     syntax = forced or detect_syntax(head)
     if syntax is None:
-        raise InputError(f"{source.label}: cannot tell the log syntax (not logfmt, JSON Lines or CSV, nor "
+        partly = None if reading.envelope else envelopes.partial_note(source.label, head, source.path)
+        raise InputError(partly or f"{source.label}: cannot tell the log syntax (not logfmt, JSON Lines or CSV, nor "
                          "wrapped in a known envelope); force one with --syntax or --envelope")
     return _File(file_id, source, syntax, head, identity=seen)
 
@@ -185,7 +191,7 @@ def _load_file(con, file: _File, field_map: FieldMap, keep_raw: bool) -> InputSu
                                        "envelope": file.envelope.name if file.envelope else None})
     if unwrapped:
         summary = _summary(source.label, unwrapped.syntax, envelopes.counts(con, staged, unwrapped.entries))
-        summary.envelope = file.envelope.name
+        summary.envelope, summary.sender = file.envelope.name, envelopes.sender(con, staged, file.envelope)
         if summary.records == 0:
             summary.note = envelopes.empty_note(source.label, file.envelope, unwrapped)
     else:

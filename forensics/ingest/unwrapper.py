@@ -1,7 +1,7 @@
-"""Line envelopes taken off in C (forensics._unwrap): Docker json-file, CRI, `docker logs --timestamps`, CloudWatch's
-S3 export, syslog (RFC 3164, rsyslog's format, RFC 5424), journald JSON, the application prefixes (Python logging,
-structlog, zap, slog, logrus), and the JSON platforms' files of one entry per line (Loki, Cloud Logging,
-CloudWatch events, Datadog, Elasticsearch), their logfmt or JSON records read beside.
+"""Line envelopes taken off in C (forensics._unwrap): Docker json-file, CRI, `docker logs --timestamps`,
+`docker compose logs`, CloudWatch's S3 export, syslog (RFC 3164, rsyslog's format, RFC 5424), journald JSON, the
+application prefixes (Python logging, structlog, zap, slog, logrus), and the JSON platforms' files of one entry per
+line (Loki, Cloud Logging, CloudWatch events, Datadog, Elasticsearch), their logfmt or JSON records read beside.
 
 DuckDB takes every envelope off (queries/envelopes.sql); for the line formats of the container runtimes, syslog,
 journald and the log platforms, which hold most of what responders are handed, that cost as much as reading the
@@ -41,7 +41,7 @@ KINDS = {"docker-json": "DOCKER", "cri": "CRI", "docker-logs": "TIMESTAMPED", "c
          "syslog": "SYSLOG", "rsyslog": "RSYSLOG", "journald": "JOURNALD", "python-logging": "PYTHON_LOGGING",
          "structlog": "STRUCTLOG", "zap": "ZAP", "slog": "SLOG", "logrus": "SLOG", "rfc5424": "RFC5424",
          "loki": "LOKI", "cloud-logging": "CLOUD_LOGGING", "cloudwatch": "CLOUDWATCH", "datadog": "DATADOG",
-         "elastic": "ELASTIC"}
+         "elastic": "ELASTIC", "compose": "COMPOSE"}
 # what the file's path names (envelopes.file_params) where the line names none, by envelope: as
 # queries/envelopes.sql, coalesce(the line's, :param) for an entry
 FROM_PATH = {"docker-json": ("container",), "cri": ("container", "unit"), "docker-logs": ("container",),

@@ -20,7 +20,10 @@ def _inputs_table(inputs: list[dict]):
     shown = inputs[:8]
     for i in shown:
         first = ",".join(str(n) for n in i["first_skipped_lines"][:3]) + ("…" if i["skipped"] > 3 else "")
-        table.add_row(safe(_short_path(i["path"])), i["envelope"] or "none", i["syntax"], f"{i['lines']:,}", f"{i['records']:,}", f"{i['skipped']:,}", first)
+        envelope = i["envelope"] or "none"
+        if i["envelope"] and i["sender"]:
+            envelope += f" ({i['sender']})"  # worker ← the envelope's fields that named the senders
+        table.add_row(safe(_short_path(i["path"])), envelope, i["syntax"], f"{i['lines']:,}", f"{i['records']:,}", f"{i['skipped']:,}", first)
     if len(inputs) > len(shown):
         rest = inputs[len(shown):]
         table.add_row(f"… {len(rest)} more files", "", "", f"{sum(i['lines'] for i in rest):,}",
@@ -198,7 +201,19 @@ def _no_incident_line(document: dict) -> str:
                 "placed in a campaign step (the export names none for them, and the log lacks some of its sends): "
                 "duplicates among them cannot be seen (see the reconciliation).")
     if not document["complete"]:
-        return "No duplicates among the records read, but evidence was lost (see the first line)."
+        return _lost_line(document)
     if document["candidates_at_two_addresses"]:
         return "No address got a step twice, but some candidates did under two addresses (see below)."
     return "No duplicates: every person got each step at most once."
+
+
+def _lost_line(document: dict) -> str:
+    """No duplicates seen, but evidence lost: naming a file whose send-looking lines were all lost (it read no record),
+    whose duplicates with the other files' sends cannot be seen at all."""
+    read = {i["path"]: i["records"] for i in document["inputs"]}
+    lost = [f for f in document["lost_evidence"]["by_file"] if not read.get(f["path"], 1)]
+    if not lost:
+        return "No duplicates among the records read, but evidence was lost (see the first line)."
+    others = f" and {len(lost) - 1} more" if len(lost) > 1 else ""
+    return (f"No duplicates among the records read, but every send-looking line of {safe(lost[0]['path'])}{others} "
+            f"was lost ({lost[0]['lines']:,}; see the first line and the notes): its sends were not compared.")

@@ -97,7 +97,8 @@ def test_json_output_is_the_contract(cli, good_log):
     doc = json.loads(result.stdout)
     assert doc["version"] == 1
     assert doc["inputs"][0] | {"path": None} == {"path": None, "envelope": None, "syntax": "logfmt", "lines": 3,
-                                                  "records": 3, "skipped": 0, "first_skipped_lines": [], "note": None}
+                                                  "records": 3, "skipped": 0, "first_skipped_lines": [], "note": None,
+                                                  "sender": None}
     assert doc["summary"] == {"sends": 3, "people": 2, "duplicated_people": 1, "extra_sends": 1,
                               "by_kind": {"parallel-worker": 1, "retry": 0, "lease-expiry": 0, "state-loss": 0,
                                           "ab-contamination": 0}}

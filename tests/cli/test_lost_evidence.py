@@ -159,3 +159,18 @@ def test_a_long_send_within_the_readers_limit_is_read_whole(cli, tmp_path, monke
     path = _with_long_send(tmp_path, syntax, LONG_SEND, 1_000_000)
     assert json.loads(cli("diagnose", path, "--format", "json").stdout)["complete"] is True
     assert cli("diagnose", path, "--fail-on-duplicates").exit_code == 3  # Ann, twice
+
+
+def test_a_file_whose_send_lines_were_all_lost_is_named_in_the_headline(cli, tmp_path):
+    # worker 2 logs through Python logging, each message followed by two lines of pairs: too few stamped entries to
+    # tell the envelope, so every send of it is skipped; "No duplicates" must name that file, not only the first line
+    one = _log(tmp_path, _sends(False))
+    two = tmp_path / "worker-2.log"
+    two.write_text("\n".join(f"2026-11-28 09:21:{i:02d},123 INFO mailer: event=send campaign=c-1 step=1 "
+                             f"email=p{i}@acme.com msg_id=m{i}\nretry_policy=default backoff=2s\npool=a queue=b"
+                             for i in range(5)) + "\n", encoding="utf-8")
+    table = cli("diagnose", one, two)
+    assert table.exit_code == 0, table.stderr
+    assert (f"No duplicates among the records read, but every send-looking line of {two} was lost (5; see the first "
+            "line and the notes): its sends were not compared.") in table.stdout
+    assert "force it with --envelope python-logging" in table.stdout
