@@ -84,7 +84,8 @@ ORDER BY records DESC, v.key
 SELECT count(*) AS records FROM (SELECT DISTINCT file_id, rec FROM vocab_pairs)
 
 -- name: vocabulary_event_values
--- Per value of the event keys (:event_keys), the sampled records holding it and how many of them also carry a
+-- Per value of the event keys (:event_keys; one value whatever its letter case, as mm_event reads it, shown in its
+-- most frequent spelling), the sampled records holding it and how many of them also carry a
 -- recipient (one of :recipient_keys, holding an address) and a message id (one of :msg_id_keys): what a send
 -- event is inferred from.
 -- dialect: duckdb
@@ -94,11 +95,11 @@ WITH carrying AS (
            bool_or(list_contains(:msg_id_keys::VARCHAR[], key)) AS has_msg_id
     FROM vocab_pairs WHERE value IS NOT NULL GROUP BY file_id, rec
 )
-SELECT p.key, trim(p.value) AS value, count(*) AS records,
+SELECT p.key, mode(trim(p.value)) AS value, count(*) AS records,
        count(*) FILTER (WHERE c.has_recipient AND c.has_msg_id) AS with_both
 FROM vocab_pairs p JOIN carrying c USING (file_id, rec)
 WHERE list_contains(:event_keys::VARCHAR[], p.key) AND p.value IS NOT NULL
-GROUP BY p.key, trim(p.value)
+GROUP BY p.key, lower(trim(p.value))
 ORDER BY with_both DESC, records DESC, value
 
 -- name: vocabulary_keys_on_sends

@@ -48,13 +48,19 @@ CORE = ("recipient", "msg_id", "ts", "event")  # a send cannot be read without t
 DEDUPE = ("campaign", "step")  # what a person's sends are told apart by
 # Event values read by their words when the table does not know them (a failure is never a send).
 EVENT_WORDS: dict[str, tuple[str, ...]] = {
-    "error": ("fail", "failed", "failure", "error", "errored", "bounce", "bounced", "reject", "rejected"),
+    "error": ("fail", "failed", "failure", "error", "errored", "bounce", "bounced", "reject", "rejected", "timeout",
+              "timed", "abort", "aborted", "cancel", "cancelled", "canceled", "throttled", "not", "unable"),
     "start": ("start", "started", "starting", "startup", "boot", "booted"),
     "claim": ("claim", "claimed"), "expire": ("expire", "expired"), "renew": ("renew", "renewed", "heartbeat"),
     "release": ("release", "released"),
 }
-NOT_SEND = "fail|error|bounce|reject|defer|drop|open|click|unsubscrib|spam|complain|retry|retrying|skip"
+# An attempt that did not end in a send says so in words the table lacks ("send timed out", "email not sent"): a
+# regex of both Python's re and DuckDB's RE2.
+NOT_SEND = ("fail|error|bounce|reject|defer|drop|open|click|unsubscrib|spam|complain|retry|retrying|skip|timeout|"
+            r"timed.out|abort|cancel|throttl|suppress|unable|\bnot\b|\bnever\b")
 SEND_WORDS = ("send", "sent", "dispatched", "delivered", "mailed", "emailed")
+# A send that happened, not one about to be made: "send email", "email send attempt" are logged before the call.
+DONE_WORDS = ("sent", "dispatched", "delivered", "mailed", "emailed")
 SENDING = "send|sent|dispatch|deliver"  # an unread event value with a recipient that may have been a send
 SAMPLE_SHARE = 0.9  # the share of a key's sampled values that must have a shape for it to count
 
@@ -301,12 +307,13 @@ def _infer_events(vocabulary: Vocabulary, rows: list[dict], field_map: FieldMap)
     sends = [r for r in unknown if r["with_both"] >= SAMPLE_SHARE * r["records"] and r["with_both"]
              and not re.search(NOT_SEND, r["value"].lower())]
     worded = [r for r in sends if set(name_words(r["value"])) & set(SEND_WORDS)]
+    done = [r for r in worded if set(name_words(r["value"])) & set(DONE_WORDS)]
     if any(r["with_both"] and (_known_value(r["value"]) == "send" or field_map.events.get(r["value"].lower()) == "send")
            for r in rows):
-        sends = worded  # the table or --event reads some sends: another value is one only if it says so
+        sends = done  # the table or --event reads some sends: another value is one only if it says one was made
     else:
-        if len(sends) > 1 and worded and len(worded) < len(sends):
-            sends = worded
+        if len(sends) > 1 and (done or worded) and len(done or worded) < len(sends):
+            sends = done or worded  # "email sent" beside "send email" (the line before the call) or "alpha"
         if len(sends) > 1 and not worded:
             vocabulary.ambiguous["send"] = "cannot tell which event value is a send: " + ", ".join(
                 f'"{r["value"]}" ({r["with_both"]:,} records)' for r in sends[:5]) + (

@@ -257,3 +257,36 @@ def test_an_unknown_step_key_of_words_makes_the_run_incomplete_naming_it(cli, tm
     result, document = diagnose_json(cli, write(tmp_path, rows))
     assert document["complete"] is False
     assert document["lost_evidence"]["fields_not_read"] == [{"field": "step", "candidate_keys": ["phase"]}]
+
+
+def _with_earlier_attempts(event: str) -> list[dict]:
+    """The sends of `records` under "email sent", and before them six people's earlier attempt under `event`,
+    carrying the same keys and a message id of its own (an app that makes its Message-ID before calling out)."""
+    rows = records(send="email sent", angle=True)
+    attempts = [{**row, "event": event, "msg_id": f"<try{n}@mail.acme.io>", "timestamp": f"2026-11-28T08:{n:02d}:00Z"}
+                for n, row in enumerate(rows[4:10])]
+    return attempts + rows
+
+
+@pytest.mark.parametrize("event", ["send timed out", "email not sent", "send aborted", "send cancelled"])
+def test_a_failed_attempt_in_words_the_table_lacks_is_never_inferred_as_a_send(cli, tmp_path, event):
+    _, document = diagnose_json(cli, write(tmp_path, _with_earlier_attempts(event)))
+    assert document["summary"]["sends"] == 19 and document["summary"]["duplicated_people"] == TRUTH
+    assert document["vocabulary"]["events"][event]["event"] == "error"
+
+
+@pytest.mark.parametrize("event", ["send email", "email send attempt"])
+def test_a_value_that_says_send_beside_one_that_says_sent_is_not_a_send(cli, tmp_path, event):
+    """A log line before the call ("send email") carries what the send does; beside "email sent" it is not a send,
+    and never a complete run's extra duplicates."""
+    _, document = diagnose_json(cli, write(tmp_path, _with_earlier_attempts(event)))
+    assert document["summary"]["duplicated_people"] == TRUTH and event not in document["vocabulary"]["events"]
+
+
+def test_one_send_wording_in_two_letter_cases_is_stated_with_all_its_records(cli, tmp_path):
+    """One worker logs "email sent", another "Email Sent": one value, and the reading says how many records it has."""
+    rows = records(send="email sent")
+    for row in rows[12:]:
+        row["event"] = "Email Sent"
+    result = cli("diagnose", write(tmp_path, rows))
+    assert 'send ← event "email sent" (carries recipient and msg id in 100 % of 19 records)' in result.stdout
