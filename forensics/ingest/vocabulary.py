@@ -241,12 +241,20 @@ def _decide(vocabulary: Vocabulary, canon: str, named: list[KeyStat], free: list
               and not set(name_words(k.key)) & set(NAME_RULES[canon][1])]
     if canon == "ts" and len(shaped) > 1:
         return None  # many time keys and none named a time: records without one are counted and located
+    if len(shaped) == 1 and canon == "recipient" and not _many_people(shaped[0]):
+        return None
     if len(shaped) == 1:
         share = getattr(shaped[0], attribute) * 100
         return Decided(shaped[0].key, "values", f"{shape} in {share:.0f} % of {shaped[0].records:,} values")
     if len(shaped) > 1:
         return _ambiguous(vocabulary, canon, [k.key for k in shaped], f"all hold {shape}")
     return None
+
+
+def _many_people(stat: KeyStat) -> bool:
+    """Whether an address key's values vary as recipients do: an account owner's or a sender's few addresses beside a
+    recipient the reader cannot see (OpenTelemetry's `attributes."email.to"`) would make everyone one person."""
+    return 4 * stat.distinct >= stat.records
 
 
 def _ambiguous(vocabulary: Vocabulary, canon: str, keys: list[str], why: str) -> None:
@@ -394,10 +402,12 @@ def seen_in_sample(vocabulary: Vocabulary) -> str:
 
 def _suggestion(vocabulary: Vocabulary, like: dict[str, list[str]]) -> str:
     options = []
+    by_key = {k.key: k for k in vocabulary.keys}
     for canon, role in (("recipient", "addresses"), ("msg_id", "message ids"), ("step", "steps"),
                         ("campaign", "campaigns")):
-        if canon not in vocabulary.fields and like[role]:
-            options.append(f"--field {canon}={_quoted(like[role][0])}")
+        keys = [key for key in like[role] if canon != "recipient" or _many_people(by_key[key])]
+        if canon not in vocabulary.fields and keys:
+            options.append(f"--field {canon}={_quoted(keys[0])}")
     plausible = [r for r in vocabulary.event_values if not re.search(NOT_SEND, r["value"].lower())]
     carrying = [r for r in plausible if r["with_both"]] or plausible
     if carrying and not any(d.key == "send" for d in vocabulary.events.values()):

@@ -290,3 +290,15 @@ def test_one_send_wording_in_two_letter_cases_is_stated_with_all_its_records(cli
         row["event"] = "Email Sent"
     result = cli("diagnose", write(tmp_path, rows))
     assert 'send ← event "email sent" (carries recipient and msg id in 100 % of 19 records)' in result.stdout
+
+
+def test_a_few_valued_address_key_is_never_inferred_as_the_recipient_by_its_values(cli, tmp_path):
+    """OpenTelemetry's attributes under dotted names (`attributes."email.to"`) cannot be read; the account owner's
+    address beside them (two values) must not become the recipient: 2 people with 17 extra sends, complete."""
+    rows = records({"recipient": "attributes.email_to", "event": "body"}, send="email sent")
+    for n, row in enumerate(rows):
+        row["attributes"] = {"email.to": row["attributes"].pop("email_to")}
+        row["owner"] = f"rep{n % 2}@acme.io"
+    result = cli("diagnose", write(tmp_path, rows), "--format", "json")
+    assert result.exit_code == 1 and "No duplicates" not in result.output
+    assert "owner" not in result.stdout
