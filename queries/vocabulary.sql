@@ -156,3 +156,18 @@ ORDER BY source
 -- Whether the case holds at least one real send (a run that read records and recognised none is refused).
 -- dialect: duckdb
 SELECT count(*) > 0 AS found FROM (SELECT 1 FROM sends LIMIT 1)
+
+-- name: step_spellings
+-- One step number written two ways among a campaign's sends (`1` by one worker, `step-1` or `Step 01` by another):
+-- each spelling is a step of its own, so a person both sent is not seen as duplicated. Per campaign and number, the
+-- spellings (at most 5 such steps).
+-- dialect: duckdb
+SELECT campaign, list(DISTINCT step ORDER BY step) AS steps
+FROM (SELECT campaign, step,
+             regexp_extract(lower(trim(step)), '^(?:step|touch|stage|s|#)?[\s_#:.-]*0*([0-9]+)$', 1) AS number
+      FROM sends WHERE step <> '')
+WHERE number <> ''
+GROUP BY campaign, number
+HAVING count(DISTINCT step) > 1
+ORDER BY campaign, number
+LIMIT 5

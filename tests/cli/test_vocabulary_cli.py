@@ -302,3 +302,20 @@ def test_a_few_valued_address_key_is_never_inferred_as_the_recipient_by_its_valu
     result = cli("diagnose", write(tmp_path, rows), "--format", "json")
     assert result.exit_code == 1 and "No duplicates" not in result.output
     assert "owner" not in result.stdout
+
+
+@pytest.mark.parametrize("names", [{"step": "seq_step"}, {}])
+def test_one_step_written_two_ways_by_two_workers_makes_the_run_incomplete(cli, tmp_path, names):
+    """w1 logs the step as 1, w2 as "step-1": the 4 people both sent are not seen as duplicated, so the run must not
+    be complete (inferred key or alias alike), and the first line names both spellings."""
+    rows = records(names)
+    key = names.get("step", "step")
+    for row in rows:
+        if row["host"] == "w2":
+            row[key] = f"step-{row[key]}"
+    path = write(tmp_path, rows)
+    _, document = diagnose_json(cli, path)
+    assert document["complete"] is False
+    assert document["lost_evidence"]["step_spellings"] == [{"campaign": "spring", "steps": ["1", "step-1"]}]
+    result = cli("diagnose", path, "--fail-on-duplicates")
+    assert result.exit_code == 4 and "(step values 1, step-1)" in result.stdout.splitlines()[0]
