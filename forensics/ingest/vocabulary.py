@@ -212,6 +212,9 @@ def _infer_fields(vocabulary: Vocabulary, field_map: FieldMap) -> None:
     for canon in (*CORE, *[c for c in CANONICAL if c not in CORE]):
         free = [k for k in vocabulary.keys if k.key not in taken and not field_map.alias_of(k.key)]
         named = [k for k in free if by_name(k.key, canon) and _fits(k, canon)]
+        if canon == "step" and _template_as_step(vocabulary, field_map, named):
+            taken.update(k.key for k in named)
+            continue
         if canon in vocabulary.fields:
             if canon in ALSO_BY_NAME and canon not in field_map.overrides and named:
                 vocabulary.also[canon] = [Decided(k.key, "name", f"its words: {' '.join(name_words(k.key))}")
@@ -226,6 +229,21 @@ def _infer_fields(vocabulary: Vocabulary, field_map: FieldMap) -> None:
             vocabulary.fields[canon] = decided
             field_map.inferred[canon] = [decided.key]
             taken.add(decided.key)
+
+
+def _template_as_step(vocabulary: Vocabulary, field_map: FieldMap, named: list[KeyStat]) -> bool:
+    """A template's id (the alias table's `template`, `template_id`) beside one key named like a step (`seq_step`):
+    the named key is the step, the template's id is set aside. One template per campaign would make a person's step
+    1 and step 2 one step, their intended contact a duplicate."""
+    first = vocabulary.fields.get("step")
+    if not first or first.how != "alias" or "template" not in name_words(first.key) or len(named) != 1:
+        return False
+    key = named[0].key
+    vocabulary.fields["step"] = Decided(key, "name", f"its words: {' '.join(name_words(key))}; "
+                                                     f"{first.key} names a template, read as nothing")
+    field_map.inferred["step"] = [key]
+    field_map.set_aside.update(k.lower() for k in vocabulary.resolved["step"] if "template" in name_words(k))
+    return True
 
 
 def _decide(vocabulary: Vocabulary, canon: str, named: list[KeyStat], free: list[KeyStat]) -> Decided | None:

@@ -319,3 +319,16 @@ def test_one_step_written_two_ways_by_two_workers_makes_the_run_incomplete(cli, 
     assert document["lost_evidence"]["step_spellings"] == [{"campaign": "spring", "steps": ["1", "step-1"]}]
     result = cli("diagnose", path, "--fail-on-duplicates")
     assert result.exit_code == 4 and "(step values 1, step-1)" in result.stdout.splitlines()[0]
+
+
+def test_a_template_id_beside_a_key_named_step_is_not_the_step(cli, tmp_path):
+    """SendGrid's `template_id` (the alias table's last step name), one per campaign, beside the team's `seq_step`:
+    read as the step it made three people's intended step 2 duplicates of step 1 in a complete run."""
+    rows = records({"step": "seq_step"}, extra={"template_id": "d-8f2a9c1e44b04a7f"})
+    for row in rows[-3:]:
+        row["to"] = "q" + row["to"][1:]  # step 2 goes to three people who got step 1 once
+    for n, person in enumerate(("q0", "q1", "q2")):
+        rows.append({**rows[0], "to": f"{person}@example.com", "msg_id": f"s1q{n}", "seq_step": 1})
+    _, document = diagnose_json(cli, write(tmp_path, rows))
+    assert document["summary"]["duplicated_people"] == TRUTH and document["complete"] is True
+    assert document["vocabulary"]["fields"]["step"]["key"] == "seq_step"
