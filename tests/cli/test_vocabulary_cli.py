@@ -332,3 +332,18 @@ def test_a_template_id_beside_a_key_named_step_is_not_the_step(cli, tmp_path):
     _, document = diagnose_json(cli, write(tmp_path, rows))
     assert document["summary"]["duplicated_people"] == TRUTH and document["complete"] is True
     assert document["vocabulary"]["fields"]["step"]["key"] == "seq_step"
+
+
+@pytest.mark.slow  # diagnose runs twice
+def test_logrus_text_whose_msg_is_the_event_is_refused_with_an_option_that_reads_it(cli, tmp_path):
+    """logrus's `time="…" level=info msg="email sent" to=…`: the envelope reads the pairs after msg, so the send's
+    wording is gone; the refusal must name the option that reads it, and that option must read it exactly."""
+    lines = [f'time="{r["timestamp"]}" level=info msg="email sent" to={r["to"]} from=sales@acme.io '
+             f'sendgrid_message_id={r["msg_id"]} step={r["step"]} campaign={r["campaign"]} host={r["host"]}\n'
+             for r in records()]
+    path = tmp_path / "app.log"
+    path.write_text("".join(lines), encoding="utf-8")
+    refused = cli("diagnose", path)
+    assert refused.exit_code == 1 and "--envelope none" in refused.stderr
+    _, document = diagnose_json(cli, path, "--envelope", "none")
+    assert document["summary"]["duplicated_people"] == TRUTH and document["complete"] is True
