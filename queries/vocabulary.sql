@@ -141,14 +141,17 @@ CREATE OR REPLACE TEMP MACRO mm_event(e) AS coalesce(
 -- Records that look like a send but were not read as one (lost evidence): a send event with a success (or no)
 -- status lacking its recipient or message id, or a record carrying a recipient and either a message id or an
 -- event value that speaks of sending (:send_words) under an event value that is neither a known event nor
--- (:not_send, a regex of words) a failure, a bounce or an open. Per file: how many, and where the first are.
+-- (:not_send, a regex of words) a failure, a bounce or an open, unless a send to that recipient under that message
+-- id was read (the line logged before the call, "send email", of a send logged again once made). Per file: how
+-- many, and where the first are.
 -- dialect: duckdb
 SELECT source, count(*) AS lines, list(line_no ORDER BY line_no)[1:5] AS first_lines
-FROM events
+FROM events e
 WHERE (event = 'send' AND mm_ok_status(status) AND (msg_id IS NULL OR recipient IS NULL OR recipient = ''))
    OR (event NOT IN ('send', 'claim', 'renew', 'release', 'expire', 'start', 'error')
        AND NOT regexp_matches(event, :not_send) AND recipient IS NOT NULL AND recipient <> ''
-       AND (msg_id IS NOT NULL OR regexp_matches(event, :send_words)))
+       AND (msg_id IS NOT NULL OR regexp_matches(event, :send_words))
+       AND NOT EXISTS (SELECT 1 FROM sends s WHERE s.msg_id = e.msg_id AND s.recipient = e.recipient))
 GROUP BY source
 ORDER BY source
 
