@@ -371,14 +371,16 @@ def _unread_roles(con, vocabulary: Vocabulary, field_map: FieldMap) -> None:
     """A campaign or step no key was found for while keys that could hold one are on the sends."""
     if "recipient" not in vocabulary.fields or "msg_id" not in vocabulary.fields:
         return
-    taken = {key for canon in vocabulary.fields for key in _keys_of(vocabulary, canon)}
+    taken = {key for canon in vocabulary.fields for key in _keys_of(vocabulary, canon)
+             if key.lower() not in field_map.set_aside}
     on_sends = [r for r in queries.rows(con, "vocabulary_keys_on_sends", {
         "recipient_keys": _keys_of(vocabulary, "recipient"), "msg_id_keys": _keys_of(vocabulary, "msg_id")})
         if r["key"] not in taken]
     for role in DEDUPE:
         if role in vocabulary.fields or role in field_map.overrides:  # --field step=none: the log has none
             continue
-        named = [r["key"] for r in on_sends if by_name(r["key"], role)]
+        named = [r["key"] for r in on_sends if by_name(r["key"], role)
+                 or (role == "campaign" and r["key"].lower() in field_map.set_aside)]  # a template per campaign
         # a few-valued key that differs between one person's sends, named like no other field, may be the step
         shaped = [r["key"] for r in on_sends if role == "step" and r["varies_per_person"]
                   and 1 < r["distinct_values"] <= 20 and 2 * r["distinct_values"] <= r["records"]

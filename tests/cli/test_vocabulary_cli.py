@@ -355,3 +355,13 @@ def test_a_line_logged_before_the_call_under_the_sends_message_id_is_neither_a_s
     rows = [row for send in sends for row in ({**send, "event": "send email"}, send)]
     _, document = diagnose_json(cli, write(tmp_path, rows))
     assert document["summary"]["duplicated_people"] == TRUTH and document["complete"] is True
+
+
+def test_a_template_id_set_aside_with_no_campaign_read_makes_the_run_incomplete_naming_it(cli, tmp_path):
+    """Without a campaign key, the template's id set aside may be all that tells two campaigns' step 1 apart."""
+    rows = records({"step": "seq_step"}, extra={"template_id": "d-8f2a9c1e44b04a7f"})
+    for row in rows:
+        del row["campaign"]
+    _, document = diagnose_json(cli, write(tmp_path, rows))
+    assert document["complete"] is False
+    assert {"field": "campaign", "candidate_keys": ["template_id"]} in document["lost_evidence"]["fields_not_read"]
