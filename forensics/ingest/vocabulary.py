@@ -428,7 +428,8 @@ def _suggestion(vocabulary: Vocabulary, like: dict[str, list[str]]) -> str:
         keys = [key for key in like[role] if canon != "recipient" or _many_people(by_key[key])]
         if canon not in vocabulary.fields and keys:
             options.append(f"--field {canon}={_quoted(keys[0])}")
-    plausible = [r for r in vocabulary.event_values if not re.search(NOT_SEND, r["value"].lower())]
+    plausible = [r for r in vocabulary.event_values  # a value the table reads already needs no --event
+                 if not re.search(NOT_SEND, r["value"].lower()) and not _known_value(r["value"])]
     carrying = [r for r in plausible if r["with_both"]] or plausible
     if carrying and not any(d.key == "send" for d in vocabulary.events.values()):
         options.append(f"--event send={_quoted(carrying[0]['value'])}")

@@ -365,3 +365,13 @@ def test_a_template_id_set_aside_with_no_campaign_read_makes_the_run_incomplete_
     _, document = diagnose_json(cli, write(tmp_path, rows))
     assert document["complete"] is False
     assert {"field": "campaign", "candidate_keys": ["template_id"]} in document["lost_evidence"]["fields_not_read"]
+
+
+def test_a_refusal_never_suggests_mapping_a_value_the_table_already_reads(cli, tmp_path):
+    """event "send" is read as a send already: `--event send=send` reads nothing more."""
+    rows = records({"recipient": "mail.x"}, send="send")
+    for row in rows:
+        row["mail"]["x"] = row["mail"]["x"].replace("@", " at ")
+    result = cli("diagnose", write(tmp_path, rows))
+    assert result.exit_code == 1 and "recognised no send" in result.stderr
+    assert "--event send=send" not in result.stderr
