@@ -347,6 +347,8 @@ def test_logrus_text_whose_msg_is_the_event_is_refused_with_an_option_that_reads
     assert refused.exit_code == 1 and "--envelope none" in refused.stderr
     _, document = diagnose_json(cli, path, "--envelope", "none")
     assert document["summary"]["duplicated_people"] == TRUTH and document["complete"] is True
+    described = json.loads(cli("fields", path, "--envelope", "none", "--format", "json").stdout)
+    assert {row["key"]: row["field"] for row in described["keys"]}["msg"] == "event"
 
 
 def test_a_line_logged_before_the_call_under_the_sends_message_id_is_neither_a_send_nor_lost(cli, tmp_path):
