@@ -192,9 +192,10 @@ def by_name(key: str, canon: str) -> bool:
 def _fits(stat: KeyStat, canon: str) -> bool:
     """Whether a key's values could be the field's (an address for the recipient, a time for ts...). A message id
     is (nearly) unique per record, or one template's id would merge a person's sends into one; a campaign or
-    step takes few values, or a log's sequence number would make every send its own step."""
+    step takes few values, or a log's sequence number would make every send its own step. A recipient takes many
+    (a rep's `user.email` named like one would make everyone one person)."""
     few = stat.distinct <= 100 and (stat.distinct <= 3 or 2 * stat.distinct <= stat.records)
-    return {"recipient": stat.address >= 0.5, "ts": stat.time >= SAMPLE_SHARE,
+    return {"recipient": stat.address >= 0.5 and _many_people(stat), "ts": stat.time >= SAMPLE_SHARE,
             "msg_id": (stat.address < 0.5 or stat.message_id >= 0.5) and stat.distinct >= 0.8 * stat.records,
             "step": few, "campaign": few, "event": stat.address < 0.5,
             "candidate": stat.address < 0.5}.get(canon, True)

@@ -377,3 +377,14 @@ def test_a_refusal_never_suggests_mapping_a_value_the_table_already_reads(cli, t
     result = cli("diagnose", write(tmp_path, rows))
     assert result.exit_code == 1 and "recognised no send" in result.stderr
     assert "--event send=send" not in result.stderr
+
+
+def test_the_reps_own_address_named_like_an_email_is_never_the_recipient_by_its_name(cli, tmp_path):
+    """An outreach agent logs the rep it sends for (`owner_email`, two values) and the lead (`lead_contact`): the rep
+    read as the recipient made every send of a step one person's duplicate."""
+    rows = records({"recipient": "lead_contact"})
+    for n, row in enumerate(rows):
+        row["owner_email"] = f"rep{n % 2}@acme.io"
+    result = cli("diagnose", write(tmp_path, rows))
+    assert result.exit_code == 1 and "No duplicates" not in result.output
+    assert "cannot tell which key holds the recipient: lead_contact, owner_email" in result.stderr
