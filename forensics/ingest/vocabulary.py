@@ -149,6 +149,7 @@ def read(con, files, field_map: FieldMap, refuse: bool = True) -> Vocabulary:
                 how = "config" if canon in field_map.from_config else "--field"
             vocabulary.fields[canon] = Decided(key, how)
     if field_map.infer:
+        _few_people_by_last_name(vocabulary, field_map)
         _infer_fields(vocabulary, field_map)
     _read_events(con, vocabulary, field_map)
     _unread_roles(con, vocabulary, field_map)
@@ -230,6 +231,21 @@ def _infer_fields(vocabulary: Vocabulary, field_map: FieldMap) -> None:
             vocabulary.fields[canon] = decided
             field_map.inferred[canon] = [decided.key]
             taken.add(decided.key)
+
+
+def _few_people_by_last_name(vocabulary: Vocabulary, field_map: FieldMap) -> None:
+    """A nested key the alias table reads by its last name (`user.email`: the rep an agent sends for) holding few
+    addresses, beside a key of many (the lead's): which is the recipient is not clear, and is refused."""
+    first = vocabulary.fields.get("recipient")
+    stats = {k.key: k for k in vocabulary.keys}
+    if (not first or first.how != "alias" or "." not in first.key or first.key not in stats  # flat: an alias itself
+            or _many_people(stats[first.key])):
+        return
+    others = [k.key for k in vocabulary.keys if k.key != first.key and k.address >= SAMPLE_SHARE and _many_people(k)
+              and not set(name_words(k.key)) & set(NAME_RULES["recipient"][1])]
+    if others:
+        _ambiguous(vocabulary, "recipient", [first.key, *others], f"{first.key} holds only "
+                   f"{stats[first.key].distinct:,} address{'es' if stats[first.key].distinct != 1 else ''}")
 
 
 def _template_as_step(vocabulary: Vocabulary, field_map: FieldMap, named: list[KeyStat]) -> bool:

@@ -388,3 +388,14 @@ def test_the_reps_own_address_named_like_an_email_is_never_the_recipient_by_its_
     result = cli("diagnose", write(tmp_path, rows))
     assert result.exit_code == 1 and "No duplicates" not in result.output
     assert "cannot tell which key holds the recipient: lead_contact, owner_email" in result.stderr
+
+
+def test_a_nested_email_of_few_values_read_by_its_last_name_is_refused_beside_the_leads_addresses(cli, tmp_path):
+    """`user.email` (the rep, two values) is read by the alias table's last-segment rule; the lead's addresses sit
+    in `lead_contact`. Read so, 19 sends were 2 people with 15 extra sends in a complete run."""
+    rows = records({"recipient": "lead_contact"})
+    for n, row in enumerate(rows):
+        row["user"] = {"email": f"rep{n % 2}@acme.io"}
+    result = cli("diagnose", write(tmp_path, rows))
+    assert result.exit_code == 1 and "No duplicates" not in result.output
+    assert "cannot tell which key holds the recipient: user.email, lead_contact" in result.stderr
