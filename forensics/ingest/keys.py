@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from forensics.errors import InputError
 from forensics.ingest import case as cases, load, sources
 from forensics.ingest.fields import FieldMap
-from forensics.ingest.vocabulary import Vocabulary, looks_like
+from forensics.ingest.refusal import looks_like
+from forensics.ingest.vocabulary import Vocabulary
 
 
 @dataclass
