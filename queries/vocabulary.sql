@@ -145,13 +145,17 @@ CREATE OR REPLACE TEMP MACRO mm_event(e) AS coalesce(
 -- id was read (the line logged before the call, "send email", of a send logged again once made). Per file: how
 -- many, and where the first are.
 -- dialect: duckdb
+WITH unread AS (  -- few rows: the check against the sends is made on them only
+    SELECT source, line_no, msg_id, recipient, event = 'send' AS lacking
+    FROM events
+    WHERE (event = 'send' AND mm_ok_status(status) AND (msg_id IS NULL OR recipient IS NULL OR recipient = ''))
+       OR (event NOT IN ('send', 'claim', 'renew', 'release', 'expire', 'start', 'error')
+           AND NOT regexp_matches(event, :not_send) AND recipient IS NOT NULL AND recipient <> ''
+           AND (msg_id IS NOT NULL OR regexp_matches(event, :send_words)))
+)
 SELECT source, count(*) AS lines, list(line_no ORDER BY line_no)[1:5] AS first_lines
-FROM events e
-WHERE (event = 'send' AND mm_ok_status(status) AND (msg_id IS NULL OR recipient IS NULL OR recipient = ''))
-   OR (event NOT IN ('send', 'claim', 'renew', 'release', 'expire', 'start', 'error')
-       AND NOT regexp_matches(event, :not_send) AND recipient IS NOT NULL AND recipient <> ''
-       AND (msg_id IS NOT NULL OR regexp_matches(event, :send_words))
-       AND NOT EXISTS (SELECT 1 FROM sends s WHERE s.msg_id = e.msg_id AND s.recipient = e.recipient))
+FROM unread u
+WHERE lacking OR NOT EXISTS (SELECT 1 FROM sends s WHERE s.msg_id = u.msg_id AND s.recipient = u.recipient)
 GROUP BY source
 ORDER BY source
 
@@ -168,7 +172,7 @@ SELECT count(*) > 0 AS found FROM (SELECT 1 FROM sends LIMIT 1)
 SELECT campaign, list(DISTINCT step ORDER BY step) AS steps
 FROM (SELECT campaign, step,
              regexp_extract(lower(trim(step)), '^(?:step|touch|stage|s|#)?[\s_#:.-]*0*([0-9]+)$', 1) AS number
-      FROM sends WHERE step <> '')
+      FROM (SELECT DISTINCT campaign, step FROM sends WHERE step <> ''))  -- a few steps, however many sends
 WHERE number <> ''
 GROUP BY campaign, number
 HAVING count(DISTINCT step) > 1
