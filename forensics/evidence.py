@@ -38,6 +38,10 @@ def lost_evidence(con, unread: list[dict] | None = None, extra_keys: tuple[str, 
     by_file = [{"path": row["source"], "lines": row["lines"], "first_lines": list(row["first_lines"])}
                for row in queries.rows(con, "lost_evidence_lines", params)]
     lost = {"files_not_read": list(unread or []), "lines": sum(f["lines"] for f in by_file), "by_file": by_file}
+    spellings = [{"campaign": row["campaign"], "steps": list(row["steps"])}
+                 for row in queries.rows(con, "step_spellings")]
+    if spellings:
+        lost["step_spellings"] = spellings
     if vocabulary is None:
         return lost
     records = [{"path": row["source"], "lines": row["lines"], "first_lines": list(row["first_lines"])}
@@ -58,7 +62,7 @@ def _fields_to_map(vocabulary) -> list[str]:
 
 def is_complete(lost: dict) -> bool:
     return (not lost["files_not_read"] and not lost["lines"] and not lost.get("provider_sends_unplaced", {}).get("count")
-            and not lost.get("records_not_read") and not lost.get("fields_not_read"))
+            and not lost.get("records_not_read") and not lost.get("fields_not_read") and not lost.get("step_spellings"))
 
 
 def with_unplaced_provider_sends(document: dict, reconciliation: dict) -> None:
@@ -95,6 +99,10 @@ def incomplete_headline(lost: dict, shown: Callable[[str], str] = str) -> str:
                      + f" (map one with --field {unread['field']}=KEY, or pass --field {unread['field']}=none"
                      " if the log has none): people's sends of different "
                      + ("steps" if unread["field"] == "step" else "campaigns") + " may be counted as duplicates")
+    for spelled in lost.get("step_spellings", []):
+        parts.append(f"one step written two ways in campaign {shown(spelled['campaign'] or '(none)')} (step values "
+                     + ", ".join(shown(s) for s in spelled["steps"][:4]) + "): a person sent it under both is "
+                     "not seen as duplicated")
     return "INCOMPLETE: " + "; ".join(parts) + ". Duplicates among them cannot be seen."
 
 

@@ -84,7 +84,8 @@ ORDER BY records DESC, v.key
 SELECT count(*) AS records FROM (SELECT DISTINCT file_id, rec FROM vocab_pairs)
 
 -- name: vocabulary_event_values
--- Per value of the event keys (:event_keys), the sampled records holding it and how many of them also carry a
+-- Per value of the event keys (:event_keys; one value whatever its letter case, as mm_event reads it, shown in its
+-- most frequent spelling), the sampled records holding it and how many of them also carry a
 -- recipient (one of :recipient_keys, holding an address) and a message id (one of :msg_id_keys): what a send
 -- event is inferred from.
 -- dialect: duckdb
@@ -94,11 +95,11 @@ WITH carrying AS (
            bool_or(list_contains(:msg_id_keys::VARCHAR[], key)) AS has_msg_id
     FROM vocab_pairs WHERE value IS NOT NULL GROUP BY file_id, rec
 )
-SELECT p.key, trim(p.value) AS value, count(*) AS records,
+SELECT p.key, mode(trim(p.value)) AS value, count(*) AS records,
        count(*) FILTER (WHERE c.has_recipient AND c.has_msg_id) AS with_both
 FROM vocab_pairs p JOIN carrying c USING (file_id, rec)
 WHERE list_contains(:event_keys::VARCHAR[], p.key) AND p.value IS NOT NULL
-GROUP BY p.key, trim(p.value)
+GROUP BY p.key, lower(trim(p.value))
 ORDER BY with_both DESC, records DESC, value
 
 -- name: vocabulary_keys_on_sends
@@ -140,14 +141,21 @@ CREATE OR REPLACE TEMP MACRO mm_event(e) AS coalesce(
 -- Records that look like a send but were not read as one (lost evidence): a send event with a success (or no)
 -- status lacking its recipient or message id, or a record carrying a recipient and either a message id or an
 -- event value that speaks of sending (:send_words) under an event value that is neither a known event nor
--- (:not_send, a regex of words) a failure, a bounce or an open. Per file: how many, and where the first are.
+-- (:not_send, a regex of words) a failure, a bounce or an open, unless a send to that recipient under that message
+-- id was read (the line logged before the call, "send email", of a send logged again once made). Per file: how
+-- many, and where the first are.
 -- dialect: duckdb
+WITH unread AS (  -- few rows: the check against the sends is made on them only
+    SELECT source, line_no, msg_id, recipient, event = 'send' AS lacking
+    FROM events
+    WHERE (event = 'send' AND mm_ok_status(status) AND (msg_id IS NULL OR recipient IS NULL OR recipient = ''))
+       OR (event NOT IN ('send', 'claim', 'renew', 'release', 'expire', 'start', 'error')
+           AND NOT regexp_matches(event, :not_send) AND recipient IS NOT NULL AND recipient <> ''
+           AND (msg_id IS NOT NULL OR regexp_matches(event, :send_words)))
+)
 SELECT source, count(*) AS lines, list(line_no ORDER BY line_no)[1:5] AS first_lines
-FROM events
-WHERE (event = 'send' AND mm_ok_status(status) AND (msg_id IS NULL OR recipient IS NULL OR recipient = ''))
-   OR (event NOT IN ('send', 'claim', 'renew', 'release', 'expire', 'start', 'error')
-       AND NOT regexp_matches(event, :not_send) AND recipient IS NOT NULL AND recipient <> ''
-       AND (msg_id IS NOT NULL OR regexp_matches(event, :send_words)))
+FROM unread u
+WHERE lacking OR NOT EXISTS (SELECT 1 FROM sends s WHERE s.msg_id = u.msg_id AND s.recipient = u.recipient)
 GROUP BY source
 ORDER BY source
 
@@ -155,3 +163,18 @@ ORDER BY source
 -- Whether the case holds at least one real send (a run that read records and recognised none is refused).
 -- dialect: duckdb
 SELECT count(*) > 0 AS found FROM (SELECT 1 FROM sends LIMIT 1)
+
+-- name: step_spellings
+-- One step number written two ways among a campaign's sends (`1` by one worker, `step-1` or `Step 01` by another):
+-- each spelling is a step of its own, so a person both sent is not seen as duplicated. Per campaign and number, the
+-- spellings (at most 5 such steps).
+-- dialect: duckdb
+SELECT campaign, list(DISTINCT step ORDER BY step) AS steps
+FROM (SELECT campaign, step,
+             regexp_extract(lower(trim(step)), '^(?:step|touch|stage|s|#)?[\s_#:.-]*0*([0-9]+)$', 1) AS number
+      FROM (SELECT DISTINCT campaign, step FROM sends WHERE step <> ''))  -- a few steps, however many sends
+WHERE number <> ''
+GROUP BY campaign, number
+HAVING count(DISTINCT step) > 1
+ORDER BY campaign, number
+LIMIT 5

@@ -15,7 +15,8 @@ from forensics.ingest import load as ingest, runfolders, sources, window
 from forensics.errors import ConfigError, InputError
 from forensics.ingest.fields import FieldMap
 from forensics.ingest.reading import ReadOptions
-from forensics.ingest.vocabulary import Vocabulary, no_send_message, seen_in_sample
+from forensics.ingest.refusal import no_send_message, seen_in_sample
+from forensics.ingest.vocabulary import Vocabulary
 
 DEFAULT_MEMORY_LIMIT = "1GB"
 SPILL_PREFIX = "mailmortem-spill-"

@@ -496,8 +496,12 @@ def empty_note(label: str, found: Found, unwrapped: Unwrapped) -> str:
     holds = what.get(inner, "plain text, not key=value pairs or JSON") if unwrapped.sample else "no text at all"
     example = f", e.g. {unwrapped.sample[0][:80]!r}" if unwrapped.sample else ""
     entries = f"{unwrapped.entries:,} {'entry' if unwrapped.entries == 1 else 'entries'}"
+    # slog's and logrus's lines are key=value pairs whole: read so, their msg ("email sent") and every key are
+    # read and inferred as in any logfmt file, where the envelope keeps only the pairs after msg, unsampled
+    whole = ("; --envelope none reads each line whole as key=value pairs, its msg and keys inferred"
+             if found.envelope.name in ("slog", "logrus") else "")
     return (f"{label}: {found.envelope.title} envelope recognised ({entries}), but no "
-            f"mail-send record inside: the messages are {holds}{example}")
+            f"mail-send record inside: the messages are {holds}{example}{whole}")
 
 
 def zone_note(envelopes_read: list[str | None], tz: str) -> str | None:

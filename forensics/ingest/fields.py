@@ -114,12 +114,15 @@ class FieldMap:
     inferred: dict[str, list[str]] = field(default_factory=dict)  # canonical → keys read after its aliases
     infer: bool = True  # --no-infer: the alias table and the mappings only
     from_config: frozenset[str] = frozenset()  # the fields and event values mapped by --config (not an option)
+    set_aside: set[str] = field(default_factory=set)  # alias keys (lower-case) inference found to be something else
 
     def canonical_of(self, key: str) -> str | None:
         lowered = key.lower()
         for canon, name in self.overrides.items():
             if name.lower() == lowered:
                 return canon
+        if lowered in self.set_aside:
+            return None
         canon = _ALIAS_TO_CANONICAL.get(lowered)
         if canon is None and "." in lowered:  # nested JSON: `mail.to` falls back on its last segment
             canon = _ALIAS_TO_CANONICAL.get(lowered.rsplit(".", 1)[1])

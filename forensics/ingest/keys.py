@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from forensics.errors import InputError
 from forensics.ingest import case as cases, load, sources
 from forensics.ingest.fields import FieldMap
-from forensics.ingest.vocabulary import Vocabulary, looks_like
+from forensics.ingest.refusal import looks_like
+from forensics.ingest.vocabulary import Vocabulary
 
 
 @dataclass
@@ -21,14 +22,15 @@ class Described:
     keys: list[dict]  # per key: key, records, shape, examples, field, why
 
 
-def describe(paths, syntax: str | None = None, field_map: FieldMap | None = None) -> Described:
+def describe(paths, syntax: str | None = None, field_map: FieldMap | None = None, reading=None) -> Described:
     field_map = field_map or FieldMap()
     resolved = sources.resolve(list(paths), sources.Unreadable(skip=False))
     con = cases.connect(input_bytes=0)
-    vocabulary = load.sampled_vocabulary(con, resolved, syntax, field_map)
+    vocabulary = load.sampled_vocabulary(con, resolved, syntax, field_map, reading)
     if not vocabulary.keys:
         raise InputError("no key found in the first records of " + ", ".join(s.label for s in resolved[:3])
-                         + " (a file in an envelope is read through it: `mailmortem diagnose` shows its records)")
+                         + " (a file in an envelope is read through it: `mailmortem diagnose` shows its records; "
+                         "--envelope none samples its lines as they are)")
     return Described(vocabulary, key_rows(vocabulary, field_map))
 
 

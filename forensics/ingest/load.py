@@ -88,10 +88,11 @@ def load(con, sources: list[Source], syntax: str | None = None, field_map: Field
     return [summaries[file.file_id] for file in files], cut, read_as
 
 
-def sampled_vocabulary(con, sources: list[Source], syntax: str | None, field_map: FieldMap) -> vocabulary.Vocabulary:
+def sampled_vocabulary(con, sources: list[Source], syntax: str | None, field_map: FieldMap,
+                       reading: Reading | None = None) -> vocabulary.Vocabulary:
     """The files' vocabulary, nothing staged, ambiguities said rather than refused (`mailmortem fields`)."""
     queries.script(con, "ingest_macros")
-    files = [_detected(index + 1, source, syntax, Reading()) for index, source in enumerate(sources)]
+    files = [_detected(index + 1, source, syntax, reading or Reading()) for index, source in enumerate(sources)]
     return vocabulary.read(con, files, field_map, refuse=False)
 
 

@@ -48,13 +48,19 @@ CORE = ("recipient", "msg_id", "ts", "event")  # a send cannot be read without t
 DEDUPE = ("campaign", "step")  # what a person's sends are told apart by
 # Event values read by their words when the table does not know them (a failure is never a send).
 EVENT_WORDS: dict[str, tuple[str, ...]] = {
-    "error": ("fail", "failed", "failure", "error", "errored", "bounce", "bounced", "reject", "rejected"),
+    "error": ("fail", "failed", "failure", "error", "errored", "bounce", "bounced", "reject", "rejected", "timeout",
+              "timed", "abort", "aborted", "cancel", "cancelled", "canceled", "throttled", "not", "unable"),
     "start": ("start", "started", "starting", "startup", "boot", "booted"),
     "claim": ("claim", "claimed"), "expire": ("expire", "expired"), "renew": ("renew", "renewed", "heartbeat"),
     "release": ("release", "released"),
 }
-NOT_SEND = "fail|error|bounce|reject|defer|drop|open|click|unsubscrib|spam|complain|retry|retrying|skip"
+# An attempt that did not end in a send says so in words the table lacks ("send timed out", "email not sent"): a
+# regex of both Python's re and DuckDB's RE2.
+NOT_SEND = ("fail|error|bounce|reject|defer|drop|open|click|unsubscrib|spam|complain|retry|retrying|skip|timeout|"
+            r"timed.out|abort|cancel|throttl|suppress|unable|\bnot\b|\bnever\b")
 SEND_WORDS = ("send", "sent", "dispatched", "delivered", "mailed", "emailed")
+# A send that happened, not one about to be made: "send email", "email send attempt" are logged before the call.
+DONE_WORDS = ("sent", "dispatched", "delivered", "mailed", "emailed")
 SENDING = "send|sent|dispatch|deliver"  # an unread event value with a recipient that may have been a send
 SAMPLE_SHARE = 0.9  # the share of a key's sampled values that must have a shape for it to count
 
@@ -143,6 +149,7 @@ def read(con, files, field_map: FieldMap, refuse: bool = True) -> Vocabulary:
                 how = "config" if canon in field_map.from_config else "--field"
             vocabulary.fields[canon] = Decided(key, how)
     if field_map.infer:
+        _few_people_by_last_name(vocabulary, field_map)
         _infer_fields(vocabulary, field_map)
     _read_events(con, vocabulary, field_map)
     _unread_roles(con, vocabulary, field_map)
@@ -186,9 +193,10 @@ def by_name(key: str, canon: str) -> bool:
 def _fits(stat: KeyStat, canon: str) -> bool:
     """Whether a key's values could be the field's (an address for the recipient, a time for ts...). A message id
     is (nearly) unique per record, or one template's id would merge a person's sends into one; a campaign or
-    step takes few values, or a log's sequence number would make every send its own step."""
+    step takes few values, or a log's sequence number would make every send its own step. A recipient takes many
+    (a rep's `user.email` named like one would make everyone one person)."""
     few = stat.distinct <= 100 and (stat.distinct <= 3 or 2 * stat.distinct <= stat.records)
-    return {"recipient": stat.address >= 0.5, "ts": stat.time >= SAMPLE_SHARE,
+    return {"recipient": stat.address >= 0.5 and _many_people(stat), "ts": stat.time >= SAMPLE_SHARE,
             "msg_id": (stat.address < 0.5 or stat.message_id >= 0.5) and stat.distinct >= 0.8 * stat.records,
             "step": few, "campaign": few, "event": stat.address < 0.5,
             "candidate": stat.address < 0.5}.get(canon, True)
@@ -206,6 +214,9 @@ def _infer_fields(vocabulary: Vocabulary, field_map: FieldMap) -> None:
     for canon in (*CORE, *[c for c in CANONICAL if c not in CORE]):
         free = [k for k in vocabulary.keys if k.key not in taken and not field_map.alias_of(k.key)]
         named = [k for k in free if by_name(k.key, canon) and _fits(k, canon)]
+        if canon == "step" and _template_as_step(vocabulary, field_map, named):
+            taken.update(k.key for k in named)
+            continue
         if canon in vocabulary.fields:
             if canon in ALSO_BY_NAME and canon not in field_map.overrides and named:
                 vocabulary.also[canon] = [Decided(k.key, "name", f"its words: {' '.join(name_words(k.key))}")
@@ -222,6 +233,36 @@ def _infer_fields(vocabulary: Vocabulary, field_map: FieldMap) -> None:
             taken.add(decided.key)
 
 
+def _few_people_by_last_name(vocabulary: Vocabulary, field_map: FieldMap) -> None:
+    """A nested key the alias table reads by its last name (`user.email`: the rep an agent sends for) holding few
+    addresses, beside a key of many (the lead's): which is the recipient is not clear, and is refused."""
+    first = vocabulary.fields.get("recipient")
+    stats = {k.key: k for k in vocabulary.keys}
+    if (not first or first.how != "alias" or "." not in first.key or first.key not in stats  # flat: an alias itself
+            or _many_people(stats[first.key])):
+        return
+    others = [k.key for k in vocabulary.keys if k.key != first.key and k.address >= SAMPLE_SHARE and _many_people(k)
+              and not set(name_words(k.key)) & set(NAME_RULES["recipient"][1])]
+    if others:
+        _ambiguous(vocabulary, "recipient", [first.key, *others], f"{first.key} holds only "
+                   f"{stats[first.key].distinct:,} address{'es' if stats[first.key].distinct != 1 else ''}")
+
+
+def _template_as_step(vocabulary: Vocabulary, field_map: FieldMap, named: list[KeyStat]) -> bool:
+    """A template's id (the alias table's `template`, `template_id`) beside one key named like a step (`seq_step`):
+    the named key is the step, the template's id is set aside. One template per campaign would make a person's step
+    1 and step 2 one step, their intended contact a duplicate."""
+    first = vocabulary.fields.get("step")
+    if not first or first.how != "alias" or "template" not in name_words(first.key) or len(named) != 1:
+        return False
+    key = named[0].key
+    vocabulary.fields["step"] = Decided(key, "name", f"its words: {' '.join(name_words(key))}; "
+                                                     f"{first.key} names a template, read as nothing")
+    field_map.inferred["step"] = [key]
+    field_map.set_aside.update(k.lower() for k in vocabulary.resolved["step"] if "template" in name_words(k))
+    return True
+
+
 def _decide(vocabulary: Vocabulary, canon: str, named: list[KeyStat], free: list[KeyStat]) -> Decided | None:
     if len(named) == 1:
         return Decided(named[0].key, "name", f"its words: {' '.join(name_words(named[0].key))}")
@@ -235,12 +276,20 @@ def _decide(vocabulary: Vocabulary, canon: str, named: list[KeyStat], free: list
               and not set(name_words(k.key)) & set(NAME_RULES[canon][1])]
     if canon == "ts" and len(shaped) > 1:
         return None  # many time keys and none named a time: records without one are counted and located
+    if len(shaped) == 1 and canon == "recipient" and not _many_people(shaped[0]):
+        return None
     if len(shaped) == 1:
         share = getattr(shaped[0], attribute) * 100
         return Decided(shaped[0].key, "values", f"{shape} in {share:.0f} % of {shaped[0].records:,} values")
     if len(shaped) > 1:
         return _ambiguous(vocabulary, canon, [k.key for k in shaped], f"all hold {shape}")
     return None
+
+
+def _many_people(stat: KeyStat) -> bool:
+    """Whether an address key's values vary as recipients do: an account owner's or a sender's few addresses beside a
+    recipient the reader cannot see (OpenTelemetry's `attributes."email.to"`) would make everyone one person."""
+    return 4 * stat.distinct >= stat.records
 
 
 def _ambiguous(vocabulary: Vocabulary, canon: str, keys: list[str], why: str) -> None:
@@ -301,12 +350,13 @@ def _infer_events(vocabulary: Vocabulary, rows: list[dict], field_map: FieldMap)
     sends = [r for r in unknown if r["with_both"] >= SAMPLE_SHARE * r["records"] and r["with_both"]
              and not re.search(NOT_SEND, r["value"].lower())]
     worded = [r for r in sends if set(name_words(r["value"])) & set(SEND_WORDS)]
+    done = [r for r in worded if set(name_words(r["value"])) & set(DONE_WORDS)]
     if any(r["with_both"] and (_known_value(r["value"]) == "send" or field_map.events.get(r["value"].lower()) == "send")
            for r in rows):
-        sends = worded  # the table or --event reads some sends: another value is one only if it says so
+        sends = done  # the table or --event reads some sends: another value is one only if it says one was made
     else:
-        if len(sends) > 1 and worded and len(worded) < len(sends):
-            sends = worded
+        if len(sends) > 1 and (done or worded) and len(done or worded) < len(sends):
+            sends = done or worded  # "email sent" beside "send email" (the line before the call) or "alpha"
         if len(sends) > 1 and not worded:
             vocabulary.ambiguous["send"] = "cannot tell which event value is a send: " + ", ".join(
                 f'"{r["value"]}" ({r["with_both"]:,} records)' for r in sends[:5]) + (
@@ -338,14 +388,16 @@ def _unread_roles(con, vocabulary: Vocabulary, field_map: FieldMap) -> None:
     """A campaign or step no key was found for while keys that could hold one are on the sends."""
     if "recipient" not in vocabulary.fields or "msg_id" not in vocabulary.fields:
         return
-    taken = {key for canon in vocabulary.fields for key in _keys_of(vocabulary, canon)}
+    taken = {key for canon in vocabulary.fields for key in _keys_of(vocabulary, canon)
+             if key.lower() not in field_map.set_aside}
     on_sends = [r for r in queries.rows(con, "vocabulary_keys_on_sends", {
         "recipient_keys": _keys_of(vocabulary, "recipient"), "msg_id_keys": _keys_of(vocabulary, "msg_id")})
         if r["key"] not in taken]
     for role in DEDUPE:
         if role in vocabulary.fields or role in field_map.overrides:  # --field step=none: the log has none
             continue
-        named = [r["key"] for r in on_sends if by_name(r["key"], role)]
+        named = [r["key"] for r in on_sends if by_name(r["key"], role)
+                 or (role == "campaign" and r["key"].lower() in field_map.set_aside)]  # a template per campaign
         # a few-valued key that differs between one person's sends, named like no other field, may be the step
         shaped = [r["key"] for r in on_sends if role == "step" and r["varies_per_person"]
                   and 1 < r["distinct_values"] <= 20 and 2 * r["distinct_values"] <= r["records"]
@@ -353,70 +405,3 @@ def _unread_roles(con, vocabulary: Vocabulary, field_map: FieldMap) -> None:
         candidates = list(dict.fromkeys(named + shaped))
         if candidates:
             vocabulary.unread_roles[role] = candidates
-
-
-def looks_like(vocabulary: Vocabulary) -> dict[str, list[str]]:
-    """The sampled keys that look like each role a send needs (what a refusal names)."""
-    keys = vocabulary.keys
-    return {
-        "addresses": sorted([k.key for k in keys if k.address >= 0.5 and k.message_id < 0.5],
-                            key=lambda key: not by_name(key, "recipient")),  # a `to` before a `from`
-        "message ids": [k.key for k in keys if by_name(k.key, "msg_id") or k.message_id >= 0.5 or (
-            k.shape == "unique per record" and "id" in name_words(k.key))],
-        "steps": [k.key for k in keys if by_name(k.key, "step") or (k.small_int >= SAMPLE_SHARE and 1 < k.distinct <= 20)],
-        "campaigns": [k.key for k in keys if by_name(k.key, "campaign")],
-    }
-
-
-def no_send_message(vocabulary: Vocabulary, records: int) -> str:
-    """Why a run that read records recognised no send, what was seen, and the options that would read it."""
-    return (f"read {records:,} records but recognised no send in them (a send is an event read as `send` with a "
-            f"recipient and a message id)." + seen_in_sample(vocabulary))
-
-
-def seen_in_sample(vocabulary: Vocabulary) -> str:
-    """What the sample holds (event values, keys that look like each role) and the options that would read it."""
-    seen = [f'"{r["value"]}" {r["records"]:,}' for r in vocabulary.event_values[:5]]
-    parts = [f"event values: {', '.join(seen)}"] if seen else ["no event key"]
-    like = looks_like(vocabulary)
-    parts += [f"keys holding {role}: {', '.join(found[:4])}" if found else f"no key holding {role}"
-              for role, found in like.items() if found or role in ("addresses", "message ids")]
-    return (f" Seen in {vocabulary.records:,} sampled records: " + "; ".join(parts) + ". "
-            + _suggestion(vocabulary, like))
-
-
-def _suggestion(vocabulary: Vocabulary, like: dict[str, list[str]]) -> str:
-    options = []
-    for canon, role in (("recipient", "addresses"), ("msg_id", "message ids"), ("step", "steps"),
-                        ("campaign", "campaigns")):
-        if canon not in vocabulary.fields and like[role]:
-            options.append(f"--field {canon}={_quoted(like[role][0])}")
-    plausible = [r for r in vocabulary.event_values if not re.search(NOT_SEND, r["value"].lower())]
-    carrying = [r for r in plausible if r["with_both"]] or plausible
-    if carrying and not any(d.key == "send" for d in vocabulary.events.values()):
-        options.append(f"--event send={_quoted(carrying[0]['value'])}")
-    given = f"Try {' '.join(options)}, or w" if options else "W"
-    return (given + "rite the reading to a file with `mailmortem fields LOGS --write mailmortem.toml`, edit it and "
-            "pass --config mailmortem.toml")
-
-
-def _quoted(text: str) -> str:
-    import shlex
-
-    return shlex.quote(text)
-
-
-def read_as_lines(document: dict) -> list[str]:
-    """The "read as" block of "What was read" (the document's `vocabulary`), unescaped: the caller makes it safe."""
-    fields, events = document["fields"], document["events"]
-    lines = [f"  {canon} ← {d['key']} ({d['how']}{': ' + d['why'] if d['why'] else ''})"
-             for canon, d in fields.items() if d["how"] != "alias"]
-    lines += [f"  {canon} ← {a['key']} where the first is absent ({a['how']}: {a['why']})"
-              for canon, d in fields.items() for a in d.get("also", [])]
-    lines += [f"  {d['event']} ← event \"{value}\" ({d['how']}{' ' + d['why'] if d['why'] else ''})"
-              for value, d in events.items()]
-    aliased = [f"{canon} ← {d['key']}" for canon, d in fields.items() if d["how"] == "alias"]
-    if aliased:
-        lines.append("  by the alias table: " + ", ".join(aliased))
-    return [f"Read as (from {document['sampled_records']:,} sampled records):"] + lines
-

@@ -96,7 +96,7 @@ def show_diagnosis(document: dict, saved_to: str | None = None, zone_note: str |
         console.print(window_headline(window), soft_wrap=True)
     console.print(_inputs_table(document["inputs"]))
     if "vocabulary" in document:  # only when more than the alias table decided the reading
-        from forensics.ingest.vocabulary import read_as_lines
+        from forensics.ingest.refusal import read_as_lines
 
         console.print("\n".join(safe(line) for line in read_as_lines(document["vocabulary"])), soft_wrap=True)
     for line in window_lines(window):

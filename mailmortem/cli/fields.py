@@ -8,6 +8,7 @@ import tempfile
 import click
 
 from mailmortem.cli.options import format_option
+from forensics.ingest.envelopes import NAMES as ENVELOPES, NONE as NO_ENVELOPE
 from forensics.ingest.sources import SYNTAXES
 
 
@@ -22,10 +23,13 @@ from forensics.ingest.sources import SYNTAXES
               help="TOML file with [fields] and [events] tables (default: mailmortem.toml in the working directory).")
 @click.option("--no-config", is_flag=True, help="Do not read mailmortem.toml from the working directory.")
 @click.option("--no-infer", is_flag=True, help="Show the alias table's reading only: infer nothing.")
+@click.option("--envelope", type=click.Choice(ENVELOPES + (NO_ENVELOPE,)), metavar="NAME",
+              help="Read every file as wrapped in this envelope, as on diagnose (a file in an envelope is not "
+                   "sampled; none: read its lines as they are).")
 @click.option("--write", "write_to", type=click.Path(dir_okay=False), metavar="FILE",
               help="Write the reading as a commented TOML config to FILE, to edit and pass with --config.")
 @format_option(choices=("table", "json"))
-def fields(paths, syntax, fields, events, config, no_config, no_infer, write_to, fmt):
+def fields(paths, syntax, fields, events, config, no_config, no_infer, envelope, write_to, fmt):
     """Show every key of LOGS: how many records carry it, its shape, three examples, and the field it is read as.
 
     The first records of each file are sampled as `diagnose` samples them, so the reading shown is the one
@@ -43,8 +47,8 @@ def fields(paths, syntax, fields, events, config, no_config, no_infer, write_to,
     from mailmortem.cli.reading import read_options
 
     read = read_options(syntax=syntax, fields=fields, events=events, config=config, no_config=no_config,
-                        no_infer=no_infer)
-    described = describe(paths, read.syntax, read.field_map())
+                        no_infer=no_infer, envelope=envelope)
+    described = describe(paths, read.syntax, read.field_map(), read.reading())
     _show(described, fmt)
     if write_to:
         _replace(write_to, config_toml(described, paths))

@@ -161,4 +161,4 @@ def test_every_command_that_reads_logs_takes_every_reading_option_from_one_decor
 def test_fields_takes_every_option_that_decides_how_keys_are_read():
     fields = dict(_commands())["fields"]
     flags = {opt for param in fields.params for opt in param.opts}
-    assert {"--syntax", "--field", "--event", "--config", "--no-config", "--no-infer"} <= flags
+    assert {"--syntax", "--field", "--event", "--config", "--no-config", "--no-infer", "--envelope"} <= flags

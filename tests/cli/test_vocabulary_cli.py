@@ -257,3 +257,145 @@ def test_an_unknown_step_key_of_words_makes_the_run_incomplete_naming_it(cli, tm
     result, document = diagnose_json(cli, write(tmp_path, rows))
     assert document["complete"] is False
     assert document["lost_evidence"]["fields_not_read"] == [{"field": "step", "candidate_keys": ["phase"]}]
+
+
+def _with_earlier_attempts(event: str) -> list[dict]:
+    """The sends of `records` under "email sent", and before them six people's earlier attempt under `event`,
+    carrying the same keys and a message id of its own (an app that makes its Message-ID before calling out)."""
+    rows = records(send="email sent", angle=True)
+    attempts = [{**row, "event": event, "msg_id": f"<try{n}@mail.acme.io>", "timestamp": f"2026-11-28T08:{n:02d}:00Z"}
+                for n, row in enumerate(rows[4:10])]
+    return attempts + rows
+
+
+@pytest.mark.parametrize("event", ["send timed out", "email not sent", "send aborted", "send cancelled"])
+def test_a_failed_attempt_in_words_the_table_lacks_is_never_inferred_as_a_send(cli, tmp_path, event):
+    _, document = diagnose_json(cli, write(tmp_path, _with_earlier_attempts(event)))
+    assert document["summary"]["sends"] == 19 and document["summary"]["duplicated_people"] == TRUTH
+    assert document["vocabulary"]["events"][event]["event"] == "error"
+
+
+@pytest.mark.parametrize("event", ["send email", "email send attempt"])
+def test_a_value_that_says_send_beside_one_that_says_sent_is_not_a_send(cli, tmp_path, event):
+    """A log line before the call ("send email") carries what the send does; beside "email sent" it is not a send,
+    and never a complete run's extra duplicates."""
+    _, document = diagnose_json(cli, write(tmp_path, _with_earlier_attempts(event)))
+    assert document["summary"]["duplicated_people"] == TRUTH and event not in document["vocabulary"]["events"]
+
+
+def test_one_send_wording_in_two_letter_cases_is_stated_with_all_its_records(cli, tmp_path):
+    """One worker logs "email sent", another "Email Sent": one value, and the reading says how many records it has."""
+    rows = records(send="email sent")
+    for row in rows[12:]:
+        row["event"] = "Email Sent"
+    result = cli("diagnose", write(tmp_path, rows))
+    assert 'send ← event "email sent" (carries recipient and msg id in 100 % of 19 records)' in result.stdout
+
+
+def test_a_few_valued_address_key_is_never_inferred_as_the_recipient_by_its_values(cli, tmp_path):
+    """OpenTelemetry's attributes under dotted names (`attributes."email.to"`) cannot be read; the account owner's
+    address beside them (two values) must not become the recipient: 2 people with 17 extra sends, complete."""
+    rows = records({"recipient": "attributes.email_to", "event": "body"}, send="email sent")
+    for n, row in enumerate(rows):
+        row["attributes"] = {"email.to": row["attributes"].pop("email_to")}
+        row["owner"] = f"rep{n % 2}@acme.io"
+    result = cli("diagnose", write(tmp_path, rows), "--format", "json")
+    assert result.exit_code == 1 and "No duplicates" not in result.output
+    assert "owner" not in result.stdout
+
+
+@pytest.mark.parametrize("names", [{"step": "seq_step"}, {}])
+def test_one_step_written_two_ways_by_two_workers_makes_the_run_incomplete(cli, tmp_path, names):
+    """w1 logs the step as 1, w2 as "step-1": the 4 people both sent are not seen as duplicated, so the run must not
+    be complete (inferred key or alias alike), and the first line names both spellings."""
+    rows = records(names)
+    key = names.get("step", "step")
+    for row in rows:
+        if row["host"] == "w2":
+            row[key] = f"step-{row[key]}"
+    path = write(tmp_path, rows)
+    _, document = diagnose_json(cli, path)
+    assert document["complete"] is False
+    assert document["lost_evidence"]["step_spellings"] == [{"campaign": "spring", "steps": ["1", "step-1"]}]
+    result = cli("diagnose", path, "--fail-on-duplicates")
+    assert result.exit_code == 4 and "(step values 1, step-1)" in result.stdout.splitlines()[0]
+
+
+def test_a_template_id_beside_a_key_named_step_is_not_the_step(cli, tmp_path):
+    """SendGrid's `template_id` (the alias table's last step name), one per campaign, beside the team's `seq_step`:
+    read as the step it made three people's intended step 2 duplicates of step 1 in a complete run."""
+    rows = records({"step": "seq_step"}, extra={"template_id": "d-8f2a9c1e44b04a7f"})
+    for row in rows[-3:]:
+        row["to"] = "q" + row["to"][1:]  # step 2 goes to three people who got step 1 once
+    for n, person in enumerate(("q0", "q1", "q2")):
+        rows.append({**rows[0], "to": f"{person}@example.com", "msg_id": f"s1q{n}", "seq_step": 1})
+    _, document = diagnose_json(cli, write(tmp_path, rows))
+    assert document["summary"]["duplicated_people"] == TRUTH and document["complete"] is True
+    assert document["vocabulary"]["fields"]["step"]["key"] == "seq_step"
+
+
+@pytest.mark.slow  # diagnose runs twice
+def test_logrus_text_whose_msg_is_the_event_is_refused_with_an_option_that_reads_it(cli, tmp_path):
+    """logrus's `time="…" level=info msg="email sent" to=…`: the envelope reads the pairs after msg, so the send's
+    wording is gone; the refusal must name the option that reads it, and that option must read it exactly."""
+    lines = [f'time="{r["timestamp"]}" level=info msg="email sent" to={r["to"]} from=sales@acme.io '
+             f'sendgrid_message_id={r["msg_id"]} step={r["step"]} campaign={r["campaign"]} host={r["host"]}\n'
+             for r in records()]
+    path = tmp_path / "app.log"
+    path.write_text("".join(lines), encoding="utf-8")
+    refused = cli("diagnose", path)
+    assert refused.exit_code == 1 and "--envelope none" in refused.stderr
+    _, document = diagnose_json(cli, path, "--envelope", "none")
+    assert document["summary"]["duplicated_people"] == TRUTH and document["complete"] is True
+    described = json.loads(cli("fields", path, "--envelope", "none", "--format", "json").stdout)
+    assert {row["key"]: row["field"] for row in described["keys"]}["msg"] == "event"
+
+
+def test_a_line_logged_before_the_call_under_the_sends_message_id_is_neither_a_send_nor_lost(cli, tmp_path):
+    """`send email` then `email sent`, one Message-ID made before the call: exact and complete."""
+    sends = records(send="email sent", angle=True)
+    rows = [row for send in sends for row in ({**send, "event": "send email"}, send)]
+    _, document = diagnose_json(cli, write(tmp_path, rows))
+    assert document["summary"]["duplicated_people"] == TRUTH and document["complete"] is True
+
+
+def test_a_template_id_set_aside_with_no_campaign_read_makes_the_run_incomplete_naming_it(cli, tmp_path):
+    """Without a campaign key, the template's id set aside may be all that tells two campaigns' step 1 apart."""
+    rows = records({"step": "seq_step"}, extra={"template_id": "d-8f2a9c1e44b04a7f"})
+    for row in rows:
+        del row["campaign"]
+    _, document = diagnose_json(cli, write(tmp_path, rows))
+    assert document["complete"] is False
+    assert {"field": "campaign", "candidate_keys": ["template_id"]} in document["lost_evidence"]["fields_not_read"]
+
+
+def test_a_refusal_never_suggests_mapping_a_value_the_table_already_reads(cli, tmp_path):
+    """event "send" is read as a send already: `--event send=send` reads nothing more."""
+    rows = records({"recipient": "mail.x"}, send="send")
+    for row in rows:
+        row["mail"]["x"] = row["mail"]["x"].replace("@", " at ")
+    result = cli("diagnose", write(tmp_path, rows))
+    assert result.exit_code == 1 and "recognised no send" in result.stderr
+    assert "--event send=send" not in result.stderr
+
+
+def test_the_reps_own_address_named_like_an_email_is_never_the_recipient_by_its_name(cli, tmp_path):
+    """An outreach agent logs the rep it sends for (`owner_email`, two values) and the lead (`lead_contact`): the rep
+    read as the recipient made every send of a step one person's duplicate."""
+    rows = records({"recipient": "lead_contact"})
+    for n, row in enumerate(rows):
+        row["owner_email"] = f"rep{n % 2}@acme.io"
+    result = cli("diagnose", write(tmp_path, rows))
+    assert result.exit_code == 1 and "No duplicates" not in result.output
+    assert "cannot tell which key holds the recipient: lead_contact, owner_email" in result.stderr
+
+
+def test_a_nested_email_of_few_values_read_by_its_last_name_is_refused_beside_the_leads_addresses(cli, tmp_path):
+    """`user.email` (the rep, two values) is read by the alias table's last-segment rule; the lead's addresses sit
+    in `lead_contact`. Read so, 19 sends were 2 people with 15 extra sends in a complete run."""
+    rows = records({"recipient": "lead_contact"})
+    for n, row in enumerate(rows):
+        row["user"] = {"email": f"rep{n % 2}@acme.io"}
+    result = cli("diagnose", write(tmp_path, rows))
+    assert result.exit_code == 1 and "No duplicates" not in result.output
+    assert "cannot tell which key holds the recipient: user.email, lead_contact" in result.stderr
