@@ -38,6 +38,8 @@ def _provider_of(source: sources.Source) -> str | None:
     kind = files.sniff_kind(source.path, text)
     if kind == "csv":
         values = _csv_rows(text)
+        if values is None:
+            return None
         candidates = detect.csv_candidates(_header(text), {})
     elif kind in ("json", "jsonl"):
         values = _json_values(source, text, kind)
@@ -54,14 +56,22 @@ def _text(head: bytes) -> str:
 
 
 def _header(text: str) -> list[str]:
+    """The first row of a CSV head; none when the csv module cannot read it (the log reader then decides)."""
     first = text.split("\n", 1)[0]
-    return next(csv.reader(io.StringIO(first)), [])
+    try:
+        return next(csv.reader(io.StringIO(first, newline="")), [])
+    except csv.Error:  # e.g. a lone CR inside an unquoted field
+        return []
 
 
-def _csv_rows(text: str) -> list[dict]:
-    """The first rows of a CSV head, as records (for the log-send check)."""
+def _csv_rows(text: str) -> list[dict] | None:
+    """The first rows of a CSV head, as records (for the log-send check); None when the csv module cannot read
+    them (the file is then left to the log reader)."""
     lines = text.split("\n")[:_FIRST_RECORDS + 1]
-    return list(csv.DictReader(io.StringIO("\n".join(lines[:-1] if len(lines) > 1 else lines))))
+    try:
+        return list(csv.DictReader(io.StringIO("\n".join(lines[:-1] if len(lines) > 1 else lines), newline="")))
+    except csv.Error:
+        return None
 
 
 def _json_values(source: sources.Source, head: str, kind: str) -> list:
