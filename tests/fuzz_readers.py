@@ -269,7 +269,7 @@ def replay(directory: Path) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--cases", type=int, default=100)
+    parser.add_argument("--cases", type=int, help="how many cases (default: each syntax/envelope form once)")
     parser.add_argument("--out", type=Path, help="where findings are kept (default: a new temporary directory)")
     parser.add_argument("--max-seconds", type=float, help="stop starting cases after this long")
     parser.add_argument("--replay", type=Path, help="read one kept case again and say what differs")
@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(found) or "no difference")
         return 1 if found else 0
     out = args.out or Path(tempfile.mkdtemp(prefix="mm-fuzz-"))
-    figures = fuzz(args.seed, args.cases, out, args.max_seconds)
+    figures = fuzz(args.seed, args.cases or len(triples()), out, args.max_seconds)
     for name, found in figures["findings"].items():
         print(f"FINDING {out / name}: {'; '.join(found)}", file=sys.stderr)
     print(f"fuzz_readers: seed {figures['seed']}, {figures['cases']} cases ({figures['triples']} syntax/envelope "
