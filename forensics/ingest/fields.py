@@ -114,6 +114,7 @@ class FieldMap:
     inferred: dict[str, list[str]] = field(default_factory=dict)  # canonical → keys read after its aliases
     infer: bool = True  # --no-infer: the alias table and the mappings only
     from_config: frozenset[str] = frozenset()  # the fields and event values mapped by --config (not an option)
+    sampled: bool = False  # a sample with keys decided the reading (a watch's later polls keep it)
     set_aside: set[str] = field(default_factory=set)  # alias keys (lower-case) inference found to be something else
 
     def canonical_of(self, key: str) -> str | None:

@@ -64,8 +64,13 @@ def load(con, sources: list[Source], syntax: str | None = None, field_map: Field
     envelopes.check_zone(con, reading.tz)
     field_map = field_map or FieldMap()
     files = [_detected(index + 1, source, syntax, reading) for index, source in enumerate(sources)]
-    # before any file is staged: it decides the keys read (a watch's poll never stops on a chunk's ambiguous sample)
-    read_as = vocabulary.read(con, files, field_map, refuse=not again)
+    # before any file is staged: it decides the keys read. A watch's poll (again) keeps the reading its first
+    # sample with keys decided, on the same connection, and never stops on a chunk's ambiguous sample.
+    if again and field_map.sampled:
+        read_as = vocabulary.Vocabulary()
+    else:
+        read_as = vocabulary.read(con, files, field_map, refuse=not again)
+        field_map.sampled = bool(read_as.keys)
     queries.run(con, "set_time_zone", zone=reading.tz)
     try:
         limits = limits.placed(con)  # a zone-less --since/--until is read in --tz, like the logs
