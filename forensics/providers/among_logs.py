@@ -37,10 +37,11 @@ def _provider_of(source: sources.Source) -> str | None:
     text = _text(sources.head_bytes(source))
     kind = files.sniff_kind(source.path, text)
     if kind == "csv":
-        values = _csv_rows(text)
-        if values is None:
+        head = _csv_head(text)
+        if head is None:
             return None
-        candidates = detect.csv_candidates(_header(text), {})
+        header, values = head
+        candidates = detect.csv_candidates(header, {})
     elif kind in ("json", "jsonl"):
         values = _json_values(source, text, kind)
         candidates = detect.json_candidates(values, {})
@@ -55,23 +56,16 @@ def _text(head: bytes) -> str:
     return head.decode("utf-8", errors="replace").lstrip("\ufeff")
 
 
-def _header(text: str) -> list[str]:
-    """The first row of a CSV head; none when the csv module cannot read it (the log reader then decides)."""
-    first = text.split("\n", 1)[0]
-    try:
-        return next(csv.reader(io.StringIO(first, newline="")), [])
-    except csv.Error:  # e.g. a lone CR inside an unquoted field
-        return []
-
-
-def _csv_rows(text: str) -> list[dict] | None:
-    """The first rows of a CSV head, as records (for the log-send check); None when the csv module cannot read
-    them (the file is then left to the log reader)."""
+def _csv_head(text: str) -> tuple[list[str], list[dict]] | None:
+    """The header and first rows of a CSV head, the rows as records (for the log-send check), read in one pass;
+    None when the csv module cannot read them (a lone CR inside an unquoted field: the log reader then decides)."""
     lines = text.split("\n")[:_FIRST_RECORDS + 1]
+    reader = csv.DictReader(io.StringIO("\n".join(lines[:-1] if len(lines) > 1 else lines), newline=""))
     try:
-        return list(csv.DictReader(io.StringIO("\n".join(lines[:-1] if len(lines) > 1 else lines), newline="")))
+        rows = list(reader)
     except csv.Error:
         return None
+    return list(reader.fieldnames or []), rows
 
 
 def _json_values(source: sources.Source, head: str, kind: str) -> list:
