@@ -23,7 +23,7 @@ CASE_FLAGS = ("--strict", "--memory-limit", "--skip-unreadable")
 _READING_PARAMS = ("syntax", "fields", "events", "config", "no_config", "no_infer", "envelope", "tz", "year", "since",
                    "until")
 _CASE_PARAMS = ("strict", "memory_limit", "skip_unreadable")
-_WINDOW_PARAMS = ("since", "until")  # the last of the reading options
+_WINDOW_PARAMS = ("since", "until")  # declared by _window_decorators
 
 
 def _reading_decorators() -> list:
@@ -50,6 +50,11 @@ def _reading_decorators() -> list:
                           f"envelope). One of: {', '.join(ENVELOPES)}, {NO_ENVELOPE}."),
         click.option("--tz", metavar="ZONE", help=TZ_HELP),
         click.option("--year", type=click.IntRange(1970, 2200), metavar="YEAR", help=YEAR_HELP),
+    ]
+
+
+def _window_decorators() -> list:
+    return [
         click.option("--since", type=TimeBound(), metavar="TIME|DURATION", help=SINCE_HELP),
         click.option("--until", type=TimeBound(), metavar="TIME|DURATION", help=UNTIL_HELP),
     ]
@@ -77,8 +82,7 @@ def reading_options(func=None, *, window: bool = True):
         kwargs["read"] = read_options(**given)
         return func(*args, **kwargs)
 
-    decorators = _reading_decorators()
-    return _decorated(command, decorators if window else decorators[:-len(_WINDOW_PARAMS)])
+    return _decorated(command, _reading_decorators() + (_window_decorators() if window else []))
 
 
 def case_options(func=None, *, logs_required: bool = True, window: bool = True):
