@@ -81,3 +81,64 @@ def test_there_are_at_least_ten_stacks_and_the_fixtures_are_what_make_stacks_wri
     for name, render in module.STACKS.items():
         lines = [json.dumps(line) for line in map(render, records) if line is not None]
         assert (STACKS / f"{name}.jsonl").read_text(encoding="utf-8") == "\n".join(lines) + "\n", name
+
+
+@functools.cache
+def canonical_case(kind: str) -> tuple[list[dict], int]:
+    """One kind's incident and the traps, in the project's own vocabulary, and its duplicated people (the truth)."""
+    from forensics.simulate.run import ground_truth
+
+    module = make_stacks()
+    records = module.case((kind,))
+    return [module.canonical(r) for r in records], len(ground_truth(records)[0])
+
+
+def diagnose_rows(directory: Path, rows: list[dict]):
+    from mailmortem.cli import main
+
+    path = directory / "app.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return CliRunner().invoke(main, ["diagnose", str(path), "--format", "json"], catch_exceptions=False)
+
+
+@pytest.mark.slow  # diagnose runs once per kind, then once per example
+def test_a_renamed_key_or_event_value_of_any_kind_never_gives_a_complete_answer_short_of_the_truth(tmp_path_factory):
+    """Any kind's log, with one canonical key or one event value renamed to an unknown word: diagnose is exact,
+    refuses, or says the run is incomplete; it never exits 0 with fewer duplicated people than the truth."""
+    from hypothesis import assume, given, settings, strategies as st
+
+    from forensics.ingest.fields import ALIASES, KNOWN_EVENT_VALUES
+    from forensics.ingest.vocabulary import NAME_RULES, by_name
+
+    for kind in KINDS:  # as written, each kind's log is diagnosed exactly: what a renaming may not fall short of
+        rows, people = canonical_case(kind)
+        document = json.loads(diagnose_rows(tmp_path_factory.mktemp(kind), rows).stdout)
+        assert document["complete"] is True and document["summary"]["duplicated_people"] == people
+        assert document["summary"]["by_kind"][kind] == people, kind
+    aliases = {alias for names in ALIASES.values() for alias in names}
+    known = aliases | set(KNOWN_EVENT_VALUES)
+
+    @settings(max_examples=10, deadline=None)
+    @given(kind=st.sampled_from(KINDS), data=st.data(), word=st.text("abcdefghijklmnopqrstuvwxyz", min_size=3,
+                                                                      max_size=9))
+    def check(kind, data, word):
+        rows, people = canonical_case(kind)
+        keys = sorted({key for row in rows for key in row if key in aliases})
+        values = sorted({row["event"] for row in rows if "event" in row})
+        what, name = data.draw(st.sampled_from([("key", k) for k in keys] + [("event", v) for v in values]))
+        assume(word not in known and not any(word in row for row in rows)
+               and not any(by_name(word, canon) for canon in NAME_RULES))
+        if what == "key":
+            renamed = [{(word if key == name else key): value for key, value in row.items()} for row in rows]
+        else:
+            renamed = [{**row, "event": word} if row.get("event") == name else row for row in rows]
+        result = diagnose_rows(tmp_path_factory.mktemp("renamed"), renamed)
+        assert "No duplicates" not in result.output, (kind, what, name, word)
+        if result.exit_code != 0:
+            assert result.exit_code == 1, (kind, what, name, word)
+            return
+        document = json.loads(result.stdout)
+        assert (document["summary"]["duplicated_people"] >= people
+                or document["complete"] is False), (kind, what, name, word)
+
+    check()
