@@ -83,6 +83,21 @@ def test_there_are_at_least_ten_stacks_and_the_fixtures_are_what_make_stacks_wri
         assert (STACKS / f"{name}.jsonl").read_text(encoding="utf-8") == "\n".join(lines) + "\n", name
 
 
+# stacks whose records carry the process id (pino's `pid`, Monolog's ProcessIdProcessor, Serilog's WithProcessId
+# enricher, ECS's `process.pid`): a restart shows in it even where no start line was logged
+PROCESS_IDS = ("pino", "monolog", "serilog-clef", "ecs")
+
+
+@pytest.mark.parametrize("stack", PROCESS_IDS)
+def test_a_restart_shown_only_by_a_stacks_process_id_is_state_loss(stack, tmp_path):
+    module = make_stacks()
+    rows = [module.STACKS[stack](r) for r in module.case() if r["event"] != "start"]
+    result = diagnose_rows(tmp_path, rows)
+    assert result.exit_code == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert {(a["campaign"], a["step"], a["recipient"], a["kind"]) for a in document["affected"]} == truth()
+
+
 @functools.cache
 def canonical_case(kind: str) -> tuple[list[dict], int]:
     """One kind's incident and the traps, in the project's own vocabulary, and its duplicated people (the truth)."""
