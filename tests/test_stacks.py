@@ -67,7 +67,7 @@ def test_each_kind_in_a_stacks_log_is_diagnosed_exactly_or_refused(stack, kind):
 def test_a_stacks_log_reports_no_trap_and_no_kind_the_case_lacks(stack):
     document = json.loads(diagnosed(stack).stdout)
     assert {(a["campaign"], a["step"], a["recipient"], a["kind"]) for a in document["affected"]} == truth()
-    assert document["summary"]["duplicated_people"] == len(truth()) and set(document["summary"]["by_kind"]) <= set(KINDS)
+    assert document["summary"]["duplicated_people"] == len(truth())
 
 
 def test_there_are_at_least_ten_stacks_and_the_fixtures_are_what_make_stacks_writes(tmp_path):
