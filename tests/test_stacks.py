@@ -88,6 +88,7 @@ def test_there_are_at_least_ten_stacks_and_the_fixtures_are_what_make_stacks_wri
 PROCESS_IDS = ("pino", "monolog", "serilog-clef", "ecs")
 
 
+@pytest.mark.slow  # builds the case and runs diagnose per stack
 @pytest.mark.parametrize("stack", PROCESS_IDS)
 def test_a_restart_shown_only_by_a_stacks_process_id_is_state_loss(stack, tmp_path):
     module = make_stacks()
@@ -98,6 +99,7 @@ def test_a_restart_shown_only_by_a_stacks_process_id_is_state_loss(stack, tmp_pa
     assert {(a["campaign"], a["step"], a["recipient"], a["kind"]) for a in document["affected"]} == truth()
 
 
+@pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason="no worker key: every duplicate falls to the one-worker rules, 'retry' at 0.6 "
                                        "re-sent 'by the same worker ()', complete: true (classify.sql, not the reader)")
 def test_a_stacks_log_without_a_worker_key_is_exact_refused_or_incomplete(tmp_path):
