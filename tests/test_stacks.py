@@ -65,7 +65,10 @@ def test_each_kind_in_a_stacks_log_is_diagnosed_exactly_or_refused(stack, kind):
 
 @pytest.mark.parametrize("stack", sorted(set(NAMES) - set(REFUSED)))
 def test_a_stacks_log_reports_no_trap_and_no_kind_the_case_lacks(stack):
+    from forensics.simulate.run import ground_truth
+
     document = json.loads(diagnosed(stack).stdout)
+    assert document["summary"]["sends"] == ground_truth(make_stacks().case())[1]  # every send read, each once
     assert {(a["campaign"], a["step"], a["recipient"], a["kind"]) for a in document["affected"]} == truth()
     assert document["summary"]["duplicated_people"] == len(truth())
 
