@@ -35,7 +35,7 @@ NAME_RULES: dict[str, tuple[tuple[tuple[str, ...], ...], tuple[str, ...]]] = {
     "worker": ((("worker",), ("host",), ("hostname",), ("instance",), ("node",), ("pod",), ("consumer",),
                 ("machine",)),
                ("id", "ip", "user")),
-    "incarnation": ((("pid",), ("container",), ("boot",)), ("name", "image")),
+    "incarnation": ((("pid",), ("process", "id"), ("container",), ("boot",)), ("name", "image")),
     "candidate": ((("lead",), ("candidate",), ("contact",), ("prospect",)), ("email", "address", "name")),
     "shard": ((("shard",), ("partition",), ("batch",)), ()),
     "lease": ((("lease",), ("visibility",)), ()),
