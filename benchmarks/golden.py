@@ -23,15 +23,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-KINDS = ("parallel-worker", "retry", "lease-expiry", "state-loss", "ab-contamination", "mixed")
-SIMULATED = {  # kind: extra simulate options
-    "parallel-worker": ["--syntax", "jsonl"],
-    "retry": ["--syntax", "logfmt"],
-    "lease-expiry": ["--syntax", "csv"],
-    "state-loss": ["--gzip"],
-    "ab-contamination": ["--single-file"],
-    "mixed": ["--syntax", "mixed", "--thin"],
-}
+# Each simulated case (forensics.kinds.KINDS in order, then "mixed") gets other simulate options.
+VARIANTS = (["--syntax", "jsonl"], ["--syntax", "logfmt"], ["--syntax", "csv"], ["--gzip"], ["--single-file"],
+            ["--syntax", "mixed", "--thin"])
 TEST_ID = "subj-2026-11"
 COMMANDS = {  # name: [(label, options)]
     "diagnose": [("table", []), ("json", ["--format", "json"])],
@@ -56,16 +50,18 @@ def run(args: list[str], cwd: Path) -> str:
 
 
 def make_cases(out: Path) -> list[str]:
+    sys.path.insert(0, str(ROOT))
+    from forensics.kinds import KINDS
+
     cases = out / "cases"
     cases.mkdir(parents=True)
     names = []
-    for kind in KINDS:
+    for kind in (*KINDS, "mixed"):
         shutil.copytree(ROOT / "sample_logs" / kind, cases / f"sample-{kind}")
         names.append(f"sample-{kind}")
-    for kind, extra in SIMULATED.items():
-        target = cases / f"sim-{kind}"
+    for kind, extra in zip((*KINDS, "mixed"), VARIANTS, strict=True):
         subprocess.run(mailmortem() + ["simulate", "--kind", kind, "--people", "60", "--seed", "37",
-                                       "--out", str(target), *extra], check=True, capture_output=True)
+                                       "--out", f"cases/sim-{kind}", *extra], cwd=out, check=True, capture_output=True)
         names.append(f"sim-{kind}")
     shutil.copytree(ROOT / "tests" / "fixtures" / "envelopes", cases / "envelopes")
     return names
