@@ -24,11 +24,6 @@ CASE WHEN {block:label_folded} <> '' AND ltrim({block:label_folded}, '0123456789
      THEN coalesce(nullif(ltrim({block:label_folded}, '0'), ''), '0')
      ELSE {block:label_folded} END
 
--- name: label_duckdb_macro
--- DuckDB: mm_label(label_text), a label's normal form (NULL stays NULL).
--- dialect: duckdb
-CREATE OR REPLACE TEMP MACRO mm_label(label_text) AS ({block:label_normal_form})
-
 -- name: label_pg_function
 -- PostgreSQL: pg_temp.mm_label(text) for this session (always call it qualified), the same normal form. One
 -- expression, so the planner inlines it; it reads no locale (translate, trim and ltrim compare code points).

@@ -9,7 +9,6 @@
 -- a send's mm_send_id, or `rsource` and `rid` = file and line of the event), so details are fetched only for
 -- the few records drawn one by one.
 -- dialect: duckdb
-CREATE OR REPLACE TEMP MACRO mm_lane(w, i) AS coalesce(w, '(no worker)') || coalesce(' · ' || i, '');
 CREATE OR REPLACE TEMP TABLE report_marks AS
 WITH dup AS (
     SELECT DISTINCT campaign, step, recipient FROM dup_people

@@ -127,16 +127,6 @@ WHERE p.value IS NOT NULL
 GROUP BY p.key
 ORDER BY p.key
 
--- name: named_events_macro
--- mm_event with the event values mapped by --event, [events] or inference: :values (a JSON list of lower-case
--- values) and :canonicals (the event each is read as, a JSON list) go in as literals ({lit:values},
--- {lit:canonicals}), as a macro's body takes no parameter; every other value is read as ingest_macros reads it.
--- dialect: duckdb
-CREATE OR REPLACE TEMP MACRO mm_event(e) AS coalesce(
-    json_transform({lit:canonicals}, '["VARCHAR"]')[list_position(json_transform({lit:values}, '["VARCHAR"]'),
-                                                                   lower(trim(e)))],
-    mm_known_event(e))
-
 -- name: unread_send_records
 -- Records that look like a send but were not read as one (lost evidence): a send event with a success (or no)
 -- status lacking its recipient or message id, or a record carrying a recipient and either a message id or an
