@@ -257,37 +257,52 @@ LEFT JOIN claims ca ON ca.w = g.wa LEFT JOIN claims cb ON cb.w = g.wb
 -- times the counts alone (about 3.0 against 0.5 CPU s at 10.7M lines).
 -- dialect: duckdb
 CREATE OR REPLACE TEMP TABLE mm_verdicts AS
-WITH mech AS (
+WITH ruled AS (
     SELECT q.*, lc.lease_ran_out, lc.claim1_ts, lc.claim2_ts, lc.lease_s, lc.holder_sends_after_second_claim,
            cov.dup_shards, cov.shards AS campaign_shards, cov.claims AS pair_claims,
            cov.reached_a, cov.reached_b, cov.people AS campaign_people,
            g.replay_density, g.replayed,
+           -- the first rule the pair's evidence meets, in order of precedence
            CASE
-             WHEN q.w1 <> q.w2 AND lc.lease_ran_out THEN 'lease-expiry'
+             WHEN q.w1 <> q.w2 AND lc.lease_ran_out THEN 'lease_ran_out'
              WHEN q.w1 <> q.w2 AND coalesce(cov.claims, 0) = 0 AND q.sh1 = q.sh2
-                  AND cov.shards >= 3 AND cov.dup_shards * 3 <= cov.shards THEN 'lease-expiry'
-             WHEN q.w1 <> q.w2 OR q.incarnations_overlap THEN 'parallel-worker'
-             WHEN q.incarnation_changed OR q.start_between THEN 'state-loss'
-             WHEN q.error_between THEN 'retry'
-             WHEN g.replayed >= 3 AND g.replay_density >= 0.5 THEN 'state-loss'
-             ELSE 'retry' END AS mechanism,
-           CASE
-             WHEN q.w1 <> q.w2 AND lc.lease_ran_out THEN 0.95
-             WHEN q.w1 <> q.w2 AND coalesce(cov.claims, 0) = 0 AND q.sh1 = q.sh2
-                  AND cov.shards >= 3 AND cov.dup_shards * 3 <= cov.shards THEN 0.6
-             WHEN q.w1 <> q.w2 AND least(cov.reached_a, cov.reached_b) >= 0.5 * cov.people THEN 0.95
-             WHEN q.w1 <> q.w2 THEN 0.75
-             WHEN q.incarnations_overlap THEN 0.9
-             WHEN q.incarnation_changed OR q.start_between THEN 0.95
-             WHEN q.error_between THEN 0.95
-             WHEN g.replayed >= 3 AND g.replay_density >= 0.5 THEN 0.65
-             WHEN q.inc1 IS NOT NULL AND q.inc1 = q.inc2 THEN 0.8
-             ELSE 0.6 END AS mechanism_confidence
+                  AND cov.shards >= 3 AND cov.dup_shards * 3 <= cov.shards THEN 'few_shards_no_claims'
+             WHEN q.w1 <> q.w2 AND least(cov.reached_a, cov.reached_b) >= 0.5 * cov.people THEN 'two_workers_each_half'
+             WHEN q.w1 <> q.w2 THEN 'two_workers'
+             WHEN q.incarnations_overlap THEN 'incarnations_overlap'
+             WHEN q.incarnation_changed OR q.start_between THEN 'restart_between'
+             WHEN q.error_between THEN 'error_between'
+             WHEN g.replayed >= 3 AND g.replay_density >= 0.5 THEN 'replayed_run'
+             WHEN q.inc1 IS NOT NULL AND q.inc1 = q.inc2 THEN 'same_incarnation'
+             ELSE 'no_evidence' END AS rule
     FROM mm_pairs q
     LEFT JOIN mm_pair_claims lc USING (p)
     LEFT JOIN mm_groups g ON g.cs = q.cs AND g.w = q.w1
     LEFT JOIN mm_coverage cov ON cov.cs = q.cs AND cov.wa = least(q.w1, q.w2) AND cov.wb = greatest(q.w1, q.w2)
     WHERE q.seq = 1
+), mech AS (  -- each rule's kind (the mechanism) and confidence
+    SELECT *,
+           CASE rule WHEN 'lease_ran_out' THEN 'lease-expiry'
+                     WHEN 'few_shards_no_claims' THEN 'lease-expiry'
+                     WHEN 'two_workers_each_half' THEN 'parallel-worker'
+                     WHEN 'two_workers' THEN 'parallel-worker'
+                     WHEN 'incarnations_overlap' THEN 'parallel-worker'
+                     WHEN 'restart_between' THEN 'state-loss'
+                     WHEN 'error_between' THEN 'retry'
+                     WHEN 'replayed_run' THEN 'state-loss'
+                     WHEN 'same_incarnation' THEN 'retry'
+                     WHEN 'no_evidence' THEN 'retry' END AS mechanism,
+           CASE rule WHEN 'lease_ran_out' THEN 0.95
+                     WHEN 'few_shards_no_claims' THEN 0.6
+                     WHEN 'two_workers_each_half' THEN 0.95
+                     WHEN 'two_workers' THEN 0.75
+                     WHEN 'incarnations_overlap' THEN 0.9
+                     WHEN 'restart_between' THEN 0.95
+                     WHEN 'error_between' THEN 0.95
+                     WHEN 'replayed_run' THEN 0.65
+                     WHEN 'same_incarnation' THEN 0.8
+                     WHEN 'no_evidence' THEN 0.6 END AS mechanism_confidence
+    FROM ruled
 ), sent AS (
     -- two variants differ where the smallest and largest differ (codes: NULL is no variant)
     SELECT p, count(*) AS n_sends, min(v) < max(v) AS variants_differ FROM mm_dup_sends GROUP BY p
