@@ -1,8 +1,9 @@
--- Ingest: a file's lines → typed `staged` rows (one parallel pass) → canonical `events` and `skipped`.
--- Everything runs inside DuckDB; Python only chooses files and key names.
+-- Ingest, shared by every syntax: the files and their staged tables, the typed columns every reader ends with, the
+-- events/skipped views, the --since/--until window and the real sends. Each syntax's reading: ingest_logfmt.sql,
+-- ingest_jsonl.sql, ingest_csv.sql; macros: macros.sql.
 
 -- name: set_time_zone
--- The zone that timestamps without one are read in (--tz) while files are read; UTC again afterwards.
+-- The zone timestamps without one are read in: --tz while files are read, UTC otherwise.
 -- dialect: duckdb
 SET TimeZone = {lit:zone}
 
@@ -12,16 +13,15 @@ SET TimeZone = {lit:zone}
 SELECT count(*) > 0 AS known FROM pg_timezone_names() WHERE name = :zone
 
 -- name: create_files
--- The files of the case (the staged table holding each one's lines, from row first_row on) and {ident:staged}
--- (staged_0), an empty staged table (staged_table's) that gives the events and skipped views their columns even
--- when no file holds a line.
+-- The case's files (which staged table holds each one's lines, from row first_row on), and the empty staged table
+-- staged_0 that gives the views their columns when no file holds a line.
 -- dialect: duckdb
 CREATE OR REPLACE TABLE files (file_id INTEGER, source VARCHAR, header_line BIGINT, staged VARCHAR, first_row BIGINT,
                                 envelope VARCHAR);
 {block:staged_table}
 
 -- name: first_value
--- Template: the first non-NULL of a field's values, in the field map's order of its keys.
+-- Template: the first non-NULL of a field's values, its keys in the field map's order.
 -- dialect: duckdb
 -- fragments: values=logfmt_value|pick_value|pick_rare_value|first_value|when_rare
 coalesce({list:values})
@@ -33,8 +33,8 @@ coalesce({list:values})
 {frag:value} AS {ident:column}
 
 -- name: typed_in_sql
--- Template: the time, recipient and msg_id of a line read by a SQL parser, typed (mm_ts in the session's zone,
--- the address's normal form, mm_msg_id), from its text columns (the CTE `texts`), for typed_columns.
+-- Template: the time, recipient and msg_id typed from the text columns (CTE `texts`) of a line a SQL reader read;
+-- the compiled readers type them themselves.
 -- dialect: duckdb
 unquoted AS (
     SELECT *, mm_ts(ts_text) AS ts_typed, mm_address(recipient_text) AS recipient_typed,
@@ -43,12 +43,9 @@ unquoted AS (
 )
 
 -- name: typed_columns
--- Template: the typed record columns of a staged line, from the text columns every parser produces, then
--- why the line is not a record (problem) and its text, kept only where it is needed (a skip's text, or
--- events.raw in a saved case: at 10M lines the text alone is several GB). A line inside an envelope (`env`)
--- takes the envelope's time, worker (mm_env_worker) and pid where the record has none. The time,
--- recipient and msg_id come typed (ts_typed, recipient_typed, msg_id_typed): by typed_in_sql for the SQL
--- parsers, by the compiled readers themselves (stage_logfmt_tokens, stage_jsonl_tokens).
+-- Template: a staged line's typed record columns from the text columns every reader gives, and why it is not a
+-- record (problem). A line inside an envelope takes the envelope's time, worker and pid where the record has none.
+-- The line's text is kept only for a skipped line or a saved case (events.raw), as it outweighs the rest.
 -- dialect: duckdb
 typed AS (
     SELECT coalesce(ts_typed, env.ts) AS ts,
@@ -75,12 +72,9 @@ FROM (SELECT * EXCLUDE (problem),
       FROM typed)
 
 -- name: staged_table
--- Template: the staged table {ident:staged} the compiled readers fill (stage_logfmt_tokens, stage_jsonl_tokens),
--- with the columns typed_columns selects; create_files' empty staged_0 is one too. The columns of (nearly) one distinct value per line are stored
--- uncompressed: DuckDB's analysis of them (DICT_FSST) cost a third of the logfmt staging (a sixth of the JSON
--- Lines one) and saved little on random ids, and the scans of `sends` read them faster. (The SQL parsers keep
--- CREATE TABLE AS: the same table cost their reads of the lines inside an envelope 0.3 CPU s per 1M lines more,
--- where their plain reads saved as much.)
+-- Template: the staged table the compiled readers fill, with typed_columns' columns (create_files' staged_0 too).
+-- Columns of nearly one distinct value per line are stored uncompressed: DuckDB's analysis of them costs more than
+-- it saves. The SQL readers keep CREATE TABLE AS, which reads the lines inside an envelope faster.
 -- dialect: duckdb
 CREATE OR REPLACE TABLE {ident:staged} (
     ts TIMESTAMPTZ, event VARCHAR, worker VARCHAR, incarnation VARCHAR, campaign VARCHAR, step VARCHAR,
@@ -91,41 +85,37 @@ CREATE OR REPLACE TABLE {ident:staged} (
 )
 
 -- name: pick_value
--- Template: one of a line's values (`vals` at position {lit:at}) when it is not blank (a field fed by several keys
--- is the first_value of their picks, in the field map's order: see ingest.pick_columns).
+-- Template: the value at {lit:at} of a line's `vals` when it is not blank (several keys of one field: first_value
+-- of their picks).
 -- dialect: duckdb
 CASE WHEN trim(vals[{lit:at}]) <> '' THEN vals[{lit:at}] END
 
 -- name: mark_truncated_row
--- A last line without a newline may have been cut off mid-write. A complete record is kept (many writers
--- never end the file with a newline); a line that did not parse, or a send that lacks its recipient or
--- message id, is marked truncated (:text is that line, :row its row in the staged table).
+-- A last line without a newline may have been cut off mid-write: a complete record is kept (many writers never end
+-- a file with a newline), a line that did not parse or a send without recipient or msg_id is marked truncated.
 -- dialect: duckdb
 UPDATE {ident:staged} SET problem = 'truncated last line (no newline at end of file)', line = :text
 WHERE rowid = :row AND ((problem IS NOT NULL AND problem <> 'blank line')
                         OR (problem IS NULL AND event = 'send' AND (recipient IS NULL OR msg_id IS NULL)))
 
 -- name: mark_long_lines
--- The lines of a staged file too long to read (forensics.ingest.repair: :lines, their numbers; :texts, what the
--- repaired copy kept of each) are skipped lines, :reason, whatever their first bytes parsed as; without a time
--- (the --since/--until window cannot place them).
+-- The lines too long to read (forensics.ingest.repair: :lines, and :texts, what the repaired copy kept of each)
+-- become skipped lines (:reason) without a time, whatever their first bytes parsed as.
 -- dialect: duckdb
 UPDATE {ident:staged} SET problem = :reason, line = cut.text, ts = NULL
 FROM (SELECT unnest(:lines::BIGINT[]) AS line_no, unnest(:texts::VARCHAR[]) AS text) cut
 WHERE {ident:staged}.rowid = cut.line_no - 1
 
 -- name: mark_long_lines_enveloped
--- mark_long_lines for a file read through an envelope, whose rows are numbered by the line each came from (as
--- skipped_part_enveloped numbers them).
+-- mark_long_lines for a file read through an envelope, its rows numbered by the line each came from.
 -- dialect: duckdb
 UPDATE {ident:staged} SET problem = :reason, line = cut.text, ts = NULL
 FROM (SELECT unnest(:lines::BIGINT[]) AS line_no, unnest(:texts::VARCHAR[]) AS text) cut
 WHERE coalesce({ident:staged}.env.line_no, {ident:staged}.rowid + 1) = cut.line_no
 
 -- name: register_file
--- A staged file: its label, the line of its CSV header (0 when it has none; lines up to it are not data),
--- where its lines are (the staged table, from row :first_row on), and the envelope they were read from (NULL
--- for none).
+-- A staged file: its label, its CSV header's line (0: none), where its lines are (staged table, first row) and its
+-- envelope (NULL: none).
 -- dialect: duckdb
 INSERT INTO files VALUES (:file_id, :label, :header_line, :staged, :first_row, :envelope)
 
@@ -164,13 +154,10 @@ FROM {ident:staged}
 DROP TABLE IF EXISTS {ident:staged}
 
 -- name: create_views
--- `events` (records) and `skipped` (lines that are not records, with why) over every staged file, numbered by
--- their place in the file: views, no copy of the data ({frag:relation} is VIEW), or, for a case of many files,
--- tables (TABLE: a union of hundreds of tables would be planned again in every query). {union:events} and
--- {union:skipped} hold those blocks, one per staged table. `envelope` is where a record came from when its
--- file was wrapped by a platform (time, stream, host, unit, container, pid; NULL otherwise).
--- {frag:window} keeps the records of the --since/--until window (TRUE without one), and the skipped lines in it
--- or without a readable time (those cannot be placed; see forensics/ingest/window.py).
+-- `events` (records) and `skipped` (lines that are not records, and why) over every staged file, numbered by their
+-- line in the file: views, or tables for a case of many files (a union of hundreds of tables would be planned again
+-- by every query). `envelope` is the platform's wrapper a record came in (NULL: none). {frag:window} keeps the
+-- --since/--until window, and the skipped lines without a time (they cannot be placed).
 -- dialect: duckdb
 -- fragments: relation=VIEW|TABLE
 -- fragments: events=events_part|events_part_of_many|events_part_enveloped
@@ -188,21 +175,19 @@ FROM ({union:skipped}) u JOIN files f USING (file_id)
 WHERE u.line_no > f.header_line AND (u.ts IS NULL OR {frag:window})
 
 -- name: in_window
--- Template: whether a line's time (u.ts) is inside the --since/--until window, both ends included; an open end
--- is -infinity or infinity. The ends are literals ({lit:since}, {lit:until}: ISO texts in UTC) because a
--- view's body takes no parameter.
+-- Template: whether u.ts is inside the --since/--until window, ends included (open: -infinity, infinity); literals,
+-- as a view takes no parameter.
 -- dialect: duckdb
 u.ts BETWEEN {lit:since}::TIMESTAMPTZ AND {lit:until}::TIMESTAMPTZ
 
 -- name: time_in_session_zone
--- A --since/--until time given without a zone, read in the session's zone (--tz, set while files are read) the
--- way the logs' own zone-less times are.
+-- A --since/--until time given without a zone, read in the session's zone (--tz) as the logs' own times are.
 -- dialect: duckdb
 SELECT CAST(:at AS TIMESTAMPTZ) AS at
 
 -- name: records_time_range
--- The first and last time among the records of every staged file, and how many there are: what a --since or
--- --until duration counts back from, and the range named when a window holds no send.
+-- The first and last record time of every staged file and how many records: what a --since/--until duration counts
+-- back from, and the range named when a window holds no send.
 -- dialect: duckdb
 -- fragments: events=events_part|events_part_of_many|events_part_enveloped
 SELECT min(u.ts) AS first_record, max(u.ts) AS last_record, count(*) AS records
@@ -219,15 +204,14 @@ FROM ({union:events}) u JOIN files f USING (file_id)
 WHERE u.line_no > f.header_line
 
 -- name: provider_sends_cut_to_window
--- A provider export read beside windowed logs keeps the same --since/--until window (:since, :until; NULL: an
--- open end), so a log send outside the window is not taken for one the log misses; a provider row without a
--- time cannot be placed and stays. Returns how many rows were left out.
+-- A provider export read beside windowed logs keeps their --since/--until window (NULL: an open end), so a send
+-- outside it is not taken for one the logs miss; a row without a time stays.
 -- dialect: duckdb
 DELETE FROM provider_sends WHERE sent_at < :since::TIMESTAMPTZ OR sent_at > :until::TIMESTAMPTZ
 
 -- name: window_kept
--- What a --since/--until window kept: real sends, and lines that would be records but carry no readable time
--- (kept among the skipped lines, since they cannot be placed).
+-- What a --since/--until window kept: real sends, and would-be records without a readable time (skipped, as they
+-- cannot be placed).
 -- dialect: duckdb
 SELECT (SELECT count(*) FROM sends) AS sends,
        (SELECT count(*) FROM skipped WHERE reason = 'no readable timestamp') AS undated
@@ -247,9 +231,8 @@ SELECT {lit:file_id} AS file_id, rowid + 1 AS line_no, problem AS reason, line A
 FROM {ident:staged} WHERE problem IS NOT NULL
 
 -- name: events_part_enveloped
--- Template: the records of a staged file read through an envelope, numbered by the file's line (or the entry of
--- its JSON document) each came from (env.line_no, or the staged row's own number where each entry was one line:
--- envelope_flat_lines), with their envelope.
+-- Template: the records of a staged file read through an envelope, with it, numbered by the line (or JSON document
+-- entry) each came from.
 -- dialect: duckdb
 SELECT {lit:file_id} AS file_id, coalesce(env.line_no, rowid + 1) AS line_no, ts, event, worker, incarnation, campaign, step, recipient,
        candidate, msg_id, shard, lease_s, test_id, variant, status, attempt, error, count, recipient_raw, line AS raw,
@@ -282,23 +265,18 @@ FROM {ident:staged} s ASOF JOIN (SELECT file_id, first_row FROM files WHERE stag
 WHERE s.problem IS NOT NULL
 
 -- name: build_sends
--- Real sends: a send event with a msg_id and a success (or absent) status; one row per msg_id and recipient
--- (a line logged twice is one send; one provider id may cover several recipients of one API call: the first of
--- each, by time, file and line, is kept). `sends` is a TEMP VIEW over `events`, not a copy: each query reads the
--- records it needs from the staged tables (compressed in a large case's file) instead of a table of every send
--- held in memory, which at 10.7M lines (~230 bytes a send, 2 GB) outgrew the memory limit and made every
--- later scan read spilled blocks back. Only the repeats are written down (`send_repeats`, the file and line
--- of every later copy of a (msg_id, recipient)), found by sorting their 64-bit hashes and then compared exactly
--- within the few groups whose hash occurs twice; the view leaves those lines out. A view has no rowid: a send
--- is known by its file and line, packed into one integer by mm_send_id (the file's number from `send_files`).
+-- Real sends: a send event with a msg_id, a recipient and a success (or no) status, one per (msg_id, recipient):
+-- the first by time, file and line (a line logged twice is one send; one provider id may cover several recipients).
+-- `sends` is a view over `events`, not a copy, so a large case's sends are never all held in memory; only the later
+-- copies are written down (`send_repeats`), found by sorting hashes and compared exactly where a hash repeats.
 -- dialect: duckdb
 CREATE OR REPLACE TEMP TABLE send_repeats AS
-WITH ok AS NOT MATERIALIZED (  -- scanned twice rather than held: 10M sends do not fit
+WITH ok AS NOT MATERIALIZED (  -- scanned twice rather than held in memory
     SELECT source, line_no AS line, ts, msg_id, recipient, hash(msg_id, recipient) AS h
     FROM events
     WHERE event = 'send' AND msg_id IS NOT NULL AND mm_ok_status(status) AND recipient IS NOT NULL AND recipient <> ''
-), repeated AS (  -- hashes that occur twice, found by sorting them (a GROUP BY of 10M hashes, nearly all
-    -- distinct, took twice the CPU: its hash table outgrows the caches)
+), repeated AS (  -- hashes that occur twice, found by sorting them (a GROUP BY's hash table of nearly
+    -- distinct hashes outgrows the caches)
     SELECT h FROM (SELECT h, lag(h) OVER (ORDER BY h) AS prev FROM ok) WHERE h = prev
 )
 SELECT source, line FROM ok WHERE h IN (SELECT h FROM repeated)
@@ -323,9 +301,8 @@ DROP TABLE temp.main.send_repeats
 SELECT source, line_no, reason FROM skipped WHERE reason <> 'blank line' ORDER BY source, line_no LIMIT 1
 
 -- name: lost_evidence_lines
--- Skipped lines that look like a mail-send record (:pattern matches a send key, an address or a send event), or
--- that were too long to read (:too_long: what they held cannot be told), per file: how many, and where the first
--- of them are.
+-- Skipped lines that look like a mail-send record (:pattern: a send key, an address or a send event) or were too
+-- long to read (:too_long), per file: how many, and the first of them.
 -- dialect: duckdb
 SELECT source, count(*) AS lines, list(line_no ORDER BY line_no)[1:5] AS first_lines
 FROM skipped

@@ -1,9 +1,8 @@
 -- CSV with a header line → a staged table (read by SQL only). Shared pieces: ingest.sql.
 
 -- name: stage_csv
--- CSV: the line :header_line is the header (:keys); cells may be "quoted, with "" escapes"; empty = absent.
--- Lines up to the header are staged too (the events and skipped views leave them out). {block:typed_columns} is
--- that block.
+-- CSV: line :header_line is the header (:keys); a cell may be "quoted, with "" escapes"; empty is absent. The lines
+-- up to the header are staged too (the views leave them out).
 -- dialect: duckdb
 -- fragments: picks=text_column
 CREATE OR REPLACE TABLE {ident:staged} AS

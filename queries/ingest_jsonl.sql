@@ -1,11 +1,11 @@
--- JSON Lines → a staged table: read by SQL (stage_jsonl) or by the compiled reader (stage_jsonl_tokens, which
--- leaves the lines it cannot read to the same SQL); both give the same rows. Shared pieces: ingest.sql.
+-- JSON Lines (one object per line, nested keys as dotted paths) → a staged table, read by SQL (stage_jsonl) or by
+-- the compiled reader (stage_jsonl_tokens, which leaves the lines it cannot read to the same SQL): both give the
+-- same rows. Shared pieces: ingest.sql.
 
 -- name: stage_jsonl
--- JSON Lines: one object per line; nested keys are read as dotted paths through JSONPaths (:paths), and
--- :rare_paths only on lines where :rare_keys matches; {list:picks} (pick_value, pick_rare_value) reads each canonical
--- field from `vals` or `rare_vals`. {block:jsonl_texts} and {block:typed_columns} are those blocks. {frag:lines}
--- reads the file, or the lines inside its envelope. Every line is read here (`deferred`).
+-- JSON Lines read by SQL: each field from one JSONPath extraction of :paths (:rare_paths only on lines :rare_keys
+-- matches), picked by {list:picks} from `vals` or `rare_vals`. {frag:lines}: the file, or the lines inside its
+-- envelope.
 -- dialect: duckdb
 -- fragments: picks=text_column
 -- fragments: lines=mm_lines|mm_unwrapped
@@ -15,15 +15,9 @@ WITH lines AS (
 ), {block:jsonl_texts}, {block:typed_in_sql}, {block:typed_columns}
 
 -- name: stage_jsonl_tokens
--- JSON Lines read by the compiled reader (forensics.ingest.jsontokenizer): {ident:tokens} is its Arrow stream, one
--- row per line in file order, of the line, the canonical text columns stage_jsonl computes, a problem code
--- (1 a blank line, 2 a line it left to SQL: deferred, which is then read here with stage_jsonl's own expressions,
--- a CASE computing them on those rows only) and the fields it typed itself on the lines it read, as the logfmt
--- tokenizer types them (see stage_logfmt_tokens). Each of {list:picks} (deferred_text_column) takes the compiled
--- reader's column or, on a deferred line, the SQL's, the typed ones (carried_column) are carried through. A
--- deferred line, and a time without a zone, are typed as stage_jsonl types them (staged rows of both paths are
--- held equal). {frag:env} is the lines' envelope: none for a file's lines, else the `env` column of the tokens
--- (envelope_tokens). The table is staged_table's.
+-- JSON Lines read by the compiled reader: {ident:tokens} is its Arrow stream (stage_jsonl's text columns, a problem
+-- code: 1 blank, 2 left to SQL, and the fields it typed itself). A line it left (`deferred`) and a time without a
+-- zone are read and typed as stage_jsonl does, into staged_table. {frag:env}: no envelope, or the stream's `env`.
 -- dialect: duckdb
 -- fragments: picks=deferred_text_column|carried_column
 -- fragments: env=mm_no_envelope()|env
@@ -44,10 +38,8 @@ WITH lines AS (
 ), {block:typed_columns}
 
 -- name: jsonl_texts
--- Template: the text columns of the JSON Lines `lines` (line, env, whether SQL reads it: `deferred`, and the
--- problem of a line it does not read, settled_problem), for stage_jsonl and stage_jsonl_tokens. One JSON parse
--- per object line (invalid JSON makes the extraction fail: try() gives NULL); only lines that are not objects
--- are validated and typed. {list:picks} are the canonical text columns.
+-- Template: the text columns and problem of the JSON Lines `lines` that SQL reads (`deferred`): one JSON parse per
+-- object line (try() gives NULL on invalid JSON); only a line that is not an object is validated and typed.
 -- dialect: duckdb
 -- fragments: picks=text_column|deferred_text_column|carried_column
 objects AS (
@@ -69,28 +61,25 @@ objects AS (
 )
 
 -- name: carried_column
--- Template: a column of the compiled JSON Lines reader's stream carried as it is through jsonl_texts.
+-- Template: a column of the compiled JSON Lines reader's stream, carried as it is.
 -- dialect: duckdb
 {ident:column}
 
 -- name: deferred_text_column
--- Template: one canonical text column of a line the compiled JSON Lines reader read ({ident:column}, its own),
--- or, on a line it deferred, read by SQL ({frag:value}, as stage_jsonl reads it).
+-- Template: a text column from the compiled reader ({ident:column}) or, on a line it left to SQL, as stage_jsonl
+-- reads it ({frag:value}).
 -- dialect: duckdb
 -- fragments: value=pick_value|pick_rare_value|first_value|NULL
 CASE WHEN deferred THEN {frag:value} ELSE {ident:column} END AS {ident:column}
 
 -- name: pick_rare_value
--- Template: pick_value of a rare key (`rare_vals` at position {lit:at}). It answers NULL first where the line has no
--- rare key (rare_vals NULL): taking an element of a NULL list row by row cost each chunk holding one line with a
--- rare key about 5,000 instructions a line (100,000 JSON lines, 64 of them naming a rare key: 517M more than
--- without those 64, 6.6 % of the read; 49M now). A CASE chain, not `rare_vals IS NOT NULL AND …`, which cost a
--- clean file 0.8 %.
+-- Template: pick_value of a rare key (`rare_vals` at {lit:at}). NULL first where the line has no rare key: taking
+-- an element of a NULL list row by row is slow, and a CASE chain is cheaper than an AND.
 -- dialect: duckdb
 CASE WHEN rare_vals IS NULL THEN NULL WHEN trim(rare_vals[{lit:at}]) <> '' THEN rare_vals[{lit:at}] END
 
 -- name: json_structure
--- The union of the key structure of the JSON objects among a file's first lines (to discover dotted paths).
+-- The key structure of the JSON objects among a file's first lines (to find dotted paths).
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_unwrapped
 SELECT json_group_structure(json(line)) AS structure
