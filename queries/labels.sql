@@ -1,7 +1,7 @@
 -- The normal form of a label (a campaign, a step, an A/B test id): the SQL twin of
--- forensics.addresses.normalize_label, written once (label_normal_form) for both engines.
--- tests/test_labels.py keeps Python, DuckDB and PostgreSQL equal; the whitespace code points
--- below are WHITESPACE_CODE_POINTS, in order.
+-- forensics.addresses.normalize_label, written once (label_normal_form) for PostgreSQL's label_pg_function and
+-- DuckDB's label_duckdb_macro (macros.sql). tests/test_labels.py keeps Python, DuckDB and PostgreSQL equal; the
+-- whitespace code points are WHITESPACE_CODE_POINTS, in order.
 
 -- name: label_whitespace
 -- Template: the code points a label is trimmed of (forensics.addresses.WHITESPACE), as one text.

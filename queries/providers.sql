@@ -360,11 +360,10 @@ SELECT :provider AS provider, source_file, source_line,
 FROM provider_csv
 
 -- name: provider_collapse
--- One row per (provider, message, recipient): any send wins over not-sent over other events;
--- rows without a message id borrow one from a row with the same alternate id (smtp-id, queue id).
--- The kept row is the first by (verdict rank, sent_at, file, line); missing metadata is filled from the
--- group. Rows without a key or recipient stay as they are. One hash aggregation that carries only the row
--- number of the kept row (joined back after), no window sorts. Input: provider_event_rows with a unique `rid`.
+-- One row per (provider, message, recipient): a send wins over not-sent over other events, the first by (verdict
+-- rank, sent_at, file, line), its missing metadata filled from the group; a row without a message id borrows one
+-- through its alternate id (smtp-id, queue id). One hash aggregation carrying the kept row's number, no window
+-- sort.
 -- dialect: duckdb
 WITH numbered AS (
     SELECT * FROM provider_event_rows

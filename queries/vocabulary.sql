@@ -128,12 +128,10 @@ GROUP BY p.key
 ORDER BY p.key
 
 -- name: unread_send_records
--- Records that look like a send but were not read as one (lost evidence): a send event with a success (or no)
--- status lacking its recipient or message id, or a record carrying a recipient and either a message id or an
--- event value that speaks of sending (:send_words) under an event value that is neither a known event nor
--- (:not_send, a regex of words) a failure, a bounce or an open, unless a send to that recipient under that message
--- id was read (the line logged before the call, "send email", of a send logged again once made). Per file: how
--- many, and where the first are.
+-- Records that look like a send but were not read as one (lost evidence): a successful send event without recipient
+-- or message id, or a record with a recipient and a message id or sending word (:send_words) under an event that is
+-- neither known nor a failure (:not_send), unless that send was read (logged before and after the call). Per file:
+-- how many, and the first.
 -- dialect: duckdb
 WITH unread AS (  -- few rows: the check against the sends is made on them only
     SELECT source, line_no, msg_id, recipient, event = 'send' AS lacking
