@@ -84,10 +84,9 @@ ORDER BY records DESC, v.key
 SELECT count(*) AS records FROM (SELECT DISTINCT file_id, rec FROM vocab_pairs)
 
 -- name: vocabulary_event_values
--- Per value of the event keys (:event_keys; one value whatever its letter case, as mm_event reads it, shown in its
--- most frequent spelling), the sampled records holding it and how many of them also carry a
--- recipient (one of :recipient_keys, holding an address) and a message id (one of :msg_id_keys): what a send
--- event is inferred from.
+-- Per value of the event keys (:event_keys, case-folded as mm_event reads it, shown in its commonest spelling): the
+-- sampled records holding it, and how many also carry a recipient address and a message id. What a send event is
+-- inferred from.
 -- dialect: duckdb
 WITH carrying AS (
     SELECT file_id, rec,
