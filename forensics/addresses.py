@@ -10,11 +10,10 @@ server locale:
    PostgreSQL's `lower()` disagree on other letters, PostgreSQL's by collation);
 4. an empty result is None (NULL).
 
-The SQL twins live beside it in queries/addresses.sql (`address_duckdb_macro`,
-`address_pg_function`); tests/test_addresses.py keeps all three equal.
+The SQL twins: `address_duckdb_macro` (queries/macros.sql) and `address_pg_function` (queries/addresses.sql);
+tests/test_addresses.py keeps all three equal.
 
-msg_id → trim, then one pair of surrounding <> removed (SQL twin: mm_msgid /
-mm_msg_id in queries/providers.sql and queries/ingest.sql).
+msg_id → trim, then one pair of surrounding <> removed (SQL twin: mm_msg_id in queries/macros.sql).
 
 A label — a campaign, a step, an A/B test id — has a normal form too (`normalize_label`), the
 same in Python, DuckDB and PostgreSQL: every decision that reads a label compares it so

@@ -10,7 +10,8 @@ A block looks like::
 Values are `:name` parameters; names and fixed pieces of SQL are typed placeholders
 (see `queries.render`). The dialect comes from the connection: a DuckDB connection or
 a psycopg connection or cursor. `run` executes a block, `rows` and `one` return dicts,
-`script` runs a block of several statements. This package imports nothing of mailmortem.
+`script` runs a block of several statements; `macros` makes a reading connection's DuckDB macros
+(queries/macros.sql) once. This package imports nothing of mailmortem.
 """
 
 from __future__ import annotations
@@ -18,13 +19,19 @@ from __future__ import annotations
 import os
 import sys
 import time
+import weakref
 from contextlib import contextmanager
 
 from queries.blocks import PARAM, Query, QueryError, all_queries, code_parts, get
 from queries.render import Fragment, fragment, quote_ident, quote_literal, statements
 
-__all__ = ["Fragment", "Query", "QueryError", "all_queries", "arrow", "arrow_reader", "copy", "dialect_of",
-           "fragment", "get", "one", "quote_ident", "quote_literal", "rows", "run", "script", "sql"]
+__all__ = ["MACROS", "Fragment", "Query", "QueryError", "all_queries", "arrow", "arrow_reader", "copy", "dialect_of",
+           "fragment", "get", "macros", "one", "quote_ident", "quote_literal", "rows", "run", "script", "sql"]
+
+# The macro blocks a reading connection keeps for its life, in the order they are made (queries/macros.sql).
+MACROS = ("ingest_macros", "envelope_macros", "address_duckdb_macro", "label_duckdb_macro", "provider_macros",
+          "report_macros")
+_WITH_MACROS: weakref.WeakSet = weakref.WeakSet()  # the connections (and cursors: each has its own) that have them
 
 
 def dialect_of(conn) -> str:
@@ -84,6 +91,16 @@ def script(conn, name: str, params: dict | None = None, **values) -> None:
                     conn.execute(text, used)
                 else:
                     conn.execute(text)
+
+
+def macros(con) -> None:
+    """Make the MACROS blocks on a DuckDB connection or cursor the first time it asks; the session then reads and
+    shows times in UTC (ingest_macros). TEMP macros belong to the connection that made them."""
+    if con in _WITH_MACROS:
+        return
+    for name in MACROS:
+        script(con, name)
+    _WITH_MACROS.add(con)
 
 
 def arrow(con, name: str, params: dict | None = None, **values):

@@ -1,30 +1,11 @@
--- The normal form of an address: the SQL twins of forensics.addresses.normalize_address
--- (read its docstring for the definition). tests/test_addresses.py keeps Python, DuckDB and
--- PostgreSQL equal; the whitespace code points below are WHITESPACE_CODE_POINTS, in order.
-
--- name: address_duckdb_macro
--- DuckDB: mm_address(x), an address's normal form (whitespace trimmed, display name and <> dropped, A-Z lower-cased).
--- dialect: duckdb
-CREATE OR REPLACE TEMP MACRO mm_address_ws() AS (
-    chr(9) || chr(10) || chr(11) || chr(12) || chr(13) || chr(32) || chr(133) || chr(160) ||
-    chr(5760) || chr(8192) || chr(8193) || chr(8194) || chr(8195) || chr(8196) || chr(8197) ||
-    chr(8198) || chr(8199) || chr(8200) || chr(8201) || chr(8202) || chr(8203) || chr(8232) ||
-    chr(8233) || chr(8239) || chr(8287) || chr(12288) || chr(65279)
-);
-CREATE OR REPLACE TEMP MACRO mm_address_unwrapped(t) AS (
-    CASE WHEN ends_with(t, '>') AND regexp_matches(t, '<[^<]*>$')
-         THEN trim(regexp_extract(t, '<([^<]*)>$', 1), mm_address_ws()) ELSE t END
-);
-CREATE OR REPLACE TEMP MACRO mm_address(x) AS (
-    nullif(translate(mm_address_unwrapped(trim(x, mm_address_ws())), 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz'), '')
-)
+-- The normal form of an address on PostgreSQL: the twin of forensics.addresses.normalize_address (its docstring
+-- defines it) and of the DuckDB macro mm_address (macros.sql, address_duckdb_macro). tests/test_addresses.py keeps
+-- the three equal; the whitespace code points are WHITESPACE_CODE_POINTS, in order.
 
 -- name: address_pg_function
--- PostgreSQL: pg_temp.mm_address(text) for this session (always call it qualified), the same normal form.
--- A session-private function: it needs no schema privilege and is always this version's definition. Its body
--- is one expression, so the planner inlines it (a per-row function call cost more than the work); `ws` is a
--- constant default, never passed. COLLATE "C" makes it locale-proof: lower() in the C collation changes
--- ASCII A-Z only (PostgreSQL documents it so), and the regular expression classifies nothing by locale.
+-- PostgreSQL: pg_temp.mm_address(text), this session's own (call it qualified: no schema privilege needed, always
+-- this version). One expression, so the planner inlines it; `ws` is a constant default, never passed. COLLATE "C"
+-- makes it locale-proof: lower() there changes ASCII A-Z only.
 -- dialect: postgres
 CREATE OR REPLACE FUNCTION pg_temp.mm_address(address text, ws text DEFAULT
             chr(9) || chr(10) || chr(11) || chr(12) || chr(13) || chr(32) || chr(133) || chr(160) ||

@@ -1,9 +1,7 @@
 -- name: affected_people_sends
--- Every send to a duplicated person of the incidents :incident_ids (those the filters chose: a person's kind
--- and campaign are their incident's), with the person and their incident: one row a send, in the order of the "affected" list
--- (docs/diagnose-json.md) and oldest send first within a person. Read as Arrow batches and grouped into one
--- row a person by polars (forensics/affected.py): a plain sort, where an ordered list() per person costs
--- several times more; asked for a batch of incidents at a time to bound the sort.
+-- Every send to a duplicated person of the incidents :incident_ids, with the person and incident, in the affected
+-- list's order (docs/diagnose-json.md), oldest send first. Grouped per person by polars (forensics/affected.py),
+-- cheaper than an ordered list() per person; asked a batch of incidents at a time to bound the sort.
 -- dialect: duckdb
 SELECT d.recipient, nullif(d.campaign, '') AS campaign, nullif(d.step, '') AS step, d.kind, d.cause,
        i.id AS incident, strftime(s.ts, '%Y-%m-%dT%H:%M:%S.%g') || 'Z' AS ts, s.worker, s.incarnation, s.msg_id,

@@ -31,10 +31,9 @@ CREATE SEQUENCE IF NOT EXISTS {ident:sequence}
 SELECT to_regclass(:sequence) IS NOT NULL AS present
 
 -- name: claimloop_claim_batch
--- Atomically claim up to :batch_size queued leads (rows others are claiming are skipped) under one new fencing token.
--- A lead with no address, or whose person holds an unconfirmed reservation for this campaign and step (in any
--- spelling: compared in normal form), waits: a send may be out for them. {frag:candidate} is the candidate column (claimloop_candidate_column), or NULL
--- when the leads carry none.
+-- Atomically claim up to :batch_size queued leads under one new fencing token, skipping rows others are claiming. A
+-- lead without an address, or whose person holds an unconfirmed reservation for this step (in normal form), waits:
+-- a send may be out. {frag:candidate}: the candidate column, or NULL.
 -- dialect: postgres
 -- fragments: candidate=NULL|claimloop_candidate_column
 WITH picked AS (

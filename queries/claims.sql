@@ -25,10 +25,8 @@ SELECT now() AT TIME ZONE CAST(:claimed_at_zone AS text) AS local_now
       ELSE CAST(t.{ident:claimed_at} AS timestamp) AT TIME ZONE CAST(:claimed_at_zone AS text) END)
 
 -- name: requeue_in_sent_log
--- Template: is the lead t's person in the sent-log under a (campaign, step) pair in scope? Probes sent_log's
--- (campaign, step, recipient) index. The scope's campaigns and steps are taken as a rectangle: resolve_scope
--- selects pairs by a campaign condition AND a step condition, so every sent-log pair of a scope campaign and a
--- scope step is in scope (tests/test_claims.py holds that property).
+-- Template: is lead t's person in the sent-log under a (campaign, step) in scope (an index probe)? The scope is a
+-- rectangle of campaigns × steps, as resolve_scope selects it (tests/test_claims.py holds that).
 -- dialect: postgres
 EXISTS (
     SELECT 1
@@ -102,17 +100,16 @@ WHERE t.{ident:status} = :status_in_progress AND t.{ident:claimed_at} IS NULL
 SELECT set_config('lock_timeout', CAST(:sent_log_wait AS text), true) AS lock_timeout
 
 -- name: requeue_lock_sent_log
--- Wait for every transaction writing sent_log (a backfill, record_send) to commit, and hold off new ones until this
--- one commits: every statement after it sees each send committed before the requeue writes (READ COMMITTED takes a
--- snapshot per statement), and no send can be recorded between its sent-log check and its commit. Readers go on.
--- Taken first, before any row or other lock: a writer waiting on it holds nothing this transaction waits for.
+-- Wait for every transaction writing sent_log to commit and hold off new ones until this one commits, so every
+-- later statement sees each send committed before the requeue writes, and none slips in between check and commit.
+-- Taken first, before any other lock, so a writer waiting on it holds nothing this one waits for; readers go on.
 -- dialect: postgres
 LOCK TABLE sent_log IN SHARE MODE
 
 -- name: requeue_apply_settings
--- For this transaction only, once the sent-log is locked: never wait long on a lock held by live workers
--- (everything else uses SKIP LOCKED), memory enough to hash a large plan's leads without spilling them to disk,
--- and no JIT compilation (the statements are row updates and index probes; compiling them cost more than it saved).
+-- For this transaction only, once the sent-log is locked: never wait long on a live worker's lock (everything else
+-- uses SKIP LOCKED), memory to hash a large plan without spilling, and no JIT (row updates and index probes gain
+-- nothing from it).
 -- dialect: postgres
 SELECT set_config('lock_timeout', '5s', true) AS lock_timeout, set_config('work_mem', '64MB', true) AS work_mem,
        set_config('jit', 'off', true) AS jit
@@ -123,10 +120,9 @@ SELECT set_config('lock_timeout', '5s', true) AS lock_timeout, set_config('work_
 SELECT set_config('work_mem', '64MB', true) AS work_mem, set_config('jit', 'off', true) AS jit
 
 -- name: requeue_planned_create
--- The plan's leads for this transaction only (dropped at its end): the key in the table's own key type (so a
--- join can use its index), the claim each was planned on (claimer, exact claim time, address) and whether the
--- sent-log proved it sent.
--- Always spelled pg_temp.…, so no table of that name elsewhere on the search path can stand in for it.
+-- The plan's leads for this transaction only: the key in the table's own type (so joins use its index), the claim
+-- each was planned on (claimer, exact claim time, address), and whether the sent-log proved it sent. Spelled
+-- pg_temp.… so no table of that name on the search path stands in for it.
 -- dialect: postgres
 CREATE TEMPORARY TABLE pg_temp.mm_requeue_planned ON COMMIT DROP AS
 SELECT t.{ident:lead_id} AS lead_key, CAST(NULL AS text) AS claimed_by, CAST(NULL AS numeric) AS claimed_epoch,
@@ -153,10 +149,9 @@ WHERE t.{ident:lead_id} IN (SELECT p.lead_key FROM pg_temp.mm_requeue_planned AS
 FOR UPDATE SKIP LOCKED
 
 -- name: requeue_guard
--- Template: the planned stale claims (CTE planned, rows of mm_requeue_planned) whose guard still holds: same claim
--- (claimer, exact claim time, address), still in progress and older than the cutoff. requeue_to_queued and
--- requeue_to_sent lock these rows, then update each by its row address (table, ctid): a locked row cannot move, and
--- that saves a key lookup per row.
+-- Template: the planned stale claims (CTE planned) whose guard still holds: same claim (claimer, exact claim time,
+-- address), still in progress, older than the cutoff. The callers lock these rows and update each by its ctid: a
+-- locked row cannot move.
 -- dialect: postgres
 FROM {ident:table} AS t
     JOIN planned AS p ON p.lead_key = t.{ident:lead_id}
@@ -167,12 +162,10 @@ FROM {ident:table} AS t
       AND t.{ident:email}::text IS NOT DISTINCT FROM p.email
 
 -- name: requeue_to_queued
--- Put planned stale claims back to queued where the guard still holds (same claim, still old, not in the sent-log); one audit row per change.
--- Returns each re-queued lead ('queued') and each planned lead the sent-log now holds ('sent-since-plan': a send
--- recorded since the plan, e.g. by a backfill this transaction waited for; left alone).
--- The sent-log is checked on the plan's own rows (CTE planned, fenced), as a column, not a WHERE: a subplan the
--- planner runs hashed (one pass over the scope's sent-log rows) or as one index probe per lead, by the plan's row
--- count it knows (ANALYZE); never a join it could order into a rows x sends loop on an unanalysed sent_log.
+-- Put planned stale claims back to queued where the guard holds and the sent-log has no send; one audit row per
+-- change. Returns each lead re-queued ('queued') or found sent since the plan ('sent-since-plan', left alone). The
+-- sent-log is checked as a column on the plan's fenced rows, so the planner hashes it or probes its index, never a
+-- rows × sends loop.
 -- dialect: postgres
 WITH planned AS MATERIALIZED (
     SELECT p.*, {block:requeue_planned_in_sent_log} AS in_sent_log

@@ -1,18 +1,13 @@
--- Classification: every duplicate (two or more real sends, different msg_ids, same
--- campaign + step + recipient) gets exactly one of the five kinds, with the evidence.
--- Input tables: events, sends (see ingest.sql). Parameter :skew_s tolerates clock skew between workers.
--- The working tables (mm_*) are TEMP tables (in memory, spilled only past the memory limit) holding
--- identities as exact integer codes: a campaign step, worker, shard, incarnation, test and variant by
--- dictionaries numbered in the order of their text (so least/greatest and ORDER BY on codes agree with the
--- text), a duplicated person by number. The duplicated people are found first; every window and evidence
--- join then runs over their sends only, and evidence is matched by joins from its small side. Text comes
--- back only in dup_people and incidents (and dup_pairs, kept in a saved case).
+-- Classification: each duplicated person (two or more real sends, different msg_ids, one campaign, step and
+-- recipient) gets one of the five kinds, with its evidence. Reads events and sends; :skew_s tolerates clock skew
+-- between workers. The working tables (mm_*, TEMP) hold identities as integer codes numbered in the order of their
+-- text (so ORDER BY and least/greatest on codes agree with the text); the duplicated people are found first and
+-- every later join runs over their sends only. Text comes back only in dup_people, incidents and dup_pairs.
 
 -- name: classify_identities
--- How many sends each combination of identities has (campaign, step, worker, shard, incarnation, test,
--- variant), and the first and last of them: a few rows per shard, from one scan of sends. The dictionaries, the
--- campaign steps, each step's reach and each incarnation's span are read from it rather than from sends again (a
--- scan of 10M sends costs a second or more).
+-- Sends per combination of identities (campaign, step, worker, shard, incarnation, test, variant) with their first
+-- and last time, from one scan of sends: the dictionaries, steps, reach and incarnation spans are read from it, not
+-- from sends again.
 -- dialect: duckdb
 CREATE OR REPLACE TEMP TABLE mm_identities AS
 SELECT campaign, step, worker, shard, incarnation, test_id, variant, count(*) AS sends, min(ts) AS first_ts,
@@ -20,17 +15,16 @@ SELECT campaign, step, worker, shard, incarnation, test_id, variant, count(*) AS
 FROM sends GROUP BY campaign, step, worker, shard, incarnation, test_id, variant
 
 -- name: classify_dictionary
--- One identity's dictionary ({ident:column} of sends → {ident:code}, numbered in the order of the text, so
--- least/greatest and ORDER BY on codes agree with the text) in the TEMP table {ident:dictionary}.
+-- One identity's dictionary ({ident:column} → {ident:code}, numbered in the order of the text) in the TEMP table
+-- {ident:dictionary}.
 -- dialect: duckdb
 CREATE OR REPLACE TEMP TABLE {ident:dictionary} AS
 SELECT (row_number() OVER (ORDER BY {ident:column}))::INTEGER AS {ident:code}, {ident:column}
 FROM (SELECT DISTINCT {ident:column} FROM mm_identities WHERE {ident:column} IS NOT NULL)
 
 -- name: classify_codes
--- The campaign-step dictionary (the other identities' are classify_dictionary's, made first), the evidence
--- records of the workers that sent (starts, claims, renews and failures: error records and failed attempts),
--- and the duplicated people (two or more real sends to one campaign step) with their sends, coded.
+-- The campaign-step dictionary, the evidence records of the workers that sent (starts, claims, renews; failures:
+-- error records and failed attempts), and the duplicated people with their sends, coded.
 -- dialect: duckdb
 CREATE OR REPLACE TEMP TABLE mm_cs AS
 SELECT (row_number() OVER (ORDER BY campaign, step))::INTEGER AS cs, campaign, step
@@ -79,10 +73,9 @@ SELECT (row_number() OVER ())::INTEGER AS p, cs, recipient, n_sends
 FROM (SELECT cs, recipient, count(*) AS n_sends FROM mm_repeated_sends GROUP BY cs, recipient HAVING count(*) >= 2)
 
 -- name: classify_dup_sends
--- The sends of the duplicated people, coded, numbered per person in time order (seq), each campaign
--- step's reach: people and shards it sent to, and people each worker reached (of the steps with duplicates), and
--- each incarnation's span: its first and last send (of any step), which tells a restart (the old incarnation
--- stopped before the new one's first send) from two processes of one worker sending at once.
+-- The duplicated people's sends numbered per person in time order (seq); each step's reach (people, shards, people
+-- each worker reached); each incarnation's first and last send, which tells a restart from two processes of one
+-- worker sending at once.
 -- dialect: duckdb
 CREATE OR REPLACE TEMP TABLE mm_incarnation_spans AS
 SELECT w.w, i.i AS inc, min(x.first_ts) AS first_ts, max(x.last_ts) AS last_ts
@@ -114,19 +107,17 @@ LEFT JOIN (SELECT cs, w, sum(n - 1) AS extra
            GROUP BY ALL) d USING (cs, w)
 
 -- name: classify_release_scans
--- Free what was read from sends once the duplicated people's sends are coded and numbered: their uncoded
--- copy with its text (the largest working table) and the per-shard counts.
+-- Free what was read from sends once the duplicated people's sends are coded: their copy with text, and the
+-- per-shard counts.
 -- dialect: duckdb
 DROP TABLE IF EXISTS mm_repeated_sends;
 DROP TABLE IF EXISTS mm_sent;
 DROP TABLE IF EXISTS mm_identities
 
 -- name: classify_pairs
--- Consecutive sends of each duplicated person, with what the logs show between them: a start record of
--- the second sender, a new incarnation, an error record or failed attempt of the first sender (to that
--- recipient or candidate) or an attempt number ≥ 2; and, where one worker sent both under two incarnations,
--- whether those overlapped (the first's last send not before the second's first): two senders at once, which a
--- restart cannot be.
+-- Consecutive sends of each duplicated person and what the logs show between them: a start of the second sender, a
+-- new incarnation, an error or failed attempt of the first (to that recipient or candidate) or an attempt ≥ 2; and
+-- whether one worker's two incarnations overlapped (two senders at once, which a restart cannot be).
 -- dialect: duckdb
 CREATE OR REPLACE TEMP TABLE mm_pairs AS
 WITH bare AS MATERIALIZED (
@@ -169,9 +160,9 @@ LEFT JOIN mm_shards h1 ON h1.sh = q.sh1 LEFT JOIN mm_shards h2 ON h2.sh = q.sh2
 LEFT JOIN mm_tests t ON t.t = q.t
 
 -- name: classify_leases
--- For first pairs on one shard by two workers: the latest claim of each before its send (as-of joins), and
--- whether the earlier claim's lease had run out (no renew in between) when the other worker claimed the shard.
--- The renew and later-send checks run once per (holder, shard, claims), however many people share them.
+-- For a first pair on one shard by two workers: each one's latest claim before its send (as-of joins), and whether
+-- the earlier claim's lease had run out (no renew between) when the other claimed. The checks run once per (holder,
+-- shard, claims), however many people share them.
 -- dialect: duckdb
 CREATE OR REPLACE TEMP TABLE mm_pair_claims AS
 WITH claims AS (
@@ -251,43 +242,57 @@ JOIN mm_reach b ON b.cs = g.cs AND b.w = g.wb
 LEFT JOIN claims ca ON ca.w = g.wa LEFT JOIN claims cb ON cb.w = g.wb
 
 -- name: classify_people
--- One row per duplicated person: the kind (precedence: differing variants in a test → ab-contamination,
--- the mechanism kept as cause) and the confidence, as text (and the person's codes p, cs). Each person's lists of
--- variants and workers are left to save_dup_people: only a saved case shows them, and building them took six
--- times the counts alone (about 3.0 against 0.5 CPU s at 10.7M lines).
+-- One row per duplicated person: the rule the evidence meets first, and from it the kind and confidence; differing
+-- variants in a test make it ab-contamination, the rule's kind kept as cause. The lists of each person's variants
+-- and workers are left to save_dup_people (only a saved case shows them, and they cost more than the rest).
 -- dialect: duckdb
 CREATE OR REPLACE TEMP TABLE mm_verdicts AS
-WITH mech AS (
+WITH ruled AS (
     SELECT q.*, lc.lease_ran_out, lc.claim1_ts, lc.claim2_ts, lc.lease_s, lc.holder_sends_after_second_claim,
            cov.dup_shards, cov.shards AS campaign_shards, cov.claims AS pair_claims,
            cov.reached_a, cov.reached_b, cov.people AS campaign_people,
            g.replay_density, g.replayed,
+           -- the first rule the pair's evidence meets, in order of precedence
            CASE
-             WHEN q.w1 <> q.w2 AND lc.lease_ran_out THEN 'lease-expiry'
+             WHEN q.w1 <> q.w2 AND lc.lease_ran_out THEN 'lease_ran_out'
              WHEN q.w1 <> q.w2 AND coalesce(cov.claims, 0) = 0 AND q.sh1 = q.sh2
-                  AND cov.shards >= 3 AND cov.dup_shards * 3 <= cov.shards THEN 'lease-expiry'
-             WHEN q.w1 <> q.w2 OR q.incarnations_overlap THEN 'parallel-worker'
-             WHEN q.incarnation_changed OR q.start_between THEN 'state-loss'
-             WHEN q.error_between THEN 'retry'
-             WHEN g.replayed >= 3 AND g.replay_density >= 0.5 THEN 'state-loss'
-             ELSE 'retry' END AS mechanism,
-           CASE
-             WHEN q.w1 <> q.w2 AND lc.lease_ran_out THEN 0.95
-             WHEN q.w1 <> q.w2 AND coalesce(cov.claims, 0) = 0 AND q.sh1 = q.sh2
-                  AND cov.shards >= 3 AND cov.dup_shards * 3 <= cov.shards THEN 0.6
-             WHEN q.w1 <> q.w2 AND least(cov.reached_a, cov.reached_b) >= 0.5 * cov.people THEN 0.95
-             WHEN q.w1 <> q.w2 THEN 0.75
-             WHEN q.incarnations_overlap THEN 0.9
-             WHEN q.incarnation_changed OR q.start_between THEN 0.95
-             WHEN q.error_between THEN 0.95
-             WHEN g.replayed >= 3 AND g.replay_density >= 0.5 THEN 0.65
-             WHEN q.inc1 IS NOT NULL AND q.inc1 = q.inc2 THEN 0.8
-             ELSE 0.6 END AS mechanism_confidence
+                  AND cov.shards >= 3 AND cov.dup_shards * 3 <= cov.shards THEN 'few_shards_no_claims'
+             WHEN q.w1 <> q.w2 AND least(cov.reached_a, cov.reached_b) >= 0.5 * cov.people THEN 'two_workers_each_half'
+             WHEN q.w1 <> q.w2 THEN 'two_workers'
+             WHEN q.incarnations_overlap THEN 'incarnations_overlap'
+             WHEN q.incarnation_changed OR q.start_between THEN 'restart_between'
+             WHEN q.error_between THEN 'error_between'
+             WHEN g.replayed >= 3 AND g.replay_density >= 0.5 THEN 'replayed_run'
+             WHEN q.inc1 IS NOT NULL AND q.inc1 = q.inc2 THEN 'same_incarnation'
+             ELSE 'no_evidence' END AS rule
     FROM mm_pairs q
     LEFT JOIN mm_pair_claims lc USING (p)
     LEFT JOIN mm_groups g ON g.cs = q.cs AND g.w = q.w1
     LEFT JOIN mm_coverage cov ON cov.cs = q.cs AND cov.wa = least(q.w1, q.w2) AND cov.wb = greatest(q.w1, q.w2)
     WHERE q.seq = 1
+), mech AS (  -- each rule's kind (the mechanism) and confidence
+    SELECT *,
+           CASE rule WHEN 'lease_ran_out' THEN 'lease-expiry'
+                     WHEN 'few_shards_no_claims' THEN 'lease-expiry'
+                     WHEN 'two_workers_each_half' THEN 'parallel-worker'
+                     WHEN 'two_workers' THEN 'parallel-worker'
+                     WHEN 'incarnations_overlap' THEN 'parallel-worker'
+                     WHEN 'restart_between' THEN 'state-loss'
+                     WHEN 'error_between' THEN 'retry'
+                     WHEN 'replayed_run' THEN 'state-loss'
+                     WHEN 'same_incarnation' THEN 'retry'
+                     WHEN 'no_evidence' THEN 'retry' END AS mechanism,
+           CASE rule WHEN 'lease_ran_out' THEN 0.95
+                     WHEN 'few_shards_no_claims' THEN 0.6
+                     WHEN 'two_workers_each_half' THEN 0.95
+                     WHEN 'two_workers' THEN 0.75
+                     WHEN 'incarnations_overlap' THEN 0.9
+                     WHEN 'restart_between' THEN 0.95
+                     WHEN 'error_between' THEN 0.95
+                     WHEN 'replayed_run' THEN 0.65
+                     WHEN 'same_incarnation' THEN 0.8
+                     WHEN 'no_evidence' THEN 0.6 END AS mechanism_confidence
+    FROM ruled
 ), sent AS (
     -- two variants differ where the smallest and largest differ (codes: NULL is no variant)
     SELECT p, count(*) AS n_sends, min(v) < max(v) AS variants_differ FROM mm_dup_sends GROUP BY p
@@ -339,8 +344,8 @@ SELECT m.campaign, m.step, m.recipient, m.test_id, m.n_sends, m.extra_sends, m.k
 FROM mm_verdicts m JOIN lists l USING (p)
 
 -- name: classify_release_pairs
--- Free the working tables of pairs and evidence once every person has a kind (incidents read the people and
--- their sends only): memory for the incidents and the affected list.
+-- Free the working tables of pairs and evidence once every person has a kind (incidents read people and sends
+-- only).
 -- dialect: duckdb
 DROP TABLE IF EXISTS mm_pairs;
 DROP TABLE IF EXISTS mm_pair_claims;
@@ -367,12 +372,10 @@ DROP TABLE IF EXISTS mm_workers;
 DROP TABLE IF EXISTS mm_shards
 
 -- name: build_incidents
--- One incident per kind, campaign and step (and test, for ab-contamination): the people it hit, its evidence
--- counts, and figures per worker (people of the campaign step each reached, duplicated people each sent to)
--- and per shard (duplicated people whose first send was in it, and that shard's first and second claim).
--- Reads the duplicated people with their codes (mm_verdicts) and their coded sends (mm_dup_sends). Each
--- incident is numbered (ik) once; the per-send work then runs on integer codes, distinct values are taken
--- before any list is built, and text comes back from the dictionaries at the end.
+-- One incident per kind, campaign and step (and test, for ab-contamination): its people, evidence counts, and
+-- figures per worker (people it reached, duplicated people it sent to) and per shard (people whose first send was
+-- there, its first and second claim). Works on codes, numbered once per incident (ik); text comes back from the
+-- dictionaries at the end.
 -- dialect: duckdb
 CREATE OR REPLACE TABLE incidents AS
 WITH keyed AS NOT MATERIALIZED (
@@ -408,7 +411,7 @@ WITH keyed AS NOT MATERIALIZED (
     SELECT k.p, g.ik FROM keyed k JOIN grouped g ON g.kind = k.kind AND g.cs = k.cs
          AND g.test_id IS NOT DISTINCT FROM k.incident_test
 ), incident_sends AS MATERIALIZED (  -- every duplicated person's sends with their incident: six numbers a send,
-    -- written once and read four times (joined anew for each read, the block took 6.9 CPU s at 10.7M lines, 4.9 now)
+    -- written once and read four times rather than joined anew for each read
     SELECT pe.ik, s.p, s.ts, s.w, s.sh, s.v FROM person pe JOIN mm_dup_sends s USING (p)
 ), names AS (
     SELECT (SELECT list(worker ORDER BY w) FROM mm_workers) AS workers,
@@ -454,14 +457,14 @@ LEFT JOIN by_worker w USING (ik)
 LEFT JOIN by_shard sh USING (ik)
 
 -- name: incident_sizes
--- Incidents in the order of the "affected" list, with their size (to batch that list: forensics/affected.py),
--- kind and campaign ('' for none): what affected's --kind, --incident and --campaign choose among.
+-- Incidents in the order of the affected list, with size, kind and campaign ('' for none): what affected batches by
+-- and its --kind, --incident and --campaign choose among.
 -- dialect: duckdb
 SELECT id, people, kind, coalesce(campaign, '') AS campaign FROM incidents ORDER BY id
 
 -- name: summary_counts
--- Case-wide totals for the summary block: the sends and their people from one scan of `sends` (a view: each
--- scan reads the staged rows again), the duplicated people and their extra sends from one of dup_people.
+-- Case-wide totals: sends and their people from one scan of `sends` (a view, read again by each scan), duplicated
+-- people and their extra sends.
 -- dialect: duckdb
 SELECT s.sends, s.people, d.duplicated_people, d.extra_sends
 FROM (SELECT count(*) AS sends, count(DISTINCT recipient) AS people FROM sends) s,
@@ -483,11 +486,9 @@ SELECT * FROM incidents ORDER BY people DESC, id
 SELECT coalesce(campaign, '') AS campaign, count(*) AS sends FROM sends GROUP BY 1 ORDER BY 2 DESC, 1
 
 -- name: candidates_at_two_addresses
--- Candidates (a person's id from the logs) sent one campaign step at two or more different addresses: the
--- same person emailed twice under two addresses, which the (campaign, step, recipient) key cannot see. The
--- sends are first grouped by 64-bit hashes alone (candidate step → smallest and largest address hash: no text
--- held per group, which is what keeps millions of candidates linear); only the groups whose address hashes
--- differ are then grouped exactly and listed. Two addresses hash alike only by a 64-bit collision.
+-- Candidates (a person's id in the logs) sent one campaign step at two or more addresses, which the (campaign,
+-- step, recipient) key cannot see. Grouped by hashes first (no text held per group), then exactly within the groups
+-- whose address hashes differ.
 -- dialect: duckdb
 WITH named AS NOT MATERIALIZED (
     SELECT * FROM sends WHERE candidate IS NOT NULL AND trim(candidate) <> ''

@@ -23,8 +23,8 @@ CREATE OR REPLACE TEMP MACRO mm_epoch_us(us) AS
     TIMESTAMPTZ '1970-01-01 00:00:00+00' + to_microseconds(TRY_CAST(us AS BIGINT));
 -- `Nov 28 09:21:26` in year y, or y - 1 when its month comes after month `last` (a log that crossed New Year),
 -- read in the session's time zone (--tz). The month is looked up from the stamp's first three letters (strptime's
--- %d takes the padding of `Nov  3` itself): collapsing the spaces and parsing the stamp twice, once for its month,
--- cost three times the parse. Where `last` is 12 no month comes after it and the lookup is not made.
+-- %d takes the padding of `Nov  3` itself), cheaper than collapsing the spaces and parsing the stamp twice, once for
+-- its month. Where `last` is 12 no month comes after it and the lookup is not made.
 CREATE OR REPLACE TEMP MACRO mm_syslog_ts(s, y, last) AS try_strptime(
     CAST(CASE WHEN last < 12 AND list_position(['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct',
                                                 'Nov', 'Dec'], s[1:3]) > last
@@ -49,7 +49,7 @@ CREATE OR REPLACE TEMP MACRO mm_carries_send(line, keys) AS
 CREATE OR REPLACE TEMP MACRO mm_holds_pair(s) AS regexp_matches(s, '(?:^|\s)[^\s="]+=[^\s]');
 -- a message that is itself a record (a JSON object or key=value pairs) rather than prose. A CASE, not an OR: where the
 -- test is a value (an argument, a column) rather than a CASE's condition, DuckDB evaluates both sides of an OR on
--- every row, and the pairs' regex over a JSON object's text cost fifteen times the test for its brace.
+-- every row, and the pairs' regex over a JSON object's text costs far more than the test for its brace.
 CREATE OR REPLACE TEMP MACRO mm_record_like(m) AS CASE WHEN mm_starts_object(m) THEN true ELSE mm_holds_pair(m) END;
 -- `head` (a prefix of `line`) when it is the whole header of `line`: followed by a space or by the line's end ('' otherwise,
 -- a header run into the text: no entry of the envelope). Compared as bytes: length() and substring() count characters,
@@ -57,16 +57,14 @@ CREATE OR REPLACE TEMP MACRO mm_record_like(m) AS CASE WHEN mm_starts_object(m) 
 CREATE OR REPLACE TEMP MACRO mm_spaced_head(line, head) AS
     CASE WHEN line = head OR starts_with(line, head || ' ') THEN head ELSE '' END;
 -- The text of `s` after its first `bytes` bytes (a header found by a regex, whose length strlen() gives in bytes): cut
--- as a BLOB, as mm_json_tail cuts. substring() counts characters, decoding every code point of the line (1,000 to
--- 7,000 instructions a line). The cut falls between characters: the header is a regex's match, a space after it ASCII.
+-- as a BLOB, as mm_json_tail cuts. substring() counts characters, decoding every code point of the line. The cut falls between characters: the header is a regex's match, a space after it ASCII.
 CREATE OR REPLACE TEMP MACRO mm_after(s, bytes) AS decode(encode(s)[bytes + 1:]);
 -- The text of `s` without its last `bytes` bytes (a line's ending), cut as mm_after cuts.
 CREATE OR REPLACE TEMP MACRO mm_before(s, bytes) AS decode(encode(s)[1 : strlen(s) - bytes]);
 -- The text from the first '{' of `s` on ('' when it holds none): the JSON object an application's prefix may end
 -- with (mm_json_object tells). A block computes it once, in a column of its own, from a column: a macro's argument
 -- is copied wherever the macro uses it. The text is cut by bytes, at the length of what precedes the brace
--- (split_part finds it by a byte search): substring() counts characters, decoding every code point of the line
--- (at 100,000 Python-logging lines 738M instructions, a tenth of the whole read of the records unwrapped). A brace
+-- (split_part finds it by a byte search): substring() counts characters, decoding every code point of the line. A brace
 -- right after '=', behind other key=value pairs, opens a pair's value (`event=send … meta={"k":1}`), not a record:
 -- the tail is then '' (mm_value_brace, asked only of a line holding '={'), and the pairs are the record.
 CREATE OR REPLACE TEMP MACRO mm_value_brace(head) AS ends_with(head, '=') AND mm_holds_pair(head);
@@ -96,7 +94,7 @@ CREATE OR REPLACE TEMP MACRO mm_from_key(rest, head) AS mm_after(rest, strlen(he
     ' ' || chr(9) || chr(10) || chr(12) || chr(13))));
 -- The record in what follows an application's prefix (time, level, logger, free text: `rest`) when that ends with no
 -- JSON object (mm_json_object): its key=value pairs from the first one on (with a bare ISO time just before them),
--- else all of it: the prefix up to them is dropped. That is the regexp_replace below; it costs three times what
+-- else all of it: the prefix up to them is dropped. That is the regexp_replace below; it costs more than
 -- finding the first key (`key`, mm_first_key of `rest`) and the time before it does, so it runs only where no key
 -- ends at the first '=' (a key can only start before the first '=' or after it, so where one ends there it is the
 -- first). `rest` is the rest of one line, which never holds a newline.
@@ -660,7 +658,7 @@ WHERE cut
 -- Records, skipped lines and the first skipped entries of a staged file read through an envelope.
 -- dialect: duckdb
 SELECT count(*) FILTER (WHERE problem IS NULL) AS records, count(*) FILTER (WHERE problem IS NOT NULL) AS skipped,
-       -- the lines of the skipped rows only: numbering every row (a struct field of each) cost ten times the counts
+       -- the lines of the skipped rows only: numbering every row (a struct field of each) cost more than the counts
        (SELECT list(line_no ORDER BY line_no)
         FROM (SELECT DISTINCT coalesce(env.line_no, rowid + 1) AS line_no FROM {ident:staged}
               WHERE problem IS NOT NULL ORDER BY line_no LIMIT 10)) AS first
@@ -670,7 +668,7 @@ FROM {ident:staged}
 -- Where the workers of a staged file read through an envelope came from, among its first :most records: the part of
 -- the envelope that named most of them (mm_env_worker's choice: container, host/unit, host or unit) and how many
 -- records took the envelope's worker, how many name another of their own (a record's key wins), and how many took its
--- pid as incarnation. A sample: reading a struct's fields on every row of a large file cost ten times its counts.
+-- pid as incarnation. A sample: reading a struct's fields on every row of a large file cost more than its counts.
 -- dialect: duckdb
 WITH records AS (
     SELECT env, worker, incarnation, worker = mm_env_worker(env) AS taken

@@ -1,84 +1,9 @@
--- Ingest: a file's lines → typed `staged` rows (one parallel pass) → canonical `events` and `skipped`.
--- Everything runs inside DuckDB; Python only chooses files and key names.
-
--- name: ingest_macros
--- Helper macros: parse timestamps, durations, event names, message ids; unquote logfmt values; read lines.
--- Timestamps without a zone are read in the session's time zone: UTC, or --tz while files are read (see
--- set_time_zone); every timestamp shown is UTC.
--- dialect: duckdb
-SET TimeZone = 'UTC';
--- An ISO text (it has a '-') skips the epoch regex: one cast per line on the common path. The cast itself skips ASCII
--- spaces around the time; the text is trimmed (of Unicode's spaces too) only where it does not cast as it is: trim()
--- decodes every character, which cost as much as the cast.
-CREATE OR REPLACE TEMP MACRO mm_ts(t) AS CASE
-    WHEN t IS NULL THEN NULL
-    WHEN contains(t, '-') THEN coalesce(TRY_CAST(t AS TIMESTAMPTZ), TRY_CAST(trim(t) AS TIMESTAMPTZ))
-    WHEN regexp_full_match(trim(t), '[0-9]{9,11}(\.[0-9]+)?') THEN to_timestamp(TRY_CAST(trim(t) AS DOUBLE))
-    WHEN regexp_full_match(trim(t), '[0-9]{12,14}(\.[0-9]+)?') THEN to_timestamp(TRY_CAST(trim(t) AS DOUBLE) / 1000)
-    ELSE TRY_CAST(trim(t) AS TIMESTAMPTZ) END;
-CREATE OR REPLACE TEMP MACRO mm_seconds(v) AS
-    TRY_CAST(regexp_extract(trim(v), '^([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h)?$', 1) AS DOUBLE)
-    * CASE regexp_extract(lower(trim(v)), '^[0-9.]+\s*(ms|s|m|h)?$', 1)
-        WHEN 'ms' THEN 0.001 WHEN 'm' THEN 60 WHEN 'h' THEN 3600 ELSE 1 END;
-CREATE OR REPLACE TEMP MACRO mm_known_event(e) AS CASE
-    WHEN lower(trim(e)) IN ('send', 'sent', 'email_sent', 'send_ok', 'delivered_to_provider') THEN 'send'
-    WHEN lower(trim(e)) IN ('claim', 'claimed', 'lease_acquired', 'acquire') THEN 'claim'
-    WHEN lower(trim(e)) IN ('renew', 'lease_renew', 'heartbeat', 'extend') THEN 'renew'
-    WHEN lower(trim(e)) IN ('release', 'released', 'batch_done', 'complete', 'ack') THEN 'release'
-    WHEN lower(trim(e)) IN ('expire', 'lease_expired', 'expired') THEN 'expire'
-    WHEN lower(trim(e)) IN ('start', 'worker_start', 'startup', 'boot', 'started') THEN 'start'
-    WHEN lower(trim(e)) IN ('error', 'send_error', 'send_failed', 'exception') THEN 'error'
-    ELSE lower(trim(e)) END;
--- The event a record's value is read as: the table above, unless --event, [events] or inference name more
--- (queries/vocabulary.sql: named_events_macro replaces this one).
-CREATE OR REPLACE TEMP MACRO mm_event(e) AS mm_known_event(e);
--- A blank line: empty or only spaces, the characters trim() takes off (Unicode's space separators). trim(line) = ''
--- walked every character of every line and copied it, which cost more than a JSON line's parse; the regex stops at
--- the first other character.
-CREATE OR REPLACE TEMP MACRO mm_blank(s) AS regexp_full_match(s, '\p{Zs}*');
-CREATE OR REPLACE TEMP MACRO mm_ok_status(s) AS
-    s IS NULL OR lower(trim(s)) IN ('sent', 'ok', 'success', 'accepted', 'queued', 'delivered');
-CREATE OR REPLACE TEMP MACRO mm_msg_id(m) AS
-    nullif(trim(CASE WHEN starts_with(trim(m), '<') AND ends_with(trim(m), '>') THEN trim(m)[2:-2] ELSE trim(m) END), '');
-CREATE OR REPLACE TEMP MACRO mm_unquote(v) AS CASE
-    WHEN v LIKE '"%"' AND length(v) >= 2 THEN replace(replace(v[2:-2], '\"', '"'), '\\', '\')
-    ELSE v END;
--- Every physical line of a file (or of a list of files, in list order, each file's lines together), with the
--- file's name: DuckDB's CSV reader with a delimiter no log contains (read in parallel; with
--- preserve_insertion_order a table built from it keeps that order; blank lines kept as NULL). A file's lines
--- come with no envelope (`env`, see queries/envelopes.sql: the same columns for the lines inside one).
--- No line longer than forensics.ingest.repair.MAX_LINE_BYTES is read here (a file holding one is read from its
--- repaired copy): DuckDB refuses one of max_line_size, and has lost one ending just past the edge of a buffer without
--- an error. The buffers are 32,000,000 bytes, under the 32 MiB up to which glibc's malloc keeps freed memory for the
--- next allocation: the reader's default buffers, larger, were mapped afresh and faulted in page by page for every
--- buffer (half the system time of a read, and a wrapped file, twice the bytes of its records, paid it twice). The
--- lines are held to a quarter of the buffer: DuckDB's parallel reader refused buffers nearer the longest line (16 MB
--- with 8 MB lines).
-CREATE OR REPLACE TEMP MACRO mm_named_lines(path, sep) AS TABLE
-    SELECT filename, line
-    FROM read_csv(path, delim = sep, quote = '', escape = '', header = false,
-                  columns = {'line': 'VARCHAR'}, auto_detect = false, strict_mode = false,
-                  null_padding = true, max_line_size = 8000000, buffer_size = 32000000, filename = true);
--- A line's envelope (`env`), as a type: a staged table created before it is filled names it.
-CREATE OR REPLACE TEMP TYPE mm_envelope AS
-    STRUCT(line_no BIGINT, ts TIMESTAMPTZ, stream VARCHAR, host VARCHAR, unit VARCHAR, container VARCHAR,
-           pid VARCHAR, cut BOOLEAN);
--- A line read from a file has no envelope: mm_no_envelope() is that empty `env`, typed.
-CREATE OR REPLACE TEMP MACRO mm_no_envelope() AS NULL::mm_envelope;
--- The worker an envelope names (docs/log-vocabulary.md, Worker and incarnation): the most specific sender the
--- platform gives, its container (a container, pod, Cloud Run instance or ECS task's log stream), else its unit on
--- its host (`host/unit`: two units of one host, say mailer@1 and mailer@2, are two workers, and one unit on two
--- hosts two more), else whichever of the two it names. A record's own worker key wins over it (typed_columns).
-CREATE OR REPLACE TEMP MACRO mm_env_worker(env) AS CASE
-    WHEN env.container IS NOT NULL THEN env.container
-    WHEN env.host IS NOT NULL AND env.unit IS NOT NULL THEN env.host || '/' || env.unit
-    ELSE coalesce(env.host, env.unit) END;
-CREATE OR REPLACE TEMP MACRO mm_lines(path, sep) AS TABLE
-    SELECT line, mm_no_envelope() AS env
-    FROM mm_named_lines(path, sep)
+-- Ingest, shared by every syntax: the files and their staged tables, the typed columns every reader ends with, the
+-- events/skipped views, the --since/--until window and the real sends. Each syntax's reading: ingest_logfmt.sql,
+-- ingest_jsonl.sql, ingest_csv.sql; macros: macros.sql.
 
 -- name: set_time_zone
--- The zone that timestamps without one are read in (--tz) while files are read; UTC again afterwards.
+-- The zone timestamps without one are read in: --tz while files are read, UTC otherwise.
 -- dialect: duckdb
 SET TimeZone = {lit:zone}
 
@@ -88,43 +13,15 @@ SET TimeZone = {lit:zone}
 SELECT count(*) > 0 AS known FROM pg_timezone_names() WHERE name = :zone
 
 -- name: create_files
--- The files of the case (the staged table holding each one's lines, from row first_row on) and {ident:staged}
--- (staged_0), an empty staged table (staged_table's) that gives the events and skipped views their columns even
--- when no file holds a line.
+-- The case's files (which staged table holds each one's lines, from row first_row on), and the empty staged table
+-- staged_0 that gives the views their columns when no file holds a line.
 -- dialect: duckdb
 CREATE OR REPLACE TABLE files (file_id INTEGER, source VARCHAR, header_line BIGINT, staged VARCHAR, first_row BIGINT,
                                 envelope VARCHAR);
 {block:staged_table}
 
--- name: sample_logfmt_keys
--- The keys used on a sample of a file's first lines (so only those get a regex each; see stage_logfmt), read
--- from the file (mm_lines) or from the lines inside its envelope (mm_unwrapped, queries/envelopes.sql).
--- dialect: duckdb
--- fragments: lines=mm_lines|mm_unwrapped
-SELECT DISTINCT unnest(regexp_extract_all(' ' || line, '\s([^\s="]+)=', 1)) AS key
-FROM (SELECT line FROM {frag:lines}(:path, :delim) LIMIT 20000)
-
--- name: logfmt_value
--- Template for one key of a logfmt line `l` (padded with a leading space). The cheap `contains` guard lets
--- RE2 run only where the key occurs; the literal prefix keeps it fast; values are unquoted once, later. On a
--- line whose quoted value itself holds ` k=` (`shady`, e.g. error="retry lead=x"), the value comes from the
--- line's pairs (`pair_keys`/`pair_values`, see stage_logfmt), where a quoted value is one pair whatever it
--- holds (NULL if the key occurs only inside one). {lit:key} is the key, {lit:key_re} the key as a regex
--- (ingest.logfmt_field): literals, so each regex is constant; several keys of a field are a first_value.
--- dialect: duckdb
-CASE WHEN contains(l, ' ' || {lit:key} || '=') THEN
-    CASE WHEN shady THEN pair_values[list_position(pair_keys, {lit:key})]
-         ELSE regexp_extract(l, ' ' || {lit:key_re} || '=("(?:[^"\\]|\\.)*"|[^\s"]*)', 1) END END
-
--- name: when_rare
--- Template: a logfmt field's value from the keys tried only on lines flagged `rare` (where one regex found
--- one of them).
--- dialect: duckdb
--- fragments: value=logfmt_value|first_value
-CASE WHEN rare THEN {frag:value} END
-
 -- name: first_value
--- Template: the first non-NULL of a field's values, in the field map's order of its keys.
+-- Template: the first non-NULL of a field's values, its keys in the field map's order.
 -- dialect: duckdb
 -- fragments: values=logfmt_value|pick_value|pick_rare_value|first_value|when_rare
 coalesce({list:values})
@@ -136,8 +33,8 @@ coalesce({list:values})
 {frag:value} AS {ident:column}
 
 -- name: typed_in_sql
--- Template: the time, recipient and msg_id of a line read by a SQL parser, typed (mm_ts in the session's zone,
--- the address's normal form, mm_msg_id), from its text columns (the CTE `texts`), for typed_columns.
+-- Template: the time, recipient and msg_id typed from the text columns (CTE `texts`) of a line a SQL reader read;
+-- the compiled readers type them themselves.
 -- dialect: duckdb
 unquoted AS (
     SELECT *, mm_ts(ts_text) AS ts_typed, mm_address(recipient_text) AS recipient_typed,
@@ -146,12 +43,9 @@ unquoted AS (
 )
 
 -- name: typed_columns
--- Template: the typed record columns of a staged line, from the text columns every parser produces, then
--- why the line is not a record (problem) and its text, kept only where it is needed (a skip's text, or
--- events.raw in a saved case: at 10M lines the text alone is several GB). A line inside an envelope (`env`)
--- takes the envelope's time, worker (mm_env_worker) and pid where the record has none. The time,
--- recipient and msg_id come typed (ts_typed, recipient_typed, msg_id_typed): by typed_in_sql for the SQL
--- parsers, by the compiled readers themselves (stage_logfmt_tokens, stage_jsonl_tokens).
+-- Template: a staged line's typed record columns from the text columns every reader gives, and why it is not a
+-- record (problem). A line inside an envelope takes the envelope's time, worker and pid where the record has none.
+-- The line's text is kept only for a skipped line or a saved case (events.raw), as it outweighs the rest.
 -- dialect: duckdb
 typed AS (
     SELECT coalesce(ts_typed, env.ts) AS ts,
@@ -177,50 +71,10 @@ FROM (SELECT * EXCLUDE (problem),
                                     WHEN no_event AND msg_id IS NULL THEN 'no event or msg_id' END) AS problem
       FROM typed)
 
--- name: stage_logfmt
--- logfmt: key=value pairs (quoted values may hold spaces and \" escapes); an ISO timestamp may lead the line.
--- One parallel pass straight from the file into typed columns: the staged table ({ident:staged}) keeps the
--- file's line order, so a line's number is its rowid + 1. {list:fields} are the canonical text columns, each
--- from logfmt_value: the sampled keys first, then (only on lines where :rare_keys matches, one regex) every
--- other alias of the vocabulary. {block:typed_columns} is that block. {frag:lines} reads the file, or the lines
--- inside its envelope.
--- dialect: duckdb
--- fragments: fields=text_column
--- fragments: lines=mm_lines|mm_unwrapped
-CREATE OR REPLACE TABLE {ident:staged} AS
-WITH lines AS (
-    SELECT line, env, ' ' || line AS l, regexp_matches(' ' || line, :rare_keys) AS rare,
-           contains(line, '="') AND regexp_matches(line, '="(?:[^"\\]|\\.)*?\s[^\s="]+=') AS shady
-    FROM {frag:lines}(:path, :delim)
-), paired AS (
-    -- a shady line's key=value pairs, left to right: a quoted value is consumed whole, so a `k=` inside it
-    -- is never taken for a key
-    SELECT *, CASE WHEN shady THEN regexp_extract_all(l, '\s([^\s="]+)=("(?:[^"\\]|\\.)*"|[^\s"]*)', 1) END AS pair_keys,
-              CASE WHEN shady THEN regexp_extract_all(l, '\s([^\s="]+)=("(?:[^"\\]|\\.)*"|[^\s"]*)', 2) END AS pair_values
-    FROM lines
-), fields AS (
-    SELECT line, env, {list:fields},
-           nullif(regexp_extract(line, '^\s*([0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9:.]+(?:Z|[+-][0-9:]+)?)(?:\s|$)', 1), '') AS lead_ts
-    FROM paired
-), texts AS (
-    SELECT line, env, coalesce(mm_unquote(ts_text), lead_ts) AS ts_text, mm_unquote(event_text) AS event_text,
-           mm_unquote(worker) AS worker, mm_unquote(incarnation) AS incarnation, mm_unquote(campaign) AS campaign,
-           mm_unquote(step) AS step, mm_unquote(recipient_text) AS recipient_text, mm_unquote(candidate) AS candidate,
-           mm_unquote(msg_id_text) AS msg_id_text, mm_unquote(shard) AS shard, mm_unquote(lease_text) AS lease_text,
-           mm_unquote(test_id) AS test_id, mm_unquote(variant) AS variant, mm_unquote(status) AS status,
-           mm_unquote(attempt_text) AS attempt_text, mm_unquote(error) AS error, mm_unquote(count_text) AS count_text,
-           CASE WHEN line IS NULL OR mm_blank(line) THEN 'blank line'
-                WHEN NOT contains(line, '=') THEN 'no key=value pairs' END AS problem
-    FROM fields
-), {block:typed_in_sql}, {block:typed_columns}
-
 -- name: staged_table
--- Template: the staged table {ident:staged} the compiled readers fill (stage_logfmt_tokens, stage_jsonl_tokens),
--- with the columns typed_columns selects; create_files' empty staged_0 is one too. The columns of (nearly) one distinct value per line are stored
--- uncompressed: DuckDB's analysis of them (DICT_FSST) cost a third of the logfmt staging (a sixth of the JSON
--- Lines one) and saved little on random ids, and the scans of `sends` read them faster. (The SQL parsers keep
--- CREATE TABLE AS: the same table cost their reads of the lines inside an envelope 0.3 CPU s per 1M lines more,
--- where their plain reads saved as much.)
+-- Template: the staged table the compiled readers fill, with typed_columns' columns (create_files' staged_0 too).
+-- Columns of nearly one distinct value per line are stored uncompressed: DuckDB's analysis of them costs more than
+-- it saves. The SQL readers keep CREATE TABLE AS, which reads the lines inside an envelope faster.
 -- dialect: duckdb
 CREATE OR REPLACE TABLE {ident:staged} (
     ts TIMESTAMPTZ, event VARCHAR, worker VARCHAR, incarnation VARCHAR, campaign VARCHAR, step VARCHAR,
@@ -230,186 +84,38 @@ CREATE OR REPLACE TABLE {ident:staged} (
     recipient_raw VARCHAR USING COMPRESSION uncompressed, problem VARCHAR, line VARCHAR, env mm_envelope
 )
 
--- name: stage_logfmt_tokens
--- logfmt read by the compiled tokenizer (forensics.ingest.tokenizer): {ident:tokens} is its Arrow stream, one
--- row per line in file order, of the text columns stage_logfmt computes with regexes (the line where it may be
--- kept, each canonical field's unquoted text, the leading timestamp already in ts_text), a problem code, and
--- the fields it typed itself (the recipient's normal form, the msg_id, the timestamp when it has an explicit
--- zone, else NULL), typed here exactly as stage_logfmt types them (the same columns: staged rows of both paths
--- are held equal). {block:typed_columns} is that block. {frag:env} is the lines' envelope: none for a file's
--- lines, else the `env` column of the tokens (envelope_tokens).
--- The table is staged_table's.
--- dialect: duckdb
--- fragments: env=mm_no_envelope()|env
-{block:staged_table};
-INSERT INTO {ident:staged}
-WITH unquoted AS (
-    SELECT line, {frag:env} AS env,
-           ts_text, event_text, worker, incarnation, campaign, step, recipient_text, candidate, msg_id_text, shard,
-           lease_text, test_id, variant, status, attempt_text, error, count_text,
-           -- the tokenizer types every recipient and msg_id (NULL only where mm_address / mm_msg_id give NULL),
-           -- and the times with a zone: any other time is typed as the SQL parsers type it (CASE, not coalesce:
-           -- DuckDB's coalesce evaluates every argument on every row)
-           CASE WHEN ts_typed IS NOT NULL THEN ts_typed ELSE mm_ts(ts_text) END AS ts_typed,
-           recipient_typed, msg_id_typed,
-           CASE problem_code WHEN 1 THEN 'blank line' WHEN 2 THEN 'no key=value pairs' END AS problem
-    FROM {ident:tokens}
-), {block:typed_columns}
-
--- name: stage_jsonl
--- JSON Lines: one object per line; nested keys are read as dotted paths through JSONPaths (:paths), and
--- :rare_paths only on lines where :rare_keys matches; {list:picks} (pick_value, pick_rare_value) reads each canonical
--- field from `vals` or `rare_vals`. {block:jsonl_texts} and {block:typed_columns} are those blocks. {frag:lines}
--- reads the file, or the lines inside its envelope. Every line is read here (`deferred`).
--- dialect: duckdb
--- fragments: picks=text_column
--- fragments: lines=mm_lines|mm_unwrapped
-CREATE OR REPLACE TABLE {ident:staged} AS
-WITH lines AS (
-    SELECT line, env, TRUE AS deferred, NULL::VARCHAR AS settled_problem FROM {frag:lines}(:path, :delim)
-), {block:jsonl_texts}, {block:typed_in_sql}, {block:typed_columns}
-
--- name: stage_jsonl_tokens
--- JSON Lines read by the compiled reader (forensics.ingest.jsontokenizer): {ident:tokens} is its Arrow stream, one
--- row per line in file order, of the line, the canonical text columns stage_jsonl computes, a problem code
--- (1 a blank line, 2 a line it left to SQL: deferred, which is then read here with stage_jsonl's own expressions,
--- a CASE computing them on those rows only) and the fields it typed itself on the lines it read, as the logfmt
--- tokenizer types them (see stage_logfmt_tokens). Each of {list:picks} (deferred_text_column) takes the compiled
--- reader's column or, on a deferred line, the SQL's, the typed ones (carried_column) are carried through. A
--- deferred line, and a time without a zone, are typed as stage_jsonl types them (staged rows of both paths are
--- held equal). {frag:env} is the lines' envelope: none for a file's lines, else the `env` column of the tokens
--- (envelope_tokens). The table is staged_table's.
--- dialect: duckdb
--- fragments: picks=deferred_text_column|carried_column
--- fragments: env=mm_no_envelope()|env
-{block:staged_table};
-INSERT INTO {ident:staged}
-WITH lines AS (
-    SELECT line, {frag:env} AS env,
-           ts_text, event_text, worker, incarnation, campaign, step, recipient_text, candidate, msg_id_text, shard,
-           lease_text, test_id, variant, status, attempt_text, error, count_text,
-           recipient_typed, msg_id_typed, ts_typed, problem_code = 2 AS deferred,
-           CASE WHEN problem_code = 1 THEN 'blank line' END AS settled_problem
-    FROM {ident:tokens}
-), {block:jsonl_texts}, unquoted AS (
-    SELECT * REPLACE (CASE WHEN ts_typed IS NOT NULL THEN ts_typed ELSE mm_ts(ts_text) END AS ts_typed,
-                      CASE WHEN deferred THEN mm_address(recipient_text) ELSE recipient_typed END AS recipient_typed,
-                      CASE WHEN deferred THEN mm_msg_id(msg_id_text) ELSE msg_id_typed END AS msg_id_typed)
-    FROM texts
-), {block:typed_columns}
-
--- name: carried_column
--- Template: a column of the compiled JSON Lines reader's stream carried as it is through jsonl_texts.
--- dialect: duckdb
-{ident:column}
-
--- name: jsonl_texts
--- Template: the text columns of the JSON Lines `lines` (line, env, whether SQL reads it: `deferred`, and the
--- problem of a line it does not read, settled_problem), for stage_jsonl and stage_jsonl_tokens. One JSON parse
--- per object line (invalid JSON makes the extraction fail: try() gives NULL); only lines that are not objects
--- are validated and typed. {list:picks} are the canonical text columns.
--- dialect: duckdb
--- fragments: picks=text_column|deferred_text_column|carried_column
-objects AS (
-    SELECT *, CASE WHEN deferred AND regexp_matches(line, '^[ \t\r]*\{')
-                   THEN try(json_extract_string(line, :paths::VARCHAR[])) END AS vals
-    FROM lines
-), valued AS (
-    SELECT *, CASE WHEN vals IS NOT NULL THEN 'OBJECT' WHEN deferred AND json_valid(line) THEN json_type(line) END AS jtype,
-           CASE WHEN vals IS NOT NULL AND regexp_matches(line, :rare_keys)
-                THEN json_extract_string(line, :rare_paths::VARCHAR[]) END AS rare_vals
-    FROM objects
-), texts AS (
-    SELECT line, env, {list:picks},
-           CASE WHEN NOT deferred THEN settled_problem
-                WHEN line IS NULL OR mm_blank(line) THEN 'blank line'
-                WHEN jtype IS NULL THEN 'not valid JSON'
-                WHEN jtype <> 'OBJECT' THEN 'JSON but not an object' END AS problem
-    FROM valued
-)
-
--- name: deferred_text_column
--- Template: one canonical text column of a line the compiled JSON Lines reader read ({ident:column}, its own),
--- or, on a line it deferred, read by SQL ({frag:value}, as stage_jsonl reads it).
--- dialect: duckdb
--- fragments: value=pick_value|pick_rare_value|first_value|NULL
-CASE WHEN deferred THEN {frag:value} ELSE {ident:column} END AS {ident:column}
-
 -- name: pick_value
--- Template: one of a line's values (`vals` at position {lit:at}) when it is not blank (a field fed by several keys
--- is the first_value of their picks, in the field map's order: see ingest.pick_columns).
+-- Template: the value at {lit:at} of a line's `vals` when it is not blank (several keys of one field: first_value
+-- of their picks).
 -- dialect: duckdb
 CASE WHEN trim(vals[{lit:at}]) <> '' THEN vals[{lit:at}] END
 
--- name: pick_rare_value
--- Template: pick_value of a rare key (`rare_vals` at position {lit:at}). It answers NULL first where the line has no
--- rare key (rare_vals NULL): taking an element of a NULL list row by row cost each chunk holding one line with a
--- rare key about 5,000 instructions a line (100,000 JSON lines, 64 of them naming a rare key: 517M more than
--- without those 64, 6.6 % of the read; 49M now). A CASE chain, not `rare_vals IS NOT NULL AND …`, which cost a
--- clean file 0.8 %.
--- dialect: duckdb
-CASE WHEN rare_vals IS NULL THEN NULL WHEN trim(rare_vals[{lit:at}]) <> '' THEN rare_vals[{lit:at}] END
-
--- name: json_structure
--- The union of the key structure of the JSON objects among a file's first lines (to discover dotted paths).
--- dialect: duckdb
--- fragments: lines=mm_lines|mm_unwrapped
-SELECT json_group_structure(json(line)) AS structure
-FROM (SELECT line FROM {frag:lines}(:path, :delim) LIMIT 20000)
-WHERE json_valid(line) AND json_type(line) = 'OBJECT'
-
--- name: stage_csv
--- CSV: the line :header_line is the header (:keys); cells may be "quoted, with "" escapes"; empty = absent.
--- Lines up to the header are staged too (the events and skipped views leave them out). {block:typed_columns} is
--- that block.
--- dialect: duckdb
--- fragments: picks=text_column
-CREATE OR REPLACE TABLE {ident:staged} AS
-WITH lines AS (
-    SELECT line, env FROM mm_lines(:path, :delim)
-), cells AS (
-    SELECT line, env,
-           list_transform(regexp_extract_all(',' || line, ',("(?:[^"]|"")*"|[^,]*)', 1),
-                          lambda c: nullif(CASE WHEN c LIKE '"%"' AND length(c) >= 2
-                                                THEN replace(c[2:-2], '""', '"') ELSE c END, '')) AS vals
-    FROM lines
-), texts AS (
-    SELECT line, env, {list:picks},
-           CASE WHEN line IS NULL OR mm_blank(line) THEN 'blank line'
-                WHEN len(vals) <> len(:keys::VARCHAR[]) THEN 'wrong number of CSV cells' END AS problem
-    FROM cells
-), {block:typed_in_sql}, {block:typed_columns}
-
 -- name: mark_truncated_row
--- A last line without a newline may have been cut off mid-write. A complete record is kept (many writers
--- never end the file with a newline); a line that did not parse, or a send that lacks its recipient or
--- message id, is marked truncated (:text is that line, :row its row in the staged table).
+-- A last line without a newline may have been cut off mid-write: a complete record is kept (many writers never end
+-- a file with a newline), a line that did not parse or a send without recipient or msg_id is marked truncated.
 -- dialect: duckdb
 UPDATE {ident:staged} SET problem = 'truncated last line (no newline at end of file)', line = :text
 WHERE rowid = :row AND ((problem IS NOT NULL AND problem <> 'blank line')
                         OR (problem IS NULL AND event = 'send' AND (recipient IS NULL OR msg_id IS NULL)))
 
 -- name: mark_long_lines
--- The lines of a staged file too long to read (forensics.ingest.repair: :lines, their numbers; :texts, what the
--- repaired copy kept of each) are skipped lines, :reason, whatever their first bytes parsed as; without a time
--- (the --since/--until window cannot place them).
+-- The lines too long to read (forensics.ingest.repair: :lines, and :texts, what the repaired copy kept of each)
+-- become skipped lines (:reason) without a time, whatever their first bytes parsed as.
 -- dialect: duckdb
 UPDATE {ident:staged} SET problem = :reason, line = cut.text, ts = NULL
 FROM (SELECT unnest(:lines::BIGINT[]) AS line_no, unnest(:texts::VARCHAR[]) AS text) cut
 WHERE {ident:staged}.rowid = cut.line_no - 1
 
 -- name: mark_long_lines_enveloped
--- mark_long_lines for a file read through an envelope, whose rows are numbered by the line each came from (as
--- skipped_part_enveloped numbers them).
+-- mark_long_lines for a file read through an envelope, its rows numbered by the line each came from.
 -- dialect: duckdb
 UPDATE {ident:staged} SET problem = :reason, line = cut.text, ts = NULL
 FROM (SELECT unnest(:lines::BIGINT[]) AS line_no, unnest(:texts::VARCHAR[]) AS text) cut
 WHERE coalesce({ident:staged}.env.line_no, {ident:staged}.rowid + 1) = cut.line_no
 
 -- name: register_file
--- A staged file: its label, the line of its CSV header (0 when it has none; lines up to it are not data),
--- where its lines are (the staged table, from row :first_row on), and the envelope they were read from (NULL
--- for none).
+-- A staged file: its label, its CSV header's line (0: none), where its lines are (staged table, first row) and its
+-- envelope (NULL: none).
 -- dialect: duckdb
 INSERT INTO files VALUES (:file_id, :label, :header_line, :staged, :first_row, :envelope)
 
@@ -448,13 +154,10 @@ FROM {ident:staged}
 DROP TABLE IF EXISTS {ident:staged}
 
 -- name: create_views
--- `events` (records) and `skipped` (lines that are not records, with why) over every staged file, numbered by
--- their place in the file: views, no copy of the data ({frag:relation} is VIEW), or, for a case of many files,
--- tables (TABLE: a union of hundreds of tables would be planned again in every query). {union:events} and
--- {union:skipped} hold those blocks, one per staged table. `envelope` is where a record came from when its
--- file was wrapped by a platform (time, stream, host, unit, container, pid; NULL otherwise).
--- {frag:window} keeps the records of the --since/--until window (TRUE without one), and the skipped lines in it
--- or without a readable time (those cannot be placed; see forensics/ingest/window.py).
+-- `events` (records) and `skipped` (lines that are not records, and why) over every staged file, numbered by their
+-- line in the file: views, or tables for a case of many files (a union of hundreds of tables would be planned again
+-- by every query). `envelope` is the platform's wrapper a record came in (NULL: none). {frag:window} keeps the
+-- --since/--until window, and the skipped lines without a time (they cannot be placed).
 -- dialect: duckdb
 -- fragments: relation=VIEW|TABLE
 -- fragments: events=events_part|events_part_of_many|events_part_enveloped
@@ -472,21 +175,19 @@ FROM ({union:skipped}) u JOIN files f USING (file_id)
 WHERE u.line_no > f.header_line AND (u.ts IS NULL OR {frag:window})
 
 -- name: in_window
--- Template: whether a line's time (u.ts) is inside the --since/--until window, both ends included; an open end
--- is -infinity or infinity. The ends are literals ({lit:since}, {lit:until}: ISO texts in UTC) because a
--- view's body takes no parameter.
+-- Template: whether u.ts is inside the --since/--until window, ends included (open: -infinity, infinity); literals,
+-- as a view takes no parameter.
 -- dialect: duckdb
 u.ts BETWEEN {lit:since}::TIMESTAMPTZ AND {lit:until}::TIMESTAMPTZ
 
 -- name: time_in_session_zone
--- A --since/--until time given without a zone, read in the session's zone (--tz, set while files are read) the
--- way the logs' own zone-less times are.
+-- A --since/--until time given without a zone, read in the session's zone (--tz) as the logs' own times are.
 -- dialect: duckdb
 SELECT CAST(:at AS TIMESTAMPTZ) AS at
 
 -- name: records_time_range
--- The first and last time among the records of every staged file, and how many there are: what a --since or
--- --until duration counts back from, and the range named when a window holds no send.
+-- The first and last record time of every staged file and how many records: what a --since/--until duration counts
+-- back from, and the range named when a window holds no send.
 -- dialect: duckdb
 -- fragments: events=events_part|events_part_of_many|events_part_enveloped
 SELECT min(u.ts) AS first_record, max(u.ts) AS last_record, count(*) AS records
@@ -503,15 +204,14 @@ FROM ({union:events}) u JOIN files f USING (file_id)
 WHERE u.line_no > f.header_line
 
 -- name: provider_sends_cut_to_window
--- A provider export read beside windowed logs keeps the same --since/--until window (:since, :until; NULL: an
--- open end), so a log send outside the window is not taken for one the log misses; a provider row without a
--- time cannot be placed and stays. Returns how many rows were left out.
+-- A provider export read beside windowed logs keeps their --since/--until window (NULL: an open end), so a send
+-- outside it is not taken for one the logs miss; a row without a time stays.
 -- dialect: duckdb
 DELETE FROM provider_sends WHERE sent_at < :since::TIMESTAMPTZ OR sent_at > :until::TIMESTAMPTZ
 
 -- name: window_kept
--- What a --since/--until window kept: real sends, and lines that would be records but carry no readable time
--- (kept among the skipped lines, since they cannot be placed).
+-- What a --since/--until window kept: real sends, and would-be records without a readable time (skipped, as they
+-- cannot be placed).
 -- dialect: duckdb
 SELECT (SELECT count(*) FROM sends) AS sends,
        (SELECT count(*) FROM skipped WHERE reason = 'no readable timestamp') AS undated
@@ -531,9 +231,8 @@ SELECT {lit:file_id} AS file_id, rowid + 1 AS line_no, problem AS reason, line A
 FROM {ident:staged} WHERE problem IS NOT NULL
 
 -- name: events_part_enveloped
--- Template: the records of a staged file read through an envelope, numbered by the file's line (or the entry of
--- its JSON document) each came from (env.line_no, or the staged row's own number where each entry was one line:
--- envelope_flat_lines), with their envelope.
+-- Template: the records of a staged file read through an envelope, with it, numbered by the line (or JSON document
+-- entry) each came from.
 -- dialect: duckdb
 SELECT {lit:file_id} AS file_id, coalesce(env.line_no, rowid + 1) AS line_no, ts, event, worker, incarnation, campaign, step, recipient,
        candidate, msg_id, shard, lease_s, test_id, variant, status, attempt, error, count, recipient_raw, line AS raw,
@@ -566,29 +265,18 @@ FROM {ident:staged} s ASOF JOIN (SELECT file_id, first_row FROM files WHERE stag
 WHERE s.problem IS NOT NULL
 
 -- name: build_sends
--- Real sends: a send event with a msg_id and a success (or absent) status; one row per msg_id and recipient
--- (a line logged twice is one send; one provider id may cover several recipients of one API call: the first of
--- each, by time, file and line, is kept). `sends` is a TEMP VIEW over `events`, not a copy: each query reads the
--- records it needs from the staged tables (compressed in a large case's file) instead of a table of every send
--- held in memory, which at 10.7M lines (~230 bytes a send, 2 GB) outgrew the memory limit and made every
--- later scan read spilled blocks back. Only the repeats are written down (`send_repeats`, the file and line
--- of every later copy of a (msg_id, recipient)), found by sorting their 64-bit hashes and then compared exactly
--- within the few groups whose hash occurs twice; the view leaves those lines out. A view has no rowid: a send
--- is known by its file and line, packed into one integer by mm_send_id (the file's number from `send_files`).
+-- Real sends: a send event with a msg_id, a recipient and a success (or no) status, one per (msg_id, recipient):
+-- the first by time, file and line (a line logged twice is one send; one provider id may cover several recipients).
+-- `sends` is a view over `events`, not a copy, so a large case's sends are never all held in memory; only the later
+-- copies are written down (`send_repeats`), found by sorting hashes and compared exactly where a hash repeats.
 -- dialect: duckdb
-CREATE OR REPLACE TEMP TABLE send_files AS
-SELECT (row_number() OVER (ORDER BY source))::INTEGER AS file, source FROM (SELECT DISTINCT source FROM files);
--- the number of the file named `src` above the line's 40 bits (a trillion lines); a scalar subquery, which
--- DuckDB turns into one join with send_files (and which fails rather than multiplies a row if a name were twice)
-CREATE OR REPLACE TEMP MACRO mm_send_id(src, line) AS
-    ((SELECT f.file FROM send_files f WHERE f.source = src)::BIGINT << 40) + line;
 CREATE OR REPLACE TEMP TABLE send_repeats AS
-WITH ok AS NOT MATERIALIZED (  -- scanned twice rather than held: 10M sends do not fit
+WITH ok AS NOT MATERIALIZED (  -- scanned twice rather than held in memory
     SELECT source, line_no AS line, ts, msg_id, recipient, hash(msg_id, recipient) AS h
     FROM events
     WHERE event = 'send' AND msg_id IS NOT NULL AND mm_ok_status(status) AND recipient IS NOT NULL AND recipient <> ''
-), repeated AS (  -- hashes that occur twice, found by sorting them (a GROUP BY of 10M hashes, nearly all
-    -- distinct, took twice the CPU: its hash table outgrows the caches)
+), repeated AS (  -- hashes that occur twice, found by sorting them (a GROUP BY's hash table of nearly
+    -- distinct hashes outgrows the caches)
     SELECT h FROM (SELECT h, lag(h) OVER (ORDER BY h) AS prev FROM ok) WHERE h = prev
 )
 SELECT source, line FROM ok WHERE h IN (SELECT h FROM repeated)
@@ -613,9 +301,8 @@ DROP TABLE temp.main.send_repeats
 SELECT source, line_no, reason FROM skipped WHERE reason <> 'blank line' ORDER BY source, line_no LIMIT 1
 
 -- name: lost_evidence_lines
--- Skipped lines that look like a mail-send record (:pattern matches a send key, an address or a send event), or
--- that were too long to read (:too_long: what they held cannot be told), per file: how many, and where the first
--- of them are.
+-- Skipped lines that look like a mail-send record (:pattern: a send key, an address or a send event) or were too
+-- long to read (:too_long), per file: how many, and the first of them.
 -- dialect: duckdb
 SELECT source, count(*) AS lines, list(line_no ORDER BY line_no)[1:5] AS first_lines
 FROM skipped

@@ -1,7 +1,7 @@
 -- The normal form of a label (a campaign, a step, an A/B test id): the SQL twin of
--- forensics.addresses.normalize_label, written once (label_normal_form) for both engines.
--- tests/test_labels.py keeps Python, DuckDB and PostgreSQL equal; the whitespace code points
--- below are WHITESPACE_CODE_POINTS, in order.
+-- forensics.addresses.normalize_label, written once (label_normal_form) for PostgreSQL's label_pg_function and
+-- DuckDB's label_duckdb_macro (macros.sql). tests/test_labels.py keeps Python, DuckDB and PostgreSQL equal; the
+-- whitespace code points are WHITESPACE_CODE_POINTS, in order.
 
 -- name: label_whitespace
 -- Template: the code points a label is trimmed of (forensics.addresses.WHITESPACE), as one text.
@@ -23,11 +23,6 @@ translate(trim(BOTH {block:label_whitespace} FROM label_text), 'ABCDEFGHIJKLMNOP
 CASE WHEN {block:label_folded} <> '' AND ltrim({block:label_folded}, '0123456789') = ''
      THEN coalesce(nullif(ltrim({block:label_folded}, '0'), ''), '0')
      ELSE {block:label_folded} END
-
--- name: label_duckdb_macro
--- DuckDB: mm_label(label_text), a label's normal form (NULL stays NULL).
--- dialect: duckdb
-CREATE OR REPLACE TEMP MACRO mm_label(label_text) AS ({block:label_normal_form})
 
 -- name: label_pg_function
 -- PostgreSQL: pg_temp.mm_label(text) for this session (always call it qualified), the same normal form. One

@@ -3,50 +3,6 @@
 -- JSON document per row (a JSON Lines line, or a whole single-payload file).
 -- Verdicts and normalisation: docs/sentlog.md, section What counts as "went out".
 
--- name: provider_macros
--- Helper macros: metadata paths, message-id normalisation, labels, tolerant timestamps (addresses: address_duckdb_macro).
--- Each event is parsed ONCE per provider: every field comes from one json_extract_string(e, [paths])
--- call; the paths list is built from constants and bound parameters only, so DuckDB plans it once.
--- dialect: duckdb
-CREATE OR REPLACE TEMP MACRO mm_meta_paths(prefixes, keys, suffix) AS (
-    flatten(list_transform(prefixes, lambda p: list_transform(keys,
-        lambda k: p || '."' || replace(k, '"', '\"') || '"' || suffix)))
-);
--- campaign, step and candidate paths under each prefix, in that order (see mm_meta_at).
-CREATE OR REPLACE TEMP MACRO mm_meta_all(prefixes, suffix, ck, sk, kk) AS (
-    mm_meta_paths(prefixes, ck, suffix) || mm_meta_paths(prefixes, sk, suffix) || mm_meta_paths(prefixes, kk, suffix)
-);
--- NULL <> '' is NULL: dropped too
-CREATE OR REPLACE TEMP MACRO mm_first(l) AS (list_filter(l, lambda x: x <> '')[1]);
--- The first non-empty of n values from index lo; the list is filtered only when the first place is empty.
-CREATE OR REPLACE TEMP MACRO mm_first_in(v, lo, n) AS (
-    CASE WHEN n > 0 THEN coalesce(nullif(v[lo], ''), mm_first(v[lo + 1 : lo + n - 1])) END
-);
--- The first non-empty campaign, step and candidate of values extracted at mm_meta_all paths from index `base`.
-CREATE OR REPLACE TEMP MACRO mm_meta_at(v, base, nobj, ck, sk, kk) AS (
-    struct_pack(
-        campaign := mm_first_in(v, base, nobj * len(ck)),
-        step := mm_first_in(v, base + nobj * len(ck), nobj * len(sk)),
-        candidate := mm_first_in(v, base + nobj * (len(ck) + len(sk)), nobj * len(kk)))
-);
-CREATE OR REPLACE TEMP MACRO mm_msgid(x) AS (
-    nullif(trim(CASE WHEN starts_with(trim(x), '<') AND ends_with(trim(x), '>')
-                     THEN trim(x)[2:-2] ELSE trim(x) END), '')
-);
-CREATE OR REPLACE TEMP MACRO mm_some(l) AS (CASE WHEN len(l) > 0 THEN l END);
--- A subject or template as a grouping label: whitespace runs made one space, trimmed; empty is NULL.
-CREATE OR REPLACE TEMP MACRO mm_label(x) AS (nullif(trim(regexp_replace(x, '\s+', ' ', 'g')), ''));
-CREATE OR REPLACE TEMP MACRO mm_ts(x) AS (
-    CASE
-        WHEN x IS NULL OR trim(x) = '' THEN NULL
-        WHEN regexp_full_match(trim(x), '-?[0-9]+(\.[0-9]+)?') THEN
-            CASE WHEN abs(TRY_CAST(trim(x) AS DOUBLE)) >= 1e11
-                 THEN to_timestamp(TRY_CAST(trim(x) AS DOUBLE) / 1000)
-                 ELSE to_timestamp(TRY_CAST(trim(x) AS DOUBLE)) END
-        ELSE TRY_CAST(regexp_replace(trim(x), '(\.[0-9]{6})[0-9]+', '\1') AS TIMESTAMPTZ)
-    END
-)
-
 -- name: provider_malformed_docs
 -- Documents that are not JSON at all: reported with file:line, never fatal for JSON Lines.
 -- dialect: duckdb
@@ -104,7 +60,7 @@ WITH picked AS (
     FROM provider_events WHERE provider = 'sendgrid'
 ), named AS (
     SELECT source_file, source_line, v[1] AS event, nullif(trim(v[2]), '') AS sg, v[3] AS smtp_id, v[4] AS email,
-        v[5] AS ts, mm_label(v[6]) AS subject, mm_label(coalesce(v[7], v[8])) AS template,
+        v[5] AS ts, mm_provider_label(v[6]) AS subject, mm_provider_label(coalesce(v[7], v[8])) AS template,
         mm_meta_at(v, 9, 3, :campaign_keys, :step_keys, :candidate_keys) AS m
     FROM picked
 )
@@ -116,10 +72,10 @@ SELECT 'sendgrid' AS provider, source_file, source_line,
     -- the join key is the part of sg_message_id before the first '.', unless it has no prefix
     CASE WHEN sg IS NULL OR starts_with(sg, 'filter') OR starts_with(sg, 'recvd-') THEN NULL
          ELSE split_part(sg, '.', 1) END AS msg_id,
-    mm_msgid(smtp_id) AS alt_id,
+    mm_msg_id(smtp_id) AS alt_id,
     coalesce(sg, smtp_id) AS provider_msg_id,
     mm_address(email) AS recipient,
-    mm_ts(ts) AS sent_at,
+    mm_provider_ts(ts) AS sent_at,
     m.campaign, m.step, m.candidate, subject, template
 FROM named
 
@@ -134,7 +90,7 @@ WITH picked AS (
     FROM provider_events WHERE provider = 'mailgun'
 ), named AS (
     SELECT source_file, source_line, v[1] AS event, coalesce(v[2], v[3]) AS raw_id, v[4] AS rcpt, v[5] AS header_to,
-        v[6] AS ts, mm_label(v[7]) AS subject, mm_meta_at(v, 8, 2, :campaign_keys, :step_keys, :candidate_keys) AS m
+        v[6] AS ts, mm_provider_label(v[7]) AS subject, mm_meta_at(v, 8, 2, :campaign_keys, :step_keys, :candidate_keys) AS m
     FROM picked
 )
 SELECT 'mailgun' AS provider, source_file, source_line,
@@ -142,11 +98,11 @@ SELECT 'mailgun' AS provider, source_file, source_line,
     CASE WHEN event IN ('accepted', 'delivered', 'bounced') THEN 'sent'
          WHEN event IN ('rejected', 'failed', 'dropped') THEN 'not_sent'
          ELSE 'not_a_send_event' END AS verdict,
-    mm_msgid(raw_id) AS msg_id,
+    mm_msg_id(raw_id) AS msg_id,
     NULL AS alt_id,
     raw_id AS provider_msg_id,
     mm_address(coalesce(rcpt, CASE WHEN header_to NOT LIKE '%,%' THEN header_to END)) AS recipient,
-    mm_ts(ts) AS sent_at,
+    mm_provider_ts(ts) AS sent_at,
     m.campaign, m.step, m.candidate, subject, NULL::VARCHAR AS template
 FROM named
 
@@ -180,12 +136,12 @@ SELECT 'ses' AS provider, source_file, source_line,
     CASE WHEN kind IN ('Send', 'Delivery', 'Bounce', 'DeliveryDelay') AND has_mail THEN 'sent'
          WHEN kind IN ('Reject', 'Rendering Failure', 'RenderingFailure') THEN 'not_sent'
          ELSE 'not_a_send_event' END AS verdict,
-    mm_msgid(v[4]) AS msg_id,
+    mm_msg_id(v[4]) AS msg_id,
     NULL AS alt_id,
     v[4] AS provider_msg_id,
     mm_address(raw_recipient) AS recipient,
-    mm_ts(v[5]) AS sent_at,
-    m.campaign, m.step, m.candidate, mm_label(v[6]) AS subject, NULL::VARCHAR AS template
+    mm_provider_ts(v[5]) AS sent_at,
+    m.campaign, m.step, m.candidate, mm_provider_label(v[6]) AS subject, NULL::VARCHAR AS template
 FROM exploded
 
 -- name: provider_rows_postmark
@@ -214,12 +170,12 @@ SELECT 'postmark' AS provider, source_file, source_line,
          WHEN is_outbound THEN 'not_sent'
          WHEN kind IN ('Delivery', 'Bounce') THEN 'sent'
          ELSE 'not_a_send_event' END AS verdict,
-    mm_msgid(coalesce(v[5], v[6], v[7])) AS msg_id,
+    mm_msg_id(coalesce(v[5], v[6], v[7])) AS msg_id,
     NULL AS alt_id,
     coalesce(v[5], v[6], v[7]) AS provider_msg_id,
     mm_address(raw_recipient) AS recipient,
-    mm_ts(coalesce(v[8], v[9], v[10], v[11])) AS sent_at,
-    m.campaign, m.step, m.candidate, mm_label(v[12]) AS subject, NULL::VARCHAR AS template
+    mm_provider_ts(coalesce(v[8], v[9], v[10], v[11])) AS sent_at,
+    m.campaign, m.step, m.candidate, mm_provider_label(v[12]) AS subject, NULL::VARCHAR AS template
 FROM exploded
 
 -- name: provider_rows_resend
@@ -242,12 +198,12 @@ SELECT 'resend' AS provider, source_file, source_line,
          WHEN kind IN ('email.sent', 'email.delivered', 'email.delivery_delayed', 'email.bounced') THEN 'sent'
          WHEN kind IN ('email.failed', 'email.suppressed') THEN 'not_sent'
          ELSE 'not_a_send_event' END AS verdict,
-    mm_msgid(v[3]) AS msg_id,
+    mm_msg_id(v[3]) AS msg_id,
     NULL AS alt_id,
     v[3] AS provider_msg_id,
     mm_address(raw_recipient) AS recipient,
-    mm_ts(coalesce(v[4], v[5])) AS sent_at,
-    m.campaign, m.step, m.candidate, mm_label(v[7]) AS subject, NULL::VARCHAR AS template
+    mm_provider_ts(coalesce(v[4], v[5])) AS sent_at,
+    m.campaign, m.step, m.candidate, mm_provider_label(v[7]) AS subject, NULL::VARCHAR AS template
 FROM exploded
 
 -- name: provider_rows_brevo
@@ -274,15 +230,15 @@ SELECT 'brevo' AS provider, source_file, source_line,
     CASE WHEN v[1] IN ('request', 'delivered', 'hard_bounce', 'soft_bounce', 'deferred') THEN 'sent'
          WHEN v[1] IN ('blocked', 'invalid_email', 'error') THEN 'not_sent'
          ELSE 'not_a_send_event' END AS verdict,
-    mm_msgid(v[2]) AS msg_id,
+    mm_msg_id(v[2]) AS msg_id,
     NULL AS alt_id,
     v[2] AS provider_msg_id,
     mm_address(v[3]) AS recipient,
-    coalesce(mm_ts(v[4]), mm_ts(v[5])) AS sent_at,
+    coalesce(mm_provider_ts(v[4]), mm_provider_ts(v[5])) AS sent_at,
     coalesce(xm.campaign, m.campaign) AS campaign,
     coalesce(xm.step, m.step) AS step,
     coalesce(xm.candidate, m.candidate) AS candidate,
-    mm_label(v[7]) AS subject, mm_label(coalesce(v[8], v[9])) AS template
+    mm_provider_label(v[7]) AS subject, mm_provider_label(coalesce(v[8], v[9])) AS template
 FROM named
 
 -- name: provider_rows_generic
@@ -316,12 +272,12 @@ SELECT 'generic' AS provider, source_file, source_line,
          WHEN list_contains(:sent_words, lower(trim(event))) THEN 'sent'
          WHEN list_contains(:not_sent_words, lower(trim(event))) THEN 'not_sent'
          ELSE 'not_a_send_event' END AS verdict,
-    mm_msgid(raw_id) AS msg_id,
+    mm_msg_id(raw_id) AS msg_id,
     NULL AS alt_id,
     raw_id AS provider_msg_id,
     mm_address(rcpt) AS recipient,
-    mm_ts(ts) AS sent_at,
-    m.campaign, m.step, m.candidate, mm_label(subject) AS subject, mm_label(template) AS template
+    mm_provider_ts(ts) AS sent_at,
+    m.campaign, m.step, m.candidate, mm_provider_label(subject) AS subject, mm_provider_label(template) AS template
 FROM named
 
 -- name: provider_rows_postfix
@@ -356,7 +312,7 @@ WITH lines AS (
             TRY_CAST(c.s AS DOUBLE))))) AS ts
     FROM years
 ), cleanups AS (
-    SELECT source_file, source_line, p.qid AS qid, mm_msgid(regexp_extract(p.rest, '^message-id=(\S*)', 1)) AS msgid
+    SELECT source_file, source_line, p.qid AS qid, mm_msg_id(regexp_extract(p.rest, '^message-id=(\S*)', 1)) AS msgid
     FROM dated WHERE p.daemon LIKE '%cleanup' AND p.rest LIKE 'message-id=%'
 ), deliveries AS (
     SELECT source_file, source_line, ts, p.qid AS qid,
@@ -394,21 +350,20 @@ SELECT :provider AS provider, source_file, source_line,
          WHEN list_contains(:not_sent_words, lower(trim(event))) THEN 'not_sent'
          ELSE 'not_a_send_event' END AS verdict,
     CASE WHEN :provider = 'sendgrid' AND NOT regexp_matches(trim(msg_id), '^(filter|recvd-)')
-         THEN split_part(trim(msg_id), '.', 1) ELSE mm_msgid(msg_id) END AS msg_id,
+         THEN split_part(trim(msg_id), '.', 1) ELSE mm_msg_id(msg_id) END AS msg_id,
     NULL AS alt_id,
     msg_id AS provider_msg_id,
     mm_address(recipient) AS recipient,
-    mm_ts(sent_at) AS sent_at,
+    mm_provider_ts(sent_at) AS sent_at,
     nullif(trim(campaign), '') AS campaign, nullif(trim(step), '') AS step, nullif(trim(candidate), '') AS candidate,
-    mm_label(subject) AS subject, mm_label(template) AS template
+    mm_provider_label(subject) AS subject, mm_provider_label(template) AS template
 FROM provider_csv
 
 -- name: provider_collapse
--- One row per (provider, message, recipient): any send wins over not-sent over other events;
--- rows without a message id borrow one from a row with the same alternate id (smtp-id, queue id).
--- The kept row is the first by (verdict rank, sent_at, file, line); missing metadata is filled from the
--- group. Rows without a key or recipient stay as they are. One hash aggregation that carries only the row
--- number of the kept row (joined back after), no window sorts. Input: provider_event_rows with a unique `rid`.
+-- One row per (provider, message, recipient): a send wins over not-sent over other events, the first by (verdict
+-- rank, sent_at, file, line), its missing metadata filled from the group; a row without a message id borrows one
+-- through its alternate id (smtp-id, queue id). One hash aggregation carrying the kept row's number, no window
+-- sort.
 -- dialect: duckdb
 WITH numbered AS (
     SELECT * FROM provider_event_rows

@@ -68,10 +68,9 @@ GROUP BY p.source_file
 ORDER BY p.source_file
 
 -- name: provider_duplicate_groups
--- Provider-confirmed duplicates (table provider_duplicates): the provider's sends grouped by :grouped_by
--- (metadata: campaign and step; template or subject, within the campaign when it is known; log: the log's
--- campaign and step) and normalised address, kept where a group holds two or more message ids. A group the log
--- splits into two campaign steps is not a duplicate. `in_log`: how many of its message ids the log holds.
+-- Provider-confirmed duplicates: the provider's sends grouped by :grouped_by (metadata, template, subject or log
+-- campaign and step) and normalised address, where a group holds two or more message ids and the log does not split
+-- it into two steps. `in_log`: how many of its message ids the log holds.
 -- dialect: duckdb
 CREATE OR REPLACE TEMP TABLE provider_duplicates AS
 WITH sent AS (

@@ -1,15 +1,12 @@
--- The postmortem report (`mailmortem report`): what the timeline draws, aggregated in DuckDB so a
--- 10M-line case becomes at most a few thousand marks. Input tables: events, sends, dup_people,
--- incidents (after classification). Times leave as epoch milliseconds (Vega-Lite reads them as UTC).
+-- The postmortem report (`mailmortem report`): what the timeline draws, aggregated in DuckDB so a large case
+-- becomes a few thousand marks. Reads events, sends, dup_people and incidents; times leave as epoch milliseconds
+-- (UTC for Vega-Lite).
 
 -- name: report_marks_build
--- Every send and lifecycle record (claim, renew, release, expire, start, error), narrow: its time `t` in
--- epoch ms, its lane (worker · incarnation; a lifecycle record without an incarnation, e.g. a claim line,
--- goes to the incarnation the worker had started last by then) and where it came from (`src` s/e: `rid` =
--- a send's mm_send_id, or `rsource` and `rid` = file and line of the event), so details are fetched only for
--- the few records drawn one by one.
+-- Every send and lifecycle record, narrow: time `t` (epoch ms), lane (worker · incarnation; a lifecycle record
+-- without one goes to the incarnation its worker started last) and where it came from (`src`, `rid`, `rsource`), so
+-- details are fetched only for the few marks drawn one by one.
 -- dialect: duckdb
-CREATE OR REPLACE TEMP MACRO mm_lane(w, i) AS coalesce(w, '(no worker)') || coalesce(' · ' || i, '');
 CREATE OR REPLACE TEMP TABLE report_marks AS
 WITH dup AS (
     SELECT DISTINCT campaign, step, recipient FROM dup_people

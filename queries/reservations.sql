@@ -1,9 +1,7 @@
--- Send reservations (remediation/reservations.py): one durable row per key of a person about to be
--- emailed a (campaign, step), committed BEFORE the provider call. Every block but the two existence
--- checks and the key lock runs unchanged on PostgreSQL and DuckDB. A reservation is "unconfirmed" while
--- it has no msg_id and sent_log holds no matching send: a send may have gone out, so it counts as sent
--- until a backfill or a person says not. A campaign or step someone names is compared with a
--- reservation's in normal form ({twin:mm_label}, keys from remediation.labels.label_keys).
+-- Send reservations (remediation/reservations.py): one durable row per key of a person about to be emailed a
+-- (campaign, step), committed before the provider call. Unconfirmed (no msg_id, no matching sent_log row) counts as
+-- sent: a send may have gone out. Blocks run on PostgreSQL and DuckDB alike but for the existence checks and the
+-- key lock; names are compared in normal form ({twin:mm_label}).
 
 -- name: reservation_create_table
 -- The reservations: the primary key is what makes a second send for the same person impossible.
@@ -70,11 +68,9 @@ WHERE campaign = :campaign AND step = :step AND key_kind = :key_kind AND key_val
   AND reservation = :reservation AND token = :token AND msg_id IS NULL
 
 -- name: reservation_in_sent_log
--- Template: whether the sent-log holds reservation r's send: a row of its campaign, of its step (or of no
--- step), to its address. A reservation so recorded is sent, confirmed or not. Spelled as the reservation
--- spells them (its sender records the send so; an index probe): a send recorded in another spelling leaves
--- the reservation unconfirmed, which counts as sent, and releasing it is safe (every check reads the
--- sent-log in normal form).
+-- Template: whether the sent-log holds reservation r's send (its campaign, its step or none, its address), spelled
+-- as the reservation spells them for an index probe. A send recorded in another spelling leaves it unconfirmed,
+-- which counts as sent, so releasing it stays safe.
 -- dialect: duckdb postgres
 EXISTS (SELECT 1 FROM sent_log AS s
         WHERE s.campaign = r.campaign AND (s.step = r.step OR s.step = '') AND s.recipient = r.recipient)

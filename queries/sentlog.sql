@@ -293,10 +293,9 @@ SELECT DISTINCT recipient FROM sent_log WHERE candidate = :candidate ORDER BY re
 SELECT msg_id, recipient FROM sent_log WHERE ingested_at = now() ORDER BY msg_id, recipient
 
 -- name: sent_log_stage_joined
--- Template: each staged send beside the sent_log row of its (msg_id, recipient): whether one is there, where both
--- hold a campaign, step or candidate that disagree (differ_*: never overwritten), and what the stored row lacks
--- that the export carries (fill_*: only on a row that disagrees in nothing). Equal text is compared first, so a
--- re-run of the same export (every value equal) never computes a normal form.
+-- Template: each staged send beside the sent_log row of its (msg_id, recipient): whether one is there, where they
+-- disagree on campaign, step or candidate (differ_*: never overwritten), and what the stored row lacks (fill_*:
+-- only where nothing disagrees). Equal text is compared first, so a re-run of one export computes no normal form.
 -- dialect: duckdb postgres
 SELECT *,
     present AND NOT differs AND trim(old_campaign) = '' AND trim(coalesce(campaign, '')) <> '' AS fill_campaign,

@@ -84,10 +84,9 @@ ORDER BY records DESC, v.key
 SELECT count(*) AS records FROM (SELECT DISTINCT file_id, rec FROM vocab_pairs)
 
 -- name: vocabulary_event_values
--- Per value of the event keys (:event_keys; one value whatever its letter case, as mm_event reads it, shown in its
--- most frequent spelling), the sampled records holding it and how many of them also carry a
--- recipient (one of :recipient_keys, holding an address) and a message id (one of :msg_id_keys): what a send
--- event is inferred from.
+-- Per value of the event keys (:event_keys, case-folded as mm_event reads it, shown in its commonest spelling): the
+-- sampled records holding it, and how many also carry a recipient address and a message id. What a send event is
+-- inferred from.
 -- dialect: duckdb
 WITH carrying AS (
     SELECT file_id, rec,
@@ -127,23 +126,11 @@ WHERE p.value IS NOT NULL
 GROUP BY p.key
 ORDER BY p.key
 
--- name: named_events_macro
--- mm_event with the event values mapped by --event, [events] or inference: :values (a JSON list of lower-case
--- values) and :canonicals (the event each is read as, a JSON list) go in as literals ({lit:values},
--- {lit:canonicals}), as a macro's body takes no parameter; every other value is read as ingest_macros reads it.
--- dialect: duckdb
-CREATE OR REPLACE TEMP MACRO mm_event(e) AS coalesce(
-    json_transform({lit:canonicals}, '["VARCHAR"]')[list_position(json_transform({lit:values}, '["VARCHAR"]'),
-                                                                   lower(trim(e)))],
-    mm_known_event(e))
-
 -- name: unread_send_records
--- Records that look like a send but were not read as one (lost evidence): a send event with a success (or no)
--- status lacking its recipient or message id, or a record carrying a recipient and either a message id or an
--- event value that speaks of sending (:send_words) under an event value that is neither a known event nor
--- (:not_send, a regex of words) a failure, a bounce or an open, unless a send to that recipient under that message
--- id was read (the line logged before the call, "send email", of a send logged again once made). Per file: how
--- many, and where the first are.
+-- Records that look like a send but were not read as one (lost evidence): a successful send event without recipient
+-- or message id, or a record with a recipient and a message id or sending word (:send_words) under an event that is
+-- neither known nor a failure (:not_send), unless that send was read (logged before and after the call). Per file:
+-- how many, and the first.
 -- dialect: duckdb
 WITH unread AS (  -- few rows: the check against the sends is made on them only
     SELECT source, line_no, msg_id, recipient, event = 'send' AS lacking

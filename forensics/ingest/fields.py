@@ -33,9 +33,9 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "count": ("count", "n", "size"),
 }
 CANONICAL = tuple(ALIASES)
-# The events a record is read as (queries/ingest.sql, mm_known_event) and that --event may name.
+# The events a record is read as (queries/macros.sql, mm_known_event) and that --event may name.
 EVENTS = ("send", "claim", "renew", "release", "expire", "start", "error")
-# The values the table reads as each event: the same lists as mm_known_event in queries/ingest.sql (a test holds
+# The values the table reads as each event: the same lists as mm_known_event in queries/macros.sql (a test holds
 # them together).
 KNOWN_EVENT_VALUES = {value: event for event, values in {
     "send": ("send", "sent", "email_sent", "send_ok", "delivered_to_provider"),

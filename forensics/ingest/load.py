@@ -57,9 +57,8 @@ def load(con, sources: list[Source], syntax: str | None = None, field_map: Field
     if syntax is not None and syntax not in SYNTAXES:
         raise ConfigError(f"unknown --syntax {syntax!r} (choose from {', '.join(SYNTAXES)})")
     if not again:
-        queries.script(con, "ingest_macros")
-        queries.script(con, "envelope_macros")
-        queries.script(con, "address_duckdb_macro")
+        queries.macros(con)
+        queries.run(con, "set_time_zone", zone="UTC")
     queries.script(con, "create_files", staged="staged_0")  # the empty staged table of file 0 (_create_views)
     envelopes.check_zone(con, reading.tz)
     field_map = field_map or FieldMap()
@@ -86,6 +85,7 @@ def load(con, sources: list[Source], syntax: str | None = None, field_map: Field
     cut = _create_views(con, files, summaries, limits)
     if not again:
         queries.script(con, "build_sends")
+        queries.script(con, "send_ids")
     if keep_raw:  # a saved case
         queries.script(con, "save_sends")
     if strict:
@@ -96,7 +96,7 @@ def load(con, sources: list[Source], syntax: str | None = None, field_map: Field
 def sampled_vocabulary(con, sources: list[Source], syntax: str | None, field_map: FieldMap,
                        reading: Reading | None = None) -> vocabulary.Vocabulary:
     """The files' vocabulary, nothing staged, ambiguities said rather than refused (`mailmortem fields`)."""
-    queries.script(con, "ingest_macros")
+    queries.macros(con)
     files = [_detected(index + 1, source, syntax, reading or Reading()) for index, source in enumerate(sources)]
     return vocabulary.read(con, files, field_map, refuse=False)
 

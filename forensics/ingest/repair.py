@@ -1,7 +1,7 @@
 """Lines too long to read, and the repaired copy a file is read from when it holds one or invalid UTF-8.
 
 Neither reader takes a line of any length: DuckDB's refuses one of 8,000,000 bytes (its max_line_size in
-queries/ingest.sql's mm_named_lines, the CR of a CRLF counted), and where such a line ends just past the edge of
+queries/macros.sql's mm_named_lines, the CR of a CRLF counted), and where such a line ends just past the edge of
 one of its buffers it has lost the line without an error, every later line then numbered one too low. So no
 reader is shown a line of more than MAX_LINE_BYTES: a file holding one (has_long_line, a look that reads a
 few bytes per half of that length) is read, on either path, from a repaired copy (repaired_copy), as a file

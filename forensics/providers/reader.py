@@ -179,8 +179,7 @@ def _connect(tz: str | None):
 
     con = duckdb.connect()
     queries.run(con, "provider_session_utc")
-    queries.script(con, "provider_macros")
-    queries.script(con, "address_duckdb_macro")
+    queries.macros(con)
     return con
 
 

@@ -176,6 +176,7 @@ def _zoom(window: dict, overview: Panel) -> Panel | None:
 
 def timeline_data(con, incidents: list[dict]) -> Timeline:
     """The overview of the whole case plus a close-up per short incident, within MARK_CAP marks."""
+    queries.macros(con)
     queries.script(con, "report_marks_build")
     span = queries.one(con, "report_span")
     if not span["marks"]:

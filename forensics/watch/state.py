@@ -61,8 +61,7 @@ class State:
         self.con = cases.connect(None, options.memory_limit or STATE_MEMORY, input_bytes=cases.SMALL_CASE_BYTES + 1)
         for con in (self.scratch, self.con):
             queries.run(con, "watch_one_thread")
-        for script in ("ingest_macros", "envelope_macros", "address_duckdb_macro"):
-            queries.script(self.con, script)
+        queries.macros(self.con)
         self.folder = runfolders.make(CHUNKS_PREFIX)
         self.shapes: dict[str, tuple[str, str | None]] = {}  # file → (syntax, envelope) its first chunk was read as
         self.created = False
@@ -174,8 +173,7 @@ class State:
             began = time.monotonic()
             cursor = self.con.cursor()
             try:
-                for script in ("ingest_macros", "envelope_macros", "address_duckdb_macro"):
-                    queries.script(cursor, script)  # TEMP macros are the connection's own
+                queries.macros(cursor)  # TEMP macros are the connection's own
                 done(self.kind_changes(cursor), time.monotonic() - began)
             except Exception as exc:  # noqa: BLE001 - handed to the loop, which raises it
                 done(exc, time.monotonic() - began)
@@ -190,6 +188,7 @@ class State:
         """events, skipped, files and sends over the state, as a loaded case has them."""
         queries.script(con or self.con, "watch_case_views")
         queries.script(con or self.con, "build_sends")
+        queries.script(con or self.con, "send_ids")
 
     def inputs(self, lines: dict[str, int]) -> list[ingest.InputSummary]:
         """What was read of each followed file (`lines`: lines read of each), for the summary."""
