@@ -30,14 +30,12 @@
 
 #include "_typing.h"
 #include "_grammar.h"
+#include "_fields.h"
 #include "_buffers.h"
 
-#define NFIELDS 17
-#define RECIPIENT_FIELD 6 /* forensics.ingest.fields.CANONICAL: ts, event, ..., recipient */
-#define MSG_ID_FIELD 8
 #define NTYPED 2 /* text columns typed here: the recipient's normal form, the msg_id's (mm_msg_id) */
 #define NCOLS (NFIELDS + 1 + NTYPED) /* the line, the fields, then the typed ones */
-#define TS_COL 1
+#define TS_COL (TS_FIELD + 1)
 #define TYPED_COL (NFIELDS + 1) /* the first typed column */
 #define MAX_THREADS 2
 #define MAX_LINE 7900000 /* forensics.ingest.repair.MAX_LINE_BYTES: a longer line is read from a repaired copy */
@@ -437,6 +435,7 @@ static void free_job(Job *job) {
 }
 
 static PyObject *read_ranges(PyObject *self, PyObject *args) {
+    if (fields_ready()) return NULL;
     Py_buffer view;
     Py_ssize_t start, end;
     PyObject *paths, *fields, *rare, *result = NULL;
@@ -499,6 +498,7 @@ static void read_given(Job *job, const int32_t *off, size_t rows) {
  * Arrow string array (its data and int32 offsets), as read() reads a range's, on the calling thread (DuckDB
  * calls it from its own threads) with the GIL released. The line column is all NULL: the text is DuckDB's. */
 static PyObject *read_lines(PyObject *self, PyObject *args) {
+    if (fields_ready()) return NULL;
     Py_buffer data, offsets;
     PyObject *paths, *fields, *rare, *result = NULL;
     int always;
@@ -529,6 +529,9 @@ done:
 }
 
 static PyMethodDef methods[] = {
+    {"configure", configure_fields, METH_O,
+     "configure(fields) -> None: the canonical fields' names (forensics.ingest.fields.CANONICAL), which must be the "
+     "ones this module was built for (ImportError otherwise); the readers run only after it"},
     {"read", read_ranges, METH_VARARGS,
      "read(buffer, start, end, paths, always, fields, rare, threads) -> [(rows, flags, codes, columns)] per thread"},
     {"read_lines", read_lines, METH_VARARGS,

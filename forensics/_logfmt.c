@@ -23,17 +23,14 @@
 
 #include "_typing.h"
 #include "_grammar.h"
+#include "_fields.h"
 #define MM_BLOCK_NAME "forensics._logfmt.Block"
 #include "_buffers.h"
 
-#define NFIELDS 17
-#define EVENT_FIELD 1
-#define RECIPIENT_FIELD 6 /* forensics.ingest.fields.CANONICAL: ts, event, ..., recipient */
-#define MSG_ID_FIELD 8
 #define NTYPED 2 /* text columns typed here: the recipient's normal form, the msg_id's (mm_msg_id) */
 #define NCOLS (NFIELDS + 1 + NTYPED) /* the line, the fields, then the typed ones */
 #define LINE_COL 0
-#define TS_COL 1
+#define TS_COL (TS_FIELD + 1)
 #define TYPED_COL (NFIELDS + 1) /* the first typed column */
 #define MAX_THREADS 2
 #define MAX_LINE 7900000 /* forensics.ingest.repair.MAX_LINE_BYTES: a longer line is read from a repaired copy */
@@ -41,7 +38,6 @@
 #define MAX_KEYS 512
 #define MAX_FIELD_KEYS 256
 
-_Static_assert(NFIELDS <= 32, "Job.fields_seen holds a bit per field");
 
 enum { P_NONE = 0, P_BLANK = 1, P_NO_PAIRS = 2 };
 
@@ -502,6 +498,7 @@ static PyObject *batch_of(Job *job) {
 }
 
 static PyObject *tokenize(PyObject *self, PyObject *args) {
+    if (fields_ready()) return NULL;
     Py_buffer view;
     Py_ssize_t start, end;
     PyObject *fields;
@@ -554,6 +551,7 @@ done:
  * one stays in it, as in the SQL path). Read like tokenize's lines, on the calling thread (DuckDB calls it from
  * its own threads) with the GIL released; stops at a dirty line (rows then falls short). */
 static PyObject *tokenize_lines(PyObject *self, PyObject *args) {
+    if (fields_ready()) return NULL;
     Py_buffer data, offsets;
     PyObject *fields;
     if (!PyArg_ParseTuple(args, "y*y*O", &data, &offsets, &fields)) return NULL;
@@ -645,6 +643,9 @@ static PyObject *shrink_guarded(PyObject *self, PyObject *unused) {
 }
 
 static PyMethodDef methods[] = {
+    {"configure", configure_fields, METH_O,
+     "configure(fields) -> None: the canonical fields' names (forensics.ingest.fields.CANONICAL), which must be the "
+     "ones this module was built for (ImportError otherwise); the readers run only after it"},
     {"guard_shrinking_files", guard_shrinking_files, METH_NOARGS,
      "guard_shrinking_files() -> None: a SIGBUS (a mapped file shrank under a reader) exits 1 with one line"},
     {"shrink_guarded", shrink_guarded, METH_NOARGS,
