@@ -4,6 +4,9 @@
  * structlog, zap, slog, logrus), and the JSON platforms' files of one entry per line (Loki, Cloud Logging,
  * CloudWatch events, Datadog, Elasticsearch; their JSON documents are DuckDB's).
  *
+ * configure(names) takes the readers' kind numbers from forensics.ingest.envelope_table (its C_KINDS, names in
+ * kind order) at import, and refuses names other than this module's readers.
+ *
  * unwrap(buffer, start, end, kind, year, last_month) reads the physical lines of buffer[start:end) (which starts
  * at a line and ends after one) and gives, per line, the text inside its envelope (the line itself where it is
  * not an entry of the envelope, as the SQL passes it on whole), the host, unit, container and pid the line names,
@@ -41,9 +44,6 @@
 #define MM_BLOCK_NAME "forensics._unwrap.Block"
 #include "_buffers.h"
 
-enum { K_DOCKER = 1, K_CRI = 2, K_TIMESTAMPED = 3, K_SYSLOG = 4, K_RSYSLOG = 5, K_JOURNALD = 6, K_PYTHON_LOGGING = 7,
-       K_STRUCTLOG = 8, K_ZAP = 9, K_SLOG = 10, K_RFC5424 = 11,
-       K_LOKI = 12, K_CLOUD_LOGGING = 13, K_CLOUDWATCH = 14, K_DATADOG = 15, K_ELASTIC = 16, K_COMPOSE = 17 };
 enum { E_NONE = 0, E_STDOUT = 1, E_STDERR = 2, E_NO_STREAM = 3 }; /* what a line was */
 enum { U_DEFER = 1, U_NOMEM = 2 };
 enum { C_TEXT, C_HOST, C_UNIT, C_CONTAINER, C_PID, NCOLS }; /* the columns: the text, then its provenance */
@@ -362,7 +362,8 @@ static size_t syslog_tag(const unsigned char *s, size_t n, size_t i, Line *line)
 /* Syslog files: `[<PRI>]Mmm dd hh:mm:ss host tag[pid]: message` (RFC 3164, read in UTC: the caller takes no
  * other zone) and rsyslog's `[<PRI>]<RFC 3339> host tag[pid]: message` (its file format, and its ForwardFormat,
  * RFC 3164 with an ISO time after the PRI). */
-static int syslog_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
+static inline int syslog_entry(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what,
+                               int year_less) {
     size_t i = 0, stamp_end = 0;
     int valid = 0, matched = 0;
     if (n && s[0] == '<') {
@@ -370,7 +371,7 @@ static int syslog_line(const Reading *r, const unsigned char *s, size_t n, Line 
         while (k < n && k < 4 && is_digit(s[k])) k++;
         if (k > 1 && k < n && s[k] == '>') i = k + 1;
     }
-    if (r->kind == K_SYSLOG) {
+    if (year_less) {
         valid = syslog_stamp(r, s + i, n - i, &stamp_end, us, &matched);
         stamp_end += i;
     } else {
@@ -403,6 +404,14 @@ static int syslog_line(const Reading *r, const unsigned char *s, size_t n, Line 
     set(line, C_HOST, s + host, h - host);
     set(line, C_TEXT, s + end, n - end);
     return 0;
+}
+
+static int syslog_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
+    return syslog_entry(r, s, n, line, us, what, 1);
+}
+
+static int rsyslog_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
+    return syslog_entry(r, s, n, line, us, what, 0);
 }
 
 /* RFC 5424: `<PRI>1 TIMESTAMP HOST APP-NAME PROCID MSGID STRUCTURED-DATA [MSG]`, `-` a nil value, a BOM before
@@ -1132,27 +1141,23 @@ static int elastic_line(const Reading *r, const unsigned char *s, size_t n, Line
 
 typedef int (*LineReader)(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what);
 
-static LineReader reader_of(int kind) {
-    switch (kind) {
-    case K_DOCKER: return docker_line;
-    case K_CRI: return cri_line;
-    case K_TIMESTAMPED: return timestamped_line;
-    case K_COMPOSE: return compose_line;
-    case K_SYSLOG: case K_RSYSLOG: return syslog_line;
-    case K_JOURNALD: return journald_line;
-    case K_PYTHON_LOGGING: return python_logging_line;
-    case K_STRUCTLOG: return structlog_line;
-    case K_ZAP: return zap_line;
-    case K_SLOG: return slog_line;
-    case K_RFC5424: return rfc5424_line;
-    case K_LOKI: return loki_line;
-    case K_CLOUD_LOGGING: return cloud_logging_line;
-    case K_CLOUDWATCH: return cloudwatch_line;
-    case K_DATADOG: return datadog_line;
-    case K_ELASTIC: return elastic_line;
-    default: return NULL;
-    }
-}
+/* The readers by the names forensics.ingest.envelope_table gives them (its Envelope.c_reader). Their kind numbers
+ * are the table's: configure() is handed the names in kind order (C_KINDS, 1 first) and refuses (ImportError) a
+ * name of no reader here, or a reader left unnamed. */
+static const struct {
+    const char *name;
+    LineReader read;
+} READERS[] = {
+    {"DOCKER", docker_line}, {"CRI", cri_line}, {"TIMESTAMPED", timestamped_line}, {"COMPOSE", compose_line},
+    {"SYSLOG", syslog_line}, {"RSYSLOG", rsyslog_line}, {"JOURNALD", journald_line},
+    {"PYTHON_LOGGING", python_logging_line}, {"STRUCTLOG", structlog_line}, {"ZAP", zap_line}, {"SLOG", slog_line},
+    {"RFC5424", rfc5424_line}, {"LOKI", loki_line}, {"CLOUD_LOGGING", cloud_logging_line},
+    {"CLOUDWATCH", cloudwatch_line}, {"DATADOG", datadog_line}, {"ELASTIC", elastic_line},
+};
+#define NREADERS ((int)(sizeof READERS / sizeof READERS[0]))
+static LineReader by_kind[NREADERS + 1]; /* by kind number, as configure() was told (NULL: none yet) */
+
+static LineReader reader_of(int kind) { return kind >= 1 && kind <= NREADERS ? by_kind[kind] : NULL; }
 
 /* Each physical line of b[i:end): a line that is no entry is its own text, without provenance. */
 static int unwrap_range(Out *o, const unsigned char *b, size_t i, size_t end, Reading *r) {
@@ -1206,7 +1211,8 @@ static PyObject *unwrap(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*nniii", &view, &start, &end, &r.kind, &r.year, &r.last_month)) return NULL;
     if (start < 0 || end > view.len || start > end || reader_of(r.kind) == NULL) {
         PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "unwrap: a range inside the buffer, and a kind of this module");
+        PyErr_SetString(PyExc_ValueError, by_kind[1] ? "unwrap: a range inside the buffer, and a kind of this module"
+                                                     : "unwrap: the readers' kinds were not configured (configure(C_KINDS))");
         return NULL;
     }
     Out o = {0};
@@ -1235,7 +1241,52 @@ static PyObject *unwrap(PyObject *self, PyObject *args) {
                          block_of(o.ts, (Py_ssize_t)(rows * sizeof(int64_t))), (Py_ssize_t)o.ts_nulls);
 }
 
+/* configure(names): kind k is the reader names[k - 1]; every reader of READERS named once, or ImportError. */
+static PyObject *configure(PyObject *self, PyObject *names) {
+    PyObject *seq = PySequence_Fast(names, "configure: a sequence of the C readers' names, in kind order");
+    if (seq == NULL) return NULL;
+    LineReader kinds[NREADERS + 1] = {NULL};
+    int agree = PySequence_Fast_GET_SIZE(seq) == NREADERS;
+    for (int k = 1; agree && k <= NREADERS; k++) {
+        PyObject *name = PySequence_Fast_GET_ITEM(seq, k - 1);
+        const char *text = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+        if (text == NULL && PyErr_Occurred()) {
+            Py_DECREF(seq);
+            return NULL;
+        }
+        agree = 0;
+        for (int r = 0; text && r < NREADERS; r++)
+            if (strcmp(text, READERS[r].name) == 0) {
+                for (int j = 1; j < k; j++)
+                    if (kinds[j] == READERS[r].read) text = NULL; /* named twice */
+                if (text) kinds[k] = READERS[r].read, agree = 1;
+                break;
+            }
+    }
+    Py_DECREF(seq);
+    if (!agree) {
+        memset(by_kind, 0, sizeof by_kind);
+        PyObject *built = PyTuple_New(NREADERS);
+        for (int r = 0; built && r < NREADERS; r++) {
+            PyObject *name = PyUnicode_FromString(READERS[r].name);
+            if (name == NULL) Py_CLEAR(built);
+            else PyTuple_SET_ITEM(built, r, name);
+        }
+        if (built == NULL) return NULL;
+        PyErr_Format(PyExc_ImportError,
+                     "forensics._unwrap was built with the readers %R, but forensics.ingest.envelope_table names %R: "
+                     "rebuild it (python setup.py build_ext --inplace, or reinstall mailmortem)", built, names);
+        Py_DECREF(built);
+        return NULL;
+    }
+    memcpy(by_kind, kinds, sizeof by_kind);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"configure", configure, METH_O,
+     "configure(names) -> None: the C readers' names in kind order (forensics.ingest.envelope_table.C_KINDS), "
+     "each of this module's readers once (ImportError otherwise); unwrap() takes those numbers after it"},
     {"unwrap", unwrap, METH_VARARGS,
      "unwrap(buffer, start, end, kind, year, last_month) -> (rows, flags, columns, what, ts) of a range"},
     {NULL, NULL, 0, NULL},
@@ -1249,16 +1300,7 @@ PyMODINIT_FUNC PyInit__unwrap(void) {
     for (size_t k = 0; k < sizeof sets / sizeof sets[0]; k++) index_paths(sets[k]);
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    if (PyModule_AddIntConstant(m, "DOCKER", K_DOCKER) || PyModule_AddIntConstant(m, "CRI", K_CRI)
-        || PyModule_AddIntConstant(m, "TIMESTAMPED", K_TIMESTAMPED) || PyModule_AddIntConstant(m, "SYSLOG", K_SYSLOG)
-        || PyModule_AddIntConstant(m, "RSYSLOG", K_RSYSLOG) || PyModule_AddIntConstant(m, "JOURNALD", K_JOURNALD)
-        || PyModule_AddIntConstant(m, "PYTHON_LOGGING", K_PYTHON_LOGGING)
-        || PyModule_AddIntConstant(m, "STRUCTLOG", K_STRUCTLOG) || PyModule_AddIntConstant(m, "ZAP", K_ZAP)
-        || PyModule_AddIntConstant(m, "SLOG", K_SLOG) || PyModule_AddIntConstant(m, "RFC5424", K_RFC5424)
-        || PyModule_AddIntConstant(m, "LOKI", K_LOKI) || PyModule_AddIntConstant(m, "CLOUD_LOGGING", K_CLOUD_LOGGING)
-        || PyModule_AddIntConstant(m, "CLOUDWATCH", K_CLOUDWATCH) || PyModule_AddIntConstant(m, "DATADOG", K_DATADOG)
-        || PyModule_AddIntConstant(m, "ELASTIC", K_ELASTIC) || PyModule_AddIntConstant(m, "COMPOSE", K_COMPOSE)
-        || PyModule_AddIntConstant(m, "DEFER", U_DEFER) || PyModule_AddIntConstant(m, "STDOUT", E_STDOUT)
+    if (PyModule_AddIntConstant(m, "DEFER", U_DEFER) || PyModule_AddIntConstant(m, "STDOUT", E_STDOUT)
         || PyModule_AddIntConstant(m, "STDERR", E_STDERR) || PyModule_AddIntConstant(m, "NO_STREAM", E_NO_STREAM)) {
         Py_DECREF(m);
         return NULL;
