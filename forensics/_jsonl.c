@@ -29,14 +29,13 @@
 #include <string.h>
 
 #include "_typing.h"
+#include "_grammar.h"
+#include "_fields.h"
 #include "_buffers.h"
 
-#define NFIELDS 17
-#define RECIPIENT_FIELD 6 /* forensics.ingest.fields.CANONICAL: ts, event, ..., recipient */
-#define MSG_ID_FIELD 8
 #define NTYPED 2 /* text columns typed here: the recipient's normal form, the msg_id's (mm_msg_id) */
 #define NCOLS (NFIELDS + 1 + NTYPED) /* the line, the fields, then the typed ones */
-#define TS_COL 1
+#define TS_COL (TS_FIELD + 1)
 #define TYPED_COL (NFIELDS + 1) /* the first typed column */
 #define MAX_THREADS 2
 #define MAX_LINE 7900000 /* forensics.ingest.repair.MAX_LINE_BYTES: a longer line is read from a repaired copy */
@@ -47,7 +46,6 @@
 #define RARE (-2) /* the parent of a rare key in the table */
 
 enum { SETTLED = 0, BLANK = 1, DEFERRED = 2 };
-enum { F_DIRTY = 1, F_CRLF = 2, F_LONE = 4, F_NOMEM = 8 };
 
 /* ---- what to read: a trie of path components (node 0 is the object of the line) and the rare keys ---- */
 
@@ -172,98 +170,47 @@ typedef struct {
     size_t n, i;
 } Cursor;
 
-static void skip_ws(Cursor *c) {
-    while (c->i < c->n && (c->s[c->i] == ' ' || c->s[c->i] == '\t' || c->s[c->i] == '\r' || c->s[c->i] == '\n'))
-        c->i++;
-}
-
-static int hex4(const unsigned char *s, unsigned *u) {
-    *u = 0;
-    for (int k = 0; k < 4; k++) {
-        unsigned char h = s[k];
-        unsigned d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10
-                   : h >= 'A' && h <= 'F' ? h - 'A' + 10 : 16;
-        if (d > 15) return -1;
-        *u = *u * 16 + d;
-    }
-    return 0;
-}
-
-/* One escape at s[i] (after the backslash), decoded into out (NULL: checked only); its length, 0 = defer. */
-static size_t escape(Cursor *c, size_t i, unsigned char *out, size_t *w) {
-    static const char plain[] = "\"\\/bfnrt", decoded[] = "\"\\/\b\f\n\r\t";
-    if (i >= c->n) return 0;
-    const char *at = memchr(plain, c->s[i], sizeof(plain) - 1);
-    if (at && c->s[i]) {
-        if (out) out[(*w)++] = (unsigned char)decoded[at - plain];
-        return 1;
-    }
-    unsigned u;
-    if (c->s[i] != 'u' || i + 5 > c->n || hex4(c->s + i + 1, &u)) return 0;
-    if ((u >= 0xD800 && u <= 0xDFFF) || (u == 0 && out)) return 0; /* surrogates; NUL in a value read */
-    if (out) {
-        if (u < 0x80) out[(*w)++] = (unsigned char)u;
-        else if (u < 0x800) out[(*w)++] = (unsigned char)(0xC0 | u >> 6), out[(*w)++] = (unsigned char)(0x80 | (u & 0x3F));
-        else out[(*w)++] = (unsigned char)(0xE0 | u >> 12), out[(*w)++] = (unsigned char)(0x80 | ((u >> 6) & 0x3F)),
-             out[(*w)++] = (unsigned char)(0x80 | (u & 0x3F));
-    }
-    return 5;
-}
+static void skip_ws(Cursor *c) { c->i = json_ws(c->s, c->n, c->i); }
 
 /* A string at c->i (its opening quote); *v its text, decoded when `want` (else NULL), *escaped whether it had
- * an escape. The line is valid UTF-8 already. */
+ * an escape. A surrogate escape is never taken, nor \u0000 in a value read. */
 static int string(Cursor *c, int want, Span *v, int *escaped) {
-    size_t from = ++c->i, i = from;
+    size_t from = c->i + 1, i = plain_run(c->s, c->n, from);
     *escaped = 0;
-    while (i < c->n && c->s[i] != '"' && c->s[i] != '\\' && c->s[i] >= 0x20) i++;
     if (i < c->n && c->s[i] == '"') {
         if (want) *v = (Span){c->s + from, i - from};
         c->i = i + 1;
         return 0;
     }
     *escaped = 1;
-    Job *job = c->job;
-    unsigned char *out = want ? job->scratch + job->scratch_len : NULL;
-    size_t w = 0;
-    if (out) memcpy(out, c->s + from, i - from), w = i - from;
-    while (i < c->n && c->s[i] != '"') {
-        if (c->s[i] < 0x20) return 1;
-        if (c->s[i] == '\\') {
-            size_t k = escape(c, i + 1, out, &w);
-            if (k == 0) return 1;
-            i += k + 1;
-        } else {
-            if (out) out[w++] = c->s[i];
-            i++;
-        }
+    if (!want) {
+        size_t end = json_string_end(c->s, c->n, c->i, JSON_NUL);
+        if (end == 0) return 1;
+        c->i = end;
+        return 0;
     }
-    if (i >= c->n) return 1;
-    if (want) *v = (Span){out, w}, job->scratch_len += w;
-    c->i = i + 1;
+    Job *job = c->job;
+    unsigned char *out = job->scratch + job->scratch_len;
+    long w = json_string(c->s, c->n, &c->i, out, 0);
+    if (w < 0) return 1;
+    *v = (Span){out, (size_t)w}, job->scratch_len += (size_t)w;
     return 0;
 }
 
-/* A number at c->i: *v its text when it is a plain integer DuckDB prints as written (else NULL). */
+/* A number at c->i (json_number_end's grammar): *v its text when it is a plain integer DuckDB prints as written
+ * (else NULL). */
 static int number(Cursor *c, Span *v) {
-    size_t from = c->i, i = from;
-    if (c->s[i] == '-') i++;
-    size_t digits = i;
-    if (i < c->n && c->s[i] == '0') i++;
-    else if (i < c->n && c->s[i] >= '1' && c->s[i] <= '9') while (i < c->n && c->s[i] >= '0' && c->s[i] <= '9') i++;
-    else return 1;
-    size_t int_digits = i - digits;
-    int plain = 1;
-    if (i < c->n && c->s[i] == '.') {
-        size_t f = ++i;
-        while (i < c->n && c->s[i] >= '0' && c->s[i] <= '9') i++;
-        if (i == f) return 1;
-        plain = 0;
-    }
-    if (i < c->n && (c->s[i] == 'e' || c->s[i] == 'E')) return 1; /* yyjson may refuse it or keep it raw */
-    if (int_digits > 300) return 1;                                   /* a finite double or not: left to yyjson */
-    c->i = i;
+    size_t from = c->i, end = json_number_end(c->s, c->n, from);
+    if (end == 0) return 1;
+    size_t digits = from + (c->s[from] == '-'), int_end = c->s[digits] == '0' ? digits + 1 : digits_end(c->s, end, digits);
+    int plain = int_end == end;
+    if (!plain && (c->s[int_end] != '.' || digits_end(c->s, end, int_end + 1) != end))
+        return 1; /* an exponent: yyjson may refuse it or keep it raw */
+    size_t int_digits = int_end - digits;
+    if (int_digits > 300) return 1; /* a finite double or not: left to yyjson */
+    c->i = end;
     if (plain && int_digits <= 18 && !(c->s[from] == '-' && c->s[digits] == '0'))
-        *v = (Span){c->s + from, i - from};
+        *v = (Span){c->s + from, end - from};
     else
         *v = (Span){NULL, 1}; /* a number DuckDB prints its own way: wanted, it defers */
     return 0;
@@ -271,11 +218,11 @@ static int number(Cursor *c, Span *v) {
 
 static int value(Cursor *c, int node, int depth);
 
-static int literal(Cursor *c, const char *word, Span *v) {
-    size_t n = strlen(word);
-    if (c->i + n > c->n || memcmp(c->s + c->i, word, n) != 0) return 1;
-    if (word[0] != 'n') *v = (Span){c->s + c->i, n};
-    c->i += n;
+static int literal(Cursor *c, Span *v) {
+    size_t end = json_literal_end(c->s, c->n, c->i);
+    if (end == 0) return 1;
+    if (c->s[c->i] != 'n') *v = (Span){c->s + c->i, end - c->i};
+    c->i = end;
     return 0;
 }
 
@@ -334,9 +281,7 @@ static int value(Cursor *c, int node, int depth) {
     case '{': return path >= 0 ? 1 : object(c, node, depth);
     case '[': return path >= 0 ? 1 : array(c, depth);
     case '"': failed = string(c, path >= 0, &v, &escaped); break;
-    case 't': failed = literal(c, "true", &v); break;
-    case 'f': failed = literal(c, "false", &v); break;
-    case 'n': failed = literal(c, "null", &v); break;
+    case 't': case 'f': case 'n': failed = literal(c, &v); break;
     default: failed = number(c, &v); break;
     }
     if (failed) return 1;
@@ -353,10 +298,10 @@ static int settle(Job *job, size_t row, const unsigned char *s, size_t n) {
     const Plan *p = job->plan;
     job->line_no++;
     for (int k = 0; k < p->npaths; k++) job->vals[k] = (Span){NULL, 0};
-    if (job->scratch_cap < n) {
-        unsigned char *grown = realloc(job->scratch, n);
+    if (job->scratch_cap < n + COPY_SLACK) { /* every value decoded is no longer than its text */
+        unsigned char *grown = realloc(job->scratch, n + COPY_SLACK);
         if (grown == NULL) return -1;
-        job->scratch = grown, job->scratch_cap = n;
+        job->scratch = grown, job->scratch_cap = n + COPY_SLACK;
     }
     job->scratch_len = 0;
     job->rare_seen = 0;
@@ -394,24 +339,14 @@ static int add_line(Job *job, const unsigned char *s, size_t n, int readable) {
     return put_value(&job->cols[0], row, n ? s : NULL, n);
 }
 
-/* Lines end at \n, \r\n or a lone \r (as DuckDB's reader splits them); the last one may have no ending. Stops at
- * a line DuckDB's reader refuses (invalid UTF-8, over its size limit): the caller repairs the file. */
+/* The range's lines (line_end: forensics/_grammar.h). Stops at a line DuckDB's reader refuses (invalid UTF-8,
+ * over its size limit): the caller repairs the file. */
 static void *run_job(void *arg) {
     Job *job = arg;
     const unsigned char *b = job->buf;
-    size_t i = job->start;
+    size_t i = job->start, next;
     while (i < job->end && !(job->flags & (F_DIRTY | F_NOMEM))) {
-        const unsigned char *nl = memchr(b + i, '\n', job->end - i);
-        size_t stop = nl ? (size_t)(nl - b) : job->end, line_end = stop, next = stop + 1;
-        const unsigned char *cr = memchr(b + i, '\r', stop - i);
-        if (cr && nl && (size_t)(cr - b) + 1 == stop) {
-            line_end = stop - 1;
-            job->flags |= F_CRLF;
-        } else if (cr || nl) {
-            if (cr) line_end = (size_t)(cr - b), next = line_end + 1;
-            job->flags |= F_LONE;
-        }
-        size_t n = line_end - i;
+        size_t n = line_end(b, i, job->end, &next, &job->flags) - i;
         if (n > MAX_LINE || !valid_utf8(b + i, n)) job->flags |= F_DIRTY;
         else if (add_line(job, b + i, n, 1)) job->flags |= F_NOMEM;
         i = next;
@@ -499,13 +434,8 @@ static void free_job(Job *job) {
     free(job->scratch);
 }
 
-/* Where to cut [start, end) for the second thread: just after a \n near its middle (end when none). */
-static size_t middle(const unsigned char *b, size_t start, size_t end) {
-    const unsigned char *nl = memchr(b + start + (end - start) / 2, '\n', end - start - (end - start) / 2);
-    return nl ? (size_t)(nl - b) + 1 : end;
-}
-
 static PyObject *read_ranges(PyObject *self, PyObject *args) {
+    if (fields_ready()) return NULL;
     Py_buffer view;
     Py_ssize_t start, end;
     PyObject *paths, *fields, *rare, *result = NULL;
@@ -524,7 +454,7 @@ static PyObject *read_ranges(PyObject *self, PyObject *args) {
     }
     if (read_plan(paths, always, fields, rare, plan)) goto done;
     const unsigned char *b = view.buf;
-    size_t cut = threads > 1 && end > start ? middle(b, (size_t)start, (size_t)end) : (size_t)end;
+    size_t cut = threads > 1 && end > start ? split_point(b, (size_t)start, (size_t)end) : (size_t)end;
     int n = cut < (size_t)end ? 2 : 1;
     for (int t = 0; t < n; t++)
         jobs[t] = (Job){.buf = b, .plan = plan, .start = t ? cut : (size_t)start,
@@ -568,6 +498,7 @@ static void read_given(Job *job, const int32_t *off, size_t rows) {
  * Arrow string array (its data and int32 offsets), as read() reads a range's, on the calling thread (DuckDB
  * calls it from its own threads) with the GIL released. The line column is all NULL: the text is DuckDB's. */
 static PyObject *read_lines(PyObject *self, PyObject *args) {
+    if (fields_ready()) return NULL;
     Py_buffer data, offsets;
     PyObject *paths, *fields, *rare, *result = NULL;
     int always;
@@ -598,6 +529,9 @@ done:
 }
 
 static PyMethodDef methods[] = {
+    {"configure", configure_fields, METH_O,
+     "configure(fields) -> None: the canonical fields' names (forensics.ingest.fields.CANONICAL), which must be the "
+     "ones this module was built for (ImportError otherwise); the readers run only after it"},
     {"read", read_ranges, METH_VARARGS,
      "read(buffer, start, end, paths, always, fields, rare, threads) -> [(rows, flags, codes, columns)] per thread"},
     {"read_lines", read_lines, METH_VARARGS,

@@ -22,17 +22,15 @@
 #include <string.h>
 
 #include "_typing.h"
+#include "_grammar.h"
+#include "_fields.h"
 #define MM_BLOCK_NAME "forensics._logfmt.Block"
 #include "_buffers.h"
 
-#define NFIELDS 17
-#define EVENT_FIELD 1
-#define RECIPIENT_FIELD 6 /* forensics.ingest.fields.CANONICAL: ts, event, ..., recipient */
-#define MSG_ID_FIELD 8
 #define NTYPED 2 /* text columns typed here: the recipient's normal form, the msg_id's (mm_msg_id) */
 #define NCOLS (NFIELDS + 1 + NTYPED) /* the line, the fields, then the typed ones */
 #define LINE_COL 0
-#define TS_COL 1
+#define TS_COL (TS_FIELD + 1)
 #define TYPED_COL (NFIELDS + 1) /* the first typed column */
 #define MAX_THREADS 2
 #define MAX_LINE 7900000 /* forensics.ingest.repair.MAX_LINE_BYTES: a longer line is read from a repaired copy */
@@ -40,10 +38,8 @@
 #define MAX_KEYS 512
 #define MAX_FIELD_KEYS 256
 
-_Static_assert(NFIELDS <= 32, "Job.fields_seen holds a bit per field");
 
 enum { P_NONE = 0, P_BLANK = 1, P_NO_PAIRS = 2 };
-enum { F_DIRTY = 1, F_CRLF = 2, F_LONE = 4, F_NOMEM = 8 };
 
 
 /* What a key is looked up by (key_ends): its length and two words holding its first and last bytes, which are all of
@@ -91,38 +87,6 @@ typedef struct {
     size_t scratch_cap;
 } Job;
 
-/* ---- reading eight bytes at a time ---- */
-
-static inline uint64_t load8(const unsigned char *p) {
-    uint64_t w;
-    memcpy(&w, p, 8);
-    return w;
-}
-
-static inline uint32_t load4(const unsigned char *p) {
-    uint32_t w;
-    memcpy(&w, p, 4);
-    return w;
-}
-
-#define EVERY_BYTE(c) (0x0101010101010101ull * (c))
-
-/* 0x80 in the bytes of w below c (c <= 0x80). Every such byte is flagged, and a byte more significant than one may
- * be flagged too (a borrow), so the first flag is checked before it is believed. */
-static inline uint64_t bytes_below(uint64_t w, unsigned char c) {
-    return (w - EVERY_BYTE(c)) & ~w & EVERY_BYTE(0x80);
-}
-static inline uint64_t zero_bytes(uint64_t w) { return bytes_below(w, 1); }
-
-/* The index, in memory order, of the first byte flagged in m (m != 0). */
-static inline size_t first_flagged(uint64_t m) {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    return (size_t)__builtin_clzll(m) >> 3;
-#else
-    return (size_t)__builtin_ctzll(m) >> 3;
-#endif
-}
-
 /* ---- the vocabulary's keys, looked up by their ends ---- */
 
 /* s[0, n) (n > 0) as a KeyEnds, reading no byte outside it. */
@@ -165,56 +129,12 @@ static int reserve_rows(Job *job) {
 
 /* ---- the regexes of stage_logfmt, by hand ---- */
 
-/* The bytes the regexes tell apart, by table: one load per byte where the scans test each byte. */
-enum { C_SPACE = 1, C_EQUALS = 2, C_QUOTE = 4, C_BACKSLASH = 8 };
-static const uint8_t byte_class[256] = {
-    ['\t'] = C_SPACE, ['\n'] = C_SPACE, ['\f'] = C_SPACE, ['\r'] = C_SPACE, [' '] = C_SPACE, /* RE2's \s */
-    ['='] = C_EQUALS, ['"'] = C_QUOTE, ['\\'] = C_BACKSLASH,
-};
-
-static inline int is_space(unsigned char c) { return byte_class[c] & C_SPACE; }
-
-/* 0x80 in the bytes of w that may be of the classes given (every byte of them is flagged). Each \s is below 0x21
- * and '"' is 0x22, so one test finds both when both are looked for. */
-static inline uint64_t may_be_of(uint64_t w, uint8_t classes) {
-    uint64_t m = 0;
-    if ((classes & C_SPACE) && (classes & C_QUOTE)) m |= bytes_below(w, '"' + 1);
-    else if (classes & C_SPACE) m |= bytes_below(w, ' ' + 1);
-    else if (classes & C_QUOTE) m |= zero_bytes(w ^ EVERY_BYTE('"'));
-    if (classes & C_EQUALS) m |= zero_bytes(w ^ EVERY_BYTE('='));
-    if (classes & C_BACKSLASH) m |= zero_bytes(w ^ EVERY_BYTE('\\'));
-    return m;
-}
-
-/* The first index in [i, limit) of a byte of the classes given, or limit: a word of eight bytes at a time while
- * eight are left (no byte at or past limit is read), where most of the scans' bytes are of none of them. */
-static inline size_t scan_to(const unsigned char *s, size_t i, size_t limit, uint8_t classes) {
-    while (limit - i >= 8) {
-        uint64_t m = may_be_of(load8(s + i), classes);
-        if (m == 0) {
-            i += 8;
-            continue;
-        }
-        i += first_flagged(m);
-        if (byte_class[s[i]] & classes) return i;
-        i++; /* a control byte that is no \s, a '!' (or a borrow's flag): go on after it */
-    }
-    while (i < limit && !(byte_class[s[i]] & classes)) i++;
-    return i;
-}
-
-/* End of the key run [^\s="]+ from i when '=' follows it, else 0 (the run is at least one byte). */
-static size_t key_end(const unsigned char *s, size_t n, size_t i) {
-    size_t j = scan_to(s, i, n, C_SPACE | C_EQUALS | C_QUOTE);
-    return (j > i && j < n && s[j] == '=') ? j : 0;
-}
-
 /* key_end and key_id in one: the id of the vocabulary key whose run [^\s="]+ starts at i and is followed by
  * '=' (-1: none). The run is given up once it is longer than any key; *stop is where its scan stopped (no space
  * lies between i and it). */
 static int key_at(const Vocabulary *v, const unsigned char *s, size_t n, size_t i, size_t *stop) {
     size_t limit = n - i > v->longest ? i + v->longest + 1 : n;
-    size_t j = scan_to(s, i, limit, C_SPACE | C_EQUALS | C_QUOTE);
+    size_t j = scan_to(s, i, limit, KEY_STOPS);
     *stop = j;
     if (j == i || j == limit || s[j] != '=') return -1; /* no '=' after it, or longer than any key */
     return key_id(v, s + i, j - i);
@@ -469,27 +389,14 @@ static int add_line(Job *job, const unsigned char *s, size_t n) {
     return 0;
 }
 
-/* Lines end at \n, \r\n or a lone \r; the last one may have no ending. */
+/* The range's lines (line_end: forensics/_grammar.h). */
 static void *run_job(void *arg) {
     Job *job = arg;
     const unsigned char *b = job->buf;
-    size_t i = job->start, end = job->end;
+    size_t i = job->start, end = job->end, next;
     while (i < end) {
-        const unsigned char *nl = memchr(b + i, '\n', end - i);
-        size_t stop = nl ? (size_t)(nl - b) : end;
-        const unsigned char *cr = memchr(b + i, '\r', stop - i);
-        size_t line_end, next;
-        if (cr && (size_t)(cr - b) + 1 == stop && nl) {
-            line_end = stop - 1, next = stop + 1;
-            job->flags |= F_CRLF;
-        } else if (cr) {
-            line_end = (size_t)(cr - b), next = line_end + 1;
-            job->flags |= F_LONE;
-        } else {
-            line_end = stop, next = stop + 1;
-            if (nl) job->flags |= F_LONE;
-        }
-        int r = add_line(job, b + i, line_end - i);
+        size_t stop = line_end(b, i, end, &next, &job->flags);
+        int r = add_line(job, b + i, stop - i);
         if (r < 0) { job->flags |= F_NOMEM; return NULL; }
         if (r > 0) return NULL;
         i = next;
@@ -590,14 +497,8 @@ static PyObject *batch_of(Job *job) {
                          (Py_ssize_t)job->ts_nulls);
 }
 
-/* Where to cut [start, end) for the second thread: just after a \n near its middle (end when none). */
-static size_t split_point(const unsigned char *b, size_t start, size_t end) {
-    size_t mid = start + (end - start) / 2;
-    const unsigned char *nl = memchr(b + mid, '\n', end - mid);
-    return nl ? (size_t)(nl - b) + 1 : end;
-}
-
 static PyObject *tokenize(PyObject *self, PyObject *args) {
+    if (fields_ready()) return NULL;
     Py_buffer view;
     Py_ssize_t start, end;
     PyObject *fields;
@@ -650,6 +551,7 @@ done:
  * one stays in it, as in the SQL path). Read like tokenize's lines, on the calling thread (DuckDB calls it from
  * its own threads) with the GIL released; stops at a dirty line (rows then falls short). */
 static PyObject *tokenize_lines(PyObject *self, PyObject *args) {
+    if (fields_ready()) return NULL;
     Py_buffer data, offsets;
     PyObject *fields;
     if (!PyArg_ParseTuple(args, "y*y*O", &data, &offsets, &fields)) return NULL;
@@ -741,6 +643,9 @@ static PyObject *shrink_guarded(PyObject *self, PyObject *unused) {
 }
 
 static PyMethodDef methods[] = {
+    {"configure", configure_fields, METH_O,
+     "configure(fields) -> None: the canonical fields' names (forensics.ingest.fields.CANONICAL), which must be the "
+     "ones this module was built for (ImportError otherwise); the readers run only after it"},
     {"guard_shrinking_files", guard_shrinking_files, METH_NOARGS,
      "guard_shrinking_files() -> None: a SIGBUS (a mapped file shrank under a reader) exits 1 with one line"},
     {"shrink_guarded", shrink_guarded, METH_NOARGS,

@@ -4,6 +4,9 @@
  * structlog, zap, slog, logrus), and the JSON platforms' files of one entry per line (Loki, Cloud Logging,
  * CloudWatch events, Datadog, Elasticsearch; their JSON documents are DuckDB's).
  *
+ * configure(names) takes the readers' kind numbers from forensics.ingest.envelope_table (its C_KINDS, names in
+ * kind order) at import, and refuses names other than this module's readers.
+ *
  * unwrap(buffer, start, end, kind, year, last_month) reads the physical lines of buffer[start:end) (which starts
  * at a line and ends after one) and gives, per line, the text inside its envelope (the line itself where it is
  * not an entry of the envelope, as the SQL passes it on whole), the host, unit, container and pid the line names,
@@ -34,18 +37,13 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 #pragma GCC diagnostic ignored "-Wunused-function" /* the typing this reader does not need */
 #include "_typing.h"
+#include "_grammar.h"
 #define MM_BLOCK_NAME "forensics._unwrap.Block"
 #include "_buffers.h"
 
-enum { K_DOCKER = 1, K_CRI = 2, K_TIMESTAMPED = 3, K_SYSLOG = 4, K_RSYSLOG = 5, K_JOURNALD = 6, K_PYTHON_LOGGING = 7,
-       K_STRUCTLOG = 8, K_ZAP = 9, K_SLOG = 10, K_RFC5424 = 11,
-       K_LOKI = 12, K_CLOUD_LOGGING = 13, K_CLOUDWATCH = 14, K_DATADOG = 15, K_ELASTIC = 16, K_COMPOSE = 17 };
 enum { E_NONE = 0, E_STDOUT = 1, E_STDERR = 2, E_NO_STREAM = 3 }; /* what a line was */
 enum { U_DEFER = 1, U_NOMEM = 2 };
 enum { C_TEXT, C_HOST, C_UNIT, C_CONTAINER, C_PID, NCOLS }; /* the columns: the text, then its provenance */
@@ -109,131 +107,7 @@ static int time_us(const unsigned char *s, size_t n, int64_t *us) {
 
 /* ---- Docker json-file ---- */
 
-static int hex4(const unsigned char *s, unsigned *v) {
-    *v = 0;
-    for (int i = 0; i < 4; i++) {
-        unsigned c = s[i], d = c >= '0' && c <= '9' ? c - '0' : (c | 32) >= 'a' && (c | 32) <= 'f' ? (c | 32) - 'a' + 10 : 16;
-        if (d > 15) return 0;
-        *v = *v << 4 | d;
-    }
-    return 1;
-}
-
-static size_t put_utf8(unsigned char *t, unsigned cp) {
-    if (cp < 0x80) { t[0] = (unsigned char)cp; return 1; }
-    if (cp < 0x800) { t[0] = 0xC0 | cp >> 6; t[1] = 0x80 | (cp & 0x3F); return 2; }
-    if (cp < 0x10000) { t[0] = 0xE0 | cp >> 12; t[1] = 0x80 | (cp >> 6 & 0x3F); t[2] = 0x80 | (cp & 0x3F); return 3; }
-    t[0] = 0xF0 | cp >> 18; t[1] = 0x80 | (cp >> 12 & 0x3F); t[2] = 0x80 | (cp >> 6 & 0x3F); t[3] = 0x80 | (cp & 0x3F);
-    return 4;
-}
-
-#if defined(__SSE2__)
-/* The bytes of w that end a run of plain string bytes: a '"', a '\\' or a control character (c <= 0x1F). */
-static inline int stops16(__m128i w) {
-    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'), control = _mm_set1_epi8(0x1F);
-    __m128i stop = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(w, quote), _mm_cmpeq_epi8(w, backslash)),
-                                _mm_cmpeq_epi8(_mm_min_epu8(w, control), w));
-    return _mm_movemask_epi8(stop);
-}
-#endif
-
-static inline int plain_byte(unsigned char c) { return c != '"' && c != '\\' && c >= 0x20; }
-
-/* Where the run of plain string bytes from s[i] ends (at a '"', a '\\', a control character, or n), sixteen bytes
- * at a time with SSE2 (every x86-64 has it), else eight: most of a JSON entry is such runs, and this loop was the
- * unwrapping's largest cost for the JSON platforms. */
-static size_t plain_run(const unsigned char *s, size_t n, size_t i) {
-#if defined(__SSE2__)
-    while (i + 16 <= n) {
-        int mask = stops16(_mm_loadu_si128((const __m128i *)(s + i)));
-        if (mask) return i + (size_t)__builtin_ctz((unsigned)mask);
-        i += 16;
-    }
-#else
-    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
-    while (i + 8 <= n) {
-        uint64_t w, q, b;
-        memcpy(&w, s + i, 8);
-        q = w ^ (ones * '"'), b = w ^ (ones * '\\');
-        if (((q - ones) & ~q & highs) | ((b - ones) & ~b & highs) | ((w - ones * 0x20) & ~w & highs)) break;
-        i += 8;
-    }
-#endif
-    while (i < n && plain_byte(s[i])) i++;
-    return i;
-}
-
-#define COPY_SLACK 16 /* json_string may write this far past a decoded string's end (Reading.scratch has the room) */
-
-/* The run of plain bytes from s[*j] copied to t + *m (perhaps COPY_SLACK bytes more, overwritten later), both
- * moved past it: with SSE2 each sixteen bytes are stored as they are scanned, so the short runs between the
- * escapes of a JSON record inside a string (journald's MESSAGE, Docker's log) cost no call. */
-static inline void copy_run(const unsigned char *s, size_t n, size_t *j, unsigned char *t, size_t *m) {
-    size_t i = *j, k = *m;
-#if defined(__SSE2__)
-    while (i + 16 <= n) {
-        __m128i w = _mm_loadu_si128((const __m128i *)(s + i));
-        _mm_storeu_si128((__m128i *)(t + k), w);
-        int mask = stops16(w);
-        if (mask) {
-            unsigned step = (unsigned)__builtin_ctz((unsigned)mask);
-            *j = i + step, *m = k + step;
-            return;
-        }
-        i += 16, k += 16;
-    }
-#endif
-    while (i < n && plain_byte(s[i])) t[k++] = s[i++];
-    *j = i, *m = k;
-}
-
-/* The escape at s[*j] (its backslash) as a JSON string may hold it: its code point (a surrogate pair as one), *j
- * moved past it; -1 for one this reader does not take (\u0000, a lone surrogate, an unknown escape, no end). */
-static long escape_at(const unsigned char *s, size_t n, size_t *j) {
-    size_t i = *j;
-    if (i + 1 >= n) return -1;
-    unsigned e = s[i + 1], cp;
-    i += 2;
-    switch (e) {
-    case '"': case '\\': case '/': cp = e; break;
-    case 'b': cp = '\b'; break;
-    case 'f': cp = '\f'; break;
-    case 'n': cp = '\n'; break;
-    case 'r': cp = '\r'; break;
-    case 't': cp = '\t'; break;
-    case 'u':
-        if (i + 4 > n || !hex4(s + i, &cp) || cp == 0 || (cp >= 0xDC00 && cp <= 0xDFFF)) return -1;
-        i += 4;
-        if (cp >= 0xD800 && cp <= 0xDBFF) {
-            unsigned lo;
-            if (i + 6 > n || s[i] != '\\' || s[i + 1] != 'u' || !hex4(s + i + 2, &lo) || lo < 0xDC00 || lo > 0xDFFF)
-                return -1;
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-            i += 6;
-        }
-        break;
-    default: return -1;
-    }
-    *j = i;
-    return (long)cp;
-}
-
-/* A JSON string at s[*i] (its opening quote), decoded into t (room for its length and COPY_SLACK): the decoded
- * length, or -1 for anything this reader does not take (a raw control character, \u0000, a lone surrogate, no
- * end). */
-static long json_string(const unsigned char *s, size_t n, size_t *i, unsigned char *t) {
-    size_t j = *i + 1, m = 0;
-    for (;;) {
-        copy_run(s, n, &j, t, &m);
-        if (j >= n || s[j] < 0x20) return -1;
-        if (s[j] == '"') break;
-        long cp = escape_at(s, n, &j);
-        if (cp < 0) return -1;
-        m += put_utf8(t + m, (unsigned)cp);
-    }
-    *i = j + 1;
-    return (long)m;
-}
+/* JSON's tokens (plain_run, json_string, json_escape, ...) are forensics/_grammar.h's. */
 
 #define JSON_FAIL ((size_t)-1)
 
@@ -247,7 +121,7 @@ static size_t string_at(const unsigned char *s, size_t n, size_t i, unsigned cha
         return j + 1;
     }
     size_t from = i; /* an escape: decoded from the start (the plain run copied again, sixteen bytes at a time) */
-    long decoded = json_string(s, n, &from, into);
+    long decoded = json_string(s, n, &from, into, JSON_PAIRS);
     if (decoded < 0) return JSON_FAIL;
     *v = into, *len = (size_t)decoded;
     return from;
@@ -255,16 +129,9 @@ static size_t string_at(const unsigned char *s, size_t n, size_t i, unsigned cha
 
 /* ---- JSON entries (Docker json-file, journald) ---- */
 
-static inline int json_space(unsigned char c) { return c == ' ' || c == '\t'; }
-
-static size_t skip_spaces(const unsigned char *s, size_t n, size_t i) {
-    while (i < n && json_space(s[i])) i++;
-    return i;
-}
-
 /* Where the next token starts after i: past spaces and tabs, or at i in a compact object (a space is then no token). */
 static size_t between(const unsigned char *s, size_t n, int compact, size_t i) {
-    return compact ? i : skip_spaces(s, n, i);
+    return compact ? i : json_ws(s, n, i);
 }
 
 typedef struct {
@@ -368,14 +235,12 @@ static int journald_line(const Reading *r, const unsigned char *s, size_t n, Lin
 
 /* ---- text headers ---- */
 
-static inline int re2_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r'; }
-static inline int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
 
 /* CRI: `<RFC 3339> <stdout|stderr> <F|P>[:tags] <line>` (a header run into the text is no entry). A line without
  * the tag (`<RFC 3339> <stdout|stderr> <line>`, as older runtimes write) is an entry of its own: DuckDB's. */
 static int cri_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
     size_t t = 0;
-    while (t < n && !re2_space(s[t])) t++;
+    while (t < n && !is_space(s[t])) t++;
     if (t == 0 || t + 7 > n || s[t] != ' ') return 0;
     int out = memcmp(s + t + 1, "stdout", 6) == 0, err = memcmp(s + t + 1, "stderr", 6) == 0;
     if (!out && !err) return 0;
@@ -384,7 +249,7 @@ static int cri_line(const Reading *r, const unsigned char *s, size_t n, Line *li
         return 1; /* no tag */
     size_t h = t + 9; /* the head's end: after [FP], and after :tags */
     if (h < n && s[h] == ':')
-        while (h < n && !re2_space(s[h])) h++;
+        while (h < n && !is_space(s[h])) h++;
     if (h < n && s[h] != ' ') return 1; /* tags run into the text: a tagless entry */
     if (s[t + 8] == 'P' || !time_us(s, t, us)) return 1;
     *what = out ? E_STDOUT : E_STDERR;
@@ -480,7 +345,7 @@ static int syslog_stamp(const Reading *r, const unsigned char *s, size_t n, size
 /* `[^\s\[:]+(?:\[[0-9]+\])?: ?` at s[i] (after the host's space): the head's end, or 0; the tag and pid. */
 static size_t syslog_tag(const unsigned char *s, size_t n, size_t i, Line *line) {
     size_t t = i;
-    while (i < n && !re2_space(s[i]) && s[i] != '[' && s[i] != ':') i++;
+    while (i < n && !is_space(s[i]) && s[i] != '[' && s[i] != ':') i++;
     if (i == t) return 0;
     set(line, C_UNIT, s + t, i - t);
     if (i < n && s[i] == '[') {
@@ -497,7 +362,8 @@ static size_t syslog_tag(const unsigned char *s, size_t n, size_t i, Line *line)
 /* Syslog files: `[<PRI>]Mmm dd hh:mm:ss host tag[pid]: message` (RFC 3164, read in UTC: the caller takes no
  * other zone) and rsyslog's `[<PRI>]<RFC 3339> host tag[pid]: message` (its file format, and its ForwardFormat,
  * RFC 3164 with an ISO time after the PRI). */
-static int syslog_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
+static inline int syslog_entry(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what,
+                               int year_less) {
     size_t i = 0, stamp_end = 0;
     int valid = 0, matched = 0;
     if (n && s[0] == '<') {
@@ -505,7 +371,7 @@ static int syslog_line(const Reading *r, const unsigned char *s, size_t n, Line 
         while (k < n && k < 4 && is_digit(s[k])) k++;
         if (k > 1 && k < n && s[k] == '>') i = k + 1;
     }
-    if (r->kind == K_SYSLOG) {
+    if (year_less) {
         valid = syslog_stamp(r, s + i, n - i, &stamp_end, us, &matched);
         stamp_end += i;
     } else {
@@ -528,7 +394,7 @@ static int syslog_line(const Reading *r, const unsigned char *s, size_t n, Line 
     }
     if (!matched || stamp_end >= n || s[stamp_end] != ' ') return 0;
     size_t host = stamp_end + 1, h = host;
-    while (h < n && !re2_space(s[h])) h++;
+    while (h < n && !is_space(s[h])) h++;
     if (h == host || h >= n || s[h] != ' ') return 0;
     Line head = *line;
     size_t end = syslog_tag(s, n, h + 1, &head);
@@ -540,11 +406,19 @@ static int syslog_line(const Reading *r, const unsigned char *s, size_t n, Line 
     return 0;
 }
 
+static int syslog_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
+    return syslog_entry(r, s, n, line, us, what, 1);
+}
+
+static int rsyslog_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
+    return syslog_entry(r, s, n, line, us, what, 0);
+}
+
 /* RFC 5424: `<PRI>1 TIMESTAMP HOST APP-NAME PROCID MSGID STRUCTURED-DATA [MSG]`, `-` a nil value, a BOM before
  * MSG dropped. Structured data holding a quote or a backslash, and a nil time, are DuckDB's. */
 static size_t field_end(const unsigned char *s, size_t n, size_t i) { /* \S+ then a space: the space, or 0 */
     size_t j = i;
-    while (j < n && !re2_space(s[j])) j++;
+    while (j < n && !is_space(s[j])) j++;
     return j > i && j < n && s[j] == ' ' ? j : 0;
 }
 
@@ -593,14 +467,6 @@ static int rfc5424_line(const Reading *r, const unsigned char *s, size_t n, Line
 /* mm_pairs' key=value reading of what follows an application's prefix: `rest` from the first place (its
  * start, or after a space) where key=value pairs begin, perhaps after a bare ISO time; all of it where none
  * does. */
-static int is_key_char(unsigned char c) { return !re2_space(c) && c != '=' && c != '"'; }
-
-static int key_at(const unsigned char *s, size_t n, size_t i) {
-    size_t k = i;
-    while (k < n && is_key_char(s[k])) k++;
-    return k > i && k < n && s[k] == '=';
-}
-
 /* [0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9:.]+(?:Z|[+-][0-9:]+)?\s+ then a key, at s[i] */
 static int iso_key_at(const unsigned char *s, size_t n, size_t i) {
     static const char shape[] = "dddd-dd-dd";
@@ -619,103 +485,16 @@ static int iso_key_at(const unsigned char *s, size_t n, size_t i) {
         if (j == z) return 0;
     }
     size_t spaces = j;
-    while (j < n && re2_space(s[j])) j++;
-    return j > spaces && key_at(s, n, j);
-}
-
-/* A strict (RFC 8259) JSON value at s[i], json_valid's judgement of which is certain: its end, or 0 when it is
- * none or this reader does not judge it (DuckDB's reader is laxer: trailing commas, NaN, ...; it refuses a lone
- * surrogate escape, which RFC 8259 allows; nesting past JSON_DEPTH is left to it too). */
-#define JSON_DEPTH 64
-
-static size_t json_ws(const unsigned char *s, size_t n, size_t i) {
-    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) i++;
-    return i;
-}
-
-static size_t json_string_end(const unsigned char *s, size_t n, size_t i) {
-    for (i = plain_run(s, n, i + 1); i < n && s[i] != '"'; i = plain_run(s, n, i + 1)) {
-        unsigned cp, lo;
-        if (s[i] < 0x20) return 0; /* else a '\\': plain_run stops at nothing else */
-        if (++i >= n) return 0;
-        if (s[i] != 'u') {
-            if (!memchr("\"\\/bfnrt", s[i], 8)) return 0;
-            continue;
-        }
-        if (i + 5 > n || !hex4(s + i + 1, &cp) || (cp >= 0xDC00 && cp <= 0xDFFF)) return 0;
-        i += 4;
-        if (cp >= 0xD800 && cp <= 0xDBFF) {
-            if (i + 7 > n || s[i + 1] != '\\' || s[i + 2] != 'u' || !hex4(s + i + 3, &lo) || lo < 0xDC00 || lo > 0xDFFF)
-                return 0;
-            i += 6;
-        }
-    }
-    return i < n ? i + 1 : 0;
-}
-
-static size_t digits_end(const unsigned char *s, size_t n, size_t i) {
-    while (i < n && is_digit(s[i])) i++;
-    return i;
-}
-
-/* -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? */
-static size_t json_number_end(const unsigned char *s, size_t n, size_t i) {
-    size_t j = i < n && s[i] == '-' ? i + 1 : i;
-    if (j >= n || !is_digit(s[j])) return 0;
-    j = s[j] == '0' ? j + 1 : digits_end(s, n, j);
-    if (j < n && s[j] == '.') {
-        size_t f = j + 1;
-        if ((j = digits_end(s, n, f)) == f) return 0;
-    }
-    if (j < n && (s[j] | 32) == 'e') {
-        size_t e = j + 1 < n && (s[j + 1] == '+' || s[j + 1] == '-') ? j + 2 : j + 1;
-        if ((j = digits_end(s, n, e)) == e) return 0;
-    }
-    return j;
-}
-
-static size_t json_value_end(const unsigned char *s, size_t n, size_t i, int depth);
-
-/* An object or an array at s[i] (its '{' or '['): members (a string, ':', a value) or values, ',' between. */
-static size_t json_container_end(const unsigned char *s, size_t n, size_t i, int depth) {
-    unsigned char close = s[i] == '{' ? '}' : ']';
-    if (depth >= JSON_DEPTH) return 0;
-    i = json_ws(s, n, i + 1);
-    if (i < n && s[i] == close) return i + 1;
-    for (;;) {
-        if (close == '}') {
-            if (i >= n || s[i] != '"' || (i = json_string_end(s, n, i)) == 0) return 0;
-            i = json_ws(s, n, i);
-            if (i >= n || s[i] != ':') return 0;
-            i = json_ws(s, n, i + 1);
-        }
-        if ((i = json_value_end(s, n, i, depth + 1)) == 0) return 0;
-        i = json_ws(s, n, i);
-        if (i < n && s[i] == close) return i + 1;
-        if (i >= n || s[i] != ',') return 0;
-        i = json_ws(s, n, i + 1);
-    }
-}
-
-static size_t json_value_end(const unsigned char *s, size_t n, size_t i, int depth) {
-    static const char *const literals[3] = {"true", "false", "null"};
-    if (i >= n) return 0;
-    if (s[i] == '{' || s[i] == '[') return json_container_end(s, n, i, depth);
-    if (s[i] == '"') return json_string_end(s, n, i);
-    for (int k = 0; k < 3; k++) {
-        size_t len = strlen(literals[k]);
-        if (n - i >= len && memcmp(s + i, literals[k], len) == 0) return i + len;
-    }
-    return json_number_end(s, n, i);
+    while (j < n && is_space(s[j])) j++;
+    return j > spaces && key_end(s, n, j);
 }
 
 /* Whether s[0..n) holds a key=value pair with a value: (?:^|\s)[^\s="]+=\S, as mm_holds_pair. */
 static int holds_pair(const unsigned char *s, size_t n) {
     for (size_t p = 0; p < n; p++)
-        if (p == 0 || re2_space(s[p - 1])) {
-            size_t k = p;
-            while (k < n && is_key_char(s[k])) k++;
-            if (k > p && k + 1 < n && s[k] == '=' && !re2_space(s[k + 1])) return 1;
+        if (p == 0 || is_space(s[p - 1])) {
+            size_t k = key_end(s, n, p);
+            if (k && k + 1 < n && !is_space(s[k + 1])) return 1;
         }
     return 0;
 }
@@ -735,14 +514,16 @@ static int payload(const unsigned char *rest, size_t n, Line *line) {
         while (rest[last - 1] == ' ') last--; /* stops at the '{' */
         if (rest[last - 1] >= 0x80) return 1;
         if (rest[last - 1] == '}') {
-            size_t end = json_value_end(rest, n, tail, 0);
+            /* json_valid's judgement, where certain: strict JSON (DuckDB's reader is laxer: trailing commas,
+             * NaN, ...; it refuses a lone surrogate escape, which RFC 8259 allows) */
+            size_t end = json_value_end(rest, n, tail, 0, JSON_PAIRS | JSON_NUL);
             if (end == 0 || json_ws(rest, n, end) != n) return 1;
             set(line, C_TEXT, rest + tail, n - tail);
             return 0;
         }
     }
     for (size_t p = 0; p < n; p++)
-        if ((p == 0 || re2_space(rest[p - 1])) && (key_at(rest, n, p) || iso_key_at(rest, n, p))) {
+        if ((p == 0 || is_space(rest[p - 1])) && (key_end(rest, n, p) || iso_key_at(rest, n, p))) {
             set(line, C_TEXT, rest + p, n - p);
             return 0;
         }
@@ -836,7 +617,7 @@ static size_t value_then(const unsigned char *s, size_t n, size_t i, const char 
         }
     }
     size_t j = i;
-    while (j < n && !re2_space(s[j])) j++;
+    while (j < n && !is_space(s[j])) j++;
     return j > i && j + len <= n && memcmp(s + j, next, len) == 0 ? j : 0;
 }
 
@@ -848,12 +629,12 @@ static int slog_line(const Reading *r, const unsigned char *s, size_t n, Line *l
     size_t t = value_then(s, n, 5, " level=", &quoted);
     if (t == 0) return 0;
     size_t i = t + 7;
-    while (i < n && !re2_space(s[i])) i++;
+    while (i < n && !is_space(s[i])) i++;
     if (i == t + 7 || i >= n || s[i] != ' ') return 0;
     i++;
     if (n - i >= 7 && memcmp(s + i, "source=", 7) == 0) {
         size_t j = i + 7;
-        while (j < n && !re2_space(s[j])) j++;
+        while (j < n && !is_space(s[j])) j++;
         if (j > i + 7 && j + 5 <= n && s[j] == ' ' && memcmp(s + j + 1, "msg=", 4) == 0) i = j + 1;
     }
     if (n - i < 4 || memcmp(s + i, "msg=", 4) != 0) return 0;
@@ -865,7 +646,7 @@ static int slog_line(const Reading *r, const unsigned char *s, size_t n, Line *l
         if (j < n && s[j] == '"') m = j + 1;
     }
     if (m == i)
-        while (m < n && !re2_space(s[m])) m++;
+        while (m < n && !is_space(s[m])) m++;
     if (m < n && s[m] == ' ') m++;
     const unsigned char *stamp = s + 5 + quoted;
     size_t stamp_n = t - 5 - 2 * (size_t)quoted;
@@ -885,7 +666,6 @@ static int slog_line(const Reading *r, const unsigned char *s, size_t n, Line *l
  * a plain integer and which the callers otherwise read only as "present" (an empty object aside). */
 
 #define PATH_KEYS 5       /* the most keys of a wanted path, and a NULL after them */
-#define SKIP_DEPTH 64     /* deeper values left are DuckDB's (no unbounded recursion here) */
 
 /* J_RENDERED: an object or array of a PathSet.rendered path, kept as its text (text_of's rendering) */
 enum { J_ABSENT = 0, J_NULL = 1, J_STRING = 2, J_OTHER = 3, J_RENDERED = 4 };
@@ -934,58 +714,17 @@ typedef struct {
 
 static int present(const JRead *j, int p) { return j->type[p] >= J_STRING; } /* not NULL in the SQL */
 
-/* A number's end (json_number_end's grammar), JSON_FAIL where none starts at s[i]. */
-static size_t skip_number(const unsigned char *s, size_t n, size_t i) {
-    size_t end = json_number_end(s, n, i);
+/* Where the literal (true, false, null) or number at s[i] ends, JSON_FAIL where none starts there. */
+static size_t scalar_end(const unsigned char *s, size_t n, size_t i) {
+    size_t end = s[i] == 't' || s[i] == 'f' || s[i] == 'n' ? json_literal_end(s, n, i) : json_number_end(s, n, i);
     return end ? end : JSON_FAIL;
 }
 
-/* Where the literal (true, false, null) or number at s[i] ends, JSON_FAIL where none starts there. */
-static size_t scalar_end(const unsigned char *s, size_t n, size_t i) {
-    switch (s[i]) {
-    case 't': return n - i >= 4 && memcmp(s + i, "true", 4) == 0 ? i + 4 : JSON_FAIL;
-    case 'f': return n - i >= 5 && memcmp(s + i, "false", 5) == 0 ? i + 5 : JSON_FAIL;
-    case 'n': return n - i >= 4 && memcmp(s + i, "null", 4) == 0 ? i + 4 : JSON_FAIL;
-    default: return skip_number(s, n, i);
-    }
-}
-
-static size_t skip_value(JRead *r, const unsigned char *s, size_t n, size_t i, int depth);
-
-/* An array or object at s[i], read and left: where it ends. (Strings are decoded past r->used, and dropped.) */
-static size_t skip_container(JRead *r, const unsigned char *s, size_t n, size_t i, int depth) {
-    unsigned char close = s[i] == '{' ? '}' : ']';
-    i = skip_spaces(s, n, i + 1);
-    if (i < n && s[i] == close) return i + 1;
-    for (;;) {
-        if (close == '}') {
-            const unsigned char *key;
-            size_t klen;
-            if (i >= n || s[i] != '"' || (i = string_at(s, n, i, r->scratch + r->used, &key, &klen)) == JSON_FAIL)
-                return JSON_FAIL;
-            i = skip_spaces(s, n, i);
-            if (i >= n || s[i] != ':') return JSON_FAIL;
-            i = skip_spaces(s, n, i + 1);
-        }
-        if ((i = skip_value(r, s, n, i, depth)) == JSON_FAIL) return i;
-        i = skip_spaces(s, n, i);
-        if (i < n && s[i] == close) return i + 1;
-        if (i >= n || s[i] != ',') return JSON_FAIL;
-        i = skip_spaces(s, n, i + 1);
-    }
-}
-
-static size_t skip_value(JRead *r, const unsigned char *s, size_t n, size_t i, int depth) {
-    if (i >= n) return JSON_FAIL;
-    switch (s[i]) {
-    case '"': {
-        const unsigned char *v;
-        size_t len;
-        return string_at(s, n, i, r->scratch + r->used, &v, &len);
-    }
-    case '{': case '[': return depth < SKIP_DEPTH ? skip_container(r, s, n, i, depth + 1) : JSON_FAIL;
-    default: return scalar_end(s, n, i);
-    }
+/* A value read and left (json_value_end: an escape in a string may be a surrogate pair, not \u0000): where it
+ * ends. */
+static size_t skip_value(const unsigned char *s, size_t n, size_t i) {
+    size_t end = json_value_end(s, n, i, 0, JSON_PAIRS);
+    return end ? end : JSON_FAIL;
 }
 
 /* The paths of `active` whose key `depth` down is s[key:key+klen]. */
@@ -1030,7 +769,7 @@ static size_t wanted_value(JRead *r, const unsigned char *s, size_t n, size_t i,
     if (i < n && s[i] == '{' && wanted != leaf) i = read_object(r, s, n, i, depth + 1, wanted & ~leaf);
     else if (leaf && (leaf & r->set->rendered) == leaf && i < n && (s[i] == '{' || s[i] == '['))
         return rendered_value(r, s, n, i, leaf);
-    else i = skip_value(r, s, n, i, 0);
+    else i = skip_value(s, n, i);
     if (i != JSON_FAIL) found(r, leaf, i - start == 4 && s[start] == 'n' ? J_NULL : J_OTHER, s + start, i - start);
     return i;
 }
@@ -1038,7 +777,7 @@ static size_t wanted_value(JRead *r, const unsigned char *s, size_t n, size_t i,
 /* An object at s[i] `depth` keys down the paths `active`: where it ends (JSON_FAIL to defer: a key escaped, a
  * wanted one twice, which DuckDB reads the first of, or JSON this reader does not take). */
 static size_t read_object(JRead *r, const unsigned char *s, size_t n, size_t i, int depth, uint32_t active) {
-    i = skip_spaces(s, n, i + 1);
+    i = json_ws(s, n, i + 1);
     if (i < n && s[i] == '}') return i + 1;
     for (;;) {
         if (i >= n || s[i] != '"') return JSON_FAIL;
@@ -1048,22 +787,22 @@ static size_t read_object(JRead *r, const unsigned char *s, size_t n, size_t i, 
         uint32_t wanted = matching(r, active, depth, s + key, i - key);
         if (wanted & r->seen[depth]) return JSON_FAIL;
         r->seen[depth] |= wanted;
-        i = skip_spaces(s, n, i + 1);
+        i = json_ws(s, n, i + 1);
         if (i >= n || s[i] != ':') return JSON_FAIL;
-        i = skip_spaces(s, n, i + 1);
-        i = wanted ? wanted_value(r, s, n, i, depth, wanted) : skip_value(r, s, n, i, 0);
+        i = json_ws(s, n, i + 1);
+        i = wanted ? wanted_value(r, s, n, i, depth, wanted) : skip_value(s, n, i);
         if (i == JSON_FAIL) return i;
-        i = skip_spaces(s, n, i);
+        i = json_ws(s, n, i);
         if (i < n && s[i] == '}') return i + 1;
         if (i >= n || s[i] != ',') return JSON_FAIL;
-        i = skip_spaces(s, n, i + 1);
+        i = json_ws(s, n, i + 1);
     }
 }
 
 /* An entry, s[0] being its '{': its wanted values in j (type, v, len by path); 1 to defer. */
 static int platform_entry(JRead *j, const unsigned char *s, size_t n) {
     size_t i = read_object(j, s, n, 0, 0, j->set->npaths == 32 ? ~0u : (1u << j->set->npaths) - 1);
-    return i == JSON_FAIL || skip_spaces(s, n, i) != n;
+    return i == JSON_FAIL || json_ws(s, n, i) != n;
 }
 
 /* mm_ts of a present value: an RFC 3339 time with a zone, or epoch seconds (9 to 11 digits) or milliseconds
@@ -1110,7 +849,7 @@ static size_t render_string_at(const unsigned char *s, size_t n, size_t i, unsig
         copy_run(s, n, &j, t, &k);
         if (j >= n || s[j] < 0x20) return JSON_FAIL;
         if (s[j] == '"') break;
-        long cp = escape_at(s, n, &j);
+        long cp = json_escape(s, n, &j, JSON_PAIRS);
         if (cp < 0) return JSON_FAIL;
         k += rendered_char(t + k, (unsigned)cp);
     }
@@ -1146,7 +885,7 @@ static int render_value(Render *w) {
         if (c == '"') render_string(w);
         else if (json_space(c)) w->i++;
         else if (c == '-' || is_digit(c)) {
-            size_t start = w->i, end = skip_number(w->s, w->n, start);
+            size_t start = w->i, end = json_number_end(w->s, w->n, start);
             if (own_number(w->s + start, end - start)) return 1;
             memcpy(w->out + w->m, w->s + start, end - start);
             w->m += end - start, w->i = end;
@@ -1171,24 +910,24 @@ static size_t render_read(const unsigned char *s, size_t n, size_t i, int depth,
         *m += end - i;
         return end;
     }
-    if (depth >= SKIP_DEPTH) return JSON_FAIL;
+    if (depth >= JSON_DEPTH) return JSON_FAIL;
     t[(*m)++] = c;
-    i = skip_spaces(s, n, i + 1);
+    i = json_ws(s, n, i + 1);
     if (i < n && s[i] == close) { t[(*m)++] = close; return i + 1; }
     for (;;) {
         if (close == '}') {
             if (i >= n || s[i] != '"' || (i = render_string_at(s, n, i, t, m)) == JSON_FAIL) return JSON_FAIL;
-            i = skip_spaces(s, n, i);
+            i = json_ws(s, n, i);
             if (i >= n || s[i] != ':') return JSON_FAIL;
             t[(*m)++] = ':';
-            i = skip_spaces(s, n, i + 1);
+            i = json_ws(s, n, i + 1);
         }
         if ((i = render_read(s, n, i, depth + 1, t, m, own)) == JSON_FAIL) return i;
-        i = skip_spaces(s, n, i);
+        i = json_ws(s, n, i);
         if (i < n && s[i] == close) { t[(*m)++] = close; return i + 1; }
         if (i >= n || s[i] != ',') return JSON_FAIL;
         t[(*m)++] = ',';
-        i = skip_spaces(s, n, i + 1);
+        i = json_ws(s, n, i + 1);
     }
 }
 
@@ -1402,27 +1141,23 @@ static int elastic_line(const Reading *r, const unsigned char *s, size_t n, Line
 
 typedef int (*LineReader)(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what);
 
-static LineReader reader_of(int kind) {
-    switch (kind) {
-    case K_DOCKER: return docker_line;
-    case K_CRI: return cri_line;
-    case K_TIMESTAMPED: return timestamped_line;
-    case K_COMPOSE: return compose_line;
-    case K_SYSLOG: case K_RSYSLOG: return syslog_line;
-    case K_JOURNALD: return journald_line;
-    case K_PYTHON_LOGGING: return python_logging_line;
-    case K_STRUCTLOG: return structlog_line;
-    case K_ZAP: return zap_line;
-    case K_SLOG: return slog_line;
-    case K_RFC5424: return rfc5424_line;
-    case K_LOKI: return loki_line;
-    case K_CLOUD_LOGGING: return cloud_logging_line;
-    case K_CLOUDWATCH: return cloudwatch_line;
-    case K_DATADOG: return datadog_line;
-    case K_ELASTIC: return elastic_line;
-    default: return NULL;
-    }
-}
+/* The readers by the names forensics.ingest.envelope_table gives them (its Envelope.c_reader). Their kind numbers
+ * are the table's: configure() is handed the names in kind order (C_KINDS, 1 first) and refuses (ImportError) a
+ * name of no reader here, or a reader left unnamed. */
+static const struct {
+    const char *name;
+    LineReader read;
+} READERS[] = {
+    {"DOCKER", docker_line}, {"CRI", cri_line}, {"TIMESTAMPED", timestamped_line}, {"COMPOSE", compose_line},
+    {"SYSLOG", syslog_line}, {"RSYSLOG", rsyslog_line}, {"JOURNALD", journald_line},
+    {"PYTHON_LOGGING", python_logging_line}, {"STRUCTLOG", structlog_line}, {"ZAP", zap_line}, {"SLOG", slog_line},
+    {"RFC5424", rfc5424_line}, {"LOKI", loki_line}, {"CLOUD_LOGGING", cloud_logging_line},
+    {"CLOUDWATCH", cloudwatch_line}, {"DATADOG", datadog_line}, {"ELASTIC", elastic_line},
+};
+#define NREADERS ((int)(sizeof READERS / sizeof READERS[0]))
+static LineReader by_kind[NREADERS + 1]; /* by kind number, as configure() was told (NULL: none yet) */
+
+static LineReader reader_of(int kind) { return kind >= 1 && kind <= NREADERS ? by_kind[kind] : NULL; }
 
 /* Each physical line of b[i:end): a line that is no entry is its own text, without provenance. */
 static int unwrap_range(Out *o, const unsigned char *b, size_t i, size_t end, Reading *r) {
@@ -1431,8 +1166,7 @@ static int unwrap_range(Out *o, const unsigned char *b, size_t i, size_t end, Re
     if ((r->scratch = malloc(2 * (end - i) + 1 + COPY_SLACK)) == NULL) return U_NOMEM;
     int result = 0;
     while (i < end && result == 0) {
-        const unsigned char *nl = memchr(b + i, '\n', end - i);
-        size_t stop = nl ? (size_t)(nl - b) : end, n = stop - i;
+        size_t stop = line_stop(b, i, end), n = stop - i;
         if (reserve(o)) { result = U_NOMEM; break; }
         if (memchr(b + i, '\r', n) || !valid_utf8(b + i, n)) { result = U_DEFER; break; }
         Line line = {{0}, {0}};
@@ -1477,7 +1211,8 @@ static PyObject *unwrap(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*nniii", &view, &start, &end, &r.kind, &r.year, &r.last_month)) return NULL;
     if (start < 0 || end > view.len || start > end || reader_of(r.kind) == NULL) {
         PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "unwrap: a range inside the buffer, and a kind of this module");
+        PyErr_SetString(PyExc_ValueError, by_kind[1] ? "unwrap: a range inside the buffer, and a kind of this module"
+                                                     : "unwrap: the readers' kinds were not configured (configure(C_KINDS))");
         return NULL;
     }
     Out o = {0};
@@ -1506,7 +1241,52 @@ static PyObject *unwrap(PyObject *self, PyObject *args) {
                          block_of(o.ts, (Py_ssize_t)(rows * sizeof(int64_t))), (Py_ssize_t)o.ts_nulls);
 }
 
+/* configure(names): kind k is the reader names[k - 1]; every reader of READERS named once, or ImportError. */
+static PyObject *configure(PyObject *self, PyObject *names) {
+    PyObject *seq = PySequence_Fast(names, "configure: a sequence of the C readers' names, in kind order");
+    if (seq == NULL) return NULL;
+    LineReader kinds[NREADERS + 1] = {NULL};
+    int agree = PySequence_Fast_GET_SIZE(seq) == NREADERS;
+    for (int k = 1; agree && k <= NREADERS; k++) {
+        PyObject *name = PySequence_Fast_GET_ITEM(seq, k - 1);
+        const char *text = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+        if (text == NULL && PyErr_Occurred()) {
+            Py_DECREF(seq);
+            return NULL;
+        }
+        agree = 0;
+        for (int r = 0; text && r < NREADERS; r++)
+            if (strcmp(text, READERS[r].name) == 0) {
+                for (int j = 1; j < k; j++)
+                    if (kinds[j] == READERS[r].read) text = NULL; /* named twice */
+                if (text) kinds[k] = READERS[r].read, agree = 1;
+                break;
+            }
+    }
+    Py_DECREF(seq);
+    if (!agree) {
+        memset(by_kind, 0, sizeof by_kind);
+        PyObject *built = PyTuple_New(NREADERS);
+        for (int r = 0; built && r < NREADERS; r++) {
+            PyObject *name = PyUnicode_FromString(READERS[r].name);
+            if (name == NULL) Py_CLEAR(built);
+            else PyTuple_SET_ITEM(built, r, name);
+        }
+        if (built == NULL) return NULL;
+        PyErr_Format(PyExc_ImportError,
+                     "forensics._unwrap was built with the readers %R, but forensics.ingest.envelope_table names %R: "
+                     "rebuild it (python setup.py build_ext --inplace, or reinstall mailmortem)", built, names);
+        Py_DECREF(built);
+        return NULL;
+    }
+    memcpy(by_kind, kinds, sizeof by_kind);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"configure", configure, METH_O,
+     "configure(names) -> None: the C readers' names in kind order (forensics.ingest.envelope_table.C_KINDS), "
+     "each of this module's readers once (ImportError otherwise); unwrap() takes those numbers after it"},
     {"unwrap", unwrap, METH_VARARGS,
      "unwrap(buffer, start, end, kind, year, last_month) -> (rows, flags, columns, what, ts) of a range"},
     {NULL, NULL, 0, NULL},
@@ -1520,16 +1300,7 @@ PyMODINIT_FUNC PyInit__unwrap(void) {
     for (size_t k = 0; k < sizeof sets / sizeof sets[0]; k++) index_paths(sets[k]);
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    if (PyModule_AddIntConstant(m, "DOCKER", K_DOCKER) || PyModule_AddIntConstant(m, "CRI", K_CRI)
-        || PyModule_AddIntConstant(m, "TIMESTAMPED", K_TIMESTAMPED) || PyModule_AddIntConstant(m, "SYSLOG", K_SYSLOG)
-        || PyModule_AddIntConstant(m, "RSYSLOG", K_RSYSLOG) || PyModule_AddIntConstant(m, "JOURNALD", K_JOURNALD)
-        || PyModule_AddIntConstant(m, "PYTHON_LOGGING", K_PYTHON_LOGGING)
-        || PyModule_AddIntConstant(m, "STRUCTLOG", K_STRUCTLOG) || PyModule_AddIntConstant(m, "ZAP", K_ZAP)
-        || PyModule_AddIntConstant(m, "SLOG", K_SLOG) || PyModule_AddIntConstant(m, "RFC5424", K_RFC5424)
-        || PyModule_AddIntConstant(m, "LOKI", K_LOKI) || PyModule_AddIntConstant(m, "CLOUD_LOGGING", K_CLOUD_LOGGING)
-        || PyModule_AddIntConstant(m, "CLOUDWATCH", K_CLOUDWATCH) || PyModule_AddIntConstant(m, "DATADOG", K_DATADOG)
-        || PyModule_AddIntConstant(m, "ELASTIC", K_ELASTIC) || PyModule_AddIntConstant(m, "COMPOSE", K_COMPOSE)
-        || PyModule_AddIntConstant(m, "DEFER", U_DEFER) || PyModule_AddIntConstant(m, "STDOUT", E_STDOUT)
+    if (PyModule_AddIntConstant(m, "DEFER", U_DEFER) || PyModule_AddIntConstant(m, "STDOUT", E_STDOUT)
         || PyModule_AddIntConstant(m, "STDERR", E_STDERR) || PyModule_AddIntConstant(m, "NO_STREAM", E_NO_STREAM)) {
         Py_DECREF(m);
         return NULL;

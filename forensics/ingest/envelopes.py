@@ -6,7 +6,7 @@ else. Python tells which envelope a file has from its first lines; DuckDB takes 
 (queries/envelopes.sql), and the inner lines are then parsed by the file's ordinary parser, each carrying its
 envelope's time and provenance (used where the record has none). A plain file of logfmt or JSON records in one
 of the common line envelopes is first offered to the compiled unwrapper (forensics.ingest.unwrapper), which
-gives the same staged rows or hands the file back here.
+gives the same staged rows or hands the file back here. Each envelope is a row of forensics.ingest.envelope_table.
 """
 
 from __future__ import annotations
@@ -23,76 +23,10 @@ import queries
 from forensics.errors import ConfigError
 from forensics.ingest import documents
 from forensics.ingest.detect import detect_syntax, first_lines, syntax_counts
-from forensics.ingest.fields import ALIASES
+from forensics.ingest.envelope_table import ENVELOPES, ISO, RECORD_KEYS, TABLE, Envelope
 from forensics.ingest.sources import Source
 
 
-# A record holding one of these keys (an event, recipient or message-id alias, in any case) is a send record of its own,
-# whatever else it holds: Fluent Bit's Merge_Log keeps Docker's log, stream and time beside the fields it parsed out
-# of `log`. Such a record is not taken for an envelope's entry whose text alone would be read (_carries_send).
-_RECORD_KEYS = {alias for canon in ("event", "msg_id", "recipient") for alias in ALIASES[canon]}
-SEND_KEYS = ",".join(sorted(_RECORD_KEYS))  # as envelope_docker_json's {lit:send_keys} (mm_carries_send)
-
-
-@dataclass(frozen=True)
-class Envelope:
-    name: str
-    title: str  # what a person calls it
-    block: str  # the queries/envelopes.sql block that reads its entries
-    zone_less: bool = False  # its times carry no zone: read in --tz
-    items: str = "$"  # where a JSON document of this envelope lists its entries
-    shape: tuple = ()  # its block's {lit:...} values, as (name, value) pairs (the syslog flavours share one block,
-    # structlog and zap another; Docker's names the send keys)
-    names: tuple = ()  # what the platform calls the sender fields it fills, as (container|host|unit|pid, its
-    # field) pairs: what "What was read" says the worker came from (sender)
-
-
-# structlog's console header (a time, perhaps with a zone, then the level in brackets): envelope_console's regexes and
-# the shape that tells the envelope (_TEXT_SHAPES)
-_STRUCTLOG_STAMP = "[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\\.[0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?"
-_STRUCTLOG_LEVEL = " +\\[ *[A-Za-z]+ *\\]"
-_STRUCTLOG_HEAD = f"^{_STRUCTLOG_STAMP}{_STRUCTLOG_LEVEL}"
-_SYSLOG_NAMES = (("host", "HOSTNAME"), ("unit", "TAG"), ("pid", "PID"))
-ENVELOPES = {e.name: e for e in (
-    Envelope("docker-json", "Docker json-file", "envelope_docker_json", shape=(("send_keys", SEND_KEYS),),
-             names=(("container", "attrs.tag|container id"),)),
-    Envelope("cri", "Kubernetes CRI log", "envelope_cri", names=(("container", "pod"), ("unit", "container"))),
-    Envelope("journald", "journald JSON", "envelope_journald",
-             names=(("container", "CONTAINER_NAME"), ("host", "_HOSTNAME"), ("unit", "_SYSTEMD_UNIT|SYSLOG_IDENTIFIER"),
-                    ("pid", "_PID"))),
-    Envelope("syslog", "syslog RFC 3164", "envelope_syslog", zone_less=True,
-             shape=(("pri", "(?:<[0-9]{1,3}>)?"), ("stamp", "[A-Z][a-z]{2} +[0-9]{1,2} [0-9]{2}:[0-9]{2}:[0-9]{2}"),
-                    ("year_less", 1)), names=_SYSLOG_NAMES),
-    Envelope("rsyslog", "rsyslog high-precision", "envelope_syslog",
-             shape=(("pri", "(?:<[0-9]{1,3}>)?"),  # ForwardFormat's <PRI> before the time
-                    ("stamp", "[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(?:Z|[+-][0-9]{2}:?[0-9]{2})?"), ("year_less", 0)),
-             names=_SYSLOG_NAMES),
-    Envelope("rfc5424", "syslog RFC 5424", "envelope_rfc5424",
-             names=(("host", "HOSTNAME"), ("unit", "APP-NAME"), ("pid", "PROCID"))),
-    Envelope("docker-logs", "docker logs --timestamps", "envelope_timestamped"),
-    Envelope("cloudwatch-export", "CloudWatch export to S3", "envelope_timestamped",
-             names=(("container", "log stream"),)),
-    Envelope("compose", "docker compose logs", "envelope_compose", names=(("container", "service prefix"),)),
-    Envelope("python-logging", "Python logging", "envelope_python_logging", zone_less=True),
-    Envelope("structlog", "structlog console", "envelope_console", zone_less=True,
-             shape=(("head", _STRUCTLOG_HEAD + " ?"), ("stamp", f"^({_STRUCTLOG_STAMP}){_STRUCTLOG_LEVEL} ?$"))),
-    Envelope("zap", "zap console", "envelope_console",
-             shape=(("head", "^[0-9][^\\t]*\\t[A-Za-z]+\\t"), ("stamp", "^([0-9][^\\t]*)\\t"))),
-    Envelope("slog", "Go slog text", "envelope_slog"),
-    Envelope("logrus", "logrus text", "envelope_slog"),
-    Envelope("loki", "Loki logcli jsonl", "envelope_loki",
-             names=(("container", "labels.pod|container"), ("host", "labels.host"),
-                    ("unit", "labels.unit|service_name|app|job"))),
-    Envelope("cloud-logging", "Google Cloud Logging", "envelope_cloud_logging",
-             names=(("container", "pod_name|labels.instanceId|container_name"), ("host", "node"),
-                    ("unit", "resource.labels.service_name|job_name|function_name"))),
-    Envelope("cloudwatch", "AWS CloudWatch events", "envelope_cloudwatch", items="$.events",
-             names=(("container", "logStreamName"), ("unit", "logGroupName"))),
-    Envelope("datadog", "Datadog archive", "envelope_datadog", names=(("host", "host"), ("unit", "service"))),
-    Envelope("elastic", "Elasticsearch documents", "envelope_elastic", items="$.hits.hits",
-             names=(("container", "kubernetes.pod.name|container.name"), ("host", "host.name"),
-                    ("unit", "service.name"))),
-)}
 NAMES = tuple(ENVELOPES)
 NONE = "none"  # --envelope none: read every file as it is
 SENDER_SAMPLE = 10_000  # the first records that tell where a file's workers came from (sender)
@@ -124,24 +58,10 @@ class Found:
 
 # --- telling the envelope ------------------------------------------------------------------------
 
-_ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d"
-_ZONE = r"(?:Z|[+-]\d\d:?\d\d)"
-_TEXT_SHAPES = (  # (envelope, a line's shape), tried in this order: the first fits win ties
-    ("cri", re.compile(rf"^{_ISO}(?:\.\d+)?{_ZONE} (?:stdout|stderr)(?: [FP](?::\S*)?)?(?: |$)")),
-    ("rfc5424", re.compile(r"^<\d{1,3}>1 \S+ \S+ \S+ \S+ \S+ (?:-|\[)")),
-    ("syslog", re.compile(r"^(?:<\d{1,3}>)?[A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d [\w.:-]+ [\w./-]+(?:\[\d+\])?:")),
-    ("rsyslog", re.compile(rf"^(?:<\d{{1,3}}>)?{_ISO}(?:\.\d+)?{_ZONE} [\w.:-]+ [\w./-]+(?:\[\d+\])?:")),
-    ("docker-logs", re.compile(rf"^{_ISO}\.\d{{9}}{_ZONE} ")),
-    ("cloudwatch-export", re.compile(rf"^{_ISO}(?:\.\d+)?{_ZONE} \{{")),
-    ("python-logging", re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\b")),
-    ("structlog", re.compile(_STRUCTLOG_HEAD + " ")),  # the header envelope_console takes off, then the record
-    ("zap", re.compile(rf"^(?:{_ISO}(?:\.\d+)?{_ZONE}?|\d{{9,11}}(?:\.\d+)?(?:e\+\d+)?)\t[A-Za-z]+\t")),
-    ("slog", re.compile(r"^time=[^\s\"]+ level=\S+ (?:source=\S+ )?msg=")),
-    ("logrus", re.compile(r"^time=\"[^\"]*\" level=\w+ msg=")),
-    ("compose", re.compile(r"^[A-Za-z0-9][\w.-]* +\|(?: |$)")),
-)
+# (envelope, a line's shape), tried in the table's `tried` order: the first fits win ties
+_TEXT_SHAPES = tuple((e.name, e.line_shape) for e in sorted(TABLE, key=lambda e: e.tried) if e.line_shape)
 _S3_EXPORT_NAME = re.compile(r"(?:^|/)\d{6}(?:\.gz)?$")  # CloudWatch's export objects: 000000.gz
-_S3_EXPORT_LINE = re.compile(rf"^{_ISO}\.\d{{3}}Z ")
+_S3_EXPORT_LINE = re.compile(rf"^{ISO}\.\d{{3}}Z ")
 _PAIR = re.compile(r'(?:^|\s)[^\s="]+=\S')
 
 
@@ -150,7 +70,7 @@ def _record_like(text) -> bool:
 
 
 def _carries_send(keys: set) -> bool:
-    return bool({k.lower() for k in keys} & _RECORD_KEYS)
+    return bool({k.lower() for k in keys} & RECORD_KEYS)
 
 
 def _json_shape(obj: dict) -> tuple[str, bool] | None:

@@ -27,7 +27,9 @@ from forensics.ingest.fields import CANONICAL, FieldMap
 
 try:
     from forensics import _jsonl
-except ImportError:  # built without a C compiler: the SQL path reads JSON Lines
+
+    _jsonl.configure(CANONICAL)  # ImportError when it was built for another field table
+except ImportError:  # built without a C compiler (or for other fields): the SQL path reads JSON Lines
     _jsonl = None
 
 PROBLEM_COLUMN = "problem_code"

@@ -27,10 +27,13 @@ from dataclasses import dataclass
 
 from forensics.errors import ConfigError
 from forensics.ingest import gzstream, sources
+from forensics.ingest.fields import CANONICAL
 
 try:
     from forensics import _logfmt
-except ImportError:  # built without a C compiler: the SQL path reads logfmt
+
+    _logfmt.configure(CANONICAL)  # ImportError when it was built for another field table
+except ImportError:  # built without a C compiler (or for other fields): the SQL path reads logfmt
     _logfmt = None
 
 ENV = "MAILMORTEM_PARSER"

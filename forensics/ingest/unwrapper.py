@@ -29,23 +29,20 @@ from dataclasses import dataclass
 from typing import Callable
 
 import queries
-from forensics.ingest import jsontokenizer, sources, tokenizer
+from forensics.ingest import envelope_table, jsontokenizer, sources, tokenizer
 from forensics.ingest.envelopes import INNER_SAMPLE_LINES, Found, Unwrapped, inner_sample
 
 try:
     from forensics import _unwrap
-except ImportError:  # built without a C compiler: DuckDB takes every envelope off
+
+    _unwrap.configure(envelope_table.C_KINDS)  # ImportError when its readers are not the table's
+except ImportError:  # built without a C compiler (or for other readers): DuckDB takes every envelope off
     _unwrap = None
 
-KINDS = {"docker-json": "DOCKER", "cri": "CRI", "docker-logs": "TIMESTAMPED", "cloudwatch-export": "TIMESTAMPED",
-         "syslog": "SYSLOG", "rsyslog": "RSYSLOG", "journald": "JOURNALD", "python-logging": "PYTHON_LOGGING",
-         "structlog": "STRUCTLOG", "zap": "ZAP", "slog": "SLOG", "logrus": "SLOG", "rfc5424": "RFC5424",
-         "loki": "LOKI", "cloud-logging": "CLOUD_LOGGING", "cloudwatch": "CLOUDWATCH", "datadog": "DATADOG",
-         "elastic": "ELASTIC", "compose": "COMPOSE"}
-# what the file's path names (envelopes.file_params) where the line names none, by envelope: as
-# queries/envelopes.sql, coalesce(the line's, :param) for an entry
-FROM_PATH = {"docker-json": ("container",), "cri": ("container", "unit"), "docker-logs": ("container",),
-             "cloudwatch-export": ("container",), "cloudwatch": ("container",)}
+# The envelopes taken off here, by the C reader of each (forensics.ingest.envelope_table), and what the file's path
+# names where their line names none.
+KINDS = {e.name: e.c_reader for e in envelope_table.TABLE if e.c_reader}
+FROM_PATH = {e.name: e.from_path for e in envelope_table.TABLE if e.from_path}
 HEAD_BYTES = 2 * 2**20  # the first head of the first range read for the samples (_head)
 PROVENANCE = ("host", "unit", "container", "pid")
 STREAMS = (None, "stdout", "stderr", None)  # by the C module's code: not an entry, stdout, stderr, no stream
@@ -106,7 +103,7 @@ def stage(con, found: Found, path: str, staged: str, syntax: str | None, plans: 
 
 def _staged(con, found, mapped, staged, syntax, plans: Plans, keep_raw) -> Unwrapped | None:
     ranges = tokenizer._ranges(mapped)
-    kind = getattr(_unwrap, KINDS[found.name])
+    kind = envelope_table.c_kind(found.name)
     head = _head(con, found, mapped, ranges, kind, f"{staged}_head", syntax, plans, keep_raw)
     if head is None:
         return None
