@@ -1,14 +1,15 @@
 """The optional compiled readers: the logfmt tokenizer, the JSON Lines reader and the line envelopes'
 unwrapper. Without a C compiler (or Python's headers) the build skips them and mailmortem reads those files through
-the SQL path (forensics/ingest/tokenizer.py, jsontokenizer.py, unwrapper.py), as PyYAML and MarkupSafe do. All
-three include forensics/_typing.h (the columns and the typing they share) and forensics/_buffers.h (the
-buffers they hand to Python)."""
+the SQL path (forensics/ingest/readers/: logfmt.py, jsonl.py, unwrap.py), as PyYAML and MarkupSafe do. All three
+include _typing.h (the columns and the typing they share) and _buffers.h (the buffers they hand to Python), beside
+them in forensics/ingest/readers/."""
 
 from setuptools import Extension, setup
 
+_ROOM = "forensics/ingest/readers"
 _THREADED = {"optional": True, "extra_compile_args": ["-O2", "-pthread"], "extra_link_args": ["-pthread"],
-             "depends": ["forensics/_typing.h", "forensics/_buffers.h"]}
+             "depends": [f"{_ROOM}/_typing.h", f"{_ROOM}/_buffers.h"]}
 
-setup(ext_modules=[Extension("forensics._logfmt", ["forensics/_logfmt.c"], **_THREADED),
-                   Extension("forensics._jsonl", ["forensics/_jsonl.c"], **_THREADED),
-                   Extension("forensics._unwrap", ["forensics/_unwrap.c"], **_THREADED)])
+setup(ext_modules=[Extension("forensics.ingest.readers._logfmt", [f"{_ROOM}/_logfmt.c"], **_THREADED),
+                   Extension("forensics.ingest.readers._jsonl", [f"{_ROOM}/_jsonl.c"], **_THREADED),
+                   Extension("forensics.ingest.readers._unwrap", [f"{_ROOM}/_unwrap.c"], **_THREADED)])

@@ -31,7 +31,8 @@ import diagnose_bench as bench  # noqa: E402 - the case generator and the measur
 PARSE_ONLY = """
 import sys
 import queries
-from forensics.ingest import case, parsers, sources
+from forensics.ingest import case, sources
+from forensics.ingest.readers import sql as parsers
 from forensics.ingest.fields import FieldMap
 source = sources.source_of(sys.argv[1])
 con = case.connect(input_bytes=int(sys.argv[2]))

@@ -33,7 +33,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from forensics.ingest import tokenizer, unwrapper
+from forensics.ingest.readers import logfmt as tokenizer, unwrap as unwrapper
 from forensics.simulate.envelopes import DOCUMENTS, JSON_ONLY, LOGFMT_ONLY, NAMES, wrap
 from tests.test_envelopes import file_name
 from tests.test_tokenizer_properties import read

@@ -64,10 +64,10 @@ def duckdb_schema():
     for name in DUCKDB_SCHEMA:
         queries.script(con, name)
     _envelope_tables(con)
-    from forensics.ingest import tokenizer
+    from forensics.ingest.readers import logfmt as tokenizer
 
     con.register(IDENTS["tokens"], tokenizer.schema().empty_table())  # what the compiled tokenizer streams
-    from forensics.ingest import jsontokenizer
+    from forensics.ingest.readers import jsonl as jsontokenizer
 
     con.register(JSON_TOKENS, jsontokenizer.schema().empty_table())  # what the compiled JSON Lines reader streams
     # what it reads the lines inside an envelope with (envelope_tokens)
@@ -94,7 +94,8 @@ def _envelope_tables(con) -> None:
     """What the envelope blocks read, made by the envelope code from fixtures: a Docker log's pieces (a view, and
     written down), its inner lines (a view) parsed both ways, and the entries of a CloudWatch page (and its
     values, as a page with malformed JSON in it is read)."""
-    from forensics.ingest import envelopes, parsers
+    from forensics.ingest import envelopes
+    from forensics.ingest.readers import sql as parsers
     from forensics.ingest.fields import FieldMap
     from forensics.ingest.sources import Source
 
@@ -142,7 +143,8 @@ def postgres_schema(conn) -> None:
 
 def values(name: str) -> dict:
     """Placeholder values for a block, as the code would give them."""
-    from forensics.ingest import jsontokenizer, load, parsers
+    from forensics.ingest import load
+    from forensics.ingest.readers import jsonl as jsontokenizer, sql as parsers
     from forensics.ingest.fields import FieldMap
 
     query = queries.get(name)
@@ -192,7 +194,7 @@ def values(name: str) -> dict:
 
 def params(name: str) -> dict:
     """Parameter values for EXPLAIN on DuckDB: NULL, but files for the line readers and JSON paths."""
-    from forensics.ingest.parsers import LINE_DELIM
+    from forensics.ingest.readers.sql import LINE_DELIM
 
     path = str(next(SAMPLE_CASE.glob("*.jsonl")))
     given = {"path": path, "paths": [path], "delim": LINE_DELIM, "keys": ["ts"], "items": "$.events"}

@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from forensics.errors import InputError
-from forensics.ingest import documents, parsers
+from forensics.ingest import documents
+from forensics.ingest.readers import sql as parsers
 from forensics.ingest.case import load_case
 from mailmortem.cli import main
 

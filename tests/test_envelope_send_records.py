@@ -111,7 +111,7 @@ def test_a_docker_json_file_log_reads_as_before(tmp_path, monkeypatch, parser):
 
 @needs_c
 def test_dockers_own_lines_are_still_unwrapped_in_c(tmp_path, monkeypatch):
-    from forensics.ingest import unwrapper
+    from forensics.ingest.readers import unwrap as unwrapper
 
     taken, stage = [], unwrapper.stage
     monkeypatch.setattr(unwrapper, "stage", lambda *args: taken.append(stage(*args)) or taken[-1])

@@ -441,7 +441,7 @@ def read_both(path: Path) -> tuple:
 
 @needs_c
 def test_the_lines_inside_an_envelope_go_through_the_compiled_tokenizer(tmp_path, monkeypatch):
-    from forensics.ingest import tokenizer, unwrapper
+    from forensics.ingest.readers import logfmt as tokenizer, unwrap as unwrapper
 
     staged, stage_lines = [], tokenizer.stage_lines
     monkeypatch.setattr(tokenizer, "stage_lines", lambda *args: staged.append(stage_lines(*args)) or staged[-1])
@@ -495,7 +495,7 @@ def test_the_json_lines_inside_an_envelope_read_alike_on_both_parser_paths(file)
 
 @needs_c
 def test_the_json_lines_inside_an_envelope_go_through_the_compiled_reader(tmp_path, monkeypatch):
-    from forensics.ingest import jsontokenizer
+    from forensics.ingest.readers import jsonl as jsontokenizer
 
     staged, stage_lines = [], jsontokenizer.stage_lines
     monkeypatch.setattr(jsontokenizer, "stage_lines", lambda *args: staged.append(stage_lines(*args)) or staged[-1])
@@ -514,7 +514,7 @@ def test_the_json_lines_inside_an_envelope_go_through_the_compiled_reader(tmp_pa
 
 @needs_c
 def test_a_journal_of_json_and_logfmt_records_reads_each_through_its_compiled_reader(tmp_path, monkeypatch):
-    from forensics.ingest import jsontokenizer, tokenizer
+    from forensics.ingest.readers import jsonl as jsontokenizer, logfmt as tokenizer
 
     staged = []
     for module in (jsontokenizer, tokenizer):
@@ -533,7 +533,7 @@ def test_a_journal_of_json_and_logfmt_records_reads_each_through_its_compiled_re
 @needs_c
 @pytest.mark.slow
 def test_an_inner_json_line_over_the_compiled_readers_limit_sends_the_file_to_sql(tmp_path, monkeypatch):
-    from forensics.ingest import jsontokenizer
+    from forensics.ingest.readers import jsonl as jsontokenizer
 
     staged, stage_lines = [], jsontokenizer.stage_lines
     monkeypatch.setattr(jsontokenizer, "stage_lines", lambda *args: staged.append(stage_lines(*args)) or staged[-1])

@@ -15,7 +15,8 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from forensics.errors import InputError
-from forensics.ingest import gzstream, tokenizer
+from forensics.ingest import gzstream
+from forensics.ingest.readers import logfmt as tokenizer
 from forensics.ingest.case import load_case
 from tests.test_tokenizer_properties import SETTINGS, log_file, needs_c, parser, read
 

@@ -12,7 +12,8 @@ import tempfile
 
 import pytest
 
-from forensics.ingest import jsontokenizer, repair, tokenizer
+from forensics.ingest import repair
+from forensics.ingest.readers import jsonl as jsontokenizer, logfmt as tokenizer
 from forensics.ingest.case import load_case
 from forensics.errors import InputError, ParseError
 

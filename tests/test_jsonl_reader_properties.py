@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from forensics.errors import ConfigError
-from forensics.ingest import jsontokenizer, tokenizer
+from forensics.ingest.readers import jsonl as jsontokenizer, logfmt as tokenizer
 from tests.test_tokenizer_properties import (ENDINGS, READ_EVERY_WAY, of_any_file, read, skipped_too_long,
                                              too_long_lines, too_long_over)
 
@@ -221,7 +221,7 @@ def test_mixed_line_endings_and_invalid_utf8_are_read_alike():
 
 
 @needs_c
-@pytest.mark.parametrize("choice, built, named", [("", True, "C (forensics._jsonl)"),
+@pytest.mark.parametrize("choice, built, named", [("", True, "C (forensics.ingest.readers._jsonl)"),
                                                   ("sql", True, "SQL (MAILMORTEM_PARSER=sql)"),
                                                   ("", False, "SQL (no compiled reader)")])
 def test_version_names_the_json_lines_parser_beside_the_logfmt_one(monkeypatch, choice, built, named):
@@ -240,7 +240,7 @@ def test_version_names_the_json_lines_parser_beside_the_logfmt_one(monkeypatch, 
 def test_c_is_refused_without_the_compiled_json_lines_reader(monkeypatch):
     monkeypatch.setenv(tokenizer.ENV, "c")
     monkeypatch.setattr(jsontokenizer, "_jsonl", None)
-    with pytest.raises(ConfigError, match="forensics._jsonl"):
+    with pytest.raises(ConfigError, match="forensics.ingest.readers._jsonl"):
         jsontokenizer.active()
 
 

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from forensics.ingest import jsontokenizer, repair, tokenizer
+from forensics.ingest import repair
+from forensics.ingest.readers import jsonl as jsontokenizer, logfmt as tokenizer
 from forensics.ingest.sources import Source
 
 _logfmt, _jsonl = tokenizer._logfmt, jsontokenizer._jsonl

@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from forensics.errors import ConfigError, MailmortemError
-from forensics.ingest import repair, tokenizer
+from forensics.ingest import repair
+from forensics.ingest.readers import logfmt as tokenizer
 from forensics.ingest.case import load_case
 
 needs_c = pytest.mark.skipif(tokenizer._logfmt is None, reason="the compiled tokenizer was not built")
@@ -252,7 +253,7 @@ def test_version_names_the_active_parser(monkeypatch):
     from mailmortem.cli import main
 
     monkeypatch.delenv(tokenizer.ENV, raising=False)
-    assert "parser: C (forensics._logfmt)" in CliRunner().invoke(main, ["--version"]).output
+    assert "parser: C (forensics.ingest.readers._logfmt)" in CliRunner().invoke(main, ["--version"]).output
     monkeypatch.setenv(tokenizer.ENV, "sql")
     assert "parser: SQL (MAILMORTEM_PARSER=sql)" in CliRunner().invoke(main, ["--version"]).output
     monkeypatch.setattr(tokenizer, "_logfmt", None)

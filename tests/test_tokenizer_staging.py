@@ -7,7 +7,7 @@ import duckdb
 import pytest
 
 import queries
-from forensics.ingest import parsers, tokenizer
+from forensics.ingest.readers import sql as parsers, logfmt as tokenizer
 from forensics.ingest.case import load_case
 from forensics.ingest.fields import FieldMap
 from forensics.ingest.sources import Source
@@ -77,7 +77,7 @@ def test_a_head_too_large_to_copy_is_not_sampled_from_a_copy(tmp_path, monkeypat
 
 _SHRINKS_UNDER_THE_MAP = """
 import mmap, os, sys
-from forensics.ingest import tokenizer
+from forensics.ingest.readers import logfmt as tokenizer
 tokenizer.guard_shrinking_files()
 with open(sys.argv[1], "r+b") as handle:
     mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)

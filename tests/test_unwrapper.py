@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from forensics.ingest import tokenizer, unwrapper
+from forensics.ingest.readers import logfmt as tokenizer, unwrap as unwrapper
 from forensics.ingest.case import load_case
 from forensics.simulate.envelopes import wrap
 from tests.test_envelopes import file_name

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import queries
-from forensics.ingest import (envelopes, jsontokenizer, parsers, repair, sources, tokenizer, unwrapper, vocabulary,
-                              window)
+from forensics.ingest import envelopes, repair, sources, vocabulary, window
+from forensics.ingest.readers import jsonl as jsontokenizer, sql as parsers, logfmt as tokenizer, unwrap as unwrapper
 from forensics.ingest.detect import detect_syntax
 from forensics.ingest.envelopes import Reading
 from forensics.errors import ConfigError, InputError, ParseError
 from forensics.ingest.fields import FieldMap
-from forensics.ingest.parsers import LINE_DELIM
+from forensics.ingest.readers.sql import LINE_DELIM
 from forensics.ingest.sources import SYNTAXES, Source, check_unchanged, head_bytes, identity, is_empty
 
 # More files than this get events/skipped tables rather than views over a union of staged tables.

@@ -271,7 +271,7 @@ def _shrink_guarded() -> bool:
     filled when the interpreter started, and said SIG_DFL under the handler, so every file's line ends had been read
     whole instead of mapped."""
     try:
-        from forensics import _logfmt
+        from forensics.ingest.readers import _logfmt
     except ImportError:
         return False
     return _logfmt.shrink_guarded()

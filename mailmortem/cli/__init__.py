@@ -94,7 +94,7 @@ def _show_version(ctx, _param, value):
     fallback), and what takes the common line envelopes off (the compiled unwrapper, or DuckDB)."""
     if not value or ctx.resilient_parsing:
         return
-    from forensics.ingest import jsontokenizer, tokenizer, unwrapper
+    from forensics.ingest.readers import jsonl as jsontokenizer, logfmt as tokenizer, unwrap as unwrapper
 
     try:
         parser, json_parser, unwrapping = tokenizer.describe(), jsontokenizer.describe(), unwrapper.describe()
@@ -119,7 +119,7 @@ def main():
       mailmortem backfill-sentlog --provider-export export.json
       mailmortem ab-contamination --test-id subj-2026-11 logs/
     """
-    from forensics.ingest import tokenizer
+    from forensics.ingest.readers import logfmt as tokenizer
     from mailmortem.console import keep_exit_codes_through_closed_pipes
 
     keep_exit_codes_through_closed_pipes()

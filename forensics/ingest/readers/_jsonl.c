@@ -606,7 +606,7 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "forensics._jsonl", NULL, -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "forensics.ingest.readers._jsonl", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit__jsonl(void) {
     PyObject *m = PyModule_Create(&module);

@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "_typing.h"
-#define MM_BLOCK_NAME "forensics._logfmt.Block"
+#define MM_BLOCK_NAME "forensics.ingest.readers._logfmt.Block"
 #include "_buffers.h"
 
 #define NFIELDS 17
@@ -758,7 +758,7 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "forensics._logfmt", NULL, -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "forensics.ingest.readers._logfmt", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit__logfmt(void) {
     if (PyType_Ready(&BlockType) < 0) return NULL;

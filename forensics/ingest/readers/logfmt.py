@@ -1,4 +1,4 @@
-"""logfmt through the compiled tokenizer (forensics._logfmt), when it was built; the SQL path otherwise.
+"""logfmt through the compiled tokenizer (forensics.ingest.readers._logfmt), when it was built; the SQL path otherwise.
 
 The C module reads a file's lines into the same text columns that queries/ingest.sql's stage_logfmt computes
 with regexes (each canonical field's unquoted text, from the first of its keys present, in the same order),
@@ -29,7 +29,7 @@ from forensics.errors import ConfigError
 from forensics.ingest import gzstream, sources
 
 try:
-    from forensics import _logfmt
+    from forensics.ingest.readers import _logfmt
 except ImportError:  # built without a C compiler: the SQL path reads logfmt
     _logfmt = None
 
@@ -49,7 +49,7 @@ def _choice() -> str:
     if value not in ("auto", "c", "sql"):
         raise ConfigError(f"{ENV}={os.environ[ENV]!r}: expected c, sql or auto (unset)")
     if value == "c" and _logfmt is None:
-        raise ConfigError(f"{ENV}=c but the compiled tokenizer (forensics._logfmt) is not installed; "
+        raise ConfigError(f"{ENV}=c but the compiled tokenizer (forensics.ingest.readers._logfmt) is not installed; "
                           "reinstall with a C compiler and Python's headers, or unset it")
     return value
 
@@ -62,7 +62,7 @@ def active() -> bool:
 def describe() -> str:
     """Which logfmt parser is active, for `mailmortem --version`."""
     if active():
-        return "C (forensics._logfmt)"
+        return "C (forensics.ingest.readers._logfmt)"
     return "SQL (no compiled tokenizer)" if _logfmt is None else f"SQL ({ENV}=sql)"
 
 
@@ -81,7 +81,7 @@ def fits(keys: list[list[bytes]]) -> bool:
 
 
 def columns() -> list[str]:
-    from forensics.ingest.parsers import TEXT_COLUMN_NAMES
+    from forensics.ingest.readers.sql import TEXT_COLUMN_NAMES
 
     return ["line", *TEXT_COLUMN_NAMES, *TYPED_TEXT_COLUMNS, PROBLEM_COLUMN, TS_COLUMN]
 

@@ -10,7 +10,7 @@ import re
 
 import queries
 from forensics.errors import InputError
-from forensics.ingest import jsontokenizer, tokenizer
+from forensics.ingest.readers import jsonl as jsontokenizer, logfmt as tokenizer
 from forensics.ingest.detect import csv_header, first_lines
 from forensics.ingest.fields import ALIASES, CANONICAL, FieldMap
 from forensics.ingest.sources import Source

@@ -40,7 +40,7 @@
 
 #pragma GCC diagnostic ignored "-Wunused-function" /* the typing this reader does not need */
 #include "_typing.h"
-#define MM_BLOCK_NAME "forensics._unwrap.Block"
+#define MM_BLOCK_NAME "forensics.ingest.readers._unwrap.Block"
 #include "_buffers.h"
 
 enum { K_DOCKER = 1, K_CRI = 2, K_TIMESTAMPED = 3, K_SYSLOG = 4, K_RSYSLOG = 5, K_JOURNALD = 6, K_PYTHON_LOGGING = 7,
@@ -1512,7 +1512,7 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "forensics._unwrap", NULL, -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "forensics.ingest.readers._unwrap", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit__unwrap(void) {
     if (PyType_Ready(&BlockType) < 0) return NULL;

@@ -1,4 +1,4 @@
-"""Line envelopes taken off in C (forensics._unwrap): Docker json-file, CRI, `docker logs --timestamps`,
+"""Line envelopes taken off in C (forensics.ingest.readers._unwrap): Docker json-file, CRI, `docker logs --timestamps`,
 `docker compose logs`, CloudWatch's S3 export, syslog (RFC 3164, rsyslog's format, RFC 5424), journald JSON, the
 application prefixes (Python logging, structlog, zap, slog, logrus), and the JSON platforms' files of one entry per
 line (Loki, Cloud Logging, CloudWatch events, Datadog, Elasticsearch), their logfmt or JSON records read beside.
@@ -16,7 +16,7 @@ ones the DuckDB path makes (tests hold them equal).
 The C module reads the common case only: at the first line it cannot read exactly as envelopes.sql does (a piece
 of a longer line, an unfinished one, a CR, invalid UTF-8, a JSON entry of another shape, JSON DuckDB reads more
 leniently, a value it would render its own way, a prefix's JSON tail it cannot judge as json_valid does, ...:
-see forensics/_unwrap.c) the file goes back to the DuckDB path, as it does for records both logfmt and JSON, a
+see forensics/ingest/readers/_unwrap.c) the file goes back to the DuckDB path, as it does for records both logfmt and JSON, a
 byte-order mark, a sample of keys the first range cannot hold, keys the compiled readers do not take, or a JSON
 platform's document (found.document: an array or pages of entries).
 """
@@ -29,11 +29,12 @@ from dataclasses import dataclass
 from typing import Callable
 
 import queries
-from forensics.ingest import jsontokenizer, sources, tokenizer
+from forensics.ingest import sources
+from forensics.ingest.readers import jsonl as jsontokenizer, logfmt as tokenizer
 from forensics.ingest.envelopes import INNER_SAMPLE_LINES, Found, Unwrapped, inner_sample
 
 try:
-    from forensics import _unwrap
+    from forensics.ingest.readers import _unwrap
 except ImportError:  # built without a C compiler: DuckDB takes every envelope off
     _unwrap = None
 
@@ -72,7 +73,7 @@ def active() -> bool:
 def describe() -> str:
     """What takes the line envelopes of KINDS off, for `mailmortem --version`."""
     if active():
-        return "C (forensics._unwrap)"
+        return "C (forensics.ingest.readers._unwrap)"
     return "DuckDB (no compiled unwrapper)" if _unwrap is None else "DuckDB (with the SQL parser)"
 
 
@@ -231,7 +232,7 @@ class _Logfmt:
         self.schema = _with_env(tokenizer.schema())  # the stream's, built once (every batch is of it)
 
     def read(self, rows: int, data, offsets) -> tuple:
-        from forensics import _logfmt
+        from forensics.ingest.readers import _logfmt
 
         tokens = _logfmt.tokenize_lines(data, offsets, self.keys)
         if tokens[0] < rows or tokens[1] & _logfmt.DIRTY:
@@ -260,7 +261,7 @@ class _Jsonl:
         self.schema = _with_env(jsontokenizer.schema())
 
     def read(self, rows: int, data, offsets) -> tuple:
-        from forensics import _jsonl
+        from forensics.ingest.readers import _jsonl
 
         plan = self.plan
         result = _jsonl.read_lines(data, offsets, plan.paths, plan.always, plan.fields, plan.rare)

@@ -1,12 +1,12 @@
-"""JSON Lines through the compiled reader (forensics._jsonl), when it was built; the SQL path otherwise.
+"""JSON Lines through the compiled reader (forensics.ingest.readers._jsonl), when it was built; the SQL path otherwise.
 
 The C module reads a plain file's lines, range by range through a memory map, on two threads with the GIL
 released, into the text columns queries/ingest.sql's stage_jsonl computes with json_extract_string (each
 canonical field from the first of its JSONPaths whose value is not blank). It reads only what it can read
 exactly as DuckDB does and defers every other line (not a strict JSON object, a wanted value DuckDB prints its
-own way, a key written twice, ...: see forensics/_jsonl.c) to SQL, which reads those lines with stage_jsonl's
+own way, a key written twice, ...: see forensics/ingest/readers/_jsonl.c) to SQL, which reads those lines with stage_jsonl's
 own expressions (stage_jsonl_tokens). On the lines it reads, it types the recipient, msg_id and zoned ISO time
-itself, with the logfmt tokenizer's C code (forensics/_typing.h). A gzipped file is read from its decompressed
+itself, with the logfmt tokenizer's C code (forensics/ingest/readers/_typing.h). A gzipped file is read from its decompressed
 copy (a plain file). The JSON records inside an envelope, taken off by DuckDB, are read as DuckDB hands them
 over (stage_lines), as the logfmt tokenizer reads the logfmt ones; in the line envelopes the C unwrapper takes
 (forensics.ingest.unwrapper) they are read by read_lines beside it, with their text.
@@ -22,11 +22,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from forensics.errors import ConfigError
-from forensics.ingest import tokenizer
+from forensics.ingest.readers import logfmt as tokenizer
 from forensics.ingest.fields import CANONICAL, FieldMap
 
 try:
-    from forensics import _jsonl
+    from forensics.ingest.readers import _jsonl
 except ImportError:  # built without a C compiler: the SQL path reads JSON Lines
     _jsonl = None
 
@@ -38,7 +38,7 @@ def active() -> bool:
     if tokenizer._choice() == "sql":
         return False
     if _jsonl is None and tokenizer._choice() == "c":
-        raise ConfigError(f"{tokenizer.ENV}=c but the compiled JSON Lines reader (forensics._jsonl) is not "
+        raise ConfigError(f"{tokenizer.ENV}=c but the compiled JSON Lines reader (forensics.ingest.readers._jsonl) is not "
                           "installed; reinstall with a C compiler and Python's headers, or unset it")
     return _jsonl is not None
 
@@ -46,7 +46,7 @@ def active() -> bool:
 def describe() -> str:
     """Which JSON Lines parser is active, for `mailmortem --version`."""
     if active():
-        return "C (forensics._jsonl)"
+        return "C (forensics.ingest.readers._jsonl)"
     return "SQL (no compiled reader)" if _jsonl is None else f"SQL ({tokenizer.ENV}=sql)"
 
 
@@ -82,7 +82,7 @@ def plan(keys: list[str], rare: list[str], field_map: FieldMap) -> Plan | None:
 
 
 def columns() -> list[str]:
-    from forensics.ingest.parsers import TEXT_COLUMN_NAMES
+    from forensics.ingest.readers.sql import TEXT_COLUMN_NAMES
 
     return ["line", *TEXT_COLUMN_NAMES, *tokenizer.TYPED_TEXT_COLUMNS, PROBLEM_COLUMN, tokenizer.TS_COLUMN]
 
