@@ -5,7 +5,7 @@ prefixes of common logging frameworks all carry the record an agent wrote (logfm
 else. Python tells which envelope a file has from its first lines; DuckDB takes every envelope off
 (queries/envelopes.sql), and the inner lines are then parsed by the file's ordinary parser, each carrying its
 envelope's time and provenance (used where the record has none). A plain file of logfmt or JSON records in one
-of the common line envelopes is first offered to the compiled unwrapper (forensics.ingest.unwrapper), which
+of the common line envelopes is first offered to the compiled unwrapper (forensics.ingest.readers.unwrap), which
 gives the same staged rows or hands the file back here.
 """
 

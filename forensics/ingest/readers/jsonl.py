@@ -1,4 +1,5 @@
-"""JSON Lines through the compiled reader (forensics.ingest.readers._jsonl), when it was built; the SQL path otherwise.
+"""The JSON Lines reader: by the compiled reader (_jsonl.c, beside this file) where it was built, else by the SQL
+path (forensics.ingest.readers.sql).
 
 The C module reads a plain file's lines, range by range through a memory map, on two threads with the GIL
 released, into the text columns queries/ingest.sql's stage_jsonl computes with json_extract_string (each
@@ -9,45 +10,60 @@ own expressions (stage_jsonl_tokens). On the lines it reads, it types the recipi
 itself, with the logfmt tokenizer's C code (forensics/ingest/readers/_typing.h). A gzipped file is read from its decompressed
 copy (a plain file). The JSON records inside an envelope, taken off by DuckDB, are read as DuckDB hands them
 over (stage_lines), as the logfmt tokenizer reads the logfmt ones; in the line envelopes the C unwrapper takes
-(forensics.ingest.unwrapper) they are read by read_lines beside it, with their text.
+(forensics.ingest.readers.unwrap) they are read by read_lines beside it, with their text.
 
-One switch for both compiled readers: MAILMORTEM_PARSER=sql forces the SQL path; =c refuses to run without them.
+One switch for the compiled readers (runtime.compiled): MAILMORTEM_PARSER=sql forces the SQL path.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from forensics.errors import ConfigError
-from forensics.ingest.readers import logfmt as tokenizer
+import queries
 from forensics.ingest.fields import CANONICAL, FieldMap
+from forensics.ingest.readers import runtime, sql
+from forensics.ingest.readers.runtime import DirtyFile, LongLine
+from forensics.ingest.sources import Source
 
-try:
-    from forensics.ingest.readers import _jsonl
-except ImportError:  # built without a C compiler: the SQL path reads JSON Lines
-    _jsonl = None
-
-PROBLEM_COLUMN = "problem_code"
+_jsonl = runtime.BUILT["jsonl"]
 
 
-def active() -> bool:
-    """Whether JSON Lines (plain files, and the records inside an envelope) are read by the compiled reader."""
-    if tokenizer._choice() == "sql":
+def read(con, source: Source, staged: str, head: bytes, field_map: FieldMap, keep_raw: bool, *,
+         reader: str = "mm_lines") -> int:
+    """A file's JSON Lines (`reader` mm_lines), or the JSON records inside its envelope (mm_unwrapped: `source.path`
+    names their table), into `staged`: by the compiled reader where it takes them, else by the SQL path. The
+    header's line: 0."""
+    keys, rare, params = sql.jsonl_keys(con, source, field_map, keep_raw, reader)
+    if not _compiled(con, source, staged, (keys, rare), field_map, params, reader=reader):
+        sql.stage_jsonl(con, source, staged, (keys, rare), field_map, params, reader=reader)
+    return 0
+
+
+def _compiled(con, source: Source, staged: str, keys: tuple[list[str], list[str]], field_map: FieldMap,
+              params: dict, *, reader: str) -> bool:
+    """Whether the compiled JSON Lines reader staged a plain file, or the lines inside its envelope (`reader`
+    mm_unwrapped), reading `keys` (the sampled paths and the rare keys). False when the SQL path is to read it:
+    the reader is not built or switched off, takes not so many paths, finds a file's line endings mixed (never,
+    as load reads a mix from an LF copy) or an inner line over its limit."""
+    if not (isinstance(source.path, str) and runtime.compiled("jsonl")):  # a file, or the lines in its envelope
         return False
-    if _jsonl is None and tokenizer._choice() == "c":
-        raise ConfigError(f"{tokenizer.ENV}=c but the compiled JSON Lines reader (forensics.ingest.readers._jsonl) is not "
-                          "installed; reinstall with a C compiler and Python's headers, or unset it")
-    return _jsonl is not None
+    planned = plan_and_picks(*keys, field_map)
+    stage = stage_lines if reader == "mm_unwrapped" else stage_file
+    if planned and stage(con, source.path, staged, planned[0], params, planned[1]):
+        return True
+    queries.run(con, "drop_staged", staged=staged)
+    return False
 
 
-def describe() -> str:
-    """Which JSON Lines parser is active, for `mailmortem --version`."""
-    if active():
-        return "C (forensics.ingest.readers._jsonl)"
-    return "SQL (no compiled reader)" if _jsonl is None else f"SQL ({tokenizer.ENV}=sql)"
+def plan_and_picks(sampled: list[str], rare: list[str], field_map: FieldMap) -> tuple | None:
+    """The compiled JSON Lines reader's Plan for these keys and stage_jsonl_tokens' picks (None: it does not
+    take them)."""
+    planned = plan(sampled, rare, field_map)
+    if planned is None:
+        return None
+    return planned, [*sql.pick_columns(sampled, field_map, rare, "deferred_text_column"), *carried()]
 
 
 @dataclass(frozen=True)
@@ -81,80 +97,41 @@ def plan(keys: list[str], rare: list[str], field_map: FieldMap) -> Plan | None:
                 [key.encode("utf-8", "surrogateescape") for key in rare])
 
 
-def columns() -> list[str]:
-    from forensics.ingest.readers.sql import TEXT_COLUMN_NAMES
-
-    return ["line", *TEXT_COLUMN_NAMES, *tokenizer.TYPED_TEXT_COLUMNS, PROBLEM_COLUMN, tokenizer.TS_COLUMN]
-
-
-@functools.cache
-def schema():
-    import pyarrow as pa
-
-    types = {PROBLEM_COLUMN: pa.int8(), tokenizer.TS_COLUMN: pa.timestamp("us", tz="UTC")}
-    return pa.schema([(name, types.get(name, pa.string())) for name in columns()])
-
-
-def stage(con, path: str, staged: str, plan: Plan, params: dict, picks: list) -> bool:
+def stage_file(con, path: str, staged: str, plan: Plan, params: dict, picks: list) -> bool:
     """Read a plain JSON Lines file into `staged` (`params` and `picks`: stage_jsonl's, for the deferred lines,
     then the carried() columns).
     False when its line endings mix CRLF with bare CR or LF, which the caller then reads through the SQL path.
-    load._stage reads such a file from a copy with LF endings (sources.line_ended_copy), so this never happens
+    load reads such a file from a copy with LF endings (sources.line_ended_copy), so this never happens
     there: the check keeps a mix from being split any other way."""
-    import pyarrow as pa
-
-    import queries
-
     flags = [0]
-    name = f"{staged}_tokens"
-    con.register(name, pa.RecordBatchReader.from_batches(schema(), _file_batches(path, plan, flags)))
-    try:
-        queries.script(con, "stage_jsonl_tokens", params, staged=staged, tokens=name, picks=picks,
-                       env="mm_no_envelope()")
-    finally:
-        con.unregister(name)
+    runtime.into_staged(con, staged, runtime.schema(), _file_batches(path, plan, flags), "stage_jsonl_tokens",
+                        params, picks=picks, env="mm_no_envelope()")
     if flags[0] & _jsonl.DIRTY:
-        raise tokenizer.DirtyFile("invalid utf-8 or line size over the limit")
+        raise DirtyFile("invalid utf-8 or line size over the limit")
     return not (flags[0] & _jsonl.CRLF and flags[0] & _jsonl.LONE)
 
 
 def carried() -> list:
     """The columns the C module typed, and whether SQL reads the line, carried through stage_jsonl_tokens' texts
     (after its picks)."""
-    import queries
-
     return [queries.fragment("carried_column", column=column)
-            for column in ("deferred", *tokenizer.TYPED_TEXT_COLUMNS, tokenizer.TS_COLUMN)]
+            for column in ("deferred", *runtime.TYPED_TEXT_COLUMNS, runtime.TS_COLUMN)]
 
 
 def _file_batches(path: str, plan: Plan, flags: list[int]) -> Iterator:
-    """The file's Arrow batches, range by range (tokenizer.mapped_ranges: the next range is read, GIL released,
+    """The file's Arrow batches, range by range (runtime.mapped_ranges: the next range is read, GIL released,
     while DuckDB takes this one). Stops at a dirty range or once line endings mix (the file is then read again:
     repaired, or by the SQL path)."""
     def read(buffer, start: int, end: int) -> list:
-        return _jsonl.read(buffer, start, end, plan.paths, plan.always, plan.fields, plan.rare, tokenizer.THREADS)
+        return _jsonl.read(buffer, start, end, plan.paths, plan.always, plan.fields, plan.rare, runtime.THREADS)
 
-    for result in tokenizer.mapped_ranges(path, read):
+    for result in runtime.mapped_ranges(path, read):
         for rows, seen, codes, cols, ts in result:
             flags[0] |= seen
             if seen & _jsonl.DIRTY or (flags[0] & _jsonl.CRLF and flags[0] & _jsonl.LONE):
                 return
             if rows:
-                yield _batch(rows, codes, cols, ts)
-
-
-def _batch(rows: int, codes: bytes, cols: list, ts: tuple):
-    """The C module's buffers as Arrow arrays, without a copy (the text columns, the codes, the timestamps)."""
-    import pyarrow as pa
-
-    arrays = [pa.Array.from_buffers(pa.string(), rows, [pa.py_buffer(valid), pa.py_buffer(offsets),
-                                                        pa.py_buffer(data)], null_count=nulls)
-              for valid, offsets, data, nulls in cols]
-    arrays.append(pa.Array.from_buffers(pa.int8(), rows, [None, pa.py_buffer(codes)]))
-    ts_valid, ts_data, ts_nulls = ts
-    arrays.append(pa.Array.from_buffers(schema().field(tokenizer.TS_COLUMN).type, rows,
-                                        [pa.py_buffer(ts_valid), pa.py_buffer(ts_data)], null_count=ts_nulls))
-    return pa.RecordBatch.from_arrays(arrays, schema=schema())
+                yield runtime.batch(rows, codes, cols, ts)
 
 
 # --- the JSON records inside an envelope ---------------------------------------------------------------
@@ -163,19 +140,13 @@ def _batch(rows: int, codes: bytes, cols: list, ts: tuple):
 def stage_lines(con, lines: str, staged: str, plan: Plan, params: dict, picks: list) -> bool:
     """Read the inner lines of an envelope (`lines`: the view or table of `line` and `env` that
     queries/envelopes.sql's envelope_flat_lines, envelope_lines or envelope_joined_lines made) into `staged`, each row
-    keeping its envelope, as tokenizer.stage_lines reads logfmt ones: DuckDB hands the C module each vector of lines
+    keeping its envelope, as logfmt.stage_lines reads logfmt ones: DuckDB hands the C module each vector of lines
     through a function of this connection and gets its columns back as a struct beside the line and its `env`; the
-    lines it defers are read by SQL there (`params` and `picks` as for stage). False when a line is over the reader's
-    limit: the caller reads the lines through the SQL path then."""
-    import queries
-
+    lines it defers are read by SQL there (`params` and `picks` as for stage_file). False when a line is over the
+    reader's limit: the caller reads the lines through the SQL path then."""
     flags = [0]
-
-    def register(name: str) -> None:
-        register_line_reader(con, name, plan, flags)
-
     try:
-        with tokenizer.line_tokens(con, lines, staged, register) as tokens:
+        with runtime.line_tokens(con, lines, staged, _lines_read(plan, flags)) as tokens:
             queries.script(con, "stage_jsonl_tokens", params, staged=staged, tokens=tokens, picks=picks, env="env")
     except Exception:
         if flags[0] & _jsonl.DIRTY:  # raised by LongLine, wrapped by DuckDB
@@ -184,26 +155,15 @@ def stage_lines(con, lines: str, staged: str, plan: Plan, params: dict, picks: l
     return True
 
 
-def register_line_reader(con, name: str, plan: Plan, flags: list[int]) -> None:
-    """The function `name` of this connection that envelope_tokens calls: a VARCHAR line in, the reader's columns
-    (but the line) out, as a struct; the flags it saw are or-ed into flags[0]."""
-    con.create_function(name, _lines_read(plan, flags), [tokenizer.duck_types(con, schema())["line"]],
-                        tokenizer.duck_struct(con, schema()), type="arrow", null_handling="special")
-
-
 def _lines_read(plan: Plan, flags: list[int]):
-    """The function DuckDB calls with a vector of inner lines: their columns (all but the line) as a struct."""
-    import pyarrow as pa
-
-    fields = list(schema())[1:]
-
-    def read(lines):
-        count, data, offsets = tokenizer.line_buffers(lines)
+    """What the reader makes of a vector of inner lines (count, data, offsets), as a batch; the flags it saw are
+    or-ed into flags[0]."""
+    def read(count: int, data, offsets):
         rows, seen, codes, cols, ts = _jsonl.read_lines(data, offsets, plan.paths, plan.always, plan.fields,
                                                         plan.rare)
         flags[0] |= seen
         if rows < count:
-            raise tokenizer.LongLine("an inner line longer than the JSON Lines reader takes")
-        return pa.StructArray.from_arrays(_batch(rows, codes, cols, ts).columns[1:], fields=fields)
+            raise LongLine("an inner line longer than the JSON Lines reader takes")
+        return runtime.batch(rows, codes, cols, ts)
 
     return read
