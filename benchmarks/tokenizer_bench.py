@@ -39,7 +39,7 @@ con = case.connect(input_bytes=int(sys.argv[2]))
 for block in ("ingest_macros", "envelope_macros", "address_duckdb_macro"):
     queries.script(con, block)
 queries.script(con, "create_files", staged="staged_0")
-logfmt.read(con, source, "staged_1", sources.head_bytes(source), FieldMap(), False)
+logfmt.read(con, source, "staged_1", sources.head_bytes(source), FieldMap(), keep_raw=False)
 print(con.execute("SELECT count(*), count(*) FILTER (WHERE problem IS NULL), "
                   "sum(hash(ts, event, worker, recipient, msg_id, campaign, step, error)) FROM staged_1").fetchone())
 """

@@ -104,8 +104,8 @@ def _envelope_tables(con) -> None:
     queries.run(con, "envelope_kept_pieces", **tables)
     queries.run(con, "envelope_lines", **tables)
     lines = Source(IDENTS["unwrapped"], "docker", False)
-    jsonl.read(con, lines, IDENTS["as_json"], b"", FieldMap(), False, reader="mm_unwrapped")
-    logfmt.read(con, lines, IDENTS["as_logfmt"], b"", FieldMap(), False, reader="mm_unwrapped")
+    jsonl.read(con, lines, IDENTS["as_json"], b"", FieldMap(), keep_raw=False, reader="mm_unwrapped")
+    logfmt.read(con, lines, IDENTS["as_logfmt"], b"", FieldMap(), keep_raw=False, reader="mm_unwrapped")
     page = ENVELOPES / "cloudwatch" / "filter-log-events.json"
     queries.run(con, "envelope_document_entries", {"path": str(page), "items": "$.events"}, entries=IDENTS["entries"])
     import pyarrow as pa

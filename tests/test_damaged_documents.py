@@ -86,7 +86,7 @@ def test_diagnose_says_first_where_a_damaged_entry_lost_a_send_and_never_shows_d
 def test_what_cannot_be_read_names_the_file_never_a_private_copy(tmp_path, monkeypatch):
     """A file whose endings mix is read from a copy in the case's spill folder: an error about the copy names the
     file."""
-    def failing(con, lines, *args):
+    def failing(con, lines, *args, **kwargs):
         raise RuntimeError(f'Something in file "{lines.path}" at byte 2')
 
     monkeypatch.setitem(load.READERS, "jsonl", failing)

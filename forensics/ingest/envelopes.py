@@ -364,17 +364,18 @@ Parse = Callable[[str, Source, bytes, str], None]  # (syntax, lines, head, stage
 NOT_FLAT = "mailmortem: an envelope's entry is not one whole line"  # envelope_flat_lines' error: read the pieces
 
 
-def stage(con, found: Found, source: Source, staged: str, syntax: str | None, delim: str, parse: Parse) -> Unwrapped:
+def stage(con, found: Found, source: Source, staged: str, syntax: str | None, *, delim: str, parse: Parse
+          ) -> Unwrapped:
     """Take the envelope off `source` and parse the lines inside into `staged` (with their envelope, `env`): straight
     from the envelope's view when every entry is one whole line, else from its pieces written down, joined or split."""
     tables = {"entries": f"{staged}_entries", "pieces": f"{staged}_pieces", "kept": f"{staged}_kept",
               "unwrapped": f"{staged}_lines"}
     try:
         pieces = _pieces(con, found, source, delim, tables)
-        if flat := _read_flat(con, tables, source, staged, syntax, parse, pieces):
+        if flat := _read_flat(con, tables, source, staged, syntax, parse=parse, pieces=pieces):
             return flat
         pieces(False)  # the pieces are written down from the view as first made, whatever the flat read made of it
-        return _read_kept(con, tables, source, staged, syntax, parse)
+        return _read_kept(con, tables, source, staged, syntax, parse=parse)
     finally:
         queries.script(con, "envelope_drop", **tables)
 
@@ -403,7 +404,7 @@ def _pieces(con, found: Found, source: Source, delim: str, tables: dict) -> Call
     return view
 
 
-def _read_flat(con, tables: dict, source: Source, staged: str, syntax: str | None, parse: Parse,
+def _read_flat(con, tables: dict, source: Source, staged: str, syntax: str | None, *, parse: Parse,
                pieces: Callable[[bool], None]) -> Unwrapped | None:
     """The inner lines parsed straight from the pieces' view (made again for records that are all JSON); None
     (nothing left in `staged`) when an entry is not one whole line (envelope_flat_lines stops the read there)."""
@@ -412,7 +413,7 @@ def _read_flat(con, tables: dict, source: Source, staged: str, syntax: str | Non
         sample, inner = inner_sample(con, tables["unwrapped"], syntax)
         if inner == ["jsonl"]:
             pieces(True)
-        _parse_inner(con, inner, Source(tables["unwrapped"], source.label, False), sample, staged, parse)
+        _parse_inner(con, inner, Source(tables["unwrapped"], source.label, False), sample, staged, parse=parse)
     except Exception as exc:  # raised inside DuckDB, in whatever class the reading wraps it
         if NOT_FLAT not in str(exc):
             raise
@@ -424,7 +425,7 @@ def _read_flat(con, tables: dict, source: Source, staged: str, syntax: str | Non
     return Unwrapped("+".join(inner), entries, sample)
 
 
-def _read_kept(con, tables: dict, source: Source, staged: str, syntax: str | None, parse: Parse) -> Unwrapped:
+def _read_kept(con, tables: dict, source: Source, staged: str, syntax: str | None, *, parse: Parse) -> Unwrapped:
     """The inner lines of the pieces written down: joined where a piece leaves its line unfinished, split at
     newlines, a last line never finished marked (mark_truncated_row)."""
     queries.run(con, "envelope_kept_pieces", **tables)
@@ -432,7 +433,7 @@ def _read_kept(con, tables: dict, source: Source, staged: str, syntax: str | Non
     relation = "TABLE" if partial else "VIEW"
     try:
         queries.run(con, "envelope_joined_lines" if partial else "envelope_lines", **tables)
-        sample, inner = _parse_unwrapped(con, tables["unwrapped"], source, syntax, staged, parse)
+        sample, inner = _parse_unwrapped(con, tables["unwrapped"], source, syntax, staged, parse=parse)
         cut = queries.run(con, "envelope_cut_rows", unwrapped=tables["unwrapped"]).fetchall() if incomplete else []
     finally:
         queries.run(con, "envelope_drop_lines", relation=relation, unwrapped=tables["unwrapped"])
@@ -441,12 +442,12 @@ def _read_kept(con, tables: dict, source: Source, staged: str, syntax: str | Non
     return Unwrapped("+".join(inner), entries, sample)
 
 
-def _parse_unwrapped(con, unwrapped: str, source: Source, syntax: str | None, staged: str, parse: Parse
+def _parse_unwrapped(con, unwrapped: str, source: Source, syntax: str | None, staged: str, *, parse: Parse
                      ) -> tuple[list[str], list[str]]:
     """The inner lines (`unwrapped`) parsed into `staged` by the syntaxes of their records (`syntax` when given):
     (the first inner lines, those syntaxes)."""
     sample, inner = inner_sample(con, unwrapped, syntax)
-    _parse_inner(con, inner, Source(unwrapped, source.label, False), sample, staged, parse)
+    _parse_inner(con, inner, Source(unwrapped, source.label, False), sample, staged, parse=parse)
     return sample, inner
 
 
@@ -467,7 +468,7 @@ def inner_syntaxes(sample: list[str]) -> list[str]:
     return ["jsonl"] if json_lines else ["logfmt"]
 
 
-def _parse_inner(con, syntaxes: list[str], lines: Source, sample: list[str], staged: str, parse: Parse) -> None:
+def _parse_inner(con, syntaxes: list[str], lines: Source, sample: list[str], staged: str, *, parse: Parse) -> None:
     head = "\n".join(sample).encode()
     if len(syntaxes) == 1:
         parse(syntaxes[0], lines, head, staged)

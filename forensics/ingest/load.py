@@ -46,7 +46,7 @@ class InputSummary:
     sender: str | None = None  # which of its envelope's fields named the workers (envelopes.sender)
 
 
-def load(con, sources: list[Source], syntax: str | None = None, field_map: FieldMap | None = None,
+def load(con, sources: list[Source], *, syntax: str | None = None, field_map: FieldMap | None = None,
          strict: bool = False, progress: Progress | None = None, keep_raw: bool = False,
          reading: Reading = Reading(), limits: window.Window = window.Window(), again: bool = False
          ) -> tuple[list[InputSummary], window.Cut | None, vocabulary.Vocabulary]:
@@ -165,7 +165,7 @@ def _load_file(con, file: _File, field_map: FieldMap, keep_raw: bool) -> InputSu
     else:
         plain = _decompressed(con, source)
         try:
-            header_line, repaired, unwrapped = _stage(con, plain or source, staged, file, field_map, keep_raw)
+            header_line, repaired, unwrapped = _stage(con, plain or source, staged, file, field_map, keep_raw=keep_raw)
         finally:
             if plain:
                 os.unlink(plain.path)
@@ -201,7 +201,7 @@ def _load_group(con, members: list[_File], field_map: FieldMap, keep_raw: bool) 
             raise InputError("line endings mix, or a line too long")  # read from a copy, file by file
         # a Source whose path is a list: DuckDB's reader takes either
         READERS[syntax](con, Source(paths, f"{len(paths)} files", False), group, b"".join(f.head for f in members),
-                        field_map, keep_raw)
+                        field_map, keep_raw=keep_raw)
         counts = dict(queries.run(con, "file_line_counts", {"paths": paths, "delim": LINE_DELIM}).fetchall())
         lines = [counts.get(path) for path in paths]
         if None in lines or sum(lines) != _staged_rows(con, group):
@@ -266,7 +266,7 @@ def _streamed_gzip(con, file: _File, staged: str, field_map: FieldMap, keep_raw:
     return True
 
 
-def _stage(con, source: Source, staged: str, file: _File, field_map: FieldMap,
+def _stage(con, source: Source, staged: str, file: _File, field_map: FieldMap, *,
            keep_raw: bool) -> tuple[int, bool, envelopes.Unwrapped | None]:
     """Parse one file into its staged table: the line number of its header (0 without one), whether
     it had to be read from a repaired copy, and what its envelope held (None without one). A file whose line
@@ -277,7 +277,7 @@ def _stage(con, source: Source, staged: str, file: _File, field_map: FieldMap,
         readable, long_lines, repaired = *_repaired(con, readable, source, file), True
     while True:
         try:
-            header_line, unwrapped = _parse(con, readable, staged, file, field_map, keep_raw)
+            header_line, unwrapped = _parse(con, readable, staged, file, field_map, keep_raw=keep_raw)
             break
         except Exception as exc:  # duckdb raises many classes; dirty files get one repaired retry
             queries.run(con, "drop_staged", staged=staged)
@@ -292,18 +292,18 @@ def _stage(con, source: Source, staged: str, file: _File, field_map: FieldMap,
     return header_line, repaired, unwrapped
 
 
-def _parse(con, readable: Source, staged: str, file: _File, field_map: FieldMap,
+def _parse(con, readable: Source, staged: str, file: _File, field_map: FieldMap, *,
            keep_raw: bool) -> tuple[int, envelopes.Unwrapped | None]:
     """The file's lines (or those inside its envelope) into its staged table: its header's line, what its envelope
     held."""
     if not file.envelope:
-        return READERS[file.syntax](con, readable, staged, file.head, field_map, keep_raw), None
+        return READERS[file.syntax](con, readable, staged, file.head, field_map, keep_raw=keep_raw), None
 
     def parse(syntax: str, lines: Source, head: bytes, into: str) -> None:
-        READERS[syntax](con, lines, into, head, field_map, keep_raw, reader="mm_unwrapped")
+        READERS[syntax](con, lines, into, head, field_map, keep_raw=keep_raw, reader="mm_unwrapped")
 
     return 0, (unwrap.read(con, readable, staged, file.envelope, field_map, syntax=file.forced, keep_raw=keep_raw)
-               or envelopes.stage(con, file.envelope, readable, staged, file.forced, LINE_DELIM, parse))
+               or envelopes.stage(con, file.envelope, readable, staged, file.forced, delim=LINE_DELIM, parse=parse))
 
 
 def _repaired(con, readable: Source, source: Source, file: _File) -> tuple[Source, list[repair.LongLine]]:

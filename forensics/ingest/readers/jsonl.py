@@ -30,19 +30,19 @@ from forensics.ingest.sources import Source
 _jsonl = runtime.BUILT["jsonl"]
 
 
-def read(con, source: Source, staged: str, head: bytes, field_map: FieldMap, keep_raw: bool, *,
+def read(con, source: Source, staged: str, head: bytes, field_map: FieldMap, *, keep_raw: bool,
          reader: str = "mm_lines") -> int:
     """A file's JSON Lines (`reader` mm_lines), or the JSON records inside its envelope (mm_unwrapped: `source.path`
     names their table), into `staged`: by the compiled reader where it takes them, else by the SQL path. The
     header's line: 0."""
     keys, rare, params = sql.jsonl_keys(con, source, field_map, keep_raw, reader)
-    if not _compiled(con, source, staged, (keys, rare), field_map, params, reader=reader):
-        sql.stage_jsonl(con, source, staged, (keys, rare), field_map, params, reader=reader)
+    if not _compiled(con, source, staged, (keys, rare), field_map, params=params, reader=reader):
+        sql.stage_jsonl(con, source, staged, (keys, rare), field_map, params=params, reader=reader)
     return 0
 
 
-def _compiled(con, source: Source, staged: str, keys: tuple[list[str], list[str]], field_map: FieldMap,
-              params: dict, *, reader: str) -> bool:
+def _compiled(con, source: Source, staged: str, keys: tuple[list[str], list[str]], field_map: FieldMap, *,
+              params: dict, reader: str) -> bool:
     """Whether the compiled JSON Lines reader staged a plain file, or the lines inside its envelope (`reader`
     mm_unwrapped), reading `keys` (the sampled paths and the rare keys). False when the SQL path is to read it:
     the reader is not built or switched off, takes not so many paths, finds a file's line endings mixed (never,
@@ -51,7 +51,7 @@ def _compiled(con, source: Source, staged: str, keys: tuple[list[str], list[str]
         return False
     planned = plan_and_picks(*keys, field_map)
     stage = stage_lines if reader == "mm_unwrapped" else stage_file
-    if planned and stage(con, source.path, staged, planned[0], params, planned[1]):
+    if planned and stage(con, source.path, staged, planned[0], params=params, picks=planned[1]):
         return True
     queries.run(con, "drop_staged", staged=staged)
     return False
@@ -97,15 +97,15 @@ def plan(keys: list[str], rare: list[str], field_map: FieldMap) -> Plan | None:
                 [key.encode("utf-8", "surrogateescape") for key in rare])
 
 
-def stage_file(con, path: str, staged: str, plan: Plan, params: dict, picks: list) -> bool:
+def stage_file(con, path: str, staged: str, plan: Plan, *, params: dict, picks: list) -> bool:
     """Read a plain JSON Lines file into `staged` (`params` and `picks`: stage_jsonl's, for the deferred lines,
     then the carried() columns).
     False when its line endings mix CRLF with bare CR or LF, which the caller then reads through the SQL path.
     load reads such a file from a copy with LF endings (sources.line_ended_copy), so this never happens
     there: the check keeps a mix from being split any other way."""
     flags = [0]
-    runtime.into_staged(con, staged, runtime.schema(), _file_batches(path, plan, flags), "stage_jsonl_tokens",
-                        params, picks=picks, env="mm_no_envelope()")
+    runtime.into_staged(con, staged, runtime.schema(), _file_batches(path, plan, flags),
+                        script="stage_jsonl_tokens", params=params, picks=picks, env="mm_no_envelope()")
     if flags[0] & _jsonl.DIRTY:
         raise DirtyFile("invalid utf-8 or line size over the limit")
     return not (flags[0] & _jsonl.CRLF and flags[0] & _jsonl.LONE)
@@ -137,7 +137,7 @@ def _file_batches(path: str, plan: Plan, flags: list[int]) -> Iterator:
 # --- the JSON records inside an envelope ---------------------------------------------------------------
 
 
-def stage_lines(con, lines: str, staged: str, plan: Plan, params: dict, picks: list) -> bool:
+def stage_lines(con, lines: str, staged: str, plan: Plan, *, params: dict, picks: list) -> bool:
     """Read the inner lines of an envelope (`lines`: the view or table of `line` and `env` that
     queries/envelopes.sql's envelope_flat_lines, envelope_lines or envelope_joined_lines made) into `staged`, each row
     keeping its envelope, as logfmt.stage_lines reads logfmt ones: DuckDB hands the C module each vector of lines

@@ -30,7 +30,7 @@ from forensics.ingest.sources import Source
 
 _logfmt = runtime.BUILT["logfmt"]
 
-def read(con, source: Source, staged: str, head: bytes, field_map: FieldMap, keep_raw: bool, *,
+def read(con, source: Source, staged: str, head: bytes, field_map: FieldMap, *, keep_raw: bool,
          reader: str = "mm_lines") -> int:
     """A file's logfmt lines (`reader` mm_lines), or those inside its envelope (mm_unwrapped: `source.path` names
     their table), into `staged`: by the compiled tokenizer where it takes them, else by the SQL path. Keys seen in a
@@ -46,7 +46,7 @@ def read(con, source: Source, staged: str, head: bytes, field_map: FieldMap, kee
         if fits(keys) and stage(con, source.path, staged, keys, keep_raw):
             return 0
         queries.run(con, "drop_staged", staged=staged)  # more keys than the tokenizer takes: read by SQL
-    return sql.stage_logfmt(con, source, staged, sampled, field_map, keep_raw, reader=reader)
+    return sql.stage_logfmt(con, source, staged, sampled, field_map, keep_raw=keep_raw, reader=reader)
 
 
 def _head_sampled_keys(con, source: Source, head: bytes) -> set[str] | None:
@@ -195,8 +195,8 @@ def _unless_damaged(batches: Iterator, seen: _Seen) -> Iterator:
 
 
 def _into_staged(con, staged: str, batches: Iterator, keep_raw: bool) -> None:
-    runtime.into_staged(con, staged, runtime.schema(), batches, "stage_logfmt_tokens", {"keep_raw": keep_raw},
-                        env="mm_no_envelope()")
+    runtime.into_staged(con, staged, runtime.schema(), batches, script="stage_logfmt_tokens",
+                        params={"keep_raw": keep_raw}, env="mm_no_envelope()")
 
 
 def _file_batches(path: str, keys: list[list[bytes]], seen: _Seen, keep_raw: bool) -> Iterator:

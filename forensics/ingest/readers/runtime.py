@@ -202,7 +202,7 @@ def batch(rows: int, problem, cols, ts):
     return pa.RecordBatch.from_arrays(arrays, schema=schema())
 
 
-def into_staged(con, staged: str, stream_schema, batches: Iterator, script: str, params: dict, **names) -> None:
+def into_staged(con, staged: str, stream_schema, batches: Iterator, *, script: str, params: dict, **names) -> None:
     """The batches as one Arrow stream (`{staged}_tokens`) that the queries/ script `script` stages into `staged`."""
     import pyarrow as pa
 

@@ -57,7 +57,7 @@ _LOGFMT_KEY = re.compile(r'[^\s="]+')
 _HEAD_KEY = re.compile(r'(?:^|\s)([^\s="]+)=')
 
 
-def stage_logfmt(con, source: Source, staged: str, sampled: set[str], field_map: FieldMap, keep_raw: bool, *,
+def stage_logfmt(con, source: Source, staged: str, sampled: set[str], field_map: FieldMap, *, keep_raw: bool,
                  reader: str = "mm_lines") -> int:
     """logfmt lines into `staged` by regexes: the `sampled` keys get a regex each; every other alias of the
     vocabulary, and --field names, are tried only on lines where one regex says one of them occurs."""
@@ -113,8 +113,8 @@ def pick_columns(keys: list[str], field_map: FieldMap, rare: list[str] = (),
             for canon, column in TEXT_COLUMNS]
 
 
-def stage_jsonl(con, source: Source, staged: str, keys: tuple[list[str], list[str]], field_map: FieldMap,
-                params: dict, *, reader: str = "mm_lines") -> int:
+def stage_jsonl(con, source: Source, staged: str, keys: tuple[list[str], list[str]], field_map: FieldMap, *,
+                params: dict, reader: str = "mm_lines") -> int:
     """JSON Lines into `staged` by json_extract_string: `keys` the sampled paths and the rare keys, `params`
     stage_jsonl's (jsonl_keys)."""
     queries.run(con, "stage_jsonl", {**lines_of(source), **params}, staged=staged,
@@ -157,7 +157,7 @@ def _json_paths(structure, prefix: str = "") -> list[str]:
     return paths
 
 
-def read_csv(con, source: Source, staged: str, head: bytes, field_map: FieldMap, keep_raw: bool, *,
+def read_csv(con, source: Source, staged: str, head: bytes, field_map: FieldMap, *, keep_raw: bool,
              reader: str = "mm_lines") -> int:
     """The CSV reader: a file's rows after its header into `staged`; the header's line."""
     found = csv_header(head)

@@ -75,15 +75,17 @@ def read(con, source: Source, staged: str, found: Found, field_map: FieldMap, *,
     the file is for the DuckDB path (nothing is left in `staged` then)."""
     if not (isinstance(source.path, str) and takes(found, syntax)):
         return None
-    return stage(con, found, source.path, staged, syntax, _Inner(con, source.label, field_map, keep_raw, found))
+    return stage(con, found, source.path, staged, syntax, inner_reading=_Inner(con, source.label, field_map, keep_raw,
+                                                                             found))
 
 
-def stage(con, found: Found, path: str, staged: str, syntax: str | None, inner_reading: _Inner) -> Unwrapped | None:
+def stage(con, found: Found, path: str, staged: str, syntax: str | None, *, inner_reading: _Inner
+          ) -> Unwrapped | None:
     """The file at `path` unwrapped and its records read (read: once it is known to be for this reader)."""
     with sources.mapped(path) as mapped:
         if mapped is None or mapped[:3] == runtime.BOM:
             return None
-        return _staged(con, found, mapped, staged, syntax, inner_reading)
+        return _staged(con, found, mapped, staged, syntax=syntax, inner_reading=inner_reading)
 
 
 class _Inner:
@@ -108,7 +110,7 @@ class _Inner:
         return None
 
 
-def _staged(con, found: Found, mapped, staged: str, syntax: str | None, inner_reading: _Inner) -> Unwrapped | None:
+def _staged(con, found: Found, mapped, staged: str, *, syntax: str | None, inner_reading: _Inner) -> Unwrapped | None:
     ranges = runtime.ranges(mapped)
     kind = getattr(_unwrap, KINDS[found.name])
     head = _head(con, found, mapped, ranges, kind, table=f"{staged}_head", syntax=syntax, inner_reading=inner_reading)
@@ -119,7 +121,7 @@ def _staged(con, found: Found, mapped, staged: str, syntax: str | None, inner_re
         return None  # records of both syntaxes (envelope_mixed_staged), or keys the compiled reader does not take
     read = _Read()
     try:
-        _into_staged(con, mapped, ranges, kind, staged, reader, read)
+        _into_staged(con, staged, reader, _batches(mapped, ranges, kind, reader, read))
     except Exception:
         if not read.deferred:
             raise
@@ -170,9 +172,9 @@ def _head_table(first, found: Found):
     return pa.table({"line": _as_duckdb_line(lines, what), "env": env})
 
 
-def _into_staged(con, mapped, ranges, kind, staged, reader, read: _Read) -> None:
-    runtime.into_staged(con, staged, reader.schema, _batches(mapped, ranges, kind, reader, read), reader.script,
-                        reader.params, **reader.names)
+def _into_staged(con, staged: str, reader, batches: Iterator) -> None:
+    runtime.into_staged(con, staged, reader.schema, batches, script=reader.script, params=reader.params,
+                        **reader.names)
 
 
 def _batches(mapped, ranges, kind, reader, read: _Read) -> Iterator:
