@@ -24,6 +24,7 @@ from forensics.errors import ConfigError
 from forensics.ingest import documents
 from forensics.ingest.detect import detect_syntax, first_lines, syntax_counts
 from forensics.ingest.fields import ALIASES
+from forensics.ingest.readers.grammar import PAIR_START_RE
 from forensics.ingest.sources import Source
 
 
@@ -142,11 +143,10 @@ _TEXT_SHAPES = (  # (envelope, a line's shape), tried in this order: the first f
 )
 _S3_EXPORT_NAME = re.compile(r"(?:^|/)\d{6}(?:\.gz)?$")  # CloudWatch's export objects: 000000.gz
 _S3_EXPORT_LINE = re.compile(rf"^{_ISO}\.\d{{3}}Z ")
-_PAIR = re.compile(r'(?:^|\s)[^\s="]+=\S')
 
 
 def _record_like(text) -> bool:
-    return isinstance(text, str) and (text.lstrip().startswith("{") or bool(_PAIR.search(text)))
+    return isinstance(text, str) and (text.lstrip().startswith("{") or bool(PAIR_START_RE.search(text)))
 
 
 def _carries_send(keys: set) -> bool:
@@ -246,7 +246,7 @@ def _starts_entry(line: str) -> bool:
     message), as lnav joins a message's lines."""
     if line[:1].isspace():
         return False
-    return line.startswith("{") and _parses(line) or len(_PAIR.findall(line)) >= 2
+    return line.startswith("{") and _parses(line) or len(PAIR_START_RE.findall(line)) >= 2
 
 
 def _votes(lines: list[str], path: str) -> tuple[tuple[str, bool] | None, int, int]:

@@ -13,6 +13,7 @@ import queries
 from forensics.errors import InputError
 from forensics.ingest.detect import csv_header, first_lines
 from forensics.ingest.fields import ALIASES, CANONICAL, FieldMap
+from forensics.ingest.readers.grammar import KEY_OF_PAIR_RE, KEY_RE
 from forensics.ingest.readers.runtime import TEXT_COLUMNS
 from forensics.ingest.sources import Source
 
@@ -53,8 +54,6 @@ def logfmt_field_with_fallback(common: list[str], rare: list[str]) -> queries.Fr
     return guarded if primary is None else queries.fragment("first_value", values=[primary, guarded])
 
 
-_LOGFMT_KEY = re.compile(r'[^\s="]+')
-_HEAD_KEY = re.compile(r'(?:^|\s)([^\s="]+)=')
 
 
 def stage_logfmt(con, source: Source, staged: str, sampled: set[str], field_map: FieldMap, *, keep_raw: bool,
@@ -69,7 +68,7 @@ def stage_logfmt(con, source: Source, staged: str, sampled: set[str], field_map:
 
 
 def sampled_keys(con, source: Source, head: bytes, reader: str = "mm_lines") -> set[str]:
-    sampled = {m.group(1) for line in first_lines(head, 200) for m in _HEAD_KEY.finditer(line)}
+    sampled = {m.group(1) for line in first_lines(head, 200) for m in KEY_OF_PAIR_RE.finditer(line)}
     return sampled | {row[0] for row in queries.run(con, "sample_logfmt_keys", lines_of(source),
                                                     lines=reader).fetchall()}
 
@@ -92,8 +91,8 @@ def _logfmt_keys(sampled: set[str], field_map: FieldMap) -> list[tuple[list[str]
     """Per canonical field, the keys that feed it: those seen in the sample, then the rare ones (the compiled
     tokenizer takes them in that order too; keys a logfmt line cannot hold are left out)."""
     resolved = field_map.resolve(sorted(set(ALL_ALIASES) | sampled | set(field_map.overrides.values())))
-    return [([k for k in resolved[canon] if k in sampled and _LOGFMT_KEY.fullmatch(k)],
-             [k for k in resolved[canon] if k not in sampled and _LOGFMT_KEY.fullmatch(k)])
+    return [([k for k in resolved[canon] if k in sampled and KEY_RE.fullmatch(k)],
+             [k for k in resolved[canon] if k not in sampled and KEY_RE.fullmatch(k)])
             for canon in CANONICAL]
 
 
