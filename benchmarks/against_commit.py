@@ -88,7 +88,8 @@ def install(venv: Path, source: Path, pins: Path) -> None:
                             "print(u.find_spec('forensics.ingest.readers._logfmt') is not None)"],
                            cwd=venv, capture_output=True, text=True, check=True).stdout.strip()
     if found != "False":
-        raise SystemExit(f"{venv}: forensics.ingest.readers._logfmt was built despite CC=/bin/false; not a fallback install")
+        raise SystemExit(f"{venv}: forensics.ingest.readers._logfmt was built despite CC=/bin/false; "
+                         "not a fallback install")
 
 
 def prepare(workdir: Path, commit: str) -> tuple[Side, Side]:

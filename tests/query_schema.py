@@ -3,7 +3,8 @@
 DuckDB: one connection holding what the DuckDB blocks read, built by the project's own code and DDL
 blocks over a sample case and provider fixtures (the Arrow tables the code registers are registered
 under the same names). PostgreSQL: the project's DDL blocks over a leads table like a user's.
-Placeholders are filled as the code fills them (the fragment builders of forensics.ingest.readers.sql and forensics.ingest.load).
+Placeholders are filled as the code fills them (the fragment builders of forensics.ingest.readers.sql and
+forensics.ingest.load).
 """
 
 from __future__ import annotations

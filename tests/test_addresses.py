@@ -32,7 +32,8 @@ addresses = st.one_of(st.none(), st.lists(_piece, max_size=12).map("".join))
 
 
 def compiled(value: str | None) -> str | None:
-    """The compiled tokenizer's normaliser (forensics/ingest/readers/_logfmt.c, on UTF-8); Python's where it was not built."""
+    """The compiled tokenizer's normaliser (forensics/ingest/readers/_logfmt.c, on UTF-8); Python's where it was not
+    built."""
     if _logfmt is None or value is None:
         return normalize_address(value)
     normal = _logfmt.normalize_address(value.encode())

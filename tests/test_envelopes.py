@@ -444,7 +444,8 @@ def test_the_lines_inside_an_envelope_go_through_the_compiled_tokenizer(tmp_path
     from forensics.ingest.readers import logfmt, runtime
 
     staged, stage_lines = [], logfmt.stage_lines
-    monkeypatch.setattr(logfmt, "stage_lines", lambda *args, **kwargs: staged.append(stage_lines(*args, **kwargs)) or staged[-1])
+    monkeypatch.setattr(logfmt, "stage_lines",
+                        lambda *args, **kwargs: staged.append(stage_lines(*args, **kwargs)) or staged[-1])
     monkeypatch.setitem(runtime.BUILT, "unwrap", None)  # DuckDB takes the envelope off (tests/test_unwrapper.py: C)
     log = tmp_path / "docker.log"
     log.write_text(wrap("docker-json", [f"ts=2026-11-28T09:00:00Z {A}", "", "not a record"]), encoding="utf-8")
@@ -498,7 +499,8 @@ def test_the_json_lines_inside_an_envelope_go_through_the_compiled_reader(tmp_pa
     from forensics.ingest.readers import jsonl
 
     staged, stage_lines = [], jsonl.stage_lines
-    monkeypatch.setattr(jsonl, "stage_lines", lambda *args, **kwargs: staged.append(stage_lines(*args, **kwargs)) or staged[-1])
+    monkeypatch.setattr(jsonl, "stage_lines",
+                        lambda *args, **kwargs: staged.append(stage_lines(*args, **kwargs)) or staged[-1])
     codes, read_lines = [], jsonl._jsonl.read_lines
     monkeypatch.setattr(jsonl._jsonl, "read_lines",
                         lambda *args: codes.extend((result := read_lines(*args))[2]) or result)
@@ -536,7 +538,8 @@ def test_an_inner_json_line_over_the_compiled_readers_limit_sends_the_file_to_sq
     from forensics.ingest.readers import jsonl
 
     staged, stage_lines = [], jsonl.stage_lines
-    monkeypatch.setattr(jsonl, "stage_lines", lambda *args, **kwargs: staged.append(stage_lines(*args, **kwargs)) or staged[-1])
+    monkeypatch.setattr(jsonl, "stage_lines",
+                        lambda *args, **kwargs: staged.append(stage_lines(*args, **kwargs)) or staged[-1])
     long = B[:-1] + ',"error":"' + "x" * jsonl._jsonl.MAX_LINE + '"}'  # Docker writes it in pieces
     log = tmp_path / "docker.log"
     log.write_text(wrap("docker-json", [B, long, B.replace("b2", "b3")]), encoding="utf-8")

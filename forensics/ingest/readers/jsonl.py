@@ -5,9 +5,9 @@ The C module reads a plain file's lines, range by range through a memory map, on
 released, into the text columns queries/ingest.sql's stage_jsonl computes with json_extract_string (each
 canonical field from the first of its JSONPaths whose value is not blank). It reads only what it can read
 exactly as DuckDB does and defers every other line (not a strict JSON object, a wanted value DuckDB prints its
-own way, a key written twice, ...: see forensics/ingest/readers/_jsonl.c) to SQL, which reads those lines with stage_jsonl's
+own way, a key written twice, ...: see _jsonl.c) to SQL, which reads those lines with stage_jsonl's
 own expressions (stage_jsonl_tokens). On the lines it reads, it types the recipient, msg_id and zoned ISO time
-itself, with the logfmt tokenizer's C code (forensics/ingest/readers/_typing.h). A gzipped file is read from its decompressed
+itself, with the logfmt tokenizer's C code (_typing.h). A gzipped file is read from its decompressed
 copy (a plain file). The JSON records inside an envelope, taken off by DuckDB, are read as DuckDB hands them
 over (stage_lines), as the logfmt tokenizer reads the logfmt ones; in the line envelopes the C unwrapper takes
 (forensics.ingest.readers.unwrap) they are read by read_lines beside it, with their text.

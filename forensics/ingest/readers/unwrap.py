@@ -16,7 +16,7 @@ ones the DuckDB path makes (tests hold them equal).
 The C module reads the common case only: at the first line it cannot read exactly as envelopes.sql does (a piece
 of a longer line, an unfinished one, a CR, invalid UTF-8, a JSON entry of another shape, JSON DuckDB reads more
 leniently, a value it would render its own way, a prefix's JSON tail it cannot judge as json_valid does, ...:
-see forensics/ingest/readers/_unwrap.c) the file goes back to the DuckDB path, as it does for records both logfmt and JSON, a
+see _unwrap.c) the file goes back to the DuckDB path, as it does for records both logfmt and JSON, a
 byte-order mark, a sample of keys the first range cannot hold, keys the compiled readers do not take, or a JSON
 platform's document (found.document: an array or pages of entries).
 """
@@ -64,8 +64,8 @@ def takes(found: Found, syntax: str | None) -> bool:
     """Whether this file may be read here: a line format the C module reads, records that may be logfmt or JSON,
     and times without a zone (RFC 3164's) read in UTC (another --tz is DuckDB's)."""
     zone_less = found.envelope.zone_less and found.params.get("tz", "UTC") != "UTC"
-    return (runtime.compiled("unwrap") and _unwrap is not None and found.name in KINDS and not found.document and syntax in (None, "logfmt", "jsonl")
-            and not zone_less)
+    return (runtime.compiled("unwrap") and found.name in KINDS and not found.document
+            and syntax in (None, "logfmt", "jsonl") and not zone_less)
 
 
 def read(con, source: Source, staged: str, found: Found, field_map: FieldMap, *, syntax: str | None,
