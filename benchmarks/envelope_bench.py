@@ -16,7 +16,7 @@ machine whose speed drifts over minutes moves least.
 c (the compiled readers: a plain logfmt file read by the tokenizer against the logfmt lines inside each
 envelope read by it, a plain JSON Lines file read by the compiled JSON reader against the JSON records inside
 each envelope read by it, which DuckDB hands them vector by vector; logfmt and JSON records in the line
-envelopes the C unwrapper takes, forensics.ingest.unwrap.KINDS, are unwrapped in C beside the tokenizer
+envelopes the C unwrapper takes, forensics.ingest.readers.unwrap.KINDS, are unwrapped in C beside the tokenizer
 or the JSON reader instead).
 The process installs the SIGBUS handler the CLI installs (runtime.guard_shrinking_files), so each file is read as
 `diagnose` reads it (mapped, not read whole into memory by the line-ending check). Classification is not timed: it

@@ -189,11 +189,11 @@ def readings(path: Path, case: Case) -> dict[str, object]:
 
 
 def _without_c_unwrapper(path: Path, range_bytes: int):
-    kept, unwrap._unwrap = unwrap._unwrap, None
+    kept, runtime.BUILT["unwrap"] = runtime.BUILT["unwrap"], None
     try:
         return read(path, "c", range_bytes)
     finally:
-        unwrap._unwrap = kept
+        runtime.BUILT["unwrap"] = kept
 
 
 def _outcome(reading):

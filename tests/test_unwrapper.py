@@ -46,11 +46,11 @@ def read_three(path: Path, range_bytes: int = runtime.RANGE_BYTES) -> tuple:
     """(SQL path, C tokenizer after DuckDB's unwrapping, C unwrapper) readings of one file, the compiled readers
     taking it `range_bytes` at a time."""
     sql = read_with_parser(path, "sql")
-    kept, unwrap._unwrap = unwrap._unwrap, None
+    kept, runtime.BUILT["unwrap"] = runtime.BUILT["unwrap"], None
     try:
         duckdb_unwrapped = read_with_parser(path, "c", range_bytes)
     finally:
-        unwrap._unwrap = kept
+        runtime.BUILT["unwrap"] = kept
     return sql, duckdb_unwrapped, read_with_parser(path, "c", range_bytes)
 
 
@@ -257,11 +257,11 @@ def saved_both_ways(tmp_path, log: Path) -> tuple[list, list]:
         return rows
 
     in_c = staged("c.duckdb")
-    kept, unwrap._unwrap = unwrap._unwrap, None
+    kept, runtime.BUILT["unwrap"] = runtime.BUILT["unwrap"], None
     try:
         return in_c, staged("duckdb.duckdb")
     finally:
-        unwrap._unwrap = kept
+        runtime.BUILT["unwrap"] = kept
 
 
 def docker_entry(log: str, **extra) -> str:
