@@ -8,7 +8,7 @@ tokenizer work started from. Both sides are real installs, each in its own venv 
 - now: this checkout, installed into WORKDIR/fallback-now/venv afresh on every run (the checkout moves);
 
 both with `CC=/bin/false pip install`, so the optional C extension is skipped as on a machine without a
-compiler (the install is refused if forensics._logfmt is importable afterwards), and both with the
+compiler (the install is refused if forensics.ingest.readers._logfmt is importable afterwards), and both with the
 dependency versions of the interpreter running the benchmark (pip freeze, as constraints), so the two
 differ by mailmortem alone. For every case `mailmortem diagnose FILE` (table) and `--format json` run on
 each side, on a warm page cache, the side that goes first alternating; wall, CPU (user + system) and peak
@@ -85,10 +85,11 @@ def install(venv: Path, source: Path, pins: Path) -> None:
                    check=True, env=env, stdout=subprocess.DEVNULL)
     # from the venv's own folder: run from a checkout, `-c` would find the checkout's in-place build
     found = subprocess.run([str(venv / "bin" / "python"), "-c", "import importlib.util as u; "
-                            "print(u.find_spec('forensics._logfmt') is not None)"],
+                            "print(u.find_spec('forensics.ingest.readers._logfmt') is not None)"],
                            cwd=venv, capture_output=True, text=True, check=True).stdout.strip()
     if found != "False":
-        raise SystemExit(f"{venv}: forensics._logfmt was built despite CC=/bin/false; not a fallback install")
+        raise SystemExit(f"{venv}: forensics.ingest.readers._logfmt was built despite CC=/bin/false; "
+                         "not a fallback install")
 
 
 def prepare(workdir: Path, commit: str) -> tuple[Side, Side]:

@@ -16,9 +16,9 @@ machine whose speed drifts over minutes moves least.
 c (the compiled readers: a plain logfmt file read by the tokenizer against the logfmt lines inside each
 envelope read by it, a plain JSON Lines file read by the compiled JSON reader against the JSON records inside
 each envelope read by it, which DuckDB hands them vector by vector; logfmt and JSON records in the line
-envelopes the C unwrapper takes, forensics.ingest.unwrapper.KINDS, are unwrapped in C beside the tokenizer
+envelopes the C unwrapper takes, forensics.ingest.readers.unwrap.KINDS, are unwrapped in C beside the tokenizer
 or the JSON reader instead).
-The process installs the SIGBUS handler the CLI installs (tokenizer.guard_shrinking_files), so each file is read as
+The process installs the SIGBUS handler the CLI installs (runtime.guard_shrinking_files), so each file is read as
 `diagnose` reads it (mapped, not read whole into memory by the line-ending check). Classification is not timed: it
 reads the same tables either way. Prints a Markdown table; not a test.
 """
@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 # Both reads take one parser path (--parser; the SQL path unless MAILMORTEM_PARSER says otherwise).
 os.environ.setdefault("MAILMORTEM_PARSER", "sql")
 
-from forensics.ingest import tokenizer  # noqa: E402
+from forensics.ingest.readers import runtime  # noqa: E402
 from forensics.ingest.case import load_case  # noqa: E402
 from forensics.ingest.load import Reading  # noqa: E402
 from forensics.simulate import envelopes as wrap  # noqa: E402
@@ -137,7 +137,7 @@ def main(argv=None) -> int:
     os.environ["MAILMORTEM_PARSER"] = args.parser
     # as the CLI does: with the SIGBUS handler in place the line-ending check maps each file instead of reading it
     # whole into memory (sources._ending_chunks), so the reads timed here are the ones `diagnose` makes
-    tokenizer.guard_shrinking_files()
+    runtime.guard_shrinking_files()
     print(f"parser: {args.parser}", flush=True)
     names = list(wrap.NAMES) if args.envelopes == "all" else args.envelopes.split(",")
     header = ["| inner syntax | envelope | lines | plain s | wrapped s | wrapped / plain | plain CPU s | wrapped CPU s "

@@ -42,7 +42,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def count_child(path: Path) -> None:
     """One read of `path` as diagnose reads it, on one DuckDB thread (a count that does not depend on scheduling)."""
-    from forensics.ingest import case, tokenizer
+    from forensics.ingest import case
+    from forensics.ingest.readers import logfmt, runtime
     from forensics.ingest.load import Reading
 
     made = case.connect
@@ -53,7 +54,7 @@ def count_child(path: Path) -> None:
         return con
 
     case.connect = one_thread
-    tokenizer.guard_shrinking_files()
+    runtime.guard_shrinking_files()
     assert case.load_case([str(path)], reading=Reading(year=2026)).records > 0
 
 

@@ -6,7 +6,7 @@ One logfmt case from diagnose_bench's generator (the simulator's `mixed` kind, c
 row runs each parser (MAILMORTEM_PARSER=sql, then =c) as a subprocess on a warm page cache, and measures wall
 time, CPU time (user + system) and peak RSS:
 
-- parse: the file staged into typed columns (forensics.ingest.parsers.parse_logfmt), nothing else;
+- parse: the file staged into typed columns (forensics.ingest.readers.logfmt.read), nothing else;
 - diagnose: `mailmortem diagnose FILE` end to end (table output), and `--format json`;
 
 and checks that both parsers give the same answer. The machine may be shared: `uptime` is printed beside the
@@ -31,14 +31,15 @@ import diagnose_bench as bench  # noqa: E402 - the case generator and the measur
 PARSE_ONLY = """
 import sys
 import queries
-from forensics.ingest import case, parsers, sources
+from forensics.ingest import case, sources
+from forensics.ingest.readers import logfmt
 from forensics.ingest.fields import FieldMap
 source = sources.source_of(sys.argv[1])
 con = case.connect(input_bytes=int(sys.argv[2]))
 for block in ("ingest_macros", "envelope_macros", "address_duckdb_macro"):
     queries.script(con, block)
 queries.script(con, "create_files", staged="staged_0")
-parsers.parse_logfmt(con, source, "staged_1", sources.head_bytes(source), FieldMap(), False)
+logfmt.read(con, source, "staged_1", sources.head_bytes(source), FieldMap(), keep_raw=False)
 print(con.execute("SELECT count(*), count(*) FILTER (WHERE problem IS NULL), "
                   "sum(hash(ts, event, worker, recipient, msg_id, campaign, step, error)) FROM staged_1").fetchone())
 """

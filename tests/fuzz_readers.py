@@ -33,7 +33,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from forensics.ingest import tokenizer, unwrapper
+from forensics.ingest.readers import logfmt, runtime, unwrap
 from forensics.simulate.envelopes import DOCUMENTS, JSON_ONLY, LOGFMT_ONLY, NAMES, wrap
 from tests.test_envelopes import file_name
 from tests.test_tokenizer_properties import read
@@ -56,7 +56,7 @@ TOKENS = [b'"', b"\\", b"{", b"}", b"[", b"]", b":", b",", b"=", b" ", b"\t", b"
           b"\xc2\xa0", b"<", b">", b"@", b"-0", b"1e999", b"NaN", b"ts=", b'"ts":', b"2026-11-28T09:00:00Z"]
 LONG = [b"x" * 300, b"x" * 4100, b"x" * 16_400, b"x" * 70_000, b"9" * 400, b"visibility_timeouts" * 30,
         b"{" * 80, b"[" * 80, b"\\n" * 3000, b'"' + b"a" * 20_000]
-RANGES = [64, 300, 4096, tokenizer.RANGE_BYTES]
+RANGES = [64, 300, 4096, runtime.RANGE_BYTES]
 
 
 @dataclass
@@ -67,7 +67,7 @@ class Case:
     envelope: str | None  # None: the bare records
     document: bool
     gz: bool = False
-    range_bytes: int = tokenizer.RANGE_BYTES
+    range_bytes: int = runtime.RANGE_BYTES
     mutations: list[str] = field(default_factory=list)
     body: bytes = b""
 
@@ -183,17 +183,17 @@ def _wrapped(rng: random.Random, case: Case, records: list[bytes]) -> bytes:
 def readings(path: Path, case: Case) -> dict[str, object]:
     """The file read each way this case has: SQL, compiled, and compiled after DuckDB's unwrapping."""
     ways = {"sql": lambda: read(path, "sql"), "compiled": lambda: read(path, "c", case.range_bytes)}
-    if case.envelope in unwrapper.KINDS and unwrapper._unwrap is not None:
+    if case.envelope in unwrap.KINDS and unwrap._unwrap is not None:
         ways["compiled after DuckDB's unwrapping"] = lambda: _without_c_unwrapper(path, case.range_bytes)
     return {way: _outcome(reading) for way, reading in ways.items()}
 
 
 def _without_c_unwrapper(path: Path, range_bytes: int):
-    kept, unwrapper._unwrap = unwrapper._unwrap, None
+    kept, runtime.BUILT["unwrap"] = runtime.BUILT["unwrap"], None
     try:
         return read(path, "c", range_bytes)
     finally:
-        unwrapper._unwrap = kept
+        runtime.BUILT["unwrap"] = kept
 
 
 def _outcome(reading):

@@ -3,7 +3,8 @@
 DuckDB: one connection holding what the DuckDB blocks read, built by the project's own code and DDL
 blocks over a sample case and provider fixtures (the Arrow tables the code registers are registered
 under the same names). PostgreSQL: the project's DDL blocks over a leads table like a user's.
-Placeholders are filled as the code fills them (the fragment builders of forensics.ingest.parsers and forensics.ingest.load).
+Placeholders are filled as the code fills them (the fragment builders of forensics.ingest.readers.sql and
+forensics.ingest.load).
 """
 
 from __future__ import annotations
@@ -64,14 +65,12 @@ def duckdb_schema():
     for name in DUCKDB_SCHEMA:
         queries.script(con, name)
     _envelope_tables(con)
-    from forensics.ingest import tokenizer
+    from forensics.ingest.readers import runtime
 
-    con.register(IDENTS["tokens"], tokenizer.schema().empty_table())  # what the compiled tokenizer streams
-    from forensics.ingest import jsontokenizer
-
-    con.register(JSON_TOKENS, jsontokenizer.schema().empty_table())  # what the compiled JSON Lines reader streams
+    con.register(IDENTS["tokens"], runtime.schema().empty_table())  # what the compiled tokenizer streams
+    con.register(JSON_TOKENS, runtime.schema().empty_table())  # what the compiled JSON Lines reader streams
     # what it reads the lines inside an envelope with (envelope_tokens)
-    tokenizer.register_line_tokenizer(con, IDENTS["tokenize"], [], tokenizer._Seen())  # never called: EXPLAIN
+    runtime.register_lines_function(con, IDENTS["tokenize"], lambda *lines: None)  # never called: EXPLAIN
     _watch_tables(con)
     return con
 
@@ -94,19 +93,20 @@ def _envelope_tables(con) -> None:
     """What the envelope blocks read, made by the envelope code from fixtures: a Docker log's pieces (a view, and
     written down), its inner lines (a view) parsed both ways, and the entries of a CloudWatch page (and its
     values, as a page with malformed JSON in it is read)."""
-    from forensics.ingest import envelopes, parsers
+    from forensics.ingest import envelopes
     from forensics.ingest.fields import FieldMap
+    from forensics.ingest.readers import jsonl, logfmt, sql
     from forensics.ingest.sources import Source
 
     tables = {name: IDENTS[name] for name in ("entries", "pieces", "kept", "unwrapped")}
     found = envelopes.file_params(envelopes.detect_envelope(DOCKER_LOG.read_bytes(), str(DOCKER_LOG)),
                                   str(DOCKER_LOG), 2026)
-    envelopes._pieces(con, found, Source(str(DOCKER_LOG), "docker", False), parsers.LINE_DELIM, tables)
+    envelopes._pieces(con, found, Source(str(DOCKER_LOG), "docker", False), sql.LINE_DELIM, tables)
     queries.run(con, "envelope_kept_pieces", **tables)
     queries.run(con, "envelope_lines", **tables)
     lines = Source(IDENTS["unwrapped"], "docker", False)
-    parsers.parse_jsonl(con, lines, IDENTS["as_json"], b"", FieldMap(), False, "mm_unwrapped")
-    parsers.parse_logfmt(con, lines, IDENTS["as_logfmt"], b"", FieldMap(), False, "mm_unwrapped")
+    jsonl.read(con, lines, IDENTS["as_json"], b"", FieldMap(), keep_raw=False, reader="mm_unwrapped")
+    logfmt.read(con, lines, IDENTS["as_logfmt"], b"", FieldMap(), keep_raw=False, reader="mm_unwrapped")
     page = ENVELOPES / "cloudwatch" / "filter-log-events.json"
     queries.run(con, "envelope_document_entries", {"path": str(page), "items": "$.events"}, entries=IDENTS["entries"])
     import pyarrow as pa
@@ -142,7 +142,8 @@ def postgres_schema(conn) -> None:
 
 def values(name: str) -> dict:
     """Placeholder values for a block, as the code would give them."""
-    from forensics.ingest import jsontokenizer, load, parsers
+    from forensics.ingest import load
+    from forensics.ingest.readers import jsonl, sql
     from forensics.ingest.fields import FieldMap
 
     query = queries.get(name)
@@ -151,15 +152,15 @@ def values(name: str) -> dict:
     if "file_id" in wanted:
         found["file_id"] = 1
     if name == "stage_logfmt":
-        found["fields"] = parsers.logfmt_fields({"ts", "event", "worker", "recipient", "to"}, FieldMap())[0]
+        found["fields"] = sql.logfmt_fields({"ts", "event", "worker", "recipient", "to"}, FieldMap())[0]
     if name == "stage_jsonl":
-        found["picks"] = parsers.pick_columns(["ts", "timestamp", "event", "recipient"], FieldMap(), ["worker"])
+        found["picks"] = sql.pick_columns(["ts", "timestamp", "event", "recipient"], FieldMap(), ["worker"])
     if name == "stage_jsonl_tokens":
         found["tokens"] = JSON_TOKENS
-        found["picks"] = [*parsers.pick_columns(["ts", "timestamp", "event", "recipient"], FieldMap(), ["worker"],
-                                             "deferred_text_column"), *jsontokenizer.carried()]
+        found["picks"] = [*sql.pick_columns(["ts", "timestamp", "event", "recipient"], FieldMap(), ["worker"],
+                                             "deferred_text_column"), *jsonl.carried()]
     if name == "stage_csv":
-        found["picks"] = parsers.pick_columns(["ts", "timestamp", "event", "recipient"], FieldMap())
+        found["picks"] = sql.pick_columns(["ts", "timestamp", "event", "recipient"], FieldMap())
     if name == "create_views":
         found.update(relation="VIEW", window=queries.fragment("in_window", since="2026-11-28T09:00:00+00:00",
                                                               until="infinity"),
@@ -173,7 +174,7 @@ def values(name: str) -> dict:
     if name.startswith("envelope_"):  # what the envelope's view is given as literals (envelopes._pieces)
         from forensics.ingest.envelopes import NOT_FLAT
 
-        literals = {"path": str(DOCKER_LOG), "delim": parsers.LINE_DELIM,
+        literals = {"path": str(DOCKER_LOG), "delim": sql.LINE_DELIM,
                     "container": None, "unit": None, "year": 2026, "last_month": 12, "json_only": 0,
                     "again": NOT_FLAT}
         found.update({key: value for key, value in literals.items() if key in wanted})
@@ -192,7 +193,7 @@ def values(name: str) -> dict:
 
 def params(name: str) -> dict:
     """Parameter values for EXPLAIN on DuckDB: NULL, but files for the line readers and JSON paths."""
-    from forensics.ingest.parsers import LINE_DELIM
+    from forensics.ingest.readers.sql import LINE_DELIM
 
     path = str(next(SAMPLE_CASE.glob("*.jsonl")))
     given = {"path": path, "paths": [path], "delim": LINE_DELIM, "keys": ["ts"], "items": "$.events"}

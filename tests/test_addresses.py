@@ -14,7 +14,7 @@ from psycopg import sql
 
 import queries
 from forensics.addresses import WHITESPACE, WHITESPACE_CODE_POINTS, normalize_address
-from forensics.ingest.tokenizer import _logfmt
+from forensics.ingest.readers.logfmt import _logfmt
 
 VARIANTS = ["jane@acme.com", "Jane Doe <jane@acme.com>", "jane@acme.com\t", "\u00a0jane@acme.com",
             "jane@acme.com\n", " JANE@Acme.com\r\n", "<Jane@ACME.com>", '"Doe, Jane" <jane@acme.com>\u200b',
@@ -32,7 +32,8 @@ addresses = st.one_of(st.none(), st.lists(_piece, max_size=12).map("".join))
 
 
 def compiled(value: str | None) -> str | None:
-    """The compiled tokenizer's normaliser (forensics/_logfmt.c, on UTF-8); Python's where it was not built."""
+    """The compiled tokenizer's normaliser (forensics/ingest/readers/_logfmt.c, on UTF-8); Python's where it was not
+    built."""
     if _logfmt is None or value is None:
         return normalize_address(value)
     normal = _logfmt.normalize_address(value.encode())

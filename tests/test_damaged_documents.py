@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from forensics.errors import InputError
-from forensics.ingest import documents, parsers
+from forensics.ingest import documents, load
+from forensics.ingest.readers import sql
 from forensics.ingest.case import load_case
 from mailmortem.cli import main
 
@@ -85,10 +86,10 @@ def test_diagnose_says_first_where_a_damaged_entry_lost_a_send_and_never_shows_d
 def test_what_cannot_be_read_names_the_file_never_a_private_copy(tmp_path, monkeypatch):
     """A file whose endings mix is read from a copy in the case's spill folder: an error about the copy names the
     file."""
-    def failing(con, lines, *args):
+    def failing(con, lines, *args, **kwargs):
         raise RuntimeError(f'Something in file "{lines.path}" at byte 2')
 
-    monkeypatch.setitem(parsers.PARSERS, "jsonl", failing)
+    monkeypatch.setitem(load.READERS, "jsonl", failing)
     path = tmp_path / "mixed.jsonl"
     path.write_bytes(b'{"event":"send","msg_id":"m1"}\r\n{"event":"send","msg_id":"m2"}\r')
     with pytest.raises(InputError) as raised:

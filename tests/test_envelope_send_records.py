@@ -111,10 +111,10 @@ def test_a_docker_json_file_log_reads_as_before(tmp_path, monkeypatch, parser):
 
 @needs_c
 def test_dockers_own_lines_are_still_unwrapped_in_c(tmp_path, monkeypatch):
-    from forensics.ingest import unwrapper
+    from forensics.ingest.readers import unwrap
 
-    taken, stage = [], unwrapper.stage
-    monkeypatch.setattr(unwrapper, "stage", lambda *args: taken.append(stage(*args)) or taken[-1])
+    taken, stage = [], unwrap.stage
+    monkeypatch.setattr(unwrap, "stage", lambda *args, **kwargs: taken.append(stage(*args, **kwargs)) or taken[-1])
     monkeypatch.setenv("MAILMORTEM_PARSER", "c")
     path = written(tmp_path, [docker(n, f"p{n}@x.com") for n in range(4)])
     assert load_case([str(path)]).records == 4

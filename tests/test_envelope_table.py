@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from forensics.ingest import envelope_table, envelopes, unwrapper
+from forensics.ingest import envelope_table, envelopes
+from forensics.ingest.readers import unwrap as unwrapper
 from forensics.ingest.envelope_table import C_KINDS, TABLE
 from forensics.simulate import envelopes as simulated
 

@@ -441,11 +441,12 @@ def read_both(path: Path) -> tuple:
 
 @needs_c
 def test_the_lines_inside_an_envelope_go_through_the_compiled_tokenizer(tmp_path, monkeypatch):
-    from forensics.ingest import tokenizer, unwrapper
+    from forensics.ingest.readers import logfmt, runtime
 
-    staged, stage_lines = [], tokenizer.stage_lines
-    monkeypatch.setattr(tokenizer, "stage_lines", lambda *args: staged.append(stage_lines(*args)) or staged[-1])
-    monkeypatch.setattr(unwrapper, "_unwrap", None)  # DuckDB takes the envelope off (tests/test_unwrapper.py: C)
+    staged, stage_lines = [], logfmt.stage_lines
+    monkeypatch.setattr(logfmt, "stage_lines",
+                        lambda *args, **kwargs: staged.append(stage_lines(*args, **kwargs)) or staged[-1])
+    monkeypatch.setitem(runtime.BUILT, "unwrap", None)  # DuckDB takes the envelope off (tests/test_unwrapper.py: C)
     log = tmp_path / "docker.log"
     log.write_text(wrap("docker-json", [f"ts=2026-11-28T09:00:00Z {A}", "", "not a record"]), encoding="utf-8")
     sql, compiled = read_both(log)
@@ -495,12 +496,13 @@ def test_the_json_lines_inside_an_envelope_read_alike_on_both_parser_paths(file)
 
 @needs_c
 def test_the_json_lines_inside_an_envelope_go_through_the_compiled_reader(tmp_path, monkeypatch):
-    from forensics.ingest import jsontokenizer
+    from forensics.ingest.readers import jsonl
 
-    staged, stage_lines = [], jsontokenizer.stage_lines
-    monkeypatch.setattr(jsontokenizer, "stage_lines", lambda *args: staged.append(stage_lines(*args)) or staged[-1])
-    codes, read_lines = [], jsontokenizer._jsonl.read_lines
-    monkeypatch.setattr(jsontokenizer._jsonl, "read_lines",
+    staged, stage_lines = [], jsonl.stage_lines
+    monkeypatch.setattr(jsonl, "stage_lines",
+                        lambda *args, **kwargs: staged.append(stage_lines(*args, **kwargs)) or staged[-1])
+    codes, read_lines = [], jsonl._jsonl.read_lines
+    monkeypatch.setattr(jsonl._jsonl, "read_lines",
                         lambda *args: codes.extend((result := read_lines(*args))[2]) or result)
     # a JSON document (an `aws logs` page), which DuckDB takes apart (files of one entry per line are the C
     # unwrapper's: tests/test_unwrapper.py)
@@ -514,12 +516,12 @@ def test_the_json_lines_inside_an_envelope_go_through_the_compiled_reader(tmp_pa
 
 @needs_c
 def test_a_journal_of_json_and_logfmt_records_reads_each_through_its_compiled_reader(tmp_path, monkeypatch):
-    from forensics.ingest import jsontokenizer, tokenizer
+    from forensics.ingest.readers import jsonl, logfmt
 
     staged = []
-    for module in (jsontokenizer, tokenizer):
-        def spy(*args, stage_lines=module.stage_lines):
-            staged.append(stage_lines(*args))
+    for module in (jsonl, logfmt):
+        def spy(*args, stage_lines=module.stage_lines, **kwargs):
+            staged.append(stage_lines(*args, **kwargs))
             return staged[-1]
         monkeypatch.setattr(module, "stage_lines", spy)
     log = tmp_path / "journal.json"
@@ -533,11 +535,12 @@ def test_a_journal_of_json_and_logfmt_records_reads_each_through_its_compiled_re
 @needs_c
 @pytest.mark.slow
 def test_an_inner_json_line_over_the_compiled_readers_limit_sends_the_file_to_sql(tmp_path, monkeypatch):
-    from forensics.ingest import jsontokenizer
+    from forensics.ingest.readers import jsonl
 
-    staged, stage_lines = [], jsontokenizer.stage_lines
-    monkeypatch.setattr(jsontokenizer, "stage_lines", lambda *args: staged.append(stage_lines(*args)) or staged[-1])
-    long = B[:-1] + ',"error":"' + "x" * jsontokenizer._jsonl.MAX_LINE + '"}'  # Docker writes it in pieces
+    staged, stage_lines = [], jsonl.stage_lines
+    monkeypatch.setattr(jsonl, "stage_lines",
+                        lambda *args, **kwargs: staged.append(stage_lines(*args, **kwargs)) or staged[-1])
+    long = B[:-1] + ',"error":"' + "x" * jsonl._jsonl.MAX_LINE + '"}'  # Docker writes it in pieces
     log = tmp_path / "docker.log"
     log.write_text(wrap("docker-json", [B, long, B.replace("b2", "b3")]), encoding="utf-8")
     sql, compiled = read_both(log)

@@ -86,9 +86,9 @@ def test_event_mappings_are_read_from_options_and_the_config(tmp_path):
 # The compiled readers fill the fields by position: they take the field table from Python at import and refuse one
 # other than the table they were built for, so a reordered, renamed or extended CANONICAL never fills the wrong
 # column silently.
-from forensics.ingest import jsontokenizer, tokenizer  # noqa: E402
+from forensics.ingest.readers import runtime  # noqa: E402
 
-_COMPILED = [m for m in (tokenizer._logfmt, jsontokenizer._jsonl) if m is not None]
+_COMPILED = [m for m in (runtime.BUILT["logfmt"], runtime.BUILT["jsonl"]) if m is not None]
 
 
 @pytest.mark.skipif(not _COMPILED, reason="the compiled readers were not built")
@@ -101,7 +101,7 @@ def test_a_compiled_reader_refuses_a_field_table_it_was_not_built_for(table):
             with pytest.raises(ImportError, match=r"built for the canonical fields .*rebuild it"):
                 module.configure(table)
             with pytest.raises(RuntimeError, match="field table was not configured"):
-                (module.tokenize_lines(b"", b"\0\0\0\0", []) if module is tokenizer._logfmt
+                (module.tokenize_lines(b"", b"\0\0\0\0", []) if module is runtime.BUILT["logfmt"]
                  else module.read_lines(b"", b"\0\0\0\0", [], 0, [], []))
         finally:
             module.configure(CANONICAL)
@@ -113,7 +113,7 @@ def test_a_disagreeing_field_table_leaves_the_readers_uninstalled():
     import sys
 
     code = ("import forensics.ingest.fields as f; f.CANONICAL = f.CANONICAL[1:] + f.CANONICAL[:1]\n"
-            "from forensics.ingest import jsontokenizer, tokenizer\n"
-            "print(tokenizer._logfmt, jsontokenizer._jsonl, tokenizer.describe(), jsontokenizer.describe())")
+            "from forensics.ingest.readers import runtime as r\n"
+            "print(r.BUILT['logfmt'], r.BUILT['jsonl'], r.describe('logfmt'), r.describe('jsonl'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split(None, 2)[:2] == ["None", "None"] and "SQL (no compiled tokenizer)" in out

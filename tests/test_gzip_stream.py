@@ -1,4 +1,4 @@
-"""A gzipped logfmt file is tokenized as it is decompressed (tokenizer.stage_gzipped over
+"""A gzipped logfmt file is tokenized as it is decompressed (logfmt.stage_gzipped over
 gzstream.gunzipped_chunks), and reads exactly as the plain file does; whatever it cannot read that way (a
 damaged stream, a dirty file, mixed line endings) goes through a decompressed copy, which names a damaged one."""
 
@@ -15,7 +15,8 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from forensics.errors import InputError
-from forensics.ingest import gzstream, tokenizer
+from forensics.ingest import gzstream
+from forensics.ingest.readers import logfmt
 from forensics.ingest.case import load_case
 from tests.test_tokenizer_properties import SETTINGS, log_file, needs_c, parser, read
 
@@ -46,17 +47,17 @@ def chunks_of(size: int):
 @contextlib.contextmanager
 def streamed_reads():
     """What each stage_gzipped call gave (None: it left the file to the decompressed copy)."""
-    seen, stage = [], tokenizer.stage_gzipped
+    seen, stage = [], logfmt.stage_gzipped
 
     def spy(*args, **kwargs):
         seen.append(stage(*args, **kwargs))
         return seen[-1]
 
-    tokenizer.stage_gzipped = spy
+    logfmt.stage_gzipped = spy
     try:
         yield seen
     finally:
-        tokenizer.stage_gzipped = stage
+        logfmt.stage_gzipped = stage
 
 
 def plain_and_gzipped(body: bytes, blob: bytes, chunk_bytes: int) -> tuple[tuple, tuple, list]:

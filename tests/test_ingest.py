@@ -12,7 +12,8 @@ import tempfile
 
 import pytest
 
-from forensics.ingest import jsontokenizer, repair, tokenizer
+from forensics.ingest import repair
+from forensics.ingest.readers import jsonl, logfmt, runtime
 from forensics.ingest.case import load_case
 from forensics.errors import InputError, ParseError
 
@@ -318,7 +319,7 @@ def test_many_files_are_read_at_once_each_with_its_own_line_numbers(tmp_path):
     case = load_case([str(tmp_path)])
     staged = {row[0] for row in case.con.execute("SELECT DISTINCT staged FROM files").fetchall()}
     # one statement per syntax; the compiled readers read their files one by one (they have no plan to repeat)
-    alone = {"logfmt": 21 if tokenizer.active() else 0, "jsonl": 18 if jsontokenizer.active() else 0}
+    alone = {"logfmt": 21 if runtime.compiled("logfmt") else 0, "jsonl": 18 if runtime.compiled("jsonl") else 0}
     grouped = {f"staged_many_{syntax}" for syntax, files in alone.items() if not files}
     assert {name for name in staged if name.startswith("staged_many")} == grouped
     assert len(staged) == len(grouped) + sum(alone.values())

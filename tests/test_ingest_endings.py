@@ -105,9 +105,10 @@ def test_many_files_of_mixed_line_ends_read_like_one(tmp_path):
 
 _MAXRSS_GROWTH = """
 import resource, sys
-from forensics.ingest import sources, tokenizer
+from forensics.ingest import sources
+from forensics.ingest.readers import logfmt, runtime
 if sys.argv[2] == "guarded":
-    tokenizer.guard_shrinking_files()  # as the CLI does: the file is then mapped, not read
+    runtime.guard_shrinking_files()  # as the CLI does: the file is then mapped, not read
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 mixed = sources.mixes_line_endings(sys.argv[1])
 print(mixed, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024, sources._shrink_guarded())

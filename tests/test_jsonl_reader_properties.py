@@ -13,11 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from forensics.errors import ConfigError
-from forensics.ingest import jsontokenizer, tokenizer
+from forensics.ingest.readers import jsonl, logfmt, runtime
 from tests.test_tokenizer_properties import (ENDINGS, READ_EVERY_WAY, of_any_file, read, skipped_too_long,
                                              too_long_lines, too_long_over)
 
-needs_c = pytest.mark.skipif(jsontokenizer._jsonl is None, reason="the compiled JSON Lines reader was not built")
+needs_c = pytest.mark.skipif(jsonl._jsonl is None, reason="the compiled JSON Lines reader was not built")
 
 KEYS = ["timestamp", "ts", "time", "evt", "event", "email", "to", "recipient", "messageid", "msg_id", "agent",
         "worker", "status", "attempt", "count", "campaign", "step", "error", "ttl", "x", "é", "a.b", "Email"]
@@ -129,7 +129,7 @@ def jsonl_file(draw) -> bytes:
     return (b"\xef\xbb\xbf" if bom else b"") + (body.rstrip(b"\r\n") if cut_off else body)
 
 
-def assert_same(body: bytes, gz: bool = False, range_bytes: int = tokenizer.RANGE_BYTES) -> tuple:
+def assert_same(body: bytes, gz: bool = False, range_bytes: int = runtime.RANGE_BYTES) -> tuple:
     """The file read by both parsers (gzipped: from its decompressed copy) gives the same events, skips, file
     summaries and staged rows."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -151,8 +151,8 @@ def _codes(body: bytes, keys: list[str], rare: list[str] = ()) -> list[int]:
     """The compiled reader's code for each line of `body` (0 read, 1 blank, 2 deferred to SQL)."""
     from forensics.ingest.fields import FieldMap
 
-    plan = jsontokenizer.plan(keys, list(rare), FieldMap())
-    batches = jsontokenizer._jsonl.read(body, 0, len(body), plan.paths, plan.always, plan.fields, plan.rare, 1)
+    plan = jsonl.plan(keys, list(rare), FieldMap())
+    batches = jsonl._jsonl.read(body, 0, len(body), plan.paths, plan.always, plan.fields, plan.rare, 1)
     return [code for _rows, _flags, codes, _cols, _ts in batches for code in codes]
 
 
@@ -194,7 +194,7 @@ def test_every_number_string_and_literal_reads_as_duckdb_prints_it():
 @needs_c
 @pytest.mark.slow
 @settings(READ_EVERY_WAY, max_examples=20)
-@given(jsonl_file(), st.integers(60, 400), st.sampled_from([64, 300, tokenizer.RANGE_BYTES]))
+@given(jsonl_file(), st.integers(60, 400), st.sampled_from([64, 300, runtime.RANGE_BYTES]))
 def test_lines_too_long_to_read_are_skipped_alike_each_at_its_number(body, longest, range_bytes):
     with too_long_over(longest):
         compiled = assert_same(body, range_bytes=range_bytes)
@@ -221,7 +221,7 @@ def test_mixed_line_endings_and_invalid_utf8_are_read_alike():
 
 
 @needs_c
-@pytest.mark.parametrize("choice, built, named", [("", True, "C (forensics._jsonl)"),
+@pytest.mark.parametrize("choice, built, named", [("", True, "C (forensics.ingest.readers._jsonl)"),
                                                   ("sql", True, "SQL (MAILMORTEM_PARSER=sql)"),
                                                   ("", False, "SQL (no compiled reader)")])
 def test_version_names_the_json_lines_parser_beside_the_logfmt_one(monkeypatch, choice, built, named):
@@ -229,30 +229,30 @@ def test_version_names_the_json_lines_parser_beside_the_logfmt_one(monkeypatch, 
 
     from mailmortem.cli import main
 
-    monkeypatch.setenv(tokenizer.ENV, choice)
+    monkeypatch.setenv(runtime.ENV, choice)
     if not built:
-        monkeypatch.setattr(jsontokenizer, "_jsonl", None)
+        monkeypatch.setitem(runtime.BUILT, "jsonl", None)
     shown = CliRunner().invoke(main, ["--version"]).output.splitlines()
     assert shown[-2].startswith("parser: ") and shown[-1] == f"JSON Lines parser: {named}"
-    assert jsontokenizer.active() == named.startswith("C")
+    assert runtime.compiled("jsonl") == named.startswith("C")
 
 
 def test_c_is_refused_without_the_compiled_json_lines_reader(monkeypatch):
-    monkeypatch.setenv(tokenizer.ENV, "c")
-    monkeypatch.setattr(jsontokenizer, "_jsonl", None)
-    with pytest.raises(ConfigError, match="forensics._jsonl"):
-        jsontokenizer.active()
+    monkeypatch.setenv(runtime.ENV, "c")
+    monkeypatch.setitem(runtime.BUILT, "jsonl", None)
+    with pytest.raises(ConfigError, match="forensics.ingest.readers._jsonl"):
+        runtime.compiled("jsonl")
 
 
 def test_the_sql_switch_reads_json_lines_through_sql(monkeypatch, tmp_path):
     """MAILMORTEM_PARSER=sql (how .ci/run reruns the ingest tests) reads JSON Lines without the compiled reader."""
-    monkeypatch.setenv(tokenizer.ENV, "sql")
-    assert not jsontokenizer.active()
+    monkeypatch.setenv(runtime.ENV, "sql")
+    assert not runtime.compiled("jsonl")
     path = tmp_path / "case.jsonl"
     path.write_text('{"timestamp": "2026-11-28T09:00:00Z", "evt": "email_sent", "email": "a@b.co", "messageid": "m"}\n')
-    monkeypatch.setattr(jsontokenizer, "_jsonl", None)  # would fail if it were used
+    monkeypatch.setitem(runtime.BUILT, "jsonl", None)  # would fail if it were used
     assert read(path, "sql")[0][0][0] == 1
-    assert jsontokenizer.describe().startswith("SQL")
+    assert runtime.describe("jsonl").startswith("SQL")
 
 
 @needs_c

@@ -130,3 +130,109 @@ def test_checker_reports_dynamic_targets_relative_imports_and_ui_libraries(tmp_p
         "queries/q.py:4: queries imports forensics.ab (a higher floor)",
         "queries/q.py:5: queries imports mailmortem.cli (a higher floor)",
     ]
+
+
+# --- no circle of imports inside forensics/ ------------------------------------------------------------
+
+
+def import_graph(root: Path, floor: str = "forensics") -> dict[str, set[str]]:
+    """Each module of `floor` (dotted) → the modules of `floor` it imports, anywhere in it (a function's import
+    counts: the circle is there all the same). `from package import name` reaches the module `name` when it is one."""
+    modules = {_dotted(path, root): path for path in (root / floor).rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                targets |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = _absolute(node, package)
+                targets |= {f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+                            for alias in node.names}
+        graph[name] = {target for target in targets if target in modules and target != name}
+    return graph
+
+
+def _dotted(path: Path, root: Path) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One circle (a → … → a) per strongly connected group of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in sorted(graph[module]):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            group = []
+            while not group or group[-1] != module:
+                group.append(stack.pop())
+            if len(group) > 1:
+                circles.append(sorted(group))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return circles
+
+
+def test_no_circle_of_imports_in_forensics():
+    assert import_circles(import_graph(ROOT)) == []
+
+
+def test_the_circle_check_finds_a_circle_through_a_function_s_import(tmp_path):
+    _plant(tmp_path, "forensics/__init__.py", "")
+    _plant(tmp_path, "forensics/ingest/__init__.py", "")
+    _plant(tmp_path, "forensics/ingest/a.py", "from forensics.ingest import b\n")
+    _plant(tmp_path, "forensics/ingest/b.py", "def f():\n    from . import c\n")
+    _plant(tmp_path, "forensics/ingest/c.py", "import forensics.ingest.a\n")
+    _plant(tmp_path, "forensics/ingest/d.py", "from forensics.ingest.a import x\n")
+    assert import_circles(import_graph(tmp_path)) == [["forensics.ingest.a", "forensics.ingest.b",
+                                                        "forensics.ingest.c"]]
+
+
+# --- the ingest path takes its inputs by name -----------------------------------------------------------
+
+MOST_POSITIONAL = 5
+
+
+def crowded_functions(root: Path, under: str = "forensics/ingest") -> list[str]:
+    """Each function (or method, not counting self/cls) under `under` taking more than MOST_POSITIONAL positional
+    parameters: the rest are to be keyword-only."""
+    found = []
+    for path in sorted((root / under).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                names = [arg.arg for arg in node.args.posonlyargs + node.args.args]
+                count = len(names) - (names[:1] in (["self"], ["cls"]))
+                if count > MOST_POSITIONAL:
+                    found.append(f"{path.relative_to(root)}:{node.lineno}: {node.name} takes {count} positional")
+    return found
+
+
+def test_no_function_of_the_ingest_path_takes_more_than_five_positional_parameters():
+    assert crowded_functions(ROOT) == []
+
+
+def test_the_positional_check_counts_methods_without_self(tmp_path):
+    _plant(tmp_path, "forensics/ingest/x.py", """\
+        def six(a, b, c, d, e, f): ...
+        def five_and_names(a, b, c, d, e, *, f, g): ...
+        class C:
+            def method(self, a, b, c, d, e): ...
+            def crowded(self, a, b, c, d, e, f): ...
+        """)
+    assert crowded_functions(tmp_path) == ["forensics/ingest/x.py:1: six takes 6 positional",
+                                           "forensics/ingest/x.py:5: crowded takes 6 positional"]

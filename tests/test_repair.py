@@ -13,10 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from forensics.ingest import jsontokenizer, repair, tokenizer
+from forensics.ingest import repair
+from forensics.ingest.readers import jsonl, logfmt
 from forensics.ingest.sources import Source
 
-_logfmt, _jsonl = tokenizer._logfmt, jsontokenizer._jsonl
+_logfmt, _jsonl = logfmt._logfmt, jsonl._jsonl
 PIECES = st.sampled_from([b"a", b"k=v ", b"\xc3\xa9", b"\xe2\x82\xac", b"\xf0\x9f\x98\x80", b"\xc3", b"\xff",
                           b"\xed\xa0\x80", b"\n", b"\r", b"\r\n", b"\xef\xbb\xbf", b"x" * 7, b"y" * 19])
 FILES = st.lists(PIECES, max_size=60).map(b"".join)

@@ -15,10 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from forensics.errors import ConfigError, MailmortemError
-from forensics.ingest import repair, tokenizer
+from forensics.ingest import repair
+from forensics.ingest.readers import logfmt, runtime
 from forensics.ingest.case import load_case
 
-needs_c = pytest.mark.skipif(tokenizer._logfmt is None, reason="the compiled tokenizer was not built")
+needs_c = pytest.mark.skipif(logfmt._logfmt is None, reason="the compiled tokenizer was not built")
 
 # the vocabulary's longest alias and its near misses too: the tokenizer gives up a run longer than its longest key
 KEYS = ["ts", "time", "event", "evt", "email", "Email", "to", "msg_id", "message-id", "worker", "host", "lease",
@@ -96,20 +97,20 @@ def log_file(draw) -> bytes:
 
 
 @contextlib.contextmanager
-def parser(name: str, range_bytes: int = tokenizer.RANGE_BYTES):
-    before, size = os.environ.get(tokenizer.ENV), tokenizer.RANGE_BYTES
-    os.environ[tokenizer.ENV], tokenizer.RANGE_BYTES = name, range_bytes
+def parser(name: str, range_bytes: int = runtime.RANGE_BYTES):
+    before, size = os.environ.get(runtime.ENV), runtime.RANGE_BYTES
+    os.environ[runtime.ENV], runtime.RANGE_BYTES = name, range_bytes
     try:
         yield
     finally:
-        tokenizer.RANGE_BYTES = size
+        runtime.RANGE_BYTES = size
         if before is None:
-            os.environ.pop(tokenizer.ENV)
+            os.environ.pop(runtime.ENV)
         else:
-            os.environ[tokenizer.ENV] = before
+            os.environ[runtime.ENV] = before
 
 
-def read(path: Path, name: str, range_bytes: int = tokenizer.RANGE_BYTES) -> tuple:
+def read(path: Path, name: str, range_bytes: int = runtime.RANGE_BYTES) -> tuple:
     with parser(name, range_bytes):
         try:
             case = load_case([str(path)])
@@ -124,7 +125,7 @@ def read(path: Path, name: str, range_bytes: int = tokenizer.RANGE_BYTES) -> tup
     return events, skipped, summaries, staged
 
 
-def assert_same(body: bytes, gz: bool = False, range_bytes: int = tokenizer.RANGE_BYTES) -> tuple:
+def assert_same(body: bytes, gz: bool = False, range_bytes: int = runtime.RANGE_BYTES) -> tuple:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / ("case.log.gz" if gz else "case.log")
         path.write_bytes(gzip.compress(body) if gz else body)
@@ -151,7 +152,7 @@ def of_any_file(files):
     gzipped, read in ranges of any size (ranges cut lines at every place a file can be split)."""
     def test(function):
         return pytest.mark.slow(SETTINGS(given(files, st.booleans(),
-                                               st.sampled_from([64, 300, 4096, tokenizer.RANGE_BYTES]))(function)))
+                                               st.sampled_from([64, 300, 4096, runtime.RANGE_BYTES]))(function)))
     return test
 
 
@@ -189,7 +190,7 @@ def skipped_too_long(read: tuple) -> list[int] | None:
 @needs_c
 @pytest.mark.slow
 @settings(READ_EVERY_WAY, max_examples=20)
-@given(log_file(), st.integers(60, 400), st.sampled_from([64, 300, tokenizer.RANGE_BYTES]))
+@given(log_file(), st.integers(60, 400), st.sampled_from([64, 300, runtime.RANGE_BYTES]))
 def test_lines_too_long_to_read_are_skipped_alike_each_at_its_number(body, longest, range_bytes):
     with too_long_over(longest):
         compiled = assert_same(body, range_bytes=range_bytes)
@@ -251,24 +252,24 @@ def test_version_names_the_active_parser(monkeypatch):
 
     from mailmortem.cli import main
 
-    monkeypatch.delenv(tokenizer.ENV, raising=False)
-    assert "parser: C (forensics._logfmt)" in CliRunner().invoke(main, ["--version"]).output
-    monkeypatch.setenv(tokenizer.ENV, "sql")
+    monkeypatch.delenv(runtime.ENV, raising=False)
+    assert "parser: C (forensics.ingest.readers._logfmt)" in CliRunner().invoke(main, ["--version"]).output
+    monkeypatch.setenv(runtime.ENV, "sql")
     assert "parser: SQL (MAILMORTEM_PARSER=sql)" in CliRunner().invoke(main, ["--version"]).output
-    monkeypatch.setattr(tokenizer, "_logfmt", None)
-    monkeypatch.delenv(tokenizer.ENV)
-    assert not tokenizer.active()
+    monkeypatch.setitem(runtime.BUILT, "logfmt", None)
+    monkeypatch.delenv(runtime.ENV)
+    assert not runtime.compiled("logfmt")
     assert "parser: SQL (no compiled tokenizer)" in CliRunner().invoke(main, ["--version"]).output
 
 
 def test_an_unknown_parser_choice_is_refused(monkeypatch, tmp_path):
-    monkeypatch.setenv(tokenizer.ENV, "fast")
+    monkeypatch.setenv(runtime.ENV, "fast")
     with pytest.raises(ConfigError, match="MAILMORTEM_PARSER"):
-        tokenizer.active()
-    monkeypatch.setenv(tokenizer.ENV, "c")
-    monkeypatch.setattr(tokenizer, "_logfmt", None)
+        runtime.compiled("logfmt")
+    monkeypatch.setenv(runtime.ENV, "c")
+    monkeypatch.setitem(runtime.BUILT, "logfmt", None)
     with pytest.raises(ConfigError, match="not installed"):
-        tokenizer.active()
+        runtime.compiled("logfmt")
 
 
 @needs_c
@@ -298,7 +299,7 @@ def duck_in_new_york():
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.one_of(iso_timestamp, text), min_size=1, max_size=10))
 def test_the_timestamps_typed_in_c_are_the_ones_sql_reads(duck_in_new_york, values):
-    typed = [tokenizer._logfmt.utc_microseconds(v.encode()) for v in values]
+    typed = [logfmt._logfmt.utc_microseconds(v.encode()) for v in values]
     read = duck_in_new_york.execute("SELECT epoch_us(mm_ts(v)) FROM unnest($1::VARCHAR[]) WITH ORDINALITY u(v, n) "
                                     "ORDER BY n", [values]).fetchall()
     assert typed == [us if c is not None else None for (us,), c in zip(read, typed)]  # typed in C: as SQL reads it
@@ -306,7 +307,7 @@ def test_the_timestamps_typed_in_c_are_the_ones_sql_reads(duck_in_new_york, valu
 
 @needs_c
 def test_the_common_iso_forms_are_typed_in_c_and_others_left_to_sql():
-    typed = tokenizer._logfmt.utc_microseconds
+    typed = logfmt._logfmt.utc_microseconds
     assert typed(b"2026-11-28T09:03:30.431Z") == 1795856610431000
     assert typed(b"2026-11-28 10:03:30.431+01:00") == typed(b"2026-11-28T04:03:30.431-05:00") == 1795856610431000
     assert typed(b"2024-02-29T00:00:00.000001Z") == 1709164800000001
@@ -319,7 +320,7 @@ def test_the_common_iso_forms_are_typed_in_c_and_others_left_to_sql():
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.one_of(text, quoted), min_size=1, max_size=10))
 def test_the_msg_ids_typed_in_c_are_mm_msg_id(duck_in_new_york, values):
-    typed = [tokenizer._logfmt.msg_id(v.encode()) for v in values]
+    typed = [logfmt._logfmt.msg_id(v.encode()) for v in values]
     read = duck_in_new_york.execute("SELECT mm_msg_id(v) FROM unnest($1::VARCHAR[]) WITH ORDINALITY u(v, n) ORDER BY n",
                                     [values]).fetchall()
     assert [t.decode() if t is not None else None for t in typed] == [m for (m,) in read]

@@ -7,12 +7,12 @@ import duckdb
 import pytest
 
 import queries
-from forensics.ingest import parsers, tokenizer
+from forensics.ingest.readers import logfmt, runtime, sql
 from forensics.ingest.case import load_case
 from forensics.ingest.fields import FieldMap
 from forensics.ingest.sources import Source
 
-needs_c = pytest.mark.skipif(tokenizer._logfmt is None, reason="the compiled tokenizer was not built")
+needs_c = pytest.mark.skipif(logfmt._logfmt is None, reason="the compiled tokenizer was not built")
 
 LINES = [b"ts=2026-11-28T09:00:00Z event=send to=a@x.co msg_id=m1",  # a record: no text needed
          b"",  # blank
@@ -24,9 +24,9 @@ LINES = [b"ts=2026-11-28T09:00:00Z event=send to=a@x.co msg_id=m1",  # a record:
 
 
 def _line_texts(body: bytes, keep_lines: bool) -> list[str | None]:
-    keys = parsers.tokenizer_keys({"ts", "event", "to", "msg_id", "worker"}, FieldMap())
-    batches = [tokenizer._batch(rows, problem, cols, ts)
-               for rows, _flags, problem, cols, ts in tokenizer._logfmt.tokenize(body, 0, len(body), keys, 1,
+    keys = sql.tokenizer_keys({"ts", "event", "to", "msg_id", "worker"}, FieldMap())
+    batches = [runtime.batch(rows, problem, cols, ts)
+               for rows, _flags, problem, cols, ts in logfmt._logfmt.tokenize(body, 0, len(body), keys, 1,
                                                                                   keep_lines)]
     return [text for batch in batches for text in batch.column("line").to_pylist()]
 
@@ -45,7 +45,7 @@ def test_a_saved_case_keeps_every_record_s_text_as_the_sql_path_does(tmp_path, m
     path.write_bytes(b"\n".join(LINES) + b"\n")
     raws = []
     for parser in ("sql", "c"):
-        monkeypatch.setenv(tokenizer.ENV, parser)
+        monkeypatch.setenv(runtime.ENV, parser)
         case = load_case([str(path)], database=str(tmp_path / f"{parser}.duckdb"))
         raws.append(case.con.execute("SELECT line_no, raw FROM events ORDER BY line_no").fetchall())
         case.con.close()
@@ -54,31 +54,31 @@ def test_a_saved_case_keeps_every_record_s_text_as_the_sql_path_does(tmp_path, m
 
 @needs_c
 def test_the_head_sample_holds_the_keys_of_the_first_lines_as_the_whole_file_s_does(tmp_path, monkeypatch):
-    monkeypatch.setattr(tokenizer, "SAMPLE_CHUNK", 4096)  # the head is read in many pieces
-    first = [f"ts=2026-11-28T09:00:00Z event=send email=p{n}@x.co msg_id=m{n}" for n in range(tokenizer.SAMPLE_LINES)]
+    monkeypatch.setattr(logfmt, "SAMPLE_CHUNK", 4096)  # the head is read in many pieces
+    first = [f"ts=2026-11-28T09:00:00Z event=send email=p{n}@x.co msg_id=m{n}" for n in range(logfmt.SAMPLE_LINES)]
     path = tmp_path / "mail.log"
     path.write_text("\r\n".join(first + ["ts=2026-11-28T09:00:01Z event=send to=late@x.co message_id=late"]) + "\r\n")
     con = duckdb.connect()
     queries.script(con, "ingest_macros")
     source = Source(str(path), "mail.log", False)
-    from_head = tokenizer.sampled_head(str(path), lambda sample: parsers.sampled_keys(con, Source(sample, "x", False),
+    from_head = logfmt.sampled_head(str(path), lambda sample: sql.sampled_keys(con, Source(sample, "x", False),
                                                                                        b""), str(tmp_path))
-    assert from_head == parsers.sampled_keys(con, source, b"") == {"ts", "event", "email", "msg_id"}
+    assert from_head == sql.sampled_keys(con, source, b"") == {"ts", "event", "email", "msg_id"}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mail.log"]  # the copy of the head is gone
 
 
 @needs_c
 def test_a_head_too_large_to_copy_is_not_sampled_from_a_copy(tmp_path, monkeypatch):
-    monkeypatch.setattr(tokenizer, "SAMPLE_MOST", 1000)
+    monkeypatch.setattr(logfmt, "SAMPLE_MOST", 1000)
     path = tmp_path / "mail.log"
     path.write_text("ts=2026-11-28T09:00:00Z event=send to=a@x.co msg_id=m1\n" * 100)
-    assert tokenizer.sampled_head(str(path), lambda sample: pytest.fail("sampled"), str(tmp_path)) is None
+    assert logfmt.sampled_head(str(path), lambda sample: pytest.fail("sampled"), str(tmp_path)) is None
 
 
 _SHRINKS_UNDER_THE_MAP = """
 import mmap, os, sys
-from forensics.ingest import tokenizer
-tokenizer.guard_shrinking_files()
+from forensics.ingest.readers import runtime
+runtime.guard_shrinking_files()
 with open(sys.argv[1], "r+b") as handle:
     mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
     os.truncate(sys.argv[1], 0)  # logrotate's copytruncate, while the file is read

@@ -1,4 +1,4 @@
-"""Line envelopes taken off in C (forensics.ingest.unwrapper: Docker json-file, CRI, docker logs --timestamps,
+"""Line envelopes taken off in C (forensics.ingest.readers.unwrap: Docker json-file, CRI, docker logs --timestamps,
 CloudWatch's S3 export, syslog, rsyslog, RFC 5424, journald, the prefixes of Python logging, structlog, zap, slog
 and logrus, and Loki, Cloud Logging, CloudWatch events, Datadog and Elasticsearch one entry per line), logfmt or
 JSON records inside: every file it reads gives the staged rows, events, skips and summaries that DuckDB's
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from forensics.ingest import tokenizer, unwrapper
+from forensics.ingest.readers import logfmt, runtime, unwrap
 from forensics.ingest.case import load_case
 from forensics.simulate.envelopes import wrap
 from tests.test_envelopes import file_name
@@ -24,33 +24,33 @@ from tests.test_jsonl_reader_properties import CLEAN, FIRST, _object, json_line
 from tests.test_tokenizer_properties import READ_EVERY_WAY, logfmt_line, parser
 from tests.test_tokenizer_properties import read as read_with_parser
 
-needs_unwrapper = pytest.mark.skipif(unwrapper._unwrap is None, reason="the compiled unwrapper was not built")
+needs_unwrapper = pytest.mark.skipif(unwrap._unwrap is None, reason="the compiled unwrapper was not built")
 A = "ts=2026-11-28T09:00:00Z event=send campaign=c-7 step=1 email=ana@example.com msg_id=<a1@mail.example.com>"
 
 
 @pytest.fixture
 def taken(monkeypatch) -> list[bool]:
     """Whether each read the unwrapper was asked for went through it (True) or back to DuckDB (False)."""
-    seen, stage = [], unwrapper.stage
+    seen, stage = [], unwrap.stage
 
-    def spied(*args):
-        result = stage(*args)
+    def spied(*args, **kwargs):
+        result = stage(*args, **kwargs)
         seen.append(result is not None)
         return result
 
-    monkeypatch.setattr(unwrapper, "stage", spied)
+    monkeypatch.setattr(unwrap, "stage", spied)
     return seen
 
 
-def read_three(path: Path, range_bytes: int = tokenizer.RANGE_BYTES) -> tuple:
+def read_three(path: Path, range_bytes: int = runtime.RANGE_BYTES) -> tuple:
     """(SQL path, C tokenizer after DuckDB's unwrapping, C unwrapper) readings of one file, the compiled readers
     taking it `range_bytes` at a time."""
     sql = read_with_parser(path, "sql")
-    kept, unwrapper._unwrap = unwrapper._unwrap, None
+    kept, runtime.BUILT["unwrap"] = runtime.BUILT["unwrap"], None
     try:
         duckdb_unwrapped = read_with_parser(path, "c", range_bytes)
     finally:
-        unwrapper._unwrap = kept
+        runtime.BUILT["unwrap"] = kept
     return sql, duckdb_unwrapped, read_with_parser(path, "c", range_bytes)
 
 
@@ -83,7 +83,7 @@ JSON_NOT_QUITE = [
 def line_log(draw) -> tuple[str, str]:
     """(envelope, file): random logfmt lines, hostile values and all but none Docker would split, as one of the
     platforms the C module reads writes them, with lines that are no entry of it among them."""
-    name = draw(st.sampled_from(sorted(unwrapper.KINDS)))
+    name = draw(st.sampled_from(sorted(unwrap.KINDS)))
     lines = [line.decode("utf-8", "replace") for line in draw(st.lists(logfmt_line(), min_size=1, max_size=25))
              if len(line) < 16_000]
     body = wrap(name, lines or [A]).split("\n")
@@ -147,7 +147,7 @@ def json_log(draw) -> tuple[str, str]:
     """(envelope, file): random JSON lines (escapes, unicode, nesting, keys twice, lines that are no object or no
     JSON; or strict objects only) and the JSON tails an application's prefix may end with, as one of the
     platforms the C module reads writes them, a record first (the file is told JSON inside)."""
-    name = draw(st.sampled_from(sorted(unwrapper.KINDS)))
+    name = draw(st.sampled_from(sorted(unwrap.KINDS)))
     line = clean_json_line() if draw(st.booleans()) else json_line()
     lines = [line.decode("utf-8", "replace") for line in draw(st.lists(line, min_size=1, max_size=25))]
     for _ in range(draw(st.integers(0, 3))):
@@ -168,7 +168,7 @@ def test_json_records_in_a_line_envelope_read_alike_unwrapped_in_c_or_in_duckdb(
 
 
 @needs_unwrapper
-@pytest.mark.parametrize("name", sorted(set(unwrapper.KINDS) - set(RENDERING_PROSE)))
+@pytest.mark.parametrize("name", sorted(set(unwrap.KINDS) - set(RENDERING_PROSE)))
 def test_a_clean_log_of_each_line_envelope_is_unwrapped_in_c(tmp_path, taken, name):
     body = wrap(name, [A, "", "not a record", 'event=send email=b@example.com msg_id=m2 error="a \\"q\\" é"'])
     sql, duckdb_unwrapped, unwrapped = read_three(_file(str(tmp_path), body, file_name(name)))
@@ -217,7 +217,7 @@ def test_cloud_loggings_json_payload_is_rendered_as_duckdb_renders_it(tmp_path, 
 
 
 @needs_unwrapper
-@pytest.mark.parametrize("name", sorted(set(unwrapper.KINDS) - {"cloud-logging"}))
+@pytest.mark.parametrize("name", sorted(set(unwrap.KINDS) - {"cloud-logging"}))
 def test_json_records_of_each_line_envelope_are_unwrapped_and_read_in_c(tmp_path, taken, name):
     # a blank line, one that is no record, one the JSON reader leaves to SQL (a number with an exponent, which
     # in Cloud Logging's jsonPayload, rendered as DuckDB renders it, sends the file back to DuckDB)
@@ -229,7 +229,7 @@ def test_json_records_of_each_line_envelope_are_unwrapped_and_read_in_c(tmp_path
 
 
 @needs_unwrapper
-@pytest.mark.parametrize("name", sorted(unwrapper.KINDS))
+@pytest.mark.parametrize("name", sorted(unwrap.KINDS))
 def test_the_simulators_json_lines_in_each_line_envelope_are_read_in_c(tmp_path, taken, name):
     from forensics.simulate.run import simulate
 
@@ -257,11 +257,11 @@ def saved_both_ways(tmp_path, log: Path) -> tuple[list, list]:
         return rows
 
     in_c = staged("c.duckdb")
-    kept, unwrapper._unwrap = unwrapper._unwrap, None
+    kept, runtime.BUILT["unwrap"] = runtime.BUILT["unwrap"], None
     try:
         return in_c, staged("duckdb.duckdb")
     finally:
-        unwrapper._unwrap = kept
+        runtime.BUILT["unwrap"] = kept
 
 
 def docker_entry(log: str, **extra) -> str:
@@ -423,7 +423,7 @@ def test_a_journald_entry_names_its_host_unit_and_pid_as_on_the_duckdb_path(tmp_
 @needs_unwrapper
 @pytest.mark.parametrize("name", ["docker-json", "cri"])
 def test_a_line_handed_back_after_the_first_range_sends_the_whole_file_to_duckdb(tmp_path, taken, monkeypatch, name):
-    monkeypatch.setattr(tokenizer, "SAMPLE_LINES", 1)  # the first range holds the sample, however small
+    monkeypatch.setattr(logfmt, "SAMPLE_LINES", 1)  # the first range holds the sample, however small
     lines = [f"event=send email=p{i}@example.com msg_id=m{i}" for i in range(40)]
     body = wrap(name, lines).split("\n")
     body[30] = wrap(name, [], last="event=send email=cut@example.com").rstrip("\n")  # a piece: handed back
@@ -437,8 +437,8 @@ def test_a_line_handed_back_after_the_first_range_sends_the_whole_file_to_duckdb
 def test_the_samples_come_from_a_head_grown_past_blank_lines_as_duckdb_reads_them(tmp_path, taken, monkeypatch, name):
     """The first range is sampled from its head; a head of blank inner lines says nothing of the syntax inside, so
     it grows until it holds the non-blank sample: JSON records after 300 blank lines are read as JSON."""
-    monkeypatch.setattr(unwrapper, "HEAD_BYTES", 64)
-    monkeypatch.setattr(tokenizer, "SAMPLE_LINES", 1)
+    monkeypatch.setattr(unwrap, "HEAD_BYTES", 64)
+    monkeypatch.setattr(logfmt, "SAMPLE_LINES", 1)
     records = [json.dumps({"event": "send", "email": f"p{i}@example.com", "msg_id": f"m{i}"}) for i in range(250)]
     log = _file(str(tmp_path), wrap(name, [""] * 300 + records), file_name(name))
     sql, duckdb_unwrapped, unwrapped = read_three(log)

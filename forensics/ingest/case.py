@@ -85,7 +85,7 @@ def _checked_size(value: str) -> str:
     return value.strip()
 
 
-def load_case(paths, syntax: str | None = None, field_map: FieldMap | dict | None = None,
+def load_case(paths, *, syntax: str | None = None, field_map: FieldMap | dict | None = None,
               strict: bool = False, database: str | None = None, memory_limit: str | None = None,
               progress: ingest.Progress | None = None, skip_unreadable: bool = False,
               reading: ingest.Reading | None = None, limits: window.Window = window.Window(),
@@ -97,7 +97,8 @@ def load_case(paths, syntax: str | None = None, field_map: FieldMap | dict | Non
     recognised as a send (`require_sends`: what the commands that look for duplicates ask). `options` (what the
     commands pass) says all of that at once, in place of the keywords before `database`.
     A provider's export among the LOGS is not read as a log: it is listed in `Case.provider_exports`."""
-    options = options or _options(syntax, field_map, strict, memory_limit, skip_unreadable, reading, limits)
+    options = options or _options(syntax, field_map, reading, limits, strict=strict, memory_limit=memory_limit,
+                                  skip_unreadable=skip_unreadable)
     unreadable = sources.Unreadable(skip=options.skip_unreadable)
     resolved, exports = _apart(sources.resolve(list(paths), unreadable))
     if not resolved:
@@ -117,7 +118,7 @@ def load_case(paths, syntax: str | None = None, field_map: FieldMap | dict | Non
     return case
 
 
-def _options(syntax, field_map, strict, memory_limit, skip_unreadable, reading, limits) -> ReadOptions:
+def _options(syntax, field_map, reading, limits, *, strict, memory_limit, skip_unreadable) -> ReadOptions:
     reading = reading or ingest.Reading()
     given = field_map if isinstance(field_map, FieldMap) else FieldMap(dict(field_map or {}))
     return ReadOptions(syntax=syntax, fields=dict(given.overrides), events=dict(given.events), infer=given.infer,

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import csv
 import json
-import re
 
 from forensics.ingest.fields import ALIASES
+from forensics.ingest.readers.grammar import PAIR_RE
 
-_PAIR = re.compile(r'(?:^|\s)[^\s="]+=("(?:[^"\\]|\\.)*"|[^\s"]*)')
 _KNOWN = {alias for names in ALIASES.values() for alias in names}
 
 
@@ -43,7 +42,7 @@ def _is_json_object(line: str) -> bool:
 def syntax_counts(lines: list[str]) -> tuple[int, int]:
     """(lines that are JSON objects, other lines holding at least two key=value pairs)."""
     json_lines = [_is_json_object(line) for line in lines]
-    logfmt_lines = sum(len(_PAIR.findall(line)) >= 2 for line, is_json in zip(lines, json_lines) if not is_json)
+    logfmt_lines = sum(len(PAIR_RE.findall(line)) >= 2 for line, is_json in zip(lines, json_lines) if not is_json)
     return sum(json_lines), logfmt_lines
 
 
@@ -55,7 +54,7 @@ def detect_syntax(head: bytes) -> str | None:
     if _csv_header(lines[0]):
         return "csv"
     json_lines = sum(_is_json_object(line) for line in lines)
-    logfmt_lines = sum(len(_PAIR.findall(line)) >= 2 for line in lines)
+    logfmt_lines = sum(len(PAIR_RE.findall(line)) >= 2 for line in lines)
     if json_lines and json_lines >= logfmt_lines:
         return "jsonl"
     if logfmt_lines:

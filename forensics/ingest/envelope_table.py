@@ -4,7 +4,7 @@ A row names the envelope (`--envelope NAME`) and says how a person calls it, the
 takes it off in DuckDB (and that block's literals), where a JSON document of it lists its entries, what the
 platform calls the sender fields it fills, the shape of one of its lines (the detection in
 forensics.ingest.envelopes tries them in `tried` order; the JSON ones are told from their keys there), the reader of
-forensics/_unwrap.c that takes it off in C (None: DuckDB only) and what the file's path names where its lines do
+forensics/ingest/readers/_unwrap.c that takes it off in C (None: DuckDB only) and what the file's path names where its lines do
 not. The C readers' kind numbers come from here too (C_KINDS, handed to _unwrap.configure at import, which
 refuses a list other than its own readers). forensics.simulate.envelopes writes every row's files, and
 docs/log-vocabulary.md lists every row (tests/test_envelope_table.py holds all of them to the table).
@@ -37,7 +37,7 @@ class Envelope:
     # field) pairs: what "What was read" says the worker came from (sender)
     line_shape: re.Pattern | None = None  # a line of it (None: a JSON entry, told from its keys)
     tried: int = 0  # where line_shape is tried among the others: the first that fits a line wins
-    c_reader: str | None = None  # the reader of forensics/_unwrap.c that takes it off (None: DuckDB's only)
+    c_reader: str | None = None  # the reader of forensics/ingest/readers/_unwrap.c that takes it off (None: DuckDB's only)
     from_path: tuple = ()  # what the file's path names (envelopes.file_params) where its line names none, in C as
     # queries/envelopes.sql does (coalesce(the line's, :param))
 

@@ -5,7 +5,7 @@ prefixes of common logging frameworks all carry the record an agent wrote (logfm
 else. Python tells which envelope a file has from its first lines; DuckDB takes every envelope off
 (queries/envelopes.sql), and the inner lines are then parsed by the file's ordinary parser, each carrying its
 envelope's time and provenance (used where the record has none). A plain file of logfmt or JSON records in one
-of the common line envelopes is first offered to the compiled unwrapper (forensics.ingest.unwrapper), which
+of the common line envelopes is first offered to the compiled unwrapper (forensics.ingest.readers.unwrap), which
 gives the same staged rows or hands the file back here. Each envelope is a row of forensics.ingest.envelope_table.
 """
 
@@ -24,6 +24,7 @@ from forensics.errors import ConfigError
 from forensics.ingest import documents
 from forensics.ingest.detect import detect_syntax, first_lines, syntax_counts
 from forensics.ingest.envelope_table import ENVELOPES, ISO, RECORD_KEYS, TABLE, Envelope
+from forensics.ingest.readers.grammar import PAIR_START_RE
 from forensics.ingest.sources import Source
 
 
@@ -62,11 +63,10 @@ class Found:
 _TEXT_SHAPES = tuple((e.name, e.line_shape) for e in sorted(TABLE, key=lambda e: e.tried) if e.line_shape)
 _S3_EXPORT_NAME = re.compile(r"(?:^|/)\d{6}(?:\.gz)?$")  # CloudWatch's export objects: 000000.gz
 _S3_EXPORT_LINE = re.compile(rf"^{ISO}\.\d{{3}}Z ")
-_PAIR = re.compile(r'(?:^|\s)[^\s="]+=\S')
 
 
 def _record_like(text) -> bool:
-    return isinstance(text, str) and (text.lstrip().startswith("{") or bool(_PAIR.search(text)))
+    return isinstance(text, str) and (text.lstrip().startswith("{") or bool(PAIR_START_RE.search(text)))
 
 
 def _carries_send(keys: set) -> bool:
@@ -166,7 +166,7 @@ def _starts_entry(line: str) -> bool:
     message), as lnav joins a message's lines."""
     if line[:1].isspace():
         return False
-    return line.startswith("{") and _parses(line) or len(_PAIR.findall(line)) >= 2
+    return line.startswith("{") and _parses(line) or len(PAIR_START_RE.findall(line)) >= 2
 
 
 def _votes(lines: list[str], path: str) -> tuple[tuple[str, bool] | None, int, int]:
@@ -284,17 +284,18 @@ Parse = Callable[[str, Source, bytes, str], None]  # (syntax, lines, head, stage
 NOT_FLAT = "mailmortem: an envelope's entry is not one whole line"  # envelope_flat_lines' error: read the pieces
 
 
-def stage(con, found: Found, source: Source, staged: str, syntax: str | None, delim: str, parse: Parse) -> Unwrapped:
+def stage(con, found: Found, source: Source, staged: str, syntax: str | None, *, delim: str, parse: Parse
+          ) -> Unwrapped:
     """Take the envelope off `source` and parse the lines inside into `staged` (with their envelope, `env`): straight
     from the envelope's view when every entry is one whole line, else from its pieces written down, joined or split."""
     tables = {"entries": f"{staged}_entries", "pieces": f"{staged}_pieces", "kept": f"{staged}_kept",
               "unwrapped": f"{staged}_lines"}
     try:
         pieces = _pieces(con, found, source, delim, tables)
-        if flat := _read_flat(con, tables, source, staged, syntax, parse, pieces):
+        if flat := _read_flat(con, tables, source, staged, syntax, parse=parse, pieces=pieces):
             return flat
         pieces(False)  # the pieces are written down from the view as first made, whatever the flat read made of it
-        return _read_kept(con, tables, source, staged, syntax, parse)
+        return _read_kept(con, tables, source, staged, syntax, parse=parse)
     finally:
         queries.script(con, "envelope_drop", **tables)
 
@@ -323,7 +324,7 @@ def _pieces(con, found: Found, source: Source, delim: str, tables: dict) -> Call
     return view
 
 
-def _read_flat(con, tables: dict, source: Source, staged: str, syntax: str | None, parse: Parse,
+def _read_flat(con, tables: dict, source: Source, staged: str, syntax: str | None, *, parse: Parse,
                pieces: Callable[[bool], None]) -> Unwrapped | None:
     """The inner lines parsed straight from the pieces' view (made again for records that are all JSON); None
     (nothing left in `staged`) when an entry is not one whole line (envelope_flat_lines stops the read there)."""
@@ -332,7 +333,7 @@ def _read_flat(con, tables: dict, source: Source, staged: str, syntax: str | Non
         sample, inner = inner_sample(con, tables["unwrapped"], syntax)
         if inner == ["jsonl"]:
             pieces(True)
-        _parse_inner(con, inner, Source(tables["unwrapped"], source.label, False), sample, staged, parse)
+        _parse_inner(con, inner, Source(tables["unwrapped"], source.label, False), sample, staged, parse=parse)
     except Exception as exc:  # raised inside DuckDB, in whatever class the reading wraps it
         if NOT_FLAT not in str(exc):
             raise
@@ -344,7 +345,7 @@ def _read_flat(con, tables: dict, source: Source, staged: str, syntax: str | Non
     return Unwrapped("+".join(inner), entries, sample)
 
 
-def _read_kept(con, tables: dict, source: Source, staged: str, syntax: str | None, parse: Parse) -> Unwrapped:
+def _read_kept(con, tables: dict, source: Source, staged: str, syntax: str | None, *, parse: Parse) -> Unwrapped:
     """The inner lines of the pieces written down: joined where a piece leaves its line unfinished, split at
     newlines, a last line never finished marked (mark_truncated_row)."""
     queries.run(con, "envelope_kept_pieces", **tables)
@@ -352,7 +353,7 @@ def _read_kept(con, tables: dict, source: Source, staged: str, syntax: str | Non
     relation = "TABLE" if partial else "VIEW"
     try:
         queries.run(con, "envelope_joined_lines" if partial else "envelope_lines", **tables)
-        sample, inner = _parse_unwrapped(con, tables["unwrapped"], source, syntax, staged, parse)
+        sample, inner = _parse_unwrapped(con, tables["unwrapped"], source, syntax, staged, parse=parse)
         cut = queries.run(con, "envelope_cut_rows", unwrapped=tables["unwrapped"]).fetchall() if incomplete else []
     finally:
         queries.run(con, "envelope_drop_lines", relation=relation, unwrapped=tables["unwrapped"])
@@ -361,12 +362,12 @@ def _read_kept(con, tables: dict, source: Source, staged: str, syntax: str | Non
     return Unwrapped("+".join(inner), entries, sample)
 
 
-def _parse_unwrapped(con, unwrapped: str, source: Source, syntax: str | None, staged: str, parse: Parse
+def _parse_unwrapped(con, unwrapped: str, source: Source, syntax: str | None, staged: str, *, parse: Parse
                      ) -> tuple[list[str], list[str]]:
     """The inner lines (`unwrapped`) parsed into `staged` by the syntaxes of their records (`syntax` when given):
     (the first inner lines, those syntaxes)."""
     sample, inner = inner_sample(con, unwrapped, syntax)
-    _parse_inner(con, inner, Source(unwrapped, source.label, False), sample, staged, parse)
+    _parse_inner(con, inner, Source(unwrapped, source.label, False), sample, staged, parse=parse)
     return sample, inner
 
 
@@ -387,7 +388,7 @@ def inner_syntaxes(sample: list[str]) -> list[str]:
     return ["jsonl"] if json_lines else ["logfmt"]
 
 
-def _parse_inner(con, syntaxes: list[str], lines: Source, sample: list[str], staged: str, parse: Parse) -> None:
+def _parse_inner(con, syntaxes: list[str], lines: Source, sample: list[str], staged: str, *, parse: Parse) -> None:
     head = "\n".join(sample).encode()
     if len(syntaxes) == 1:
         parse(syntaxes[0], lines, head, staged)

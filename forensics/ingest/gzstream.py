@@ -1,5 +1,5 @@
 """A gzip file read as it is decompressed: chunks that end at a line end, inflated on a thread of their own while the
-tokenizer reads the chunk before (forensics.ingest.tokenizer.stage_gzipped), so no plain copy is written first."""
+tokenizer reads the chunk before (forensics.ingest.readers.logfmt.stage_gzipped), so no plain copy is written first."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Load log files into DuckDB: each file's lines → typed `staged` rows → `events`, `skipped`, `sends`.
 
-Python decides which file is which syntax, envelope and parser (forensics.ingest.parsers); the per-line
+Python decides which file is which syntax and envelope, and picks its reader (forensics.ingest.readers); the per-line
 work (splitting, regexes, JSON, casts) happens inside DuckDB or the compiled readers, in one parallel pass
 per file (one pass over them all for more than MANY_FILES files of one syntax). A staged table keeps the
 file's order (the connection preserves insertion order), so a line's number is its rowid + 1 (less the rows
@@ -15,17 +15,19 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import queries
-from forensics.ingest import (envelopes, jsontokenizer, parsers, repair, sources, tokenizer, unwrapper, vocabulary,
-                              window)
+from forensics.ingest import envelopes, repair, sources, vocabulary, window
+from forensics.ingest.readers import jsonl, logfmt, runtime, sql, unwrap
 from forensics.ingest.detect import detect_syntax
 from forensics.ingest.envelopes import Reading
 from forensics.errors import ConfigError, InputError, ParseError
 from forensics.ingest.fields import FieldMap
-from forensics.ingest.parsers import LINE_DELIM
+from forensics.ingest.readers.sql import LINE_DELIM
 from forensics.ingest.sources import SYNTAXES, Source, check_unchanged, head_bytes, identity, is_empty
 
 # More files than this get events/skipped tables rather than views over a union of staged tables.
 MANY_FILES = 16
+# The reader of a file's lines (or of those inside its envelope), by syntax: each reads in C where it may.
+READERS = {"logfmt": logfmt.read, "jsonl": jsonl.read, "csv": sql.read_csv}
 
 Progress = Callable[[int, int, str], None]
 
@@ -44,7 +46,7 @@ class InputSummary:
     sender: str | None = None  # which of its envelope's fields named the workers (envelopes.sender)
 
 
-def load(con, sources: list[Source], syntax: str | None = None, field_map: FieldMap | None = None,
+def load(con, sources: list[Source], *, syntax: str | None = None, field_map: FieldMap | None = None,
          strict: bool = False, progress: Progress | None = None, keep_raw: bool = False,
          reading: Reading = Reading(), limits: window.Window = window.Window(), again: bool = False
          ) -> tuple[list[InputSummary], window.Cut | None, vocabulary.Vocabulary]:
@@ -148,34 +150,9 @@ def _groups(files: list[_File]) -> list[list[_File]]:
     """More than MANY_FILES logfmt (or JSON Lines) files are read in one statement: a statement per file is
     planned again each time (hundreds of regexes), whatever the file's size."""
     # The compiled readers have no plan to repeat: they read their files one by one.
-    grouped = [s for s, compiled in (("logfmt", tokenizer), ("jsonl", jsontokenizer)) if not compiled.active()]
+    grouped = [syntax for syntax in ("logfmt", "jsonl") if not runtime.compiled(syntax)]
     groups = [[f for f in files if f.syntax == syntax and f.head and not f.envelope] for syntax in grouped]
     return [members for members in groups if len(members) > MANY_FILES]
-
-
-def _unwrapped_in_c(con, source: Source, staged: str, file: _File, field_map: FieldMap,
-                    keep_raw: bool) -> envelopes.Unwrapped | None:
-    """A file of logfmt or JSON records in a line envelope unwrapped and read in C (forensics.ingest.unwrapper),
-    with the keys or the plan the DuckDB path would read its inner lines with; None when envelopes.stage is to
-    read it."""
-    if not (isinstance(source.path, str) and unwrapper.takes(file.envelope, file.forced)):
-        return None
-
-    def keys_of(table: str, head: bytes) -> list[list[bytes]] | None:
-        sampled = parsers.sampled_keys(con, Source(table, source.label, False), head, "mm_unwrapped")
-        keys = parsers.tokenizer_keys(sampled, field_map)
-        return keys if tokenizer.fits(keys) else None
-
-    def plan_of(table: str) -> tuple | None:
-        if not jsontokenizer.active():
-            return None
-        lines = Source(table, source.label, False)
-        keys, rare, params = parsers.jsonl_keys(con, lines, field_map, keep_raw, "mm_unwrapped")
-        planned = parsers.jsonl_plan(keys, rare, field_map)
-        return None if planned is None else (planned[0], params, planned[1])
-
-    return unwrapper.stage(con, file.envelope, source.path, staged, file.forced,
-                           unwrapper.Plans(keys_of, plan_of), keep_raw)
 
 
 def _load_file(con, file: _File, field_map: FieldMap, keep_raw: bool) -> InputSummary:
@@ -188,7 +165,7 @@ def _load_file(con, file: _File, field_map: FieldMap, keep_raw: bool) -> InputSu
     else:
         plain = _decompressed(con, source)
         try:
-            header_line, repaired, unwrapped = _stage(con, plain or source, staged, file, field_map, keep_raw)
+            header_line, repaired, unwrapped = _stage(con, plain or source, staged, file, field_map, keep_raw=keep_raw)
         finally:
             if plain:
                 os.unlink(plain.path)
@@ -223,8 +200,8 @@ def _load_group(con, members: list[_File], field_map: FieldMap, keep_raw: bool) 
         if any(map(sources.mixes_line_endings, paths)) or any(map(repair.has_long_line, paths)):
             raise InputError("line endings mix, or a line too long")  # read from a copy, file by file
         # a Source whose path is a list: DuckDB's reader takes either
-        parsers.PARSERS[syntax](con, Source(paths, f"{len(paths)} files", False), group,
-                                b"".join(f.head for f in members), field_map, keep_raw)
+        READERS[syntax](con, Source(paths, f"{len(paths)} files", False), group, b"".join(f.head for f in members),
+                        field_map, keep_raw=keep_raw)
         counts = dict(queries.run(con, "file_line_counts", {"paths": paths, "delim": LINE_DELIM}).fetchall())
         lines = [counts.get(path) for path in paths]
         if None in lines or sum(lines) != _staged_rows(con, group):
@@ -272,29 +249,16 @@ def _decompressed(con, source: Source) -> Source | None:
     """A .gz not streamed (_streamed_gzip) is decompressed first into DuckDB's spill folder (removed at exit):
     DuckDB reads a .gz on one core and does not check its CRC, so a damaged archive would be read as garbled
     lines."""
-    return sources.decompressed_copy(source, parsers.spill_folder(con)) if source.gzipped else None
+    return sources.decompressed_copy(source, sql.spill_folder(con)) if source.gzipped else None
 
 
 def _streamed_gzip(con, file: _File, staged: str, field_map: FieldMap, keep_raw: bool) -> bool:
     """Parse a gzipped logfmt file with the compiled tokenizer as it is decompressed. False when it is to be
     read through a decompressed copy instead (the other syntaxes, envelopes and the SQL path always are), which
     then repairs a dirty file, reads mixed line endings or refuses a damaged stream, naming it."""
-    if not (file.source.gzipped and file.syntax == "logfmt" and not file.envelope and tokenizer.active()):
+    if not (file.source.gzipped and file.syntax == "logfmt" and not file.envelope and runtime.compiled("logfmt")):
         return False
-
-    def keys_of(sample: str) -> list[list[bytes]] | None:
-        try:
-            sampled = parsers.sampled_keys(con, Source(sample, file.source.label, False), file.head)
-            keys = parsers.tokenizer_keys(sampled, field_map)
-        except Exception:  # noqa: BLE001 - DuckDB refuses a dirty sample: the copy is repaired
-            return None
-        return keys if tokenizer.fits(keys) else None
-
-    try:
-        spill = parsers.spill_folder(con)
-        streamed = tokenizer.stage_gzipped(con, file.source.path, staged, keys_of, keep_raw, spill)
-    except Exception:  # noqa: BLE001 - whatever went wrong, the copy's path reports it (fail closed)
-        streamed = None
+    streamed = logfmt.read_gzipped(con, file.source, staged, file.head, field_map, keep_raw=keep_raw)
     if streamed is None:
         queries.run(con, "drop_staged", staged=staged)
         return False
@@ -302,7 +266,7 @@ def _streamed_gzip(con, file: _File, staged: str, field_map: FieldMap, keep_raw:
     return True
 
 
-def _stage(con, source: Source, staged: str, file: _File, field_map: FieldMap,
+def _stage(con, source: Source, staged: str, file: _File, field_map: FieldMap, *,
            keep_raw: bool) -> tuple[int, bool, envelopes.Unwrapped | None]:
     """Parse one file into its staged table: the line number of its header (0 without one), whether
     it had to be read from a repaired copy, and what its envelope held (None without one). A file whose line
@@ -313,7 +277,7 @@ def _stage(con, source: Source, staged: str, file: _File, field_map: FieldMap,
         readable, long_lines, repaired = *_repaired(con, readable, source, file), True
     while True:
         try:
-            header_line, unwrapped = _parse(con, readable, staged, file, field_map, keep_raw)
+            header_line, unwrapped = _parse(con, readable, staged, file, field_map, keep_raw=keep_raw)
             break
         except Exception as exc:  # duckdb raises many classes; dirty files get one repaired retry
             queries.run(con, "drop_staged", staged=staged)
@@ -328,23 +292,23 @@ def _stage(con, source: Source, staged: str, file: _File, field_map: FieldMap,
     return header_line, repaired, unwrapped
 
 
-def _parse(con, readable: Source, staged: str, file: _File, field_map: FieldMap,
+def _parse(con, readable: Source, staged: str, file: _File, field_map: FieldMap, *,
            keep_raw: bool) -> tuple[int, envelopes.Unwrapped | None]:
     """The file's lines (or those inside its envelope) into its staged table: its header's line, what its envelope
     held."""
     if not file.envelope:
-        return parsers.PARSERS[file.syntax](con, readable, staged, file.head, field_map, keep_raw), None
+        return READERS[file.syntax](con, readable, staged, file.head, field_map, keep_raw=keep_raw), None
 
     def parse(syntax: str, lines: Source, head: bytes, into: str) -> None:
-        parsers.PARSERS[syntax](con, lines, into, head, field_map, keep_raw, "mm_unwrapped")
+        READERS[syntax](con, lines, into, head, field_map, keep_raw=keep_raw, reader="mm_unwrapped")
 
-    return 0, (_unwrapped_in_c(con, readable, staged, file, field_map, keep_raw)
-               or envelopes.stage(con, file.envelope, readable, staged, file.forced, LINE_DELIM, parse))
+    return 0, (unwrap.read(con, readable, staged, file.envelope, field_map, syntax=file.forced, keep_raw=keep_raw)
+               or envelopes.stage(con, file.envelope, readable, staged, file.forced, delim=LINE_DELIM, parse=parse))
 
 
 def _repaired(con, readable: Source, source: Source, file: _File) -> tuple[Source, list[repair.LongLine]]:
     """The repaired copy of `readable` (and the lines it cut), which is forgotten if it was itself a copy."""
-    copy = repair.repaired_copy(readable, parsers.spill_folder(con), cut=not _is_document(file))
+    copy = repair.repaired_copy(readable, sql.spill_folder(con), cut=not _is_document(file))
     _forget_copy(readable, source)
     return copy
 
@@ -357,7 +321,7 @@ def _is_document(file: _File) -> bool:
 def _line_ended(con, source: Source) -> Source:
     """The file, or where its line endings mix, its copy with LF endings."""
     if isinstance(source.path, str) and sources.mixes_line_endings(source.path):
-        return sources.line_ended_copy(source, parsers.spill_folder(con))
+        return sources.line_ended_copy(source, sql.spill_folder(con))
     return source
 
 
@@ -397,7 +361,7 @@ def view_parts(alone: list[int], groups: list[str], enveloped: list[int] = ()) -
 
 
 def _is_dirty_file_error(exc: Exception) -> bool:
-    if isinstance(exc, tokenizer.DirtyFile):
+    if isinstance(exc, runtime.DirtyFile):
         return True
     text = str(exc).lower()
     return "unicode" in text or "utf-8" in text or "line size" in text or "csv error on line" in text

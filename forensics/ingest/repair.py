@@ -9,8 +9,8 @@ holding invalid UTF-8 is once a reader refuses it. In the copy invalid bytes are
 than MAX_LINE_BYTES is cut to its first KEPT_BYTES; once the copy is staged, each cut line is made a skipped
 line (mark_long_lines), whatever its first bytes parse as: a record missing what came after the cut (its msg_id,
 its step) would be a send counted wrong or not at all. Lines end at LF, CRLF or a lone CR, as both readers end
-them. The compiled readers' own limit (MAX_LINE in forensics/_logfmt.c and _jsonl.c) is the same, so a gzipped
-file they read as it is decompressed sends such a line here too.
+them. The compiled readers' own limit (MAX_LINE in forensics/ingest/readers/_logfmt.c and _jsonl.c) is the same,
+so a gzipped file they read as it is decompressed sends such a line here too.
 """
 
 from __future__ import annotations

@@ -266,12 +266,12 @@ def _read_chunks(path: str) -> Iterator[tuple[bytes, int, int]]:
 
 def _shrink_guarded() -> bool:
     """Whether the compiled tokenizer's SIGBUS handler is installed (the CLI installs it:
-    tokenizer.guard_shrinking_files). Without it, the first page of a map past a shrunken file's end kills the
+    readers.runtime.guard_shrinking_files). Without it, the first page of a map past a shrunken file's end kills the
     process with a bare "Bus error". Asked of the C module: Python's signal.getsignal answers from its own table,
     filled when the interpreter started, and said SIG_DFL under the handler, so every file's line ends had been read
     whole instead of mapped."""
     try:
-        from forensics import _logfmt
+        from forensics.ingest.readers import _logfmt
     except ImportError:
         return False
     return _logfmt.shrink_guarded()

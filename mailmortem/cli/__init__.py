@@ -94,10 +94,10 @@ def _show_version(ctx, _param, value):
     fallback), and what takes the common line envelopes off (the compiled unwrapper, or DuckDB)."""
     if not value or ctx.resilient_parsing:
         return
-    from forensics.ingest import jsontokenizer, tokenizer, unwrapper
+    from forensics.ingest.readers import runtime
 
     try:
-        parser, json_parser, unwrapping = tokenizer.describe(), jsontokenizer.describe(), unwrapper.describe()
+        parser, json_parser, unwrapping = (runtime.describe(reader) for reader in ("logfmt", "jsonl", "unwrap"))
     except MailmortemError as exc:
         _abort(str(exc), exc.exit_code)
     click.echo(f"mailmortem, version {__version__}\nline envelopes taken off by: {unwrapping}\n"
@@ -119,8 +119,8 @@ def main():
       mailmortem backfill-sentlog --provider-export export.json
       mailmortem ab-contamination --test-id subj-2026-11 logs/
     """
-    from forensics.ingest import tokenizer
+    from forensics.ingest.readers import runtime
     from mailmortem.console import keep_exit_codes_through_closed_pipes
 
     keep_exit_codes_through_closed_pipes()
-    tokenizer.guard_shrinking_files()
+    runtime.guard_shrinking_files()

@@ -1,4 +1,4 @@
-/* forensics/_grammar.h: the grammars the compiled readers (forensics/_logfmt.c, _jsonl.c, _unwrap.c) share, each
+/* forensics/ingest/readers/_grammar.h: the grammars the compiled readers (forensics/ingest/readers/_logfmt.c, _jsonl.c, _unwrap.c) share, each
  * written once: a range's lines and its cut between two threads, the logfmt key rule, and strict JSON (RFC 8259)
  * token by token, with one validating scanner. Each reader walks the objects it reads itself (it looks keys up as
  * it goes) but takes every token from here. Static inline functions: each extension compiles its own copy, and a

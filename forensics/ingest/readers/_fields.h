@@ -1,4 +1,4 @@
-/* forensics/_fields.h: the canonical fields as the compiled readers that fill them (forensics/_logfmt.c, _jsonl.c)
+/* forensics/ingest/readers/_fields.h: the canonical fields as the compiled readers that fill them (forensics/ingest/readers/_logfmt.c, _jsonl.c)
  * are built: their count, names and order, and which of them the readers type (the recipient, the msg_id, the
  * time). The table itself is Python's (forensics.ingest.fields.CANONICAL): the Python side hands it to the
  * module's configure() right after import, which refuses (ImportError, so the reader counts as not installed) a

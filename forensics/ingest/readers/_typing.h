@@ -1,4 +1,4 @@
-/* forensics/_typing.h: what both compiled readers (forensics/_logfmt.c, forensics/_jsonl.c) share: Arrow string
+/* forensics/ingest/readers/_typing.h: what both compiled readers (forensics/ingest/readers/_logfmt.c, forensics/ingest/readers/_jsonl.c) share: Arrow string
  * columns grown row by row, strict UTF-8 and DuckDB's blank, and the typing they do rather than SQL (the
  * recipient's normal form, the msg_id, ISO timestamps with a zone), byte for byte as the SQL does (tests hold
  * them equal). Static functions: each extension compiles its own copy.

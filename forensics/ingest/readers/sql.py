@@ -1,7 +1,8 @@
-"""The parsers of the three syntaxes (logfmt, JSON Lines, CSV): which keys a file's lines hold (a sample of
-them), which keys feed which canonical field, and the staging of a file's lines (or those inside its envelope)
-into typed rows: by the compiled tokenizer or JSON Lines reader where they take the file, else by the SQL of
-queries/ingest.sql. forensics.ingest.load decides which parser reads which file."""
+"""The SQL path: which keys a file's lines hold (a sample of them), which keys feed which canonical field, and the
+staging of a file's lines (or those inside its envelope) into typed rows by the SQL of queries/ingest.sql, for the
+three syntaxes (logfmt, JSON Lines, CSV). The CSV reader is this one; the logfmt and JSON Lines readers
+(forensics.ingest.readers.logfmt, .jsonl) come here for their samples and where their compiled side does not take
+a file. forensics.ingest.load picks the reader of each file."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import re
 
 import queries
 from forensics.errors import InputError
-from forensics.ingest import jsontokenizer, tokenizer
 from forensics.ingest.detect import csv_header, first_lines
 from forensics.ingest.fields import ALIASES, CANONICAL, FieldMap
+from forensics.ingest.readers.grammar import KEY_OF_PAIR_RE, KEY_RE
+from forensics.ingest.readers.runtime import TEXT_COLUMNS
 from forensics.ingest.sources import Source
 
 # A line is read whole by giving DuckDB's CSV reader a delimiter no log contains.
@@ -52,24 +54,12 @@ def logfmt_field_with_fallback(common: list[str], rare: list[str]) -> queries.Fr
     return guarded if primary is None else queries.fragment("first_value", values=[primary, guarded])
 
 
-_LOGFMT_KEY = re.compile(r'[^\s="]+')
-_HEAD_KEY = re.compile(r'(?:^|\s)([^\s="]+)=')
 
 
-def parse_logfmt(con, source: Source, staged: str, head: bytes, field_map: FieldMap, keep_raw: bool,
-                  reader: str = "mm_lines") -> int:
-    # Keys seen in a sample of the file (and its head) get a regex each; every other alias of the
-    # vocabulary, and --field names, are tried only on lines where one regex says one of them occurs.
-    tokenized = isinstance(source.path, str) and tokenizer.active()  # a file, or the lines inside its envelope
-    sampled = _head_sampled_keys(con, source, head) if tokenized and reader == "mm_lines" else None
-    if sampled is None:
-        sampled = sampled_keys(con, source, head, reader)
-    if tokenized:
-        keys = tokenizer_keys(sampled, field_map)
-        stage = tokenizer.stage_lines if reader == "mm_unwrapped" else tokenizer.stage
-        if tokenizer.fits(keys) and stage(con, source.path, staged, keys, keep_raw):
-            return 0
-        queries.run(con, "drop_staged", staged=staged)  # more keys than the tokenizer takes: read by SQL
+def stage_logfmt(con, source: Source, staged: str, sampled: set[str], field_map: FieldMap, *, keep_raw: bool,
+                 reader: str = "mm_lines") -> int:
+    """logfmt lines into `staged` by regexes: the `sampled` keys get a regex each; every other alias of the
+    vocabulary, and --field names, are tried only on lines where one regex says one of them occurs."""
     fields, rare_keys = logfmt_fields(sampled, field_map)
     pattern = r"\s(?:" + "|".join(re.escape(k) for k in rare_keys) + ")=" if rare_keys else "$^"
     queries.run(con, "stage_logfmt", {**lines_of(source), "rare_keys": pattern, "keep_raw": keep_raw},
@@ -78,17 +68,9 @@ def parse_logfmt(con, source: Source, staged: str, head: bytes, field_map: Field
 
 
 def sampled_keys(con, source: Source, head: bytes, reader: str = "mm_lines") -> set[str]:
-    sampled = {m.group(1) for line in first_lines(head, 200) for m in _HEAD_KEY.finditer(line)}
+    sampled = {m.group(1) for line in first_lines(head, 200) for m in KEY_OF_PAIR_RE.finditer(line)}
     return sampled | {row[0] for row in queries.run(con, "sample_logfmt_keys", lines_of(source),
                                                     lines=reader).fetchall()}
-
-
-def _head_sampled_keys(con, source: Source, head: bytes) -> set[str] | None:
-    """The keys of a plain file's first lines, from a copy of its head (None: read them from the file)."""
-    def keys_of(sample: str) -> set[str]:
-        return sampled_keys(con, Source(sample, source.label, False), head)
-
-    return tokenizer.sampled_head(source.path, keys_of, spill_folder(con))
 
 
 def tokenizer_keys(sampled: set[str], field_map: FieldMap) -> list[list[bytes]]:
@@ -99,7 +81,7 @@ def tokenizer_keys(sampled: set[str], field_map: FieldMap) -> list[list[bytes]]:
 def logfmt_fields(sampled: set[str], field_map: FieldMap) -> tuple[list[queries.Fragment], list[str]]:
     """The text columns of a logfmt line (sampled keys first) and the keys looked for only on `rare` lines."""
     fields, rare_keys = [], []
-    for (common, rare), (_canon, column) in zip(_logfmt_keys(sampled, field_map), _TEXT_COLUMNS):
+    for (common, rare), (_canon, column) in zip(_logfmt_keys(sampled, field_map), TEXT_COLUMNS):
         rare_keys.extend(rare)
         fields.append(_text_column(logfmt_field_with_fallback(common, rare), column))
     return fields, rare_keys
@@ -109,15 +91,9 @@ def _logfmt_keys(sampled: set[str], field_map: FieldMap) -> list[tuple[list[str]
     """Per canonical field, the keys that feed it: those seen in the sample, then the rare ones (the compiled
     tokenizer takes them in that order too; keys a logfmt line cannot hold are left out)."""
     resolved = field_map.resolve(sorted(set(ALL_ALIASES) | sampled | set(field_map.overrides.values())))
-    return [([k for k in resolved[canon] if k in sampled and _LOGFMT_KEY.fullmatch(k)],
-             [k for k in resolved[canon] if k not in sampled and _LOGFMT_KEY.fullmatch(k)])
+    return [([k for k in resolved[canon] if k in sampled and KEY_RE.fullmatch(k)],
+             [k for k in resolved[canon] if k not in sampled and KEY_RE.fullmatch(k)])
             for canon in CANONICAL]
-
-
-_TEXT_COLUMNS = tuple((canon, {"ts": "ts_text", "event": "event_text", "recipient": "recipient_text",
-                               "msg_id": "msg_id_text", "lease": "lease_text", "attempt": "attempt_text",
-                               "count": "count_text"}.get(canon, canon)) for canon in CANONICAL)
-TEXT_COLUMN_NAMES = tuple(column for _canon, column in _TEXT_COLUMNS)
 
 
 def pick_columns(keys: list[str], field_map: FieldMap, rare: list[str] = (),
@@ -133,20 +109,20 @@ def pick_columns(keys: list[str], field_map: FieldMap, rare: list[str] = (),
         return queries.fragment("pick_rare_value", at=rare.index(key) + 1)
 
     return [_text_column(_first_of([value(key) for key in resolved[canon]]), column, template)
-            for canon, column in _TEXT_COLUMNS]
+            for canon, column in TEXT_COLUMNS]
 
 
-def parse_jsonl(con, source: Source, staged: str, head: bytes, field_map: FieldMap, keep_raw: bool,
-                 reader: str = "mm_lines") -> int:
-    keys, rare, params = jsonl_keys(con, source, field_map, keep_raw, reader)
-    if not _compiled_jsonl(con, source, staged, (keys, rare), field_map, params, reader):
-        queries.run(con, "stage_jsonl", {**lines_of(source), **params}, staged=staged,
-                    picks=pick_columns(keys, field_map, rare), lines=reader)
+def stage_jsonl(con, source: Source, staged: str, keys: tuple[list[str], list[str]], field_map: FieldMap, *,
+                params: dict, reader: str = "mm_lines") -> int:
+    """JSON Lines into `staged` by json_extract_string: `keys` the sampled paths and the rare keys, `params`
+    stage_jsonl's (jsonl_keys)."""
+    queries.run(con, "stage_jsonl", {**lines_of(source), **params}, staged=staged,
+                picks=pick_columns(keys[0], field_map, keys[1]), lines=reader)
     return 0
 
 
 def jsonl_keys(con, source: Source, field_map: FieldMap, keep_raw: bool, reader: str
-                ) -> tuple[list[str], list[str], dict]:
+               ) -> tuple[list[str], list[str], dict]:
     """(keys, rare keys, stage_jsonl's params) of JSON Lines: paths seen among the first lines are read on every
     line; every other top-level alias of the vocabulary (a key that first appears late in the file) only where
     one regex finds it."""
@@ -162,31 +138,6 @@ def jsonl_keys(con, source: Source, field_map: FieldMap, keep_raw: bool, reader:
     pattern = '"(?:' + "|".join(re.escape(k) for k in rare) + r')"\s*:' if rare else "$^"
     return keys, rare, {"paths": _json_path_texts(keys), "rare_paths": _json_path_texts(rare),
                         "rare_keys": pattern, "keep_raw": keep_raw}
-
-
-def jsonl_plan(sampled: list[str], rare: list[str], field_map: FieldMap) -> tuple | None:
-    """The compiled JSON Lines reader's Plan for these keys and stage_jsonl_tokens' picks (None: it does not
-    take them)."""
-    plan = jsontokenizer.plan(sampled, rare, field_map)
-    if plan is None:
-        return None
-    return plan, [*pick_columns(sampled, field_map, rare, "deferred_text_column"), *jsontokenizer.carried()]
-
-
-def _compiled_jsonl(con, source: Source, staged: str, keys: tuple[list[str], list[str]], field_map: FieldMap,
-                    params: dict, reader: str) -> bool:
-    """Whether the compiled JSON Lines reader staged a plain file, or the lines inside its envelope (`reader`
-    mm_unwrapped), reading `keys` (the sampled paths and the rare keys). False when the SQL path is to read it:
-    the reader is not built or switched off, takes not so many paths, finds a file's line endings mixed (never,
-    as _stage reads a mix from an LF copy) or an inner line over its limit."""
-    if not (isinstance(source.path, str) and jsontokenizer.active()):  # a file, or the lines inside its envelope
-        return False
-    planned = jsonl_plan(*keys, field_map)
-    stage = jsontokenizer.stage_lines if reader == "mm_unwrapped" else jsontokenizer.stage
-    if planned and stage(con, source.path, staged, planned[0], params, planned[1]):
-        return True
-    queries.run(con, "drop_staged", staged=staged)
-    return False
 
 
 def _json_path_texts(keys: list[str]) -> list[str]:
@@ -205,8 +156,9 @@ def _json_paths(structure, prefix: str = "") -> list[str]:
     return paths
 
 
-def parse_csv(con, source: Source, staged: str, head: bytes, field_map: FieldMap, keep_raw: bool,
-               reader: str = "mm_lines") -> int:
+def read_csv(con, source: Source, staged: str, head: bytes, field_map: FieldMap, *, keep_raw: bool,
+             reader: str = "mm_lines") -> int:
+    """The CSV reader: a file's rows after its header into `staged`; the header's line."""
     found = csv_header(head)
     if found is None:
         raise InputError(f"{source.label}: CSV file without a header row")
@@ -219,5 +171,3 @@ def parse_csv(con, source: Source, staged: str, head: bytes, field_map: FieldMap
 def lines_of(source: Source) -> dict:
     return {"path": source.path, "delim": LINE_DELIM}
 
-
-PARSERS = {"logfmt": parse_logfmt, "jsonl": parse_jsonl, "csv": parse_csv}

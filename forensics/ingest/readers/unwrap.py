@@ -1,4 +1,4 @@
-"""Line envelopes taken off in C (forensics._unwrap): Docker json-file, CRI, `docker logs --timestamps`,
+"""Line envelopes taken off in C (forensics.ingest.readers._unwrap): Docker json-file, CRI, `docker logs --timestamps`,
 `docker compose logs`, CloudWatch's S3 export, syslog (RFC 3164, rsyslog's format, RFC 5424), journald JSON, the
 application prefixes (Python logging, structlog, zap, slog, logrus), and the JSON platforms' files of one entry per
 line (Loki, Cloud Logging, CloudWatch events, Datadog, Elasticsearch), their logfmt or JSON records read beside.
@@ -7,7 +7,7 @@ DuckDB takes every envelope off (queries/envelopes.sql); for the line formats of
 journald and the log platforms, which hold most of what responders are handed, that cost as much as reading the
 records themselves. So when the compiled readers are built, a plain file of logfmt records, or of JSON ones (an
 object per inner line), in one of them is read here instead: each range of the file (a memory map, as
-tokenizer.stage reads a plain file) is unwrapped in C and its inner lines read by the logfmt tokenizer
+logfmt.stage_file reads a plain file) is unwrapped in C and its inner lines read by the logfmt tokenizer
 (_logfmt.tokenize_lines) or by the JSON Lines reader (_jsonl.read_lines, which leaves the lines it is unsure of
 to SQL, given their text), GIL released, two halves at a time; they reach stage_logfmt_tokens or
 stage_jsonl_tokens as one Arrow stream with each line's envelope (`env`) built beside. The staged rows are the
@@ -16,7 +16,7 @@ ones the DuckDB path makes (tests hold them equal).
 The C module reads the common case only: at the first line it cannot read exactly as envelopes.sql does (a piece
 of a longer line, an unfinished one, a CR, invalid UTF-8, a JSON entry of another shape, JSON DuckDB reads more
 leniently, a value it would render its own way, a prefix's JSON tail it cannot judge as json_valid does, ...:
-see forensics/_unwrap.c) the file goes back to the DuckDB path, as it does for records both logfmt and JSON, a
+see _unwrap.c) the file goes back to the DuckDB path, as it does for records both logfmt and JSON, a
 byte-order mark, a sample of keys the first range cannot hold, keys the compiled readers do not take, or a JSON
 platform's document (found.document: an array or pages of entries).
 """
@@ -24,20 +24,15 @@ platform's document (found.document: an array or pages of entries).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Callable
 
 import queries
-from forensics.ingest import envelope_table, jsontokenizer, sources, tokenizer
+from forensics.ingest import envelope_table, sources
 from forensics.ingest.envelopes import INNER_SAMPLE_LINES, Found, Unwrapped, inner_sample
+from forensics.ingest.fields import FieldMap
+from forensics.ingest.readers import jsonl, logfmt, runtime, sql
+from forensics.ingest.sources import Source
 
-try:
-    from forensics import _unwrap
-
-    _unwrap.configure(envelope_table.C_KINDS)  # ImportError when its readers are not the table's
-except ImportError:  # built without a C compiler (or for other readers): DuckDB takes every envelope off
-    _unwrap = None
+_unwrap = runtime.BUILT["unwrap"]
 
 # The envelopes taken off here, by the C reader of each (forensics.ingest.envelope_table), and what the file's path
 # names where their line names none.
@@ -60,51 +55,60 @@ class _Read:
         self.rows, self.deferred = 0, False
 
 
-def active() -> bool:
-    """Whether the line envelopes of KINDS are taken off here (with the compiled tokenizer, which reads them; JSON
-    records need the compiled JSON Lines reader too)."""
-    return _unwrap is not None and tokenizer.active()
-
-
-def describe() -> str:
-    """What takes the line envelopes of KINDS off, for `mailmortem --version`."""
-    if active():
-        return "C (forensics._unwrap)"
-    return "DuckDB (no compiled unwrapper)" if _unwrap is None else "DuckDB (with the SQL parser)"
-
-
 def takes(found: Found, syntax: str | None) -> bool:
     """Whether this file may be read here: a line format the C module reads, records that may be logfmt or JSON,
     and times without a zone (RFC 3164's) read in UTC (another --tz is DuckDB's)."""
     zone_less = found.envelope.zone_less and found.params.get("tz", "UTC") != "UTC"
-    return (active() and found.name in KINDS and not found.document and syntax in (None, "logfmt", "jsonl")
-            and not zone_less)
+    return (runtime.compiled("unwrap") and found.name in KINDS and not found.document
+            and syntax in (None, "logfmt", "jsonl") and not zone_less)
 
 
-@dataclass(frozen=True)
-class Plans:
-    """What load reads the inner lines with, from the first range's (`table`: their line and env): the logfmt
-    tokenizer's keys (`logfmt(table, head)`, head the sample's text), or the JSON Lines reader's Plan with
-    stage_jsonl_tokens' params and picks (`jsonl(table)`); None where the compiled reader does not take them."""
+def read(con, source: Source, staged: str, found: Found, field_map: FieldMap, *, syntax: str | None,
+         keep_raw: bool) -> Unwrapped | None:
+    """Take the envelope `found` off the file and read its logfmt or JSON records into `staged`, as envelopes.stage
+    would, with the keys or the plan the DuckDB path would read its inner lines with (`syntax`: --syntax). None when
+    the file is for the DuckDB path (nothing is left in `staged` then)."""
+    if not (isinstance(source.path, str) and takes(found, syntax)):
+        return None
+    return stage(con, found, source.path, staged, syntax, inner_reading=_Inner(con, source.label, field_map, keep_raw,
+                                                                             found))
 
-    logfmt: Callable[[str, bytes], list | None]
-    jsonl: Callable[[str], tuple | None]
 
-
-def stage(con, found: Found, path: str, staged: str, syntax: str | None, plans: Plans, keep_raw: bool
+def stage(con, found: Found, path: str, staged: str, syntax: str | None, *, inner_reading: _Inner
           ) -> Unwrapped | None:
-    """Take the envelope off `path` and read its logfmt or JSON records into `staged`, as envelopes.stage would,
-    with the readers `plans` gives. None when the file is for the DuckDB path (nothing is left in `staged` then)."""
+    """The file at `path` unwrapped and its records read (read: once it is known to be for this reader)."""
     with sources.mapped(path) as mapped:
-        if mapped is None or mapped[:3] == b"\xef\xbb\xbf":
+        if mapped is None or mapped[:3] == runtime.BOM:
             return None
-        return _staged(con, found, mapped, staged, syntax, plans, keep_raw)
+        return _staged(con, found, mapped, staged, syntax=syntax, inner_reading=inner_reading)
 
 
-def _staged(con, found, mapped, staged, syntax, plans: Plans, keep_raw) -> Unwrapped | None:
-    ranges = tokenizer._ranges(mapped)
+class _Inner:
+    """How the inner lines are read, from the first range's (`table`: their line and env): the logfmt tokenizer's
+    keys, or the JSON Lines reader's Plan with stage_jsonl_tokens' params and picks; None where the compiled reader
+    does not take them."""
+
+    def __init__(self, con, label: str, field_map: FieldMap, keep_raw: bool, found: Found) -> None:
+        self.con, self.label, self.field_map, self.keep_raw, self.found = con, label, field_map, keep_raw, found
+
+    def reader(self, inner: list[str], table: str, sample: list[str]):
+        """The reading of the inner lines (_Logfmt or _Jsonl), or None for the DuckDB path."""
+        lines = Source(table, self.label, False)
+        if inner == ["logfmt"]:
+            sampled = sql.sampled_keys(self.con, lines, "\n".join(sample).encode(), "mm_unwrapped")
+            keys = sql.tokenizer_keys(sampled, self.field_map)
+            return _Logfmt(keys, self.keep_raw, self.found) if logfmt.fits(keys) else None
+        if inner == ["jsonl"] and runtime.compiled("jsonl"):
+            keys, rare, params = sql.jsonl_keys(self.con, lines, self.field_map, self.keep_raw, "mm_unwrapped")
+            planned = jsonl.plan_and_picks(keys, rare, self.field_map)
+            return None if planned is None else _Jsonl(planned[0], params, planned[1], self.found)
+        return None
+
+
+def _staged(con, found: Found, mapped, staged: str, *, syntax: str | None, inner_reading: _Inner) -> Unwrapped | None:
+    ranges = runtime.ranges(mapped)
     kind = envelope_table.c_kind(found.name)
-    head = _head(con, found, mapped, ranges, kind, f"{staged}_head", syntax, plans, keep_raw)
+    head = _head(con, found, mapped, ranges, kind, table=f"{staged}_head", syntax=syntax, inner_reading=inner_reading)
     if head is None:
         return None
     sample, inner, reader = head
@@ -112,7 +116,7 @@ def _staged(con, found, mapped, staged, syntax, plans: Plans, keep_raw) -> Unwra
         return None  # records of both syntaxes (envelope_mixed_staged), or keys the compiled reader does not take
     read = _Read()
     try:
-        _into_staged(con, mapped, ranges, kind, staged, reader, read)
+        _into_staged(con, staged, reader, _batches(mapped, ranges, kind, reader, read))
     except Exception:
         if not read.deferred:
             raise
@@ -121,7 +125,7 @@ def _staged(con, found, mapped, staged, syntax, plans: Plans, keep_raw) -> Unwra
     return Unwrapped(inner[0], read.rows, sample)
 
 
-def _head(con, found, mapped, ranges, kind, table, syntax, plans: Plans, keep_raw):
+def _head(con, found: Found, mapped, ranges, kind: int, *, table: str, syntax: str | None, inner_reading: _Inner):
     """(sample, inner syntaxes, reader) from the samples of the first range's head (None: deferred, or a first range
     too short to hold the sample of keys DuckDB's path takes). The head grows until it holds the samples (the first
     SAMPLE_LINES inner lines, INNER_SAMPLE_LINES of them not blank) or is the whole range, which _batches unwraps
@@ -129,32 +133,21 @@ def _head(con, found, mapped, ranges, kind, table, syntax, plans: Plans, keep_ra
     a 100,000-line one's. The C module reads each line on its own, so a head's rows are the range's first rows."""
     (start, end), size = ranges[0], HEAD_BYTES
     while True:
-        stop = tokenizer._line_end_after(mapped, start + size, end)
+        stop = runtime.line_end_after(mapped, start + size, end)
         first = _unwrapped(mapped, start, stop, kind, found)
         if first is None:
             return None
         con.register(table, _head_table(first, found))
         try:
             sample, inner = inner_sample(con, table, syntax)
-            if stop == end or (first[0] >= tokenizer.SAMPLE_LINES and len(sample) >= INNER_SAMPLE_LINES):
-                if first[0] < tokenizer.SAMPLE_LINES and len(ranges) > 1:
+            if stop == end or (first[0] >= logfmt.SAMPLE_LINES and len(sample) >= INNER_SAMPLE_LINES):
+                if first[0] < logfmt.SAMPLE_LINES and len(ranges) > 1:
                     return None
-                return sample, inner, _reader(inner, plans, table, sample, keep_raw, found)
+                return sample, inner, inner_reading.reader(inner, table, sample)
         finally:
             con.unregister(table)
         # a head the samples may reach past: one long enough for SAMPLE_LINES at its density, with a margin
-        size = max(2 * size, size * tokenizer.SAMPLE_LINES * 5 // (4 * max(first[0], 1)))
-
-
-def _reader(inner: list[str], plans: Plans, head_table: str, sample: list[str], keep_raw: bool, found: Found):
-    """The reading of the inner lines (_Logfmt or _Jsonl), or None for the DuckDB path."""
-    if inner == ["logfmt"]:
-        keys = plans.logfmt(head_table, "\n".join(sample).encode())
-        return None if keys is None else _Logfmt(keys, keep_raw, found)
-    if inner == ["jsonl"]:
-        planned = plans.jsonl(head_table)
-        return None if planned is None else _Jsonl(*planned, found)
-    return None
+        size = max(2 * size, size * logfmt.SAMPLE_LINES * 5 // (4 * max(first[0], 1)))
 
 
 def _unwrapped(buffer, start: int, end: int, kind: int, found: Found):
@@ -169,46 +162,31 @@ def _head_table(first, found: Found):
     import pyarrow as pa
 
     rows, _flags, cols, what, ts = first
-    lines = _text_array(rows, cols[0])
+    lines = runtime.text_array(rows, cols[0])
     env = _env(rows, cols, what, ts, found)
     return pa.table({"line": _as_duckdb_line(lines, what), "env": env})
 
 
-def _into_staged(con, mapped, ranges, kind, staged, reader, read: _Read) -> None:
-    import pyarrow as pa
-
-    name = f"{staged}_tokens"
-    con.register(name, pa.RecordBatchReader.from_batches(reader.schema, _batches(mapped, ranges, kind, reader,
-                                                                                   read)))
-    try:
-        reader.stage(con, staged, name)
-    finally:
-        con.unregister(name)
+def _into_staged(con, staged: str, reader, batches: Iterator) -> None:
+    runtime.into_staged(con, staged, reader.schema, batches, script=reader.script, params=reader.params,
+                        **reader.names)
 
 
 def _batches(mapped, ranges, kind, reader, read: _Read) -> Iterator:
-    """Each half range's batch in file order: the next range unwrapped and read on two threads (GIL released)
-    while DuckDB types this one."""
-    with ThreadPoolExecutor(2) as pool:
-        def submitted(span):
-            start, end = span
-            middle = tokenizer._line_end_after(mapped, (start + end) // 2, end)  # the first line end past the middle
-            return [pool.submit(_inner_read, reader, mapped, a, b, kind) for a, b in ((start, middle), (middle, end))
-                    if a < b]
-
-        pending = [submitted(ranges[0])]
-        for index in range(len(ranges)):
-            if index + 1 < len(ranges):
-                pending.append(submitted(ranges[index + 1]))
-            for future in pending.pop(0):
-                try:
-                    rows, parts = future.result()
-                except _Deferred:
-                    read.deferred = True
-                    raise
-                yield reader.batch(rows, parts)
-                read.rows += rows
-            sources.drop_pages(mapped, *ranges[index])
+    """Each half range's batch in file order: the next range's halves unwrapped and read on two threads (GIL
+    released) while DuckDB types this one."""
+    spans = ((reader, mapped, *half, kind) for start, end in ranges for half in runtime.halves(mapped, start, end))
+    results = runtime.read_ahead(spans, _inner_read, lambda span: sources.drop_pages(mapped, *span[2:4]), ahead=2)
+    while True:
+        try:
+            rows, parts = next(results)
+        except StopIteration:
+            return
+        except _Deferred:
+            read.deferred = True
+            raise
+        yield reader.batch(rows, parts)
+        read.rows += rows
 
 
 def _inner_read(reader, mapped, start: int, end: int, kind: int) -> tuple[int, tuple]:
@@ -225,55 +203,46 @@ class _Logfmt:
 
     def __init__(self, keys: list[list[bytes]], keep_raw: bool, found: Found) -> None:
         self.keys, self.keep_raw, self.found = keys, keep_raw, found
-        self.schema = _with_env(tokenizer.schema())  # the stream's, built once (every batch is of it)
+        self.schema = _with_env(runtime.schema())  # the stream's, built once (every batch is of it)
+        self.script, self.params, self.names = "stage_logfmt_tokens", {"keep_raw": keep_raw}, {"env": "env"}
 
     def read(self, rows: int, data, offsets) -> tuple:
-        from forensics import _logfmt
-
-        tokens = _logfmt.tokenize_lines(data, offsets, self.keys)
-        if tokens[0] < rows or tokens[1] & _logfmt.DIRTY:
+        tokens = logfmt._logfmt.tokenize_lines(data, offsets, self.keys)
+        if tokens[0] < rows or tokens[1] & logfmt._logfmt.DIRTY:
             raise _Deferred  # an inner line over the tokenizer's limit
         return tokens
 
     def batch(self, rows: int, parts):
-        """The tokens of a half range with the line and its `env`, in tokenizer.schema()'s order."""
+        """The tokens of a half range with the line and its `env`, in runtime.schema()'s order."""
         unwrapped, (_n, _tflags, problem, cols, tts) = parts
-        tokens = tokenizer._batch(rows, problem, cols, tts)
-        line = _text_array(rows, unwrapped[2][0]) if self.keep_raw else tokens.column(0)
+        tokens = runtime.batch(rows, problem, cols, tts)
+        line = runtime.text_array(rows, unwrapped[2][0]) if self.keep_raw else tokens.column(0)
         return _enveloped(self.schema, unwrapped, line, tokens.columns[1:], self.found)
-
-    def stage(self, con, staged: str, tokens: str) -> None:
-        queries.script(con, "stage_logfmt_tokens", {"keep_raw": self.keep_raw}, staged=staged, tokens=tokens,
-                       env="env")
 
 
 class _Jsonl:
     """JSON records: read by the JSON Lines reader (_jsonl.read_lines) into stage_jsonl_tokens, with the Plan,
-    params and picks _parse_jsonl gives DuckDB's path. Every line's text comes along: SQL reads the lines the
+    params and picks jsonl.read gives DuckDB's path. Every line's text comes along: SQL reads the lines the
     reader leaves to it (and keeps a skip's) from it, as from DuckDB's line on that path."""
 
-    def __init__(self, plan: jsontokenizer.Plan, params: dict, picks: list, found: Found) -> None:
-        self.plan, self.params, self.picks, self.found = plan, params, picks, found
-        self.schema = _with_env(jsontokenizer.schema())
+    def __init__(self, plan: jsonl.Plan, params: dict, picks: list, found: Found) -> None:
+        self.plan, self.params, self.found = plan, params, found
+        self.schema = _with_env(runtime.schema())
+        self.script, self.names = "stage_jsonl_tokens", {"picks": picks, "env": "env"}
 
     def read(self, rows: int, data, offsets) -> tuple:
-        from forensics import _jsonl
-
         plan = self.plan
-        result = _jsonl.read_lines(data, offsets, plan.paths, plan.always, plan.fields, plan.rare)
+        result = jsonl._jsonl.read_lines(data, offsets, plan.paths, plan.always, plan.fields, plan.rare)
         if result[0] < rows:
             raise _Deferred  # an inner line over the reader's limit (DuckDB's path then reads them by SQL)
         return result
 
     def batch(self, rows: int, parts):
-        """The reader's columns of a half range with the line and its `env`, in jsontokenizer.schema()'s order."""
+        """The reader's columns of a half range with the line and its `env`, in runtime.schema()'s order."""
         unwrapped, (_n, _seen, codes, cols, jts) = parts
-        read = jsontokenizer._batch(rows, codes, cols, jts)
-        return _enveloped(self.schema, unwrapped, _text_array(rows, unwrapped[2][0]), read.columns[1:], self.found)
-
-    def stage(self, con, staged: str, tokens: str) -> None:
-        queries.script(con, "stage_jsonl_tokens", self.params, staged=staged, tokens=tokens, picks=self.picks,
-                       env="env")
+        read = runtime.batch(rows, codes, cols, jts)
+        return _enveloped(self.schema, unwrapped, runtime.text_array(rows, unwrapped[2][0]), read.columns[1:],
+                          self.found)
 
 
 def _enveloped(schema, unwrapped, line, columns: list, found: Found):
@@ -284,15 +253,6 @@ def _enveloped(schema, unwrapped, line, columns: list, found: Found):
     rows, _flags, cols, what, ts = unwrapped
     arrays = [_as_duckdb_line(line, what), *columns, _env(rows, cols, what, ts, found)]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
-
-
-def _text_array(rows: int, column):
-    """One of the C module's text columns (validity, offsets, data, nulls) as an Arrow array, without a copy."""
-    import pyarrow as pa
-
-    valid, offsets, data, nulls = column
-    return pa.Array.from_buffers(pa.string(), rows, [pa.py_buffer(valid), pa.py_buffer(offsets),
-                                                     pa.py_buffer(data)], null_count=nulls)
 
 
 def _as_duckdb_line(line, what):
@@ -325,7 +285,7 @@ def _env(rows: int, cols, what, ts, found: Found):
     codes = _codes(what, rows)
     entry = pc.not_equal(codes, 0)
     ts_valid, ts_data, ts_nulls = ts
-    provenance = dict(zip(PROVENANCE, (_text_array(rows, column) for column in cols[1:])))
+    provenance = dict(zip(PROVENANCE, (runtime.text_array(rows, column) for column in cols[1:])))
     for name in FROM_PATH.get(found.name, ()):
         provenance[name] = pc.coalesce(provenance[name], pc.if_else(
             entry, pa.scalar(found.params.get(name), pa.string()), pa.scalar(None, pa.string())))

@@ -1,4 +1,4 @@
-/* forensics._logfmt: the compiled logfmt tokenizer (optional; the SQL in queries/ingest.sql is the fallback).
+/* forensics.ingest.readers._logfmt: the compiled logfmt tokenizer (optional; the SQL in queries/ingest_logfmt.sql is the fallback).
  *
  * tokenize(buffer, start, end, fields, threads, keep_lines) reads the lines of buffer[start:end) (which starts at
  * a line and ends after one) into the text columns that stage_logfmt computes in SQL: the line (without
@@ -24,7 +24,7 @@
 #include "_typing.h"
 #include "_grammar.h"
 #include "_fields.h"
-#define MM_BLOCK_NAME "forensics._logfmt.Block"
+#define MM_BLOCK_NAME "forensics.ingest.readers._logfmt.Block"
 #include "_buffers.h"
 
 #define NTYPED 2 /* text columns typed here: the recipient's normal form, the msg_id's (mm_msg_id) */
@@ -389,7 +389,7 @@ static int add_line(Job *job, const unsigned char *s, size_t n) {
     return 0;
 }
 
-/* The range's lines (line_end: forensics/_grammar.h). */
+/* The range's lines (line_end: forensics/ingest/readers/_grammar.h). */
 static void *run_job(void *arg) {
     Job *job = arg;
     const unsigned char *b = job->buf;
@@ -663,7 +663,7 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "forensics._logfmt", NULL, -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "forensics.ingest.readers._logfmt", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit__logfmt(void) {
     if (PyType_Ready(&BlockType) < 0) return NULL;

@@ -1,4 +1,4 @@
-/* The Python side the compiled readers share (forensics/_logfmt.c, _jsonl.c, _unwrap.c): memory they filled,
+/* The Python side the compiled readers share (forensics/ingest/readers/_logfmt.c, _jsonl.c, _unwrap.c): memory they filled,
  * owned by a Block that pyarrow.py_buffer keeps alive, and an Arrow string array's buffers checked before use.
  * Include after Python.h; define MM_BLOCK_NAME (the type's name in the module) first. */
 #ifndef MAILMORTEM_BUFFERS_H

@@ -1,4 +1,4 @@
-/* forensics._unwrap: the common line envelopes taken off in C (optional; queries/envelopes.sql's blocks are the
+/* forensics.ingest.readers._unwrap: the common line envelopes taken off in C (optional; queries/envelopes.sql's blocks are the
  * fallback and the reference): Docker json-file, CRI, `docker logs --timestamps` and CloudWatch's S3 export,
  * syslog (RFC 3164, rsyslog's file format, RFC 5424), journald JSON, the application prefixes (Python logging,
  * structlog, zap, slog, logrus), and the JSON platforms' files of one entry per line (Loki, Cloud Logging,
@@ -41,7 +41,7 @@
 #pragma GCC diagnostic ignored "-Wunused-function" /* the typing this reader does not need */
 #include "_typing.h"
 #include "_grammar.h"
-#define MM_BLOCK_NAME "forensics._unwrap.Block"
+#define MM_BLOCK_NAME "forensics.ingest.readers._unwrap.Block"
 #include "_buffers.h"
 
 enum { E_NONE = 0, E_STDOUT = 1, E_STDERR = 2, E_NO_STREAM = 3 }; /* what a line was */
@@ -107,7 +107,7 @@ static int time_us(const unsigned char *s, size_t n, int64_t *us) {
 
 /* ---- Docker json-file ---- */
 
-/* JSON's tokens (plain_run, json_string, json_escape, ...) are forensics/_grammar.h's. */
+/* JSON's tokens (plain_run, json_string, json_escape, ...) are forensics/ingest/readers/_grammar.h's. */
 
 #define JSON_FAIL ((size_t)-1)
 
@@ -1274,7 +1274,7 @@ static PyObject *configure(PyObject *self, PyObject *names) {
         }
         if (built == NULL) return NULL;
         PyErr_Format(PyExc_ImportError,
-                     "forensics._unwrap was built with the readers %R, but forensics.ingest.envelope_table names %R: "
+                     "forensics.ingest.readers._unwrap was built with the readers %R, but forensics.ingest.envelope_table names %R: "
                      "rebuild it (python setup.py build_ext --inplace, or reinstall mailmortem)", built, names);
         Py_DECREF(built);
         return NULL;
@@ -1292,7 +1292,7 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "forensics._unwrap", NULL, -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "forensics.ingest.readers._unwrap", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit__unwrap(void) {
     if (PyType_Ready(&BlockType) < 0) return NULL;

@@ -1,4 +1,4 @@
-/* forensics._jsonl: the compiled JSON Lines reader (optional; queries/ingest.sql's stage_jsonl is the fallback).
+/* forensics.ingest.readers._jsonl: the compiled JSON Lines reader (optional; queries/ingest_jsonl.sql's stage_jsonl is the fallback).
  *
  * read(buffer, start, end, paths, always, fields, rare, threads) reads the lines of buffer[start:end) (which
  * starts at a line and ends after one) into the text columns stage_jsonl computes with json_extract_string: each
@@ -13,7 +13,7 @@
  * an escape (the regex may match it), a surrogate escape anywhere, \u0000 in a wanted value and nesting over
  * MAX_DEPTH.
  * On the lines it reads it also types the recipient's normal form, the msg_id and the ISO times with a zone, as
- * the logfmt tokenizer does and with its code (forensics/_typing.h); a deferred line's are typed by SQL.
+ * the logfmt tokenizer does and with its code (forensics/ingest/readers/_typing.h); a deferred line's are typed by SQL.
  * Runs on up to two threads with the GIL released; hands back Arrow buffers (validity, int32 offsets, data) as
  * bytes. A range holding invalid UTF-8 or an overlong line is reported dirty (the caller repairs the file as the
  * SQL path does); line-ending styles seen are reported (DuckDB's reader treats mixed ones its own way).
@@ -339,7 +339,7 @@ static int add_line(Job *job, const unsigned char *s, size_t n, int readable) {
     return put_value(&job->cols[0], row, n ? s : NULL, n);
 }
 
-/* The range's lines (line_end: forensics/_grammar.h). Stops at a line DuckDB's reader refuses (invalid UTF-8,
+/* The range's lines (line_end: forensics/ingest/readers/_grammar.h). Stops at a line DuckDB's reader refuses (invalid UTF-8,
  * over its size limit): the caller repairs the file. */
 static void *run_job(void *arg) {
     Job *job = arg;
@@ -540,7 +540,7 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "forensics._jsonl", NULL, -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "forensics.ingest.readers._jsonl", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit__jsonl(void) {
     PyObject *m = PyModule_Create(&module);
