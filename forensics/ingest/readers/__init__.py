@@ -4,7 +4,7 @@
   decompressed, or inside an envelope), else by the SQL path.
 - jsonl.py + _jsonl.c: JSON Lines, by the compiled reader (the lines it is unsure of left to SQL), else by SQL.
 - unwrap.py + _unwrap.c: the common line envelopes taken off in C, their records read by the two above.
-- sql.py: the SQL path (queries/ingest.sql): key samples, field picks, and the CSV reader.
+- sql.py: the SQL path (queries/ingest.sql and ingest_logfmt.sql, ingest_jsonl.sql, ingest_csv.sql): key samples, field picks, and the CSV reader.
 - runtime.py: what they share: the one C-or-SQL switch (runtime.compiled), ranges and halves cut at line ends,
   read-ahead through a memory map, Arrow batches, and handing them to DuckDB.
 - grammar.py: the logfmt grammar (a key, a value, a pair) for the Python side.

@@ -1,5 +1,5 @@
 """The logfmt grammar, once for the Python side: a key, a value, and the patterns built of them (the SQL of
-queries/ingest.sql and the C of _logfmt.c read the same grammar)."""
+queries/ingest_logfmt.sql and the C of _logfmt.c read the same grammar)."""
 
 from __future__ import annotations
 

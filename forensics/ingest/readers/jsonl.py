@@ -2,7 +2,7 @@
 path (forensics.ingest.readers.sql).
 
 The C module reads a plain file's lines, range by range through a memory map, on two threads with the GIL
-released, into the text columns queries/ingest.sql's stage_jsonl computes with json_extract_string (each
+released, into the text columns queries/ingest_jsonl.sql's stage_jsonl computes with json_extract_string (each
 canonical field from the first of its JSONPaths whose value is not blank). It reads only what it can read
 exactly as DuckDB does and defers every other line (not a strict JSON object, a wanted value DuckDB prints its
 own way, a key written twice, ...: see _jsonl.c) to SQL, which reads those lines with stage_jsonl's

@@ -1,5 +1,5 @@
 """The SQL path: which keys a file's lines hold (a sample of them), which keys feed which canonical field, and the
-staging of a file's lines (or those inside its envelope) into typed rows by the SQL of queries/ingest.sql, for the
+staging of a file's lines (or those inside its envelope) into typed rows by the SQL of queries/ingest*.sql, for the
 three syntaxes (logfmt, JSON Lines, CSV). The CSV reader is this one; the logfmt and JSON Lines readers
 (forensics.ingest.readers.logfmt, .jsonl) come here for their samples and where their compiled side does not take
 a file. forensics.ingest.load picks the reader of each file."""
