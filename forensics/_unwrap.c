@@ -1446,6 +1446,38 @@ static LineReader reader_of(int kind) {
     }
 }
 
+/* Where the physical line at b[i] ends (its '\n', or end), and in *clean whether it is ASCII without a CR: one pass
+ * (32 bytes at a time with SSE2, stopping at a control character or a byte past ASCII: one signed comparison finds
+ * both) over what were three, memchr's for the newline, then for a CR, and the UTF-8 check. Where a CR or a byte past
+ * ASCII comes first, *clean is 0 and the newline is memchr's. */
+static size_t line_end(const unsigned char *b, size_t i, size_t end, int *clean) {
+    size_t k = i;
+    for (;;) {
+#if defined(__SSE2__)
+        const __m128i space = _mm_set1_epi8(0x20);
+        for (; k + 32 <= end; k += 32) {
+            __m128i lo = _mm_loadu_si128((const __m128i *)(b + k)), hi = _mm_loadu_si128((const __m128i *)(b + k + 16));
+            unsigned mask = (unsigned)_mm_movemask_epi8(_mm_cmplt_epi8(lo, space))
+                            | (unsigned)_mm_movemask_epi8(_mm_cmplt_epi8(hi, space)) << 16;
+            if (mask) {
+                k += (size_t)__builtin_ctz(mask);
+                break;
+            }
+        }
+#endif
+        while (k < end && b[k] >= 0x20 && b[k] < 0x80) k++;
+        if (k == end || b[k] == '\n') {
+            *clean = 1;
+            return k;
+        }
+        if (b[k] == '\r' || b[k] >= 0x80) break;
+        k++; /* another control character (a tab, say): the line goes on */
+    }
+    *clean = 0;
+    const unsigned char *nl_at = memchr(b + k, '\n', end - k);
+    return nl_at ? (size_t)(nl_at - b) : end;
+}
+
 /* Each physical line of b[i:end): a line that is no entry is its own text, without provenance. */
 static int unwrap_range(Out *o, const unsigned char *b, size_t i, size_t end, Reading *r) {
     LineReader read = reader_of(r->kind);
@@ -1453,10 +1485,10 @@ static int unwrap_range(Out *o, const unsigned char *b, size_t i, size_t end, Re
     if ((r->scratch = malloc(2 * (end - i) + 1 + COPY_SLACK)) == NULL) return U_NOMEM;
     int result = 0;
     while (i < end && result == 0) {
-        const unsigned char *nl = memchr(b + i, '\n', end - i);
-        size_t stop = nl ? (size_t)(nl - b) : end, n = stop - i;
+        int clean;
+        size_t stop = line_end(b, i, end, &clean), n = stop - i;
         if (reserve(o)) { result = U_NOMEM; break; }
-        if (memchr(b + i, '\r', n) || !valid_utf8(b + i, n)) { result = U_DEFER; break; }
+        if (!clean && (memchr(b + i, '\r', n) || !valid_utf8(b + i, n))) { result = U_DEFER; break; }
         Line line = {{0}, {0}};
         int64_t us = 0;
         int what = E_NONE;
