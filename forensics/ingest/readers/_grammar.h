@@ -62,6 +62,38 @@ static inline size_t line_stop(const unsigned char *b, size_t i, size_t end) {
     return nl ? (size_t)(nl - b) : end;
 }
 
+/* Where the physical line at b[i] ends (its '\n', or end), and in *clean whether it is ASCII without a CR: one pass
+ * (32 bytes at a time with SSE2, stopping at a control character or a byte past ASCII: one signed comparison finds
+ * both) over what were three, memchr's for the newline, then for a CR, and the UTF-8 check. Where a CR or a byte past
+ * ASCII comes first, *clean is 0 and the newline is memchr's. */
+static inline size_t clean_line_stop(const unsigned char *b, size_t i, size_t end, int *clean) {
+    size_t k = i;
+    for (;;) {
+#if defined(__SSE2__)
+        const __m128i space = _mm_set1_epi8(0x20);
+        for (; k + 32 <= end; k += 32) {
+            __m128i lo = _mm_loadu_si128((const __m128i *)(b + k)), hi = _mm_loadu_si128((const __m128i *)(b + k + 16));
+            unsigned mask = (unsigned)_mm_movemask_epi8(_mm_cmplt_epi8(lo, space))
+                            | (unsigned)_mm_movemask_epi8(_mm_cmplt_epi8(hi, space)) << 16;
+            if (mask) {
+                k += (size_t)__builtin_ctz(mask);
+                break;
+            }
+        }
+#endif
+        while (k < end && b[k] >= 0x20 && b[k] < 0x80) k++;
+        if (k == end || b[k] == '\n') {
+            *clean = 1;
+            return k;
+        }
+        if (b[k] == '\r' || b[k] >= 0x80) break;
+        k++; /* another control character (a tab, say): the line goes on */
+    }
+    *clean = 0;
+    const unsigned char *nl_at = memchr(b + k, '\n', end - k);
+    return nl_at ? (size_t)(nl_at - b) : end;
+}
+
 /* The end of the line from b[i] (i < end): lines end at \n, \r\n or a lone \r, and the last may have no ending.
  * *next is where the line after it starts; the ending seen is added to *flags (F_CRLF, F_LONE). */
 static inline size_t line_end(const unsigned char *b, size_t i, size_t end, size_t *next, int *flags) {

@@ -681,23 +681,38 @@ typedef struct {
 
 #define KEY_LENS 64 /* keys this long or longer share matching's last bucket */
 
+/* One key the paths have at a depth, and the paths whose key there it is. */
+typedef struct {
+    const char *key;
+    size_t len;
+    uint32_t paths;
+} DepthKey;
+
 /* A reader's wanted paths, indexed once (index_paths, at import) for matching and wanted_value. */
 typedef struct {
     const JPath *paths;
     int npaths;                          /* at most 32 */
-    uint32_t by_len[PATH_KEYS][KEY_LENS]; /* by depth and key length there: the paths whose key it is */
+    uint32_t by_len[PATH_KEYS][KEY_LENS]; /* by depth and key length there: the keys (of `keys`) of that length */
+    DepthKey keys[PATH_KEYS][32];        /* by depth: its distinct keys (the twelve labels.* of Loki's share one),
+                                          * so a key read is compared with each once, not with every path's */
     uint32_t ends[PATH_KEYS];            /* by depth: the paths whose last key is there */
     uint32_t rendered;                   /* paths whose object or array is rendered as it is read (only its text
                                           * is wanted: one pass instead of skip_value's and then render_value's) */
 } PathSet;
-#define PATH_SET(table) {table, (int)(sizeof table / sizeof table[0]), {{0}}, {0}, 0}
-#define RENDERED_PATH_SET(table, paths) {table, (int)(sizeof table / sizeof table[0]), {{0}}, {0}, paths}
+#define PATH_SET(table) {table, (int)(sizeof table / sizeof table[0]), {{0}}, {{{0}}}, {0}, 0}
+#define RENDERED_PATH_SET(table, paths) {table, (int)(sizeof table / sizeof table[0]), {{0}}, {{{0}}}, {0}, paths}
 
 static void index_paths(PathSet *set) {
+    int nkeys[PATH_KEYS] = {0};
     for (int p = 0; p < set->npaths; p++)
         for (int d = 0; d < PATH_KEYS && set->paths[p].keys[d]; d++) {
-            unsigned len = set->paths[p].lens[d];
-            set->by_len[d][len < KEY_LENS ? len : KEY_LENS - 1] |= 1u << p;
+            const char *key = set->paths[p].keys[d];
+            size_t len = set->paths[p].lens[d];
+            int k = 0;
+            while (k < nkeys[d] && !(set->keys[d][k].len == len && memcmp(set->keys[d][k].key, key, len) == 0)) k++;
+            if (k == nkeys[d]) set->keys[d][nkeys[d]++] = (DepthKey){key, len, 0};
+            set->keys[d][k].paths |= 1u << p;
+            set->by_len[d][len < KEY_LENS ? len : KEY_LENS - 1] |= 1u << k;
             if (d + 1 == PATH_KEYS || set->paths[p].keys[d + 1] == NULL) set->ends[d] |= 1u << p;
         }
 }
@@ -711,6 +726,13 @@ typedef struct {
     const unsigned char *v[32];
     size_t len[32];
 } JRead;
+
+/* A JRead set to read one entry: no path found yet (a path's v and len are read only once its type says it was). */
+static void jread_start(JRead *j, const PathSet *set, unsigned char *scratch) {
+    j->set = set, j->scratch = scratch, j->used = 0;
+    memset(j->seen, 0, sizeof j->seen);
+    memset(j->type, 0, sizeof j->type);
+}
 
 static int present(const JRead *j, int p) { return j->type[p] >= J_STRING; } /* not NULL in the SQL */
 
@@ -729,18 +751,13 @@ static size_t skip_value(const unsigned char *s, size_t n, size_t i) {
 
 /* The paths of `active` whose key `depth` down is s[key:key+klen]. */
 static uint32_t matching(const JRead *r, uint32_t active, int depth, const unsigned char *key, size_t klen) {
-    const JPath *paths = r->set->paths;
-    uint32_t m = 0;
-    const char *last = NULL; /* paths sharing a key there (Loki's twelve labels.*) share one literal: compared once */
-    int same = 0;
-    for (uint32_t left = active & r->set->by_len[depth][klen < KEY_LENS ? klen : KEY_LENS - 1]; left; left &= left - 1) {
-        int p = __builtin_ctz(left);
-        const char *want = paths[p].keys[depth];
-        if (want != last)
-            last = want, same = paths[p].lens[depth] == klen && (klen == 0 || want[0] == key[0]) && memcmp(want, key, klen) == 0;
-        if (same) m |= 1u << p;
+    const DepthKey *keys = r->set->keys[depth];
+    for (uint32_t left = r->set->by_len[depth][klen < KEY_LENS ? klen : KEY_LENS - 1]; left; left &= left - 1) {
+        const DepthKey *want = &keys[__builtin_ctz(left)];
+        if (want->len == klen && (klen == 0 || want->key[0] == key[0]) && memcmp(want->key, key, klen) == 0)
+            return want->paths & active; /* the keys differ: at most one is this one */
     }
-    return m;
+    return 0;
 }
 
 static void found(JRead *r, uint32_t paths, int type, const unsigned char *v, size_t len) {
@@ -1013,7 +1030,8 @@ static PathSet LOKI_SET = PATH_SET(LOKI);
 static int loki_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
     static const int stamp[] = {1, -1}, host[] = {3, 4, 5, 6, -1}, unit[] = {10, 11, 12, 13, -1},
                      container[] = {7, 8, 9, -1};
-    JRead j = {.set = &LOKI_SET, .scratch = r->scratch};
+    JRead j;
+    jread_start(&j, &LOKI_SET, r->scratch);
     if (n == 0 || s[0] != '{') return 0;
     if (platform_entry(&j, s, n)) return 1;
     if (!present(&j, 0) || !present(&j, 1)) return 0; /* no entry: the line passed on */
@@ -1043,7 +1061,8 @@ static int cloud_logging_line(const Reading *r, const unsigned char *s, size_t n
      * its labels or as pod_id), else the container */
     static const int stamp[] = {2, 3, -1}, host[] = {5, 6, 7, -1}, unit[] = {10, 11, 12, -1},
                      container[] = {8, 14, 15, 16, 9, -1};
-    JRead j = {.set = &CLOUD_LOGGING_SET, .scratch = r->scratch};
+    JRead j;
+    jread_start(&j, &CLOUD_LOGGING_SET, r->scratch);
     if (n == 0 || s[0] != '{') return 0;
     if (platform_entry(&j, s, n)) return 1;
     if (!present(&j, 4) && !present(&j, 13)) return 0;
@@ -1064,7 +1083,8 @@ static PathSet CLOUDWATCH_SET = PATH_SET(CLOUDWATCH);
  * (else the file's path names it: unwrapper.FROM_PATH), the group the unit. */
 static int cloudwatch_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
     static const int stamp[] = {1, -1}, unit[] = {3, -1}, container[] = {2, -1}, none[] = {-1};
-    JRead j = {.set = &CLOUDWATCH_SET, .scratch = r->scratch};
+    JRead j;
+    jread_start(&j, &CLOUDWATCH_SET, r->scratch);
     if (n == 0 || s[0] != '{') return 0;
     if (platform_entry(&j, s, n)) return 1;
     if (!present(&j, 0) || !present(&j, 1)) return 0;
@@ -1095,7 +1115,8 @@ static int datadog_text(JRead *j, Line *line) {
 /* Datadog log archives: an entry has a message or attributes; date (or timestamp), host, service. */
 static int datadog_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
     static const int stamp[] = {2, 3, -1}, host[] = {4, -1}, unit[] = {5, -1}, none[] = {-1};
-    JRead j = {.set = &DATADOG_SET, .scratch = r->scratch};
+    JRead j;
+    jread_start(&j, &DATADOG_SET, r->scratch);
     if (n == 0 || s[0] != '{') return 0;
     if (platform_entry(&j, s, n)) return 1;
     if (!present(&j, 0) && !present(&j, 1)) return 0;
@@ -1117,7 +1138,8 @@ static PathSet ELASTIC_SET = PATH_SET(ELASTIC);
 /* Elasticsearch / OpenSearch documents, bare or as hits: the record is the first of message, log.original and
  * event.original that is one, else the document (its _source) rendered; every such line is an entry. */
 static int elastic_line(const Reading *r, const unsigned char *s, size_t n, Line *line, int64_t *us, int *what) {
-    JRead j = {.set = &ELASTIC_SET, .scratch = r->scratch};
+    JRead j;
+    jread_start(&j, &ELASTIC_SET, r->scratch);
     if (n == 0 || s[0] != '{') return 0;
     if (platform_entry(&j, s, n)) return 1;
     if (j.type[18] != J_ABSENT && !(j.type[18] == J_OTHER && j.v[18][0] == '{')) return 1; /* a _source of another kind */
@@ -1166,9 +1188,10 @@ static int unwrap_range(Out *o, const unsigned char *b, size_t i, size_t end, Re
     if ((r->scratch = malloc(2 * (end - i) + 1 + COPY_SLACK)) == NULL) return U_NOMEM;
     int result = 0;
     while (i < end && result == 0) {
-        size_t stop = line_stop(b, i, end), n = stop - i;
+        int clean;
+        size_t stop = clean_line_stop(b, i, end, &clean), n = stop - i;
         if (reserve(o)) { result = U_NOMEM; break; }
-        if (memchr(b + i, '\r', n) || !valid_utf8(b + i, n)) { result = U_DEFER; break; }
+        if (!clean && (memchr(b + i, '\r', n) || !valid_utf8(b + i, n))) { result = U_DEFER; break; }
         Line line = {{0}, {0}};
         int64_t us = 0;
         int what = E_NONE;
