@@ -142,6 +142,16 @@ def leads(pg_dsn):
     return make
 
 
+@pytest.fixture(scope="session")
+def unprivileged():
+    """Runs `python -m mailmortem …` as uid 65534 under root, from a place that user can read (tests/unprivileged.py)."""
+    from tests.unprivileged import Unprivileged
+
+    made = Unprivileged()
+    yield made
+    made.close()
+
+
 @pytest.fixture()
 def cli():
     """Invoke `mailmortem ...` in-process; returns the click Result (stdout and stderr apart)."""
