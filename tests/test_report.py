@@ -352,12 +352,16 @@ def browser():
         yield _devtools_port(proc, Path(profile))
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:  # a busy machine: it still goes, only later
+            proc.kill()
+            proc.wait()
         shutil.rmtree(profile, ignore_errors=True)
 
 
 def _devtools_port(proc, profile: Path) -> int:
-    port_file, deadline = profile / "DevToolsActivePort", time.time() + 30
+    port_file, deadline = profile / "DevToolsActivePort", time.time() + 120
     while time.time() < deadline and proc.poll() is None:
         if port_file.exists() and len(port_file.read_text().splitlines()) >= 2:
             return int(port_file.read_text().splitlines()[0])
@@ -383,7 +387,7 @@ def open_in_chromium(port: int, page: Path, screenshot: Path) -> tuple[dict, lis
     for domain in ("Runtime", "Log", "Network", "Page"):
         tools.call(f"{domain}.enable")
     tools.call("Page.navigate", url=page.resolve().as_uri())
-    state, deadline = None, time.time() + 60
+    state, deadline = None, time.time() + 120
     while state is None and time.time() < deadline:
         state = tools.evaluate(TIMELINE_STATE)
         time.sleep(0.1) if state is None else None

@@ -181,7 +181,8 @@ def test_a_renamed_key_or_event_value_never_gives_a_complete_answer_short_of_the
 
     known = {alias for names in ALIASES.values() for alias in names} | set(KNOWN_EVENT_VALUES)
 
-    @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                     HealthCheck.too_slow])
     @given(what=st.sampled_from([*RENAMED, "send value"]), word=st.text("abcdefghijklmnopqrstuvwxyz", min_size=3, max_size=9))
     def check(what, word):
         assume(word not in known and not any(by_name(word, canon) for canon in NAME_RULES))
