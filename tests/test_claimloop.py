@@ -141,6 +141,7 @@ def test_send_failure_releases_the_unsent_leads(dsn, conn):
     assert conn.execute("SELECT claimed_by FROM leads WHERE lead_id = 3").fetchone()[0] is None
 
 
+@pytest.mark.slow
 def test_reclaim_expired_takes_over_dead_claims(dsn, conn):
     claimloop.ensure_claim_schema(conn, cfg())
     dead = claimloop.claim_batch(conn, cfg(worker="dead", batch_size=120))
@@ -290,6 +291,7 @@ def test_an_empty_step_is_refused_naming_the_steps_the_sent_log_holds(dsn, conn)
     assert send.calls == [] and count(conn, "queued") == 120
 
 
+@pytest.mark.slow
 def test_run_creates_what_it_needs_on_a_database_with_only_the_leads_table(leads):
     dsn = leads(QUEUED, sent_log=False)
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -299,6 +301,7 @@ def test_run_creates_what_it_needs_on_a_database_with_only_the_leads_table(leads
             claimloop.run(dsn, cfg(table=claims.leads_table("outreach_leads")), Recorder())
 
 
+@pytest.mark.slow
 def test_candidate_id_is_a_second_key_for_one_person(dsn, conn):
     conn.execute("ALTER TABLE leads ADD COLUMN person_id INT; UPDATE leads SET person_id = lead_id; "
                  "UPDATE leads SET person_id = 1 WHERE lead_id = 2")  # lead 2: person 1 at another address
@@ -308,6 +311,7 @@ def test_candidate_id_is_a_second_key_for_one_person(dsn, conn):
     assert (stats.sent, stats.already_sent) == (119, 1) and count(conn, "sent") == 120
 
 
+@pytest.mark.slow
 def test_a_lead_held_by_an_unconfirmed_reservation_waits_and_counts_as_sent(dsn, conn):
     from remediation import reservations
 
@@ -341,6 +345,7 @@ def test_the_docs_example_runs_as_written_on_a_database_with_only_the_leads_tabl
     assert namespace["stats"].sent == 120 and len(delivered) == 120
 
 
+@pytest.mark.slow
 def test_a_send_that_finds_the_job_lock_lost_gives_its_reservation_back(dsn, conn):
     from remediation import reservations
     from remediation.joblock import JobLockLost

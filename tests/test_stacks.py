@@ -13,6 +13,7 @@ REFUSED = {"lograge": "recognised no send", "opentelemetry": "no mail-send recor
 DUPLICATED = 3  # tests/fixtures/stacks/make_stacks.py
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stack", sorted(p.stem for p in STACKS.glob("*.jsonl")))
 def test_a_stacks_log_is_diagnosed_exactly_or_refused(cli, stack):
     result = cli("diagnose", STACKS / f"{stack}.jsonl", "--format", "json")

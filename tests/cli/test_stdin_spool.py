@@ -47,6 +47,7 @@ def _reading_stdin(tmp_path) -> subprocess.Popen:
     return proc
 
 
+@pytest.mark.slow
 def test_the_copy_is_removed_on_ctrl_c(tmp_path):
     proc = _reading_stdin(tmp_path)
     proc.send_signal(signal.SIGINT)

@@ -40,6 +40,7 @@ def tree():
     shutil.rmtree(root, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_an_unreadable_subfolder_is_an_error_naming_it(tree, as_nobody):
     result = as_nobody("diagnose", str(tree / "logs"))
     assert result.returncode == 1, result.stdout
@@ -47,6 +48,7 @@ def test_an_unreadable_subfolder_is_an_error_naming_it(tree, as_nobody):
     assert "--skip-unreadable" in result.stderr and "Traceback" not in result.stderr and not result.stdout
 
 
+@pytest.mark.slow
 def test_an_unreadable_file_is_an_input_error_not_an_internal_one(tree, as_nobody):
     result = as_nobody("diagnose", str(tree / "logs" / "a" / "locked.log"))
     assert result.returncode == 1
