@@ -13,32 +13,39 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, settings
 
 REPO = Path(__file__).resolve().parent.parent
 
+# No property test depends on the machine's speed: a busy machine (CI's, a laptop building beside the tests) makes
+# an example slow, never wrong. Hypothesis's deadline and its too_slow health check time the examples and would fail
+# them there, so neither applies: this profile for settings made without them, and the hook below for a test whose
+# own settings name them (tests/test_durations.py checks every collected property test).
+settings.register_profile("mailmortem", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("mailmortem")
+
 
 def pytest_collection_modifyitems(config, items):
-    """MAILMORTEM_MAX_EXAMPLES=N runs every property test on at most N examples: .ci/sanitized runs the parser
-    tests on a sanitizer build several times slower. The tests name their own counts in @settings, which a
-    Hypothesis profile cannot lower, so the settings @given reads when the test runs are replaced.
+    """Every property test runs without Hypothesis's timing (see the profile above). MAILMORTEM_MAX_EXAMPLES=N
+    runs every property test on at most N examples: .ci/sanitized runs the parser tests on a sanitizer build
+    several times slower. The tests name their own counts in @settings, which a Hypothesis profile cannot lower,
+    so the settings @given reads when the test runs are replaced.
     MAILMORTEM_PROPERTY_TESTS_ONLY=1 deselects every test that is not a property test (CI's sanitizer step)."""
     if os.environ.get("MAILMORTEM_PROPERTY_TESTS_ONLY") == "1":
         chosen = [item for item in items if getattr(getattr(item, "obj", None), "is_hypothesis_test", False)]
         config.hook.pytest_deselected(items=[item for item in items if item not in chosen])
         items[:] = chosen
     cap = int(os.environ.get("MAILMORTEM_MAX_EXAMPLES") or 0)
-    if not cap:
-        return
-    from hypothesis import settings
-
     for item in items:
         test = getattr(item, "obj", None)
         if not getattr(test, "is_hypothesis_test", False):
             continue
         if not hasattr(test, "_hypothesis_internal_use_settings"):  # Hypothesis changed: say so, never run all
-            raise pytest.UsageError("MAILMORTEM_MAX_EXAMPLES: this Hypothesis keeps a test's settings elsewhere")
+            raise pytest.UsageError("conftest: this Hypothesis keeps a test's settings elsewhere")
         chosen = test._hypothesis_internal_use_settings
-        test._hypothesis_internal_use_settings = settings(chosen, max_examples=min(cap, chosen.max_examples))
+        test._hypothesis_internal_use_settings = settings(
+            chosen, deadline=None, suppress_health_check={*chosen.suppress_health_check, HealthCheck.too_slow},
+            max_examples=min(cap, chosen.max_examples) if cap else chosen.max_examples)
 
 
 def _free_port() -> int:
@@ -140,6 +147,16 @@ def leads(pg_dsn):
         return pg_dsn
 
     return make
+
+
+@pytest.fixture(scope="session")
+def unprivileged():
+    """Runs `python -m mailmortem …` as uid 65534 under root, from a place that user can read (tests/unprivileged.py)."""
+    from tests.unprivileged import Unprivileged
+
+    made = Unprivileged()
+    yield made
+    made.close()
 
 
 @pytest.fixture()

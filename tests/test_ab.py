@@ -379,6 +379,7 @@ def test_concurrent_applies_on_postgres_write_each_row_once(pg_dsn, plan_case):
             store.close()
 
 
+@pytest.mark.slow
 def test_a_test_id_is_one_test_in_every_spelling(store, plan_case):
     ab.apply_plan(store, plan_case)  # test "subj"
     _commit(store)

@@ -47,6 +47,7 @@ def test_every_variant_of_one_address_has_one_normal_form():
     assert {compiled(v) for v in VARIANTS} == {"jane@acme.com"} and compiled("ÄNNE@X.COM") == "Änne@x.com"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(_logfmt is None, reason="the compiled tokenizer was not built")
 @settings(max_examples=2000, deadline=None)
 @given(addresses)

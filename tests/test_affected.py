@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from pathlib import Path
 
 from forensics import affected, classify
@@ -17,6 +19,7 @@ def _rows(monkeypatch, batch_rows: int) -> list[dict]:
     return [row for frame in affected.frames(case.con) for row in frame.to_dicts()]
 
 
+@pytest.mark.slow
 def test_batches_cut_inside_a_persons_sends_give_the_same_people(monkeypatch):
     whole = _rows(monkeypatch, affected.BATCH_ROWS)
     assert len(whole) > 100 and all(len(row["sends"]) >= 2 for row in whole)

@@ -11,8 +11,10 @@ from forensics.simulate.run import KINDS, simulate
 from tests.accuracy import f1_by_kind, false_people, predicted_of, truth_of
 
 FORMS = (("logfmt", True, False), ("jsonl", True, True), ("csv", False, False), ("mixed", True, False))
-# `-m "not slow"` scores the mixed case (every kind at once) in the mixed syntax (logfmt, JSON Lines and CSV)
-CASES = [pytest.param(kind, syntax, split, gz, marks=() if kind == syntax == "mixed" else pytest.mark.slow)
+# `-m "not slow"` scores one case with full evidence, the cheapest to simulate and read (tests/durations.txt), so
+# the quick run holds an accuracy test; the full run scores every kind in every form, with full and thin evidence
+QUICK = ("lease-expiry", "logfmt")
+CASES = [pytest.param(kind, syntax, split, gz, marks=() if (kind, syntax) == QUICK else pytest.mark.slow)
          for kind in KINDS for syntax, split, gz in FORMS]
 
 
@@ -23,7 +25,6 @@ def _score(tmp_path, kind, syntax, split, gz, thin):
     return truth, predicted
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("kind,syntax,split,gz", CASES)
 def test_full_evidence_f1_at_least_095(tmp_path, kind, syntax, split, gz):
     truth, predicted = _score(tmp_path, kind, syntax, split, gz, thin=False)
@@ -50,6 +51,7 @@ def _diagnose(tmp_path, lines):
 T = "2026-11-28T09:{:02d}:00Z"
 
 
+@pytest.mark.slow
 def test_not_duplicates_are_never_reported(tmp_path):
     doc = _diagnose(tmp_path, [
         # two steps of a sequence, and the same person in two campaigns
@@ -68,6 +70,7 @@ def test_not_duplicates_are_never_reported(tmp_path):
     assert doc["summary"]["sends"] == 5
 
 
+@pytest.mark.slow
 def test_a_send_logged_three_times_is_one_send_and_a_real_resend_beside_it_is_still_a_duplicate(tmp_path):
     send = f"ts={T.format(0)} event=send worker=w1 campaign=c1 step=1 email=a@x.co msg_id=<1@m>"
     doc = _diagnose(tmp_path, [
@@ -79,6 +82,7 @@ def test_a_send_logged_three_times_is_one_send_and_a_real_resend_beside_it_is_st
     assert [(p["recipient"], len(p["sends"])) for p in doc["affected"]] == [("b@x.co", 2)]
 
 
+@pytest.mark.slow
 def test_a_saved_case_pairs_each_send_with_its_own_file_and_line(tmp_path):
     # two files whose sends sit on the same line numbers: a send is known by its file and line, never by the
     # line alone (the first send of each pair, the earlier one, is w2's, in the second file)
@@ -95,6 +99,7 @@ def test_a_saved_case_pairs_each_send_with_its_own_file_and_line(tmp_path):
     assert sends == [(str(first), 1, "1@m"), (str(second), 1, "2@m")]
 
 
+@pytest.mark.slow
 def test_case_variants_of_one_address_are_one_person(tmp_path):
     doc = _diagnose(tmp_path, [
         f"ts={T.format(0)} event=send worker=w1 pid=1 campaign=c1 step=1 email=Jane@Acme.com msg_id=<1@m>",
@@ -105,6 +110,7 @@ def test_case_variants_of_one_address_are_one_person(tmp_path):
     assert person["recipient"] == "jane@acme.com" and person["kind"] == "retry"
 
 
+@pytest.mark.slow
 def test_differing_variants_take_precedence_and_keep_the_mechanism_as_cause(tmp_path):
     doc = _diagnose(tmp_path, [
         f"ts={T.format(0)} event=send worker=w1 pid=1 campaign=c1 step=1 email=a@x.co msg_id=<1@m> test_id=t1 variant=A",
@@ -117,6 +123,7 @@ def test_differing_variants_take_precedence_and_keep_the_mechanism_as_cause(tmp_
     assert incident["test_id"] == "t1" and 0 <= incident["confidence"] <= 1
 
 
+@pytest.mark.slow
 def test_a_send_without_a_variant_is_no_second_variant_and_a_saved_case_lists_each_persons_variants(tmp_path):
     log = tmp_path / "case.log"
     log.write_text("\n".join([
@@ -135,6 +142,7 @@ def test_a_send_without_a_variant_is_no_second_variant_and_a_saved_case_lists_ea
                       ("b@x.co", "ab-contamination", ["A", "B"], ["w1", "w2"])]
 
 
+@pytest.mark.slow
 def test_lease_expiry_evidence_names_the_shard_and_both_claims(tmp_path):
     doc = _diagnose(tmp_path, [
         f"ts={T.format(0)} event=claim worker=w1 shard=s-7 lease=15m",
@@ -149,6 +157,7 @@ def test_lease_expiry_evidence_names_the_shard_and_both_claims(tmp_path):
     assert any("kept sending 1 messages" in line for line in incident["evidence"])
 
 
+@pytest.mark.slow
 def test_renewed_lease_means_parallel_not_expiry(tmp_path):
     doc = _diagnose(tmp_path, [
         f"ts={T.format(0)} event=claim worker=w1 shard=s-7 lease=15m",
@@ -168,6 +177,7 @@ def test_one_provider_id_for_several_recipients_is_several_sends(tmp_path):
     assert doc["summary"]["sends"] == 2 and doc["summary"]["duplicated_people"] == 0
 
 
+@pytest.mark.slow
 def test_the_restart_named_by_a_state_loss_incident_is_one_persons_incarnation_change(tmp_path):
     # b@ was re-sent by a new incarnation of w1; a@ (listed first) after the same start record, but by the old
     # incarnation: the incident's "incarnation X → Y" must be b's, never a's i1 → i1
@@ -208,6 +218,7 @@ def _two_incarnations(tmp_path, times_a, times_b):
     return _diagnose(tmp_path, sorted(lines))
 
 
+@pytest.mark.slow
 def test_two_incarnations_of_one_worker_sending_at_once_are_parallel_workers_not_a_restart(tmp_path):
     # one worker name (a host, say), two processes whose sends interleave: a restart cannot overlap itself
     [incident] = _two_incarnations(tmp_path, (0, 2, 4), (1, 3, 5))["incidents"]
@@ -216,6 +227,7 @@ def test_two_incarnations_of_one_worker_sending_at_once_are_parallel_workers_not
                and "not a restart" in line for line in incident["evidence"]), incident["evidence"]
 
 
+@pytest.mark.slow
 def test_a_restart_is_named_only_when_the_first_incarnation_stopped_before_the_second_began(tmp_path):
     [incident] = _two_incarnations(tmp_path, (0, 1, 2), (3, 4, 5))["incidents"]
     assert (incident["kind"], incident["people"]) == ("state-loss", 3)

@@ -164,6 +164,7 @@ def test_every_field_of_the_provider_only_json_is_in_its_table(provider_only_doc
     assert list(provider_only_document) == ["version", "complete", "provider_only"]
 
 
+@pytest.mark.slow
 def test_every_reconciliation_finding_is_in_its_table(tmp_path):
     from forensics.ingest.case import load_case
     from forensics.reconcile import load_provider_sends, reconcile

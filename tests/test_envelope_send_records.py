@@ -97,6 +97,7 @@ def test_a_merged_record_past_the_inner_sample_is_counted_as_lost_and_located(tm
                                              f"{count + 1}). Duplicates among them cannot be seen.")
 
 
+@pytest.mark.slow
 @PARSERS
 def test_a_docker_json_file_log_reads_as_before(tmp_path, monkeypatch, parser):
     monkeypatch.setenv("MAILMORTEM_PARSER", parser)

@@ -114,6 +114,7 @@ def test_every_envelope_has_a_documented_sample():
         assert f"`{path}`" in readme, path
 
 
+@pytest.mark.slow
 def test_docker_pieces_of_a_long_line_are_joined_and_the_tag_names_the_container(tmp_path):
     rows = records(read(tmp_path, FIXTURES / SAMPLES[0][0]))
     assert [r["recipient"] for r in rows] == ["ana@example.com", "cy@example.com", "ben@example.com"]
@@ -131,6 +132,7 @@ def test_journald_message_as_bytes_is_decoded(tmp_path):
     assert rows[1]["recipient"] == "dörte@example.com" and rows[1]["incarnation"] == "812"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("parser", ["sql", "c"])
 def test_what_was_read_names_the_first_ten_skipped_lines_of_the_file_once_each(tmp_path, monkeypatch, parser):
     """The skipped lines an envelope's file is summed up by are its own line numbers, in order, each once: the two
@@ -148,6 +150,7 @@ def test_what_was_read_names_the_first_ten_skipped_lines_of_the_file_once_each(t
     assert summary.first_skipped_lines == [2, 4, 5, 6, 7, 8, 9, 10, 11, 12]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("parser", ["sql", "c"])
 def test_a_multi_line_journald_message_gives_a_line_each_numbered_by_its_entry(tmp_path, monkeypatch, parser):
     """DuckDB parses a file straight through its envelope's view until an entry is not one whole line, then reads
@@ -167,6 +170,7 @@ def test_a_multi_line_journald_message_gives_a_line_each_numbered_by_its_entry(t
     assert case.inputs[0].lines == 4
 
 
+@pytest.mark.slow
 def test_an_envelope_s_provenance_is_text_where_the_file_s_path_names_none(tmp_path, monkeypatch):
     """The envelope's view takes the path's container and unit as literals: NULL ones stay typed VARCHAR."""
     monkeypatch.setenv("MAILMORTEM_PARSER", "sql")
@@ -178,6 +182,7 @@ def test_an_envelope_s_provenance_is_text_where_the_file_s_path_names_none(tmp_p
                       "container VARCHAR, pid VARCHAR, cut BOOLEAN)")
 
 
+@pytest.mark.slow
 def test_an_envelope_of_whole_lines_is_parsed_straight_from_its_view(tmp_path, monkeypatch):
     """Nothing is written before the staged table when every entry is one line: writing the pieces down cost
     about as much as taking the envelope off."""
@@ -236,11 +241,13 @@ def test_a_syslog_stamp_reads_as_its_date_in_the_year_its_month_gives(stamps, ye
     assert [ts for (ts,) in read] == [syslog_time(text, year, last_month) for text in texts]
 
 
+@pytest.mark.slow
 def test_year_option_sets_the_year(tmp_path):
     rows = records(read(tmp_path, FIXTURES / "syslog" / "messages", year=2024))
     assert [r["ts"].year for r in rows] == [2024, 2024]
 
 
+@pytest.mark.slow
 def test_zone_less_times_are_read_in_tz(tmp_path):
     rows = records(read(tmp_path, FIXTURES / "python-logging" / "mailer.log", tz="Europe/Berlin"))
     assert rows[0]["ts"] == utc("2026-11-28T08:21:26.123")
@@ -252,6 +259,7 @@ def test_an_unknown_zone_is_refused(tmp_path):
 
 
 
+@pytest.mark.slow
 def test_a_prefixed_line_holds_a_json_record_only_where_its_tail_parses(tmp_path):
     # what follows the prefix is its JSON object when the line ends with '}' (spaces after it do not count, a tab
     # does); in a file of JSON records such a tail that does not parse is skipped as invalid JSON, shown as it is,
@@ -281,6 +289,7 @@ def test_a_prefixed_logfmt_record_ending_in_braces_that_are_no_json_is_read_as_p
     assert case.con.execute("SELECT count(*) FROM skipped").fetchone()[0] == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("parser_path", ["sql", "c"])
 @pytest.mark.parametrize("head", ["2026-11-28 09:21:2%d,000 INFO mailer: ", "2026-11-28T09:21:2%dZ\tINFO\tmailer\t",
                                   "2026-11-28 09:21:2%d [info     ] sent "])
@@ -315,6 +324,7 @@ def test_mixed_envelopes_and_plain_files_make_one_case(tmp_path):
     assert case.con.execute("SELECT count(DISTINCT source) FROM events").fetchone()[0] == 3
 
 
+@pytest.mark.slow
 def test_a_journal_of_json_and_logfmt_records_reads_each_line_by_its_own_syntax(tmp_path):
     messages = ['{"ts": "2026-11-28T09:00:00Z", "event": "send", "email": "a@x.co", "msg_id": "m1"}',
                 "ts=2026-11-28T09:00:01Z event=send email=b@x.co msg_id=m2",
@@ -343,6 +353,7 @@ def test_an_envelope_holding_no_mail_send_record_says_what_it_holds(tmp_path):
         "'Accepted publickey for root port 22'")
 
 
+@pytest.mark.slow
 def test_a_partly_empty_case_notes_the_file_without_records(tmp_path):
     journal = tmp_path / "sshd.json"
     journal.write_text(json.dumps({"__REALTIME_TIMESTAMP": "1795857686000000", "MESSAGE": '{"user": "root"}'})
@@ -439,6 +450,7 @@ def read_both(path: Path) -> tuple:
     return read_with_parser(path, "sql"), read_with_parser(path, "c")
 
 
+@pytest.mark.slow
 @needs_c
 def test_the_lines_inside_an_envelope_go_through_the_compiled_tokenizer(tmp_path, monkeypatch):
     from forensics.ingest.readers import logfmt, runtime
@@ -494,6 +506,7 @@ def test_the_json_lines_inside_an_envelope_read_alike_on_both_parser_paths(file)
         assert compiled[at] == sql[at], f"{part} differ"
 
 
+@pytest.mark.slow
 @needs_c
 def test_the_json_lines_inside_an_envelope_go_through_the_compiled_reader(tmp_path, monkeypatch):
     from forensics.ingest.readers import jsonl
@@ -514,6 +527,7 @@ def test_the_json_lines_inside_an_envelope_go_through_the_compiled_reader(tmp_pa
     assert codes == [0, 1, 2, 0]  # read in C, blank, deferred to SQL, read in C (its time is the envelope's)
 
 
+@pytest.mark.slow
 @needs_c
 def test_a_journal_of_json_and_logfmt_records_reads_each_through_its_compiled_reader(tmp_path, monkeypatch):
     from forensics.ingest.readers import jsonl, logfmt
@@ -571,6 +585,7 @@ def test_the_record_after_a_prefix_is_found_as_the_one_regex_finds_it(rests):
     assert [(rest, rule) for rest, _, rule in found] == [(rest, payload) for rest, payload, _ in found]
 
 
+@pytest.mark.slow
 def test_an_elastic_hit_is_told_by_its_source_key_escaped_or_not_and_a_nested_source_is_no_hit(tmp_path):
     # a hit is read through _source (its key may be escaped, and _source may hold none of the platform's fields);
     # a bare document whose inner object has a `_source` key is read as it is
@@ -589,6 +604,7 @@ def test_an_elastic_hit_is_told_by_its_source_key_escaped_or_not_and_a_nested_so
         (1, "b@x.co", "m2"), (2, "c@x.co", "m3"), (3, "d@x.co", "m4"), (4, "a@x.co", "m1")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,entries", [
     ("elastic", [{"_index": "l", "_id": "1", "_source": {"@timestamp": "2026-11-28T09:00:01Z", "message": "{record}",
                                                          "host": {"name": "h1"}}},
@@ -625,6 +641,7 @@ def test_a_json_platforms_record_is_its_message_else_its_object_of_fields(tmp_pa
     assert [row[0] for row in case.con.execute("SELECT line_no FROM skipped").fetchall()] == [4]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("parser_path", ["sql", "c"])
 def test_a_cloud_logging_entry_is_named_by_its_log_or_insert_id_and_timed_by_its_receipt_without_a_timestamp(
         tmp_path, parser_path):
@@ -649,6 +666,7 @@ def test_a_cloud_logging_entry_is_named_by_its_log_or_insert_id_and_timed_by_its
     assert case.con.execute("SELECT line_no, reason FROM skipped").fetchall() == [(4, "no readable timestamp")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["cri", "syslog", "rsyslog", "rfc5424", "docker-logs", "python-logging", "structlog",
                                   "zap", "slog", "logrus"])
 def test_a_line_that_is_no_entry_and_starts_with_a_wide_character_is_passed_on_whole(tmp_path, name):
@@ -671,6 +689,7 @@ def _journal(unit: str, pid: str, second: int, email: str, **more) -> str:
                        "MESSAGE": f"event=send campaign=c step=1 email={email} msg_id={unit}-{second}", **more})
 
 
+@pytest.mark.slow
 def test_two_units_of_one_host_are_two_workers_and_what_was_read_names_the_fields(tmp_path):
     # mailer@1 and mailer@2 on one host sending the same list at once: two workers (parallel-worker), not one worker
     # whose pids 4100 → 4101 read as a restart
@@ -709,6 +728,7 @@ def _python_logging(messages: list[str], after: list[str]) -> str:
     return "\n".join(TRACEBACK * 4 + [part for line in lines for part in [line, *after]]) + "\n"
 
 
+@pytest.mark.slow
 def test_a_python_logging_file_of_tracebacks_and_two_line_messages_is_told_by_its_entries(tmp_path):
     # 12 traceback lines first, then every message followed by a line of its own: a third of the lines are stamped,
     # every entry is
@@ -731,6 +751,7 @@ def test_a_file_a_known_envelope_fits_in_part_is_named_with_the_envelope_to_forc
     assert load_case([str(log)], reading=Reading(envelope="python-logging")).records == 6
 
 
+@pytest.mark.slow
 def test_docker_compose_logs_without_timestamps_name_each_records_container(tmp_path):
     case = read(tmp_path, FIXTURES / "compose" / "compose-logs.log")
     assert case.inputs[0].envelope == "compose"

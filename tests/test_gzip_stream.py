@@ -84,6 +84,7 @@ def test_a_gzip_reads_as_its_plain_file_whatever_its_lines_members_and_chunks(bo
     assert gzipped == plain
 
 
+@pytest.mark.slow
 @needs_c
 @pytest.mark.parametrize("ending", ["\n", "\r\n", "\r"])
 @pytest.mark.parametrize("chunk_bytes", [1, 50, 4096])
@@ -105,6 +106,7 @@ def test_line_chunks_end_at_line_ends_and_never_split_a_crlf(size):
             assert chunk.endswith((b"\n", b"\r")) and not (chunk.endswith(b"\r") and following.startswith(b"\n"))
 
 
+@pytest.mark.slow
 @needs_c
 def test_a_multi_member_gzip_with_an_empty_member_and_padding_is_streamed_whole(tmp_path):
     body = lines(5000)
@@ -113,12 +115,14 @@ def test_a_multi_member_gzip_with_an_empty_member_and_padding_is_streamed_whole(
     assert gzipped == plain and len(plain[0]) == 5000 and streamed[0] is not None
 
 
+@pytest.mark.slow
 @needs_c
 def test_an_empty_gzip_reads_as_an_empty_file():
     plain, gzipped, streamed = plain_and_gzipped(b"", gzip.compress(b""), 64)
     assert gzipped == plain and plain[0] == "refused" and not streamed
 
 
+@pytest.mark.slow
 @needs_c
 @pytest.mark.parametrize("damage", ["corrupt", "truncated", "trailing junk"])
 def test_a_gzip_damaged_after_chunks_were_parsed_is_refused_by_name(tmp_path, damage):
@@ -145,6 +149,7 @@ def test_the_decompressing_thread_stops_when_its_reader_does(tmp_path):
     assert not [t for t in threading.enumerate() if t.name == "mailmortem-gunzip"]
 
 
+@pytest.mark.slow
 @needs_c
 def test_a_dirty_gzip_is_repaired_from_a_copy_as_the_plain_file_is(tmp_path):
     body = lines(25_000) + b"ts=2026-11-28T09:00:00Z event=send email=\xff\xfe@b.c msg_id=bad\n" + lines(10)

@@ -33,6 +33,7 @@ def utc(*args):
     return dt.datetime(*args, tzinfo=dt.timezone.utc)
 
 
+@pytest.mark.slow
 def test_logfmt_with_leading_timestamp_quotes_and_escapes(tmp_path):
     log = write(tmp_path / "a.log",
                 '2026-11-28T09:14:03.221Z level=info event=send worker=w-7 email=A@B.co msg_id=<x@y> '
@@ -146,6 +147,7 @@ def test_event_names_and_implicit_send(tmp_path):
         "send", "claim", "renew", "release", "expire", "start", "error", "send"]
 
 
+@pytest.mark.slow
 def test_json_nested_paths_and_field_override(tmp_path):
     log = write(tmp_path / "a.jsonl", json.dumps(
         {"timestamp": 1795857243221, "event": "send", "mail": {"to": "Jane@Acme.com", "id": "<q@r>"}}) + "\n")
@@ -162,6 +164,7 @@ def test_csv_any_column_order_and_empty_cells(tmp_path):
     assert rows[1]["recipient"] is None and rows[1]["error"] is None
 
 
+@pytest.mark.slow
 def test_csv_mapping_for_foreign_headers(tmp_path):
     log = write(tmp_path / "a.csv", 'When,To,Message ID,Kind\n2026-11-28T09:00:00Z,a@b.co,<m@x>,send\n')
     [e] = events(load_case([log], syntax="csv",
@@ -169,6 +172,7 @@ def test_csv_mapping_for_foreign_headers(tmp_path):
     assert (e["recipient"], e["msg_id"], e["event"]) == ("a@b.co", "m@x", "send")
 
 
+@pytest.mark.slow
 def test_gzip_folders_and_globs_form_one_case(tmp_path):
     (tmp_path / "logs").mkdir()
     with gzip.open(tmp_path / "logs" / "w1.log.gz", "wt") as handle:
@@ -246,6 +250,7 @@ def test_line_numbers_follow_the_file_across_parallel_reads(tmp_path, monkeypatc
         assert mismatched == 0
 
 
+@pytest.mark.slow
 def test_gzip_reads_as_the_plain_file_and_no_plain_copy_is_left(tmp_path):
     text = "".join(f"ts=2026-11-28T09:00:0{n}Z event=send worker=w{n} email=a@b.c msg_id=m{n}\n" for n in range(5))
     with gzip.open(tmp_path / "a.log.gz", "wt") as handle:
@@ -374,6 +379,7 @@ def test_address_variants_of_one_person_are_one_recipient(tmp_path):
     assert {e["recipient"] for e in events(load_case([log]))} == {"jane@acme.com"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("syntax", ["logfmt", "jsonl"])
 def test_a_line_of_spaces_of_any_kind_is_blank_and_a_tab_is_not(tmp_path, syntax):
     record = ("ts=2026-11-28T09:00:00Z event=send email=a@b.co msg_id=m1" if syntax == "logfmt" else

@@ -70,6 +70,7 @@ MIXED = {  # each line end, whatever its kind, ends one line
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("gz", [False, True])
 @pytest.mark.parametrize("parser", ["c", "sql"])
 @pytest.mark.parametrize("variant", sorted(MIXED))
@@ -91,6 +92,7 @@ def test_a_file_of_mixed_line_ends_reads_every_record_at_its_line(tmp_path, monk
     assert not list(Path(spill).glob("mailmortem-*")), "the copy is not kept once read"
 
 
+@pytest.mark.slow
 def test_many_files_of_mixed_line_ends_read_like_one(tmp_path):
     # more than MANY_FILES files go to DuckDB's reader in one statement: one whose line ends mix is read alone
     logs = []
@@ -115,6 +117,7 @@ print(mixed, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 10
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sigbus", [pytest.param("guarded", marks=needs_c), "default"])
 def test_looking_at_a_large_file_s_line_ends_holds_only_a_range_of_it_in_memory(tmp_path, sigbus):
     # Every plain file is looked at: a 3.5 GB log mapped whole had put diagnose's peak RSS at 3.5 GB.

@@ -168,6 +168,7 @@ def test_the_common_lines_are_read_in_c_and_the_doubtful_ones_left_to_sql():
     assert codes == [0, 0, 0, 1] + [2] * len(doubtful)
 
 
+@pytest.mark.slow
 @needs_c
 def test_escapes_numbers_nesting_and_skips_read_alike():
     lines = ['{"timestamp": "2026-11-28T09:00:00Z", "evt": "email_sent", "email": "A\\u00e9@B.co ", "messageid": "<m1@x>"}',
@@ -183,6 +184,7 @@ def test_escapes_numbers_nesting_and_skips_read_alike():
         (9, "no readable timestamp")]  # DuckDB reads a trailing comma
 
 
+@pytest.mark.slow
 @needs_c
 def test_every_number_string_and_literal_reads_as_duckdb_prints_it():
     values = [*NUMBER_FORMS, *(f'"{piece}"' for piece in PIECES), '" "', '""', '"\\u3000"', "true", "false", "null"]
@@ -211,6 +213,7 @@ def test_ranges_and_threads_keep_every_line_number():
     assert events[-1][0] == 5000
 
 
+@pytest.mark.slow
 @needs_c
 def test_mixed_line_endings_and_invalid_utf8_are_read_alike():
     record = '{{"timestamp": "2026-11-28T09:00:0{}Z", "evt": "email_sent", "email": "a@b.co", "messageid": "m{}"}}'
@@ -255,6 +258,7 @@ def test_the_sql_switch_reads_json_lines_through_sql(monkeypatch, tmp_path):
     assert runtime.describe("jsonl").startswith("SQL")
 
 
+@pytest.mark.slow
 @needs_c
 @pytest.mark.parametrize("gz", [False, True])
 def test_a_dirty_byte_after_a_bare_cr_in_a_crlf_file_reads_as_on_the_sql_path(gz):

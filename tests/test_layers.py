@@ -7,6 +7,8 @@ string (the CLI's COMMANDS table) all count, not only the imports at the top.
 
 from __future__ import annotations
 
+import pytest
+
 import ast
 import re
 import textwrap
@@ -73,6 +75,7 @@ def _problem(floor: str, target: str) -> str | None:
     return None
 
 
+@pytest.mark.slow
 def test_imports_run_one_way_and_only_the_cli_uses_click_or_rich():
     assert layer_violations(ROOT) == []
 

@@ -123,6 +123,7 @@ class _Rollback(Exception):
     pass
 
 
+@pytest.mark.slow
 def test_every_postgresql_block_binds_against_the_projects_schema(pg_dsn):
     import psycopg
 

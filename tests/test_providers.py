@@ -36,6 +36,7 @@ def test_sendgrid_jsonl_batches_collapse_delivered_onto_processed_by_message_pre
     assert rows[("BBBBBBBBBBBBBBBBBBBBBB", "jane@acme.com")]["verdict"] == "sent"
 
 
+@pytest.mark.slow
 def test_sendgrid_dropped_is_not_sent_and_idless_bounce_joins_its_send_via_smtp_id():
     rows = sends(FIX / "sendgrid-events.jsonl")
     assert rows[("CCCC@ismtpd.sendgrid.net", "carol@acme.com")]["verdict"] == "not_sent"
@@ -82,6 +83,7 @@ def test_postmark_outbound_seven_fraction_digits_and_offset_become_utc():
     assert ("11111111-2222-3333-4444-555555555555", "ida@example.com") in rows
 
 
+@pytest.mark.slow
 def test_resend_display_names_and_brevo_custom_header():
     assert set(sends(FIX / "resend-sent.json")) == {("rs-1", "jo@example.com"), ("rs-1", "kim@example.com")}
     lee = sends(FIX / "brevo-request.json")[("20261128.1@smtp-relay.mailin.fr", "lee@example.com")]
@@ -98,6 +100,7 @@ def test_postfix_content_filter_handoff_not_counted_twice_and_year_rollover_in_t
     assert sorted(e["verdict"] for e in events if e["recipient"] == "max@remote.example") == ["not_a_send_event", "sent"]
 
 
+@pytest.mark.slow
 def test_generic_csv_with_map_and_sendgrid_activity_csv_by_aliases():
     mapping = {"recipient": "To", "msg_id": "Message ID", "sent_at": "Sent", "campaign": "Campaign"}
     rows = sends(FIX / "generic.csv", provider="csv", mapping=mapping)
@@ -108,6 +111,7 @@ def test_generic_csv_with_map_and_sendgrid_activity_csv_by_aliases():
     assert activity[("YYYYYYYYYYYYYYYYYYYYYY", "rae@example.com")]["verdict"] == "not_sent"
 
 
+@pytest.mark.slow
 def test_folders_globs_and_gzip(tmp_path):
     (tmp_path / "sub").mkdir()
     with gzip.open(tmp_path / "sub" / "ses.jsonl.gz", "wb") as out:
@@ -480,6 +484,7 @@ def test_each_provider_keeps_the_subject_and_template_that_group_sends_without_m
     assert (row["subject"], row["template"]) == expected
 
 
+@pytest.mark.slow
 def test_a_csv_subject_or_template_column_is_found_by_name_or_mapped(tmp_path):
     path = tmp_path / "sent.csv"
     path.write_text("recipient,msg_id,Subject,Template_Name,Other\na@b.c,m1,Hi,welcome-1,x\n")

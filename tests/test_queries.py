@@ -291,6 +291,7 @@ def test_a_block_is_included_where_named():
     assert found["outer"].sql == "SELECT * FROM (SELECT :x AS x)" and found["outer"].params == ["x"]
 
 
+@pytest.mark.slow
 def test_the_cli_turns_a_query_error_into_one_line(cli, monkeypatch):
     from forensics import classify
 

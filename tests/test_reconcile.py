@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import datetime as dt
 from pathlib import Path
 
@@ -12,6 +14,7 @@ from forensics.reconcile import load_provider_sends, reconcile
 FIX = Path(__file__).parent / "fixtures" / "providers"
 
 
+@pytest.mark.slow
 def test_reconcile_finds_all_three_cases():
     con = duckdb.connect()
     con.execute("CREATE TABLE sends (source TEXT, line BIGINT, ts TIMESTAMPTZ, worker TEXT, incarnation TEXT, "

@@ -125,6 +125,7 @@ def test_a_case_without_duplicates_says_so(tmp_path):
     assert "No duplicate sends were found in these logs." in render(report, "md")
 
 
+@pytest.mark.slow
 def test_lifecycle_lines_without_an_incarnation_join_the_lane_of_the_running_one(tmp_path):
     lines = [_send(0, "w-a", 1, "a@x.co", 1), f"{_ts(10)} event=claim worker=w-a shard=3 lease=30",
              f"{_ts(20)} event=start worker=w-a pid=2", _send(30, "w-a", 2, "b@x.co", 2),
@@ -137,6 +138,7 @@ def test_lifecycle_lines_without_an_incarnation_join_the_lane_of_the_running_one
         ("send", "w-a · 1"), ("claim", "w-a · 1"), ("start", "w-a · 2"), ("send", "w-a · 2"), ("renew", "w-a · 2")]
 
 
+@pytest.mark.slow
 def test_each_drawn_send_shows_its_own_files_details(tmp_path):
     # two files with sends on the same line numbers: a mark's details come from its own file and line
     first, second = tmp_path / "w-a.log", tmp_path / "w-b.log"
@@ -352,12 +354,16 @@ def browser():
         yield _devtools_port(proc, Path(profile))
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:  # a busy machine: it still goes, only later
+            proc.kill()
+            proc.wait()
         shutil.rmtree(profile, ignore_errors=True)
 
 
 def _devtools_port(proc, profile: Path) -> int:
-    port_file, deadline = profile / "DevToolsActivePort", time.time() + 30
+    port_file, deadline = profile / "DevToolsActivePort", time.time() + 120
     while time.time() < deadline and proc.poll() is None:
         if port_file.exists() and len(port_file.read_text().splitlines()) >= 2:
             return int(port_file.read_text().splitlines()[0])
@@ -383,7 +389,7 @@ def open_in_chromium(port: int, page: Path, screenshot: Path) -> tuple[dict, lis
     for domain in ("Runtime", "Log", "Network", "Page"):
         tools.call(f"{domain}.enable")
     tools.call("Page.navigate", url=page.resolve().as_uri())
-    state, deadline = None, time.time() + 60
+    state, deadline = None, time.time() + 120
     while state is None and time.time() < deadline:
         state = tools.evaluate(TIMELINE_STATE)
         time.sleep(0.1) if state is None else None
@@ -457,6 +463,7 @@ def test_hostile_log_text_stays_text_in_the_browser(browser, hostile_report, tmp
     assert state["scripts"] == 3  # no element came from log text
 
 
+@pytest.mark.slow
 def test_a_report_over_lost_evidence_says_so_first_and_never_says_no_duplicates(tmp_path):
     log = tmp_path / "mail-send.log"
     lines = [_send(0, "w-a", 11, "p0@acme.com", 1), _send(5, "w-a", 11, "p1@acme.com", 2),

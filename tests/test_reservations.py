@@ -105,6 +105,7 @@ def test_library_backfill_stores_addresses_in_their_normal_form(store):
         [("jane@acme.com", "m-1")]
 
 
+@pytest.mark.slow
 def test_a_reservation_holds_the_person_for_every_spelling_of_its_campaign_and_step(store):
     assert _reserve(store, "jane@acme.com").ok  # c-1, step 1
     other = reservations.reserve(store, " C-1", "01", "jane@acme.com", None, "w2", 2)

@@ -54,6 +54,7 @@ def _lenient_rows(store) -> None:
         store.conn.commit()
 
 
+@pytest.mark.slow
 def test_a_send_without_campaign_or_step_is_refused_with_counts_and_options_and_nothing_is_written(db, tmp_path):
     text = "Recipient,MessageID,Status\njane@acme.com,pm-1,Sent\nbob@acme.com,pm-2,Sent\n"
     store = open_store(db)
@@ -110,6 +111,7 @@ def test_a_stored_value_that_disagrees_is_reported_and_never_overwritten(db, tmp
     store.close()
 
 
+@pytest.mark.slow
 def test_a_backfill_undo_stays_refused_and_says_how_to_mend(tmp_path):
     store = open_store(str(tmp_path / "m.duckdb"))
     run_id = sentlog.backfill_exports(store, _read(tmp_path, {"campaign": "Tag", "step": "Seq"}))["run_id"]
@@ -119,6 +121,7 @@ def test_a_backfill_undo_stays_refused_and_says_how_to_mend(tmp_path):
     store.close()
 
 
+@pytest.mark.slow
 def test_stated_values_fill_only_what_the_export_leaves_blank_and_a_disagreeing_one_is_refused(tmp_path):
     text = HEADER + "jane@acme.com,pm-1,,1,2026-12-01T10:00:00Z\nbob@acme.com,pm-2,c-9,,2026-12-01T10:00:05Z\n"
     read = _read(tmp_path, {"campaign": "Tag", "step": "Seq"}, text)

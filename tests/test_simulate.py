@@ -184,6 +184,7 @@ def test_truth_is_exactly_the_duplicates_in_the_files(case, kind, options):
     assert result.sends == sum(len(s) for s in sends_by_person(records).values())
 
 
+@pytest.mark.slow
 @given(kind=st.sampled_from(KINDS), seed=st.integers(0, 10_000), syntax=st.sampled_from(SYNTAXES),
        thin=st.booleans(), people=st.integers(20, 160))
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -312,6 +313,7 @@ def test_retries_are_isolated_people_resent_by_the_same_process_soon_after(case)
         assert (recipient, a["worker"]) in errors or int(b["attempt"]) >= 2
 
 
+@pytest.mark.slow
 def test_thin_evidence_has_no_claims_starts_pids_attempts_or_errors(case):
     for kind in FIVE:
         _, records = case(kind, thin=True, syntax="mixed")
@@ -375,6 +377,7 @@ def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):
     assert a == b and a != c
 
 
+@pytest.mark.slow
 def test_every_key_written_is_in_the_vocabulary(case):
     for seed in range(3):
         for syntax in ("logfmt", "jsonl", "csv"):

@@ -197,6 +197,7 @@ def test_lines_too_long_to_read_are_skipped_alike_each_at_its_number(body, longe
     assert skipped_too_long(compiled) in (None, too_long_lines(body, longest))
 
 
+@pytest.mark.slow
 @needs_c
 def test_quotes_escapes_tabs_and_keys_inside_quotes_read_alike(tmp_path):
     body = ('2026-11-28T09:00:00Z event=send email="a b@c.co" msg_id=<m1@x> error="retry lead=x to=y"\n'
@@ -221,6 +222,7 @@ def test_ranges_and_threads_keep_every_line_number(tmp_path):
     assert events[-1][0] == 5000
 
 
+@pytest.mark.slow
 @needs_c
 def test_mixed_line_endings_are_read_alike(tmp_path):
     events, _, _, _ = assert_same(b"ts=2026-11-28T09:00:00Z event=send to=a@b.co msg_id=m1\r\n"
@@ -229,6 +231,7 @@ def test_mixed_line_endings_are_read_alike(tmp_path):
     assert [row[0] for row in events] == [1, 2, 3]
 
 
+@pytest.mark.slow
 @needs_c
 def test_invalid_utf8_is_repaired_alike(tmp_path):
     _, _, [summary], _ = assert_same(b"ts=2026-11-28T09:00:00Z event=send to=a@b.co msg_id=m1 error=\xff\xfe\n"
@@ -272,6 +275,7 @@ def test_an_unknown_parser_choice_is_refused(monkeypatch, tmp_path):
         runtime.compiled("logfmt")
 
 
+@pytest.mark.slow
 @needs_c
 def test_lines_of_unicode_spaces_are_blank_as_duckdbs_trim_says(tmp_path):
     spaces = [0x20, 0xA0, 0x1680, *range(0x2000, 0x200B), 0x202F, 0x205F, 0x3000]
@@ -295,6 +299,7 @@ def duck_in_new_york():
     con.close()
 
 
+@pytest.mark.slow
 @needs_c
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.one_of(iso_timestamp, text), min_size=1, max_size=10))
@@ -316,6 +321,7 @@ def test_the_common_iso_forms_are_typed_in_c_and_others_left_to_sql():
         assert typed(other) is None, other
 
 
+@pytest.mark.slow
 @needs_c
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.one_of(text, quoted), min_size=1, max_size=10))
@@ -326,6 +332,7 @@ def test_the_msg_ids_typed_in_c_are_mm_msg_id(duck_in_new_york, values):
     assert [t.decode() if t is not None else None for t in typed] == [m for (m,) in read]
 
 
+@pytest.mark.slow
 @needs_c
 @pytest.mark.parametrize("gz", [False, True])
 def test_a_dirty_byte_after_a_bare_cr_in_a_crlf_file_reads_as_on_the_sql_path(gz):

@@ -39,6 +39,7 @@ def test_a_line_s_text_comes_only_where_the_line_may_be_skipped():
     assert _line_texts(body, keep_lines=True) == [line.decode() or None for line in LINES]
 
 
+@pytest.mark.slow
 @needs_c
 def test_a_saved_case_keeps_every_record_s_text_as_the_sql_path_does(tmp_path, monkeypatch):
     path = tmp_path / "mail.log"

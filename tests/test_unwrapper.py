@@ -167,6 +167,7 @@ def test_json_records_in_a_line_envelope_read_alike_unwrapped_in_c_or_in_duckdb(
     assert_read_alike(*file)
 
 
+@pytest.mark.slow
 @needs_unwrapper
 @pytest.mark.parametrize("name", sorted(set(unwrap.KINDS) - set(RENDERING_PROSE)))
 def test_a_clean_log_of_each_line_envelope_is_unwrapped_in_c(tmp_path, taken, name):
@@ -178,6 +179,7 @@ def test_a_clean_log_of_each_line_envelope_is_unwrapped_in_c(tmp_path, taken, na
 JSON_PLATFORMS = ("loki", "cloud-logging", "cloudwatch", "datadog", "elastic")
 
 
+@pytest.mark.slow
 @needs_unwrapper
 @pytest.mark.parametrize("name", JSON_PLATFORMS)
 def test_a_json_platforms_simulated_log_is_unwrapped_in_c_rendering_what_it_must(tmp_path, taken, name):
@@ -203,6 +205,7 @@ RENDERED_PAYLOADS = [
 ]
 
 
+@pytest.mark.slow
 @needs_unwrapper
 def test_cloud_loggings_json_payload_is_rendered_as_duckdb_renders_it(tmp_path, taken):
     entries = [f'{{"insertId":"{k}","jsonPayload":{payload},"logName":"p/logs/stdout",'
@@ -216,6 +219,7 @@ def test_cloud_loggings_json_payload_is_rendered_as_duckdb_renders_it(tmp_path, 
         in [row[-2] for row in in_c]
 
 
+@pytest.mark.slow
 @needs_unwrapper
 @pytest.mark.parametrize("name", sorted(set(unwrap.KINDS) - {"cloud-logging"}))
 def test_json_records_of_each_line_envelope_are_unwrapped_and_read_in_c(tmp_path, taken, name):
@@ -228,6 +232,7 @@ def test_json_records_of_each_line_envelope_are_unwrapped_and_read_in_c(tmp_path
     assert taken == [True] and unwrapped == duckdb_unwrapped == sql and len(unwrapped[0]) == 3
 
 
+@pytest.mark.slow
 @needs_unwrapper
 @pytest.mark.parametrize("name", sorted(unwrap.KINDS))
 def test_the_simulators_json_lines_in_each_line_envelope_are_read_in_c(tmp_path, taken, name):
@@ -239,6 +244,7 @@ def test_the_simulators_json_lines_in_each_line_envelope_are_read_in_c(tmp_path,
     assert taken == [True] and unwrapped == duckdb_unwrapped == sql and len(unwrapped[0]) > 40
 
 
+@pytest.mark.slow
 @needs_unwrapper
 def test_a_saved_case_keeps_every_json_record_as_duckdb_does(tmp_path, taken):
     log = _file(str(tmp_path), wrap("journald", [J, "", '{"a": 1e5}', '"a string"', "12"]))
@@ -344,6 +350,7 @@ DEFERRED = {
 }
 
 
+@pytest.mark.slow
 @needs_unwrapper
 @pytest.mark.parametrize("case", list(DEFERRED))
 def test_what_the_c_module_cannot_read_exactly_goes_back_to_duckdb(tmp_path, taken, case):
@@ -351,6 +358,7 @@ def test_what_the_c_module_cannot_read_exactly_goes_back_to_duckdb(tmp_path, tak
     assert taken == [False] and unwrapped == duckdb_unwrapped == sql
 
 
+@pytest.mark.slow
 @needs_unwrapper
 def test_escapes_and_the_times_docker_writes_are_read_as_duckdb_reads_them(tmp_path, taken):
     logs = [A + "\r\n", "not a record\r\n", "a\rb=c\n", 'event=send email=b@example.com msg_id=m2 error="tab\\there é \\u00e9 😀 \u2028"\n',
@@ -361,6 +369,7 @@ def test_escapes_and_the_times_docker_writes_are_read_as_duckdb_reads_them(tmp_p
     assert taken == [True] and unwrapped == duckdb_unwrapped == sql and len(unwrapped[0]) == 3
 
 
+@pytest.mark.slow
 @needs_unwrapper
 def test_a_saved_case_keeps_every_line_as_duckdb_does(tmp_path, taken):
     log = _file(str(tmp_path), wrap("cri", [A, "", "not a record"]))
@@ -368,6 +377,7 @@ def test_a_saved_case_keeps_every_line_as_duckdb_does(tmp_path, taken):
     assert taken == [True] and in_c == in_duckdb and in_c[0][-2] == A
 
 
+@pytest.mark.slow
 @needs_unwrapper
 def test_the_file_path_names_the_container_as_on_the_duckdb_path(tmp_path, taken):
     folder = tmp_path / "containers" / ("ab12" * 16)
@@ -380,6 +390,7 @@ def test_the_file_path_names_the_container_as_on_the_duckdb_path(tmp_path, taken
     assert envelope["container"] == "ab12ab12ab12" and envelope["stream"] == "stdout"
 
 
+@pytest.mark.slow
 @needs_unwrapper
 def test_a_kubelet_log_path_names_the_pod_and_container_as_on_the_duckdb_path(tmp_path, taken):
     folder = tmp_path / "pods" / "outreach_mailer-7d9f5_0c1d2e3f-aaaa-bbbb-cccc-123456789abc" / "mailer"
@@ -391,6 +402,7 @@ def test_a_kubelet_log_path_names_the_pod_and_container_as_on_the_duckdb_path(tm
     assert [event[3] for event in unwrapped[0]] == ["mailer-7d9f5", "w-2"]  # the worker: the pod, else the record's
 
 
+@pytest.mark.slow
 @needs_unwrapper
 def test_a_syslog_stamp_takes_the_year_before_for_a_month_past_the_files_last(tmp_path, taken):
     from forensics.ingest.load import Reading
@@ -408,6 +420,7 @@ def test_a_syslog_stamp_takes_the_year_before_for_a_month_past_the_files_last(tm
     assert taken == [True, ]  # a zone-less stamp read in another zone than UTC is DuckDB's: not asked at all
 
 
+@pytest.mark.slow
 @needs_unwrapper
 def test_a_journald_entry_names_its_host_unit_and_pid_as_on_the_duckdb_path(tmp_path, taken):
     entries = [{"__REALTIME_TIMESTAMP": "1764321686123456", "MESSAGE": A, "_HOSTNAME": "mail-1", "_PID": "812",
@@ -420,6 +433,7 @@ def test_a_journald_entry_names_its_host_unit_and_pid_as_on_the_duckdb_path(tmp_
     assert [event[3] for event in unwrapped[0]] == ["mail-1/mailer", "c-1"]  # the worker: container, else host/unit
 
 
+@pytest.mark.slow
 @needs_unwrapper
 @pytest.mark.parametrize("name", ["docker-json", "cri"])
 def test_a_line_handed_back_after_the_first_range_sends_the_whole_file_to_duckdb(tmp_path, taken, monkeypatch, name):
@@ -432,6 +446,7 @@ def test_a_line_handed_back_after_the_first_range_sends_the_whole_file_to_duckdb
     assert taken == [False] and unwrapped == duckdb_unwrapped == sql and len(unwrapped[0]) >= 39
 
 
+@pytest.mark.slow
 @needs_unwrapper
 @pytest.mark.parametrize("name", ["docker-json", "loki"])
 def test_the_samples_come_from_a_head_grown_past_blank_lines_as_duckdb_reads_them(tmp_path, taken, monkeypatch, name):
@@ -446,6 +461,7 @@ def test_the_samples_come_from_a_head_grown_past_blank_lines_as_duckdb_reads_the
     assert len(unwrapped[0]) == 250  # every record an event: read as JSON, not as logfmt
 
 
+@pytest.mark.slow
 @needs_unwrapper
 def test_cloud_run_instances_and_legacy_gke_pods_are_the_workers_on_both_paths(tmp_path, taken):
     # two Cloud Run instances of one service (labels.instanceId), two legacy GKE pods on one node (the pod only in the

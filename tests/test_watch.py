@@ -155,6 +155,7 @@ def test_the_status_counts_sends_per_worker_in_the_last_minute_people_files_and_
     assert watch._status(161.0)["sends_per_minute"] == {}  # a minute later
 
 
+@pytest.mark.slow
 def test_a_file_without_new_lines_is_said_to_have_stopped_growing_once(tmp_path):
     log = tmp_path / "a.log"
     log.write_text("")
@@ -235,6 +236,7 @@ def test_lines_written_before_the_watch_are_counted_so_later_ones_are_numbered_a
     assert chunk.lines_before == 3
 
 
+@pytest.mark.slow
 def test_a_duplicate_read_in_the_poll_that_lost_a_file_ends_with_4_not_3(tmp_path):
     (tmp_path / "a.log").write_text("")
     (tmp_path / "b.log").write_text("")
@@ -260,6 +262,7 @@ def test_the_unended_last_line_of_a_renamed_file_is_read_before_the_new_file(tmp
     assert [n.detail for n in notices] == ["rename"]
 
 
+@pytest.mark.slow
 def test_a_poll_leaves_no_copy_of_the_lines_it_read(tmp_path):
     from forensics.watch.follow import Chunk
 
@@ -271,6 +274,7 @@ def test_a_poll_leaves_no_copy_of_the_lines_it_read(tmp_path):
     assert not state.folder.exists()
 
 
+@pytest.mark.slow
 def test_kinds_are_named_apart_while_the_polls_go_on(tmp_path):
     log = tmp_path / "a.log"
     log.write_text("")

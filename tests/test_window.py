@@ -41,6 +41,7 @@ def test_any_text_is_a_bound_or_a_config_error(text):
         assert dt.timedelta(0) <= bound.back <= dt.timedelta(days=36525)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.one_of(st.text(), iso_ish, near_misses))
 def test_the_option_gives_a_bound_or_a_usage_error(text):
@@ -52,6 +53,7 @@ def test_the_option_gives_a_bound_or_a_usage_error(text):
     assert isinstance(value, Bound)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 500), st.sampled_from(list(UNITS))), min_size=1, max_size=4))
 def test_a_duration_is_the_sum_of_its_parts(parts):
@@ -59,6 +61,7 @@ def test_a_duration_is_the_sum_of_its_parts(parts):
     assert parse_bound(text).back == dt.timedelta(seconds=sum(n * UNITS[unit] for n, unit in parts))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.datetimes(min_value=dt.datetime(1970, 1, 2), max_value=dt.datetime(2199, 12, 30)),
        st.sampled_from([None, dt.timezone.utc, dt.timezone(dt.timedelta(hours=5, minutes=30)),

@@ -70,6 +70,7 @@ def test_report_json_numbers_match_scipy(cli, logs):
     assert doc["plan"] is None and doc["applied"] is None
 
 
+@pytest.mark.slow
 def test_weights_flag_a_sample_ratio_mismatch(cli, tmp_path):
     logs = write_log(tmp_path / "w.log", clean_a=150, clean_b=50)
     result = cli("ab-contamination", "--test-id", TEST, logs, "--weights", "A=50,B=50")
@@ -79,6 +80,7 @@ def test_weights_flag_a_sample_ratio_mismatch(cli, tmp_path):
     assert "MISMATCH" not in fine.stdout and "mismatch" not in fine.stderr
 
 
+@pytest.mark.slow
 def test_csv_is_a_spreadsheet_safe_exclusion_list(cli, tmp_path):
     logs = write_log(tmp_path / "w.log", clean_a=5, clean_b=5, mixed=2, hostile=True)
     result = cli("ab-contamination", "--test-id", TEST, logs, "--format", "csv")
@@ -93,6 +95,7 @@ def test_csv_is_a_spreadsheet_safe_exclusion_list(cli, tmp_path):
     assert {r["first_variant"] for r in rows if r["unit"].startswith("'")} == {"B"}
 
 
+@pytest.mark.slow
 def test_table_escapes_control_characters(cli, tmp_path):
     logs = write_log(tmp_path / "w.log", clean_a=3, clean_b=3, hostile=True)
     result = cli("ab-contamination", "--test-id", TEST, logs, env={"COLUMNS": "250"})
@@ -112,6 +115,7 @@ def test_bad_weights_are_usage_errors(cli, logs, weights, message):
     assert result.exit_code == 2 and message in result.stderr
 
 
+@pytest.mark.slow
 def test_weights_must_name_the_arms_seen(cli, logs):
     result = cli("ab-contamination", "--test-id", TEST, logs, "--weights", "A=50,C=50")
     assert result.exit_code == 1

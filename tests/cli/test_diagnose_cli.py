@@ -91,6 +91,7 @@ def test_unknown_syntax(cli, good_log):
     assert "Error: Invalid value for '--syntax': 'xml' is not one of 'logfmt', 'jsonl', 'csv'." in result.stderr
 
 
+@pytest.mark.slow
 def test_json_output_is_the_contract(cli, good_log):
     result = cli("diagnose", good_log, "--format", "json")
     assert result.exit_code == 0
@@ -116,12 +117,14 @@ def test_fail_on_duplicates_exits_3(cli, good_log):
     assert cli("diagnose", good_log).exit_code == 0
 
 
+@pytest.mark.slow
 def test_stdin(cli):
     result = cli("diagnose", "-", "--format", "json", input=GOOD)
     assert result.exit_code == 0
     assert json.loads(result.stdout)["inputs"][0]["path"] == "<stdin>"
 
 
+@pytest.mark.slow
 def test_config_file_maps_fields(cli, tmp_path):
     (tmp_path / "export.csv").write_text("When,To,Message ID,Kind\n2026-11-28T09:00:00Z,a@b.co,<m@x>,send\n"
                                          "2026-11-28T09:00:05Z,a@b.co,<n@x>,send\n")
@@ -131,6 +134,7 @@ def test_config_file_maps_fields(cli, tmp_path):
     assert json.loads(result.stdout)["summary"]["duplicated_people"] == 1
 
 
+@pytest.mark.slow
 def test_affected_csv_is_spreadsheet_safe(cli, tmp_path):
     (tmp_path / "a.log").write_text(
         'ts=2026-11-28T09:00:00Z event=send worker="=cmd|calc" campaign=c1 step=1 email=x@y.z msg_id=1\n'
@@ -141,6 +145,7 @@ def test_affected_csv_is_spreadsheet_safe(cli, tmp_path):
     assert row["recipient"] == "x@y.z" and row["workers"].startswith("'=cmd|calc")
 
 
+@pytest.mark.slow
 def test_table_shows_control_characters_escaped_and_no_markup(cli, tmp_path):
     (tmp_path / "a.log").write_text(
         'ts=2026-11-28T09:00:00Z event=send worker="[bold red]w\x1b[31m1" campaign=c1 step=1 email=x@y.z msg_id=1\n'
@@ -151,6 +156,7 @@ def test_table_shows_control_characters_escaped_and_no_markup(cli, tmp_path):
     assert "[bold red]w\\x1b[31m1" in result.stdout
 
 
+@pytest.mark.slow
 def test_save_then_sql(cli, good_log, tmp_path):
     saved = tmp_path / "case.duckdb"
     assert cli("diagnose", good_log, "--save", saved).exit_code == 0
@@ -170,6 +176,7 @@ def test_strict(cli, tmp_path):
                              "--strict makes this fatal\n")
 
 
+@pytest.mark.slow
 def test_help_imports_no_heavy_library():
     code = ("import sys\nfrom mailmortem.cli import main\n"
             "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
@@ -203,6 +210,7 @@ def test_provider_export_reconciles_by_message_id(cli, tmp_path):
     assert "log sends not at provider: 1" in table.stdout
 
 
+@pytest.mark.slow
 def test_bad_memory_limit(cli, good_log, tmp_path, monkeypatch):
     # a private temp folder: other test processes make and remove spill folders in the shared one meanwhile
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))

@@ -60,6 +60,7 @@ def _reconciled(result) -> dict:
     return {name: found["count"] for name, found in rec.items()}
 
 
+@pytest.mark.slow
 def test_a_one_for_one_export_reconciles_with_nothing_missing_and_nothing_extra(cli, tmp_path):
     # Read as SendGrid's activity export, every id was cut at its first '.': N missing + N extra.
     log, export = _log_and_export(tmp_path, "recipient,msg_id,sent_at,campaign,step")
@@ -92,6 +93,7 @@ def test_a_refused_export_says_what_to_pass_and_that_works(cli, tmp_path, comman
         assert json.loads(told.stdout)["sends_found"] == N
 
 
+@pytest.mark.slow
 def test_map_keeps_campaign_step_and_time_into_the_sent_log(cli, tmp_path):
     import duckdb
 
@@ -105,6 +107,7 @@ def test_map_keeps_campaign_step_and_time_into_the_sent_log(cli, tmp_path):
     assert rows == [("c-1", "1", False)]
 
 
+@pytest.mark.slow
 def test_jsonl_map_without_an_event_means_every_row_is_a_send(cli, tmp_path):
     export = tmp_path / "g.jsonl"
     export.write_text('{"to": "a@b.c", "id": "m1", "campaign": "c1", "step": "1", "sentAt": "2026-11-28T09:00:00Z"}\n'

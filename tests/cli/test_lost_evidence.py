@@ -161,6 +161,7 @@ def test_a_long_send_within_the_readers_limit_is_read_whole(cli, tmp_path, monke
     assert cli("diagnose", path, "--fail-on-duplicates").exit_code == 3  # Ann, twice
 
 
+@pytest.mark.slow
 def test_a_file_whose_send_lines_were_all_lost_is_named_in_the_headline(cli, tmp_path):
     # worker 2 logs through Python logging, each message followed by two lines of pairs: too few stamped entries to
     # tell the envelope, so every send of it is skipped; "No duplicates" must name that file, not only the first line

@@ -35,6 +35,7 @@ def _hostile_case(tmp_path):
     return path
 
 
+@pytest.mark.slow
 def test_next_steps_are_complete_and_quoted(cli, tmp_path):
     path = _hostile_case(tmp_path)
     document = json.loads(cli("diagnose", path, "--format", "json").stdout)

@@ -40,6 +40,7 @@ def test_no_writer_lets_a_control_character_through(cli, hostile_log, args):
     assert not [c for c in RAW if c in result.stdout]
 
 
+@pytest.mark.slow
 def test_json_escapes_round_trip_to_the_logged_text(cli, hostile_log):
     result = cli("affected", hostile_log, "--format", "json")
     assert "\\u001b" in result.stdout and "\\u202e" in result.stdout
@@ -47,6 +48,7 @@ def test_json_escapes_round_trip_to_the_logged_text(cli, hostile_log):
     assert HOSTILE_WORKER in workers
 
 
+@pytest.mark.slow
 def test_csv_cells_that_look_like_formulas_are_neutralised(cli, hostile_log):
     rows = list(csv.DictReader(io.StringIO(cli("affected", hostile_log, "--format", "csv").stdout)))
     assert rows and all(not cell.startswith(("=", "＝")) for row in rows for cell in row.values())
@@ -121,6 +123,7 @@ def test_the_columnar_escapes_equal_the_python_ones(texts):
     assert frame.select(spreadsheet_safe_expr(pl.col("t")))["t"].to_list() == [spreadsheet_safe(t) for t in texts]
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(HOSTILE_TEXT, st.lists(st.tuples(HOSTILE_TEXT, HOSTILE_TEXT), max_size=3)),
                 min_size=1, max_size=6))

@@ -49,6 +49,7 @@ def test_with_logs_the_json_names_the_duplicates_the_log_misses(cli, tmp_path):
     assert rec["provider_confirmed_duplicates"]["grouping"]["grouped_by"] == "metadata"
 
 
+@pytest.mark.slow
 def test_with_logs_a_duplicate_the_log_shows_too_gets_no_provider_headline(cli, tmp_path):
     log, export = _log_and_export(tmp_path)
     with log.open("a") as f:
@@ -101,6 +102,7 @@ def test_provider_only_names_the_duplicate_and_not_the_sequence(cli, tmp_path):
     assert f"next: mailmortem affected --provider-export {export} --format csv -o apology-exclusions.csv" in lines
 
 
+@pytest.mark.slow
 def test_provider_only_fail_on_duplicates_exits_3_and_0_without_duplicates(cli, tmp_path):
     dup = _sendgrid(tmp_path, SEQUENCE)
     assert cli("diagnose", "--provider-export", dup, "--fail-on-duplicates").exit_code == 3
@@ -127,6 +129,7 @@ def test_provider_only_json_has_its_own_section(cli, tmp_path):
     assert "mechanism cannot be told" in section["cannot_tell"]
 
 
+@pytest.mark.slow
 def test_an_export_without_campaign_step_template_or_subject_is_refused(cli, tmp_path):
     export = tmp_path / "sent.csv"
     export.write_text("recipient,msg_id,sent_at,Mail title\na@example.com,m1,2026-11-28T09:00:00Z,Hello\n"
@@ -142,6 +145,7 @@ def test_an_export_without_campaign_step_template_or_subject_is_refused(cli, tmp
     assert "Grouped by the subject (within the campaign where the provider names one): 2 of 2 sends." in told.stdout
 
 
+@pytest.mark.slow
 def test_a_json_provider_export_without_metadata_is_told_the_metadata_keys(cli, tmp_path):
     export = _sendgrid(tmp_path, [_sg("a@example.com", "X1", 1764400000, cmp="c-1", seq="1"),
                                   _sg("a@example.com", "X2", 1764400060, cmp="c-1", seq="2")])
@@ -212,6 +216,7 @@ def test_affected_lists_the_people_in_every_format(cli, tmp_path, fmt):
             in result.stdout and "bob@example.com" in result.stdout
 
 
+@pytest.mark.slow
 def test_affected_filters_by_campaign_and_refuses_what_it_cannot_filter(cli, tmp_path):
     export = _sendgrid(tmp_path, SEQUENCE)
     assert cli("affected", "--provider-export", export, "--campaign", "c-9", "--format", "csv").stdout.count("\n") == 2
@@ -236,6 +241,7 @@ def test_no_logs_and_no_export_is_a_usage_error_and_log_options_need_logs(cli, t
     assert not (tmp_path / "case.duckdb").exists()
 
 
+@pytest.mark.slow
 def test_sends_that_cannot_be_grouped_make_the_run_incomplete(cli, tmp_path):
     events = SEQUENCE + [_sg("dee@example.com", "D1", 1764400030, campaign="c-9")]  # no step, no subject
     export = _sendgrid(tmp_path, events)
@@ -254,6 +260,7 @@ def test_an_envelope_without_logs_is_a_usage_error(cli, tmp_path):
     assert "--envelope, --memory-limit say how to read LOGS, which were not given" in result.stderr
 
 
+@pytest.mark.slow
 def test_hostile_subjects_reach_neither_the_terminal_nor_a_spreadsheet_as_commands(cli, tmp_path):
     export = tmp_path / "sent.csv"
     export.write_text('recipient,msg_id,subject\na@b.c,m1,"=HYPERLINK(""x"")\x1b[31m"\na@b.c,m2,"=HYPERLINK(""x"")\x1b[31m"\n')
@@ -264,6 +271,7 @@ def test_hostile_subjects_reach_neither_the_terminal_nor_a_spreadsheet_as_comman
     assert row["label"] == "'=HYPERLINK(\"x\")\\x1b[31m" and row["grouped_by"] == "subject"
 
 
+@pytest.mark.slow
 def test_ses_tags_and_mailgun_subjects_group_their_sends(cli, tmp_path):
     ses = tmp_path / "ses.jsonl"
     ses.write_text("".join(json.dumps({"eventType": "Send", "mail": {
@@ -294,6 +302,7 @@ def test_affected_warns_before_an_incomplete_list(cli, tmp_path):
                              "address or metadata): duplicates among them cannot be seen\n")
 
 
+@pytest.mark.slow
 def test_with_logs_provider_sends_no_grouping_places_are_not_called_no_duplicates(cli, tmp_path):
     log, export = _log_and_export(tmp_path)
     bare = tmp_path / "bare.csv"
@@ -309,6 +318,7 @@ def test_with_logs_provider_sends_no_grouping_places_are_not_called_no_duplicate
             "them cannot be seen (see the reconciliation).") in result.stdout.splitlines()
 
 
+@pytest.mark.slow
 def test_with_logs_unplaced_provider_sends_make_the_run_incomplete(cli, tmp_path):
     log, export = _log_and_export(tmp_path)
     bare = tmp_path / "bare.csv"

@@ -40,6 +40,7 @@ def test_a_read_with_no_store_creates_none_and_says_what_to_pass(cli, here, args
     assert list(here.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_mistyped_duckdb_path_is_refused_not_created(cli, here):
     cli("backfill-sentlog", "--provider-export", SG, "--no-step", "--db", "real.duckdb")
     result = cli(*CHECK, "--recipient", "jane@acme.com", "--db", "reel.duckdb")

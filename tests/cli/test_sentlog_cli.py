@@ -72,6 +72,7 @@ def test_bad_input_is_one_line_exit_1(cli, tmp_path, args, message):
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dsn", [
     "postgresql://mm:s3cretpw@127.0.0.1:1/nodb",           # unreachable server
     "postgresql://mm:s3cretpw@127.0.0.1:5432/nodb?sslmode=bogus",  # bad DSN

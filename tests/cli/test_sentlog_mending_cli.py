@@ -62,6 +62,7 @@ def test_a_row_without_a_step_is_said_to_count_for_every_step_never_got_step_2(c
     assert (doc["step"], doc["step_recorded"], doc["counts_for_every_step"]) == (None, False, True)
 
 
+@pytest.mark.slow
 def test_sent_at_is_read_by_its_name_and_the_reading_is_printed(cli, tmp_path):
     export, db = tmp_path / "e.csv", tmp_path / "s.duckdb"
     export.write_text("To,Message ID,Campaign Name,sequence_step,Sent At\njane@acme.com,m-1,c-1,1,2026-12-01T10:00:00Z\n")
@@ -151,6 +152,7 @@ def test_a_stated_value_blank_in_normal_form_is_a_usage_error(cli, tmp_path, fla
     assert result.exit_code == 2 and f"{flag} must not be empty" in result.stderr and not db.exists()
 
 
+@pytest.mark.slow
 def test_a_send_time_column_found_but_unreadable_is_named_by_the_refusal_not_asked_for_again(cli, tmp_path):
     export, db = tmp_path / "e.csv", tmp_path / "s.duckdb"
     export.write_text("To,Message ID,Campaign,Step,Sent At\njane@acme.com,m-1,c-1,1,12/03/2026 09:00 AM\n"

@@ -92,6 +92,7 @@ def test_the_table_says_first_who_the_window_cannot_see(cli, week):
     assert "mailmortem affected " in read and " --since 2026-11-28T10:00:00Z --incident INC-1 " in read
 
 
+@pytest.mark.slow
 def test_an_until_is_named_in_the_caveat(cli, week):
     first = cli("diagnose", week, "--since", "3h", "--until", "1h").stdout.splitlines()[0]
     assert "(--since 3h --until 1h)" in first and "nor one whose later send falls after it" in first
@@ -110,6 +111,7 @@ def test_data_commands_say_it_on_stderr(cli, tmp_path, command):
            "falls before the window is not seen as duplicated" in result.stderr
 
 
+@pytest.mark.slow
 def test_ab_contamination_before_the_window_is_not_seen(cli, tmp_path):
     log = tmp_path / "ab.log"
     log.write_text(_send("2026-11-28T08:00:00Z", "p@x.co", "1", extra=" test_id=t1 variant=A")
@@ -128,6 +130,7 @@ def test_the_report_notes_the_window_and_repeats_it_in_its_commands(cli, week):
     assert "--since 2026-11-28T10:00:00Z" in result.stdout
 
 
+@pytest.mark.slow
 def test_a_window_without_a_send_is_refused_naming_it_and_the_inputs_range(cli, week):
     result = cli("diagnose", week, "--since", "2026-12-01T00:00Z", "--fail-on-duplicates")
     assert result.exit_code == 1 and result.stdout == ""

@@ -30,11 +30,18 @@ def test_the_copy_is_removed_after_success_and_error(tmp_path, data, code):
     assert _spools(tmp_path) == []
 
 
+def _default_stopping_signals() -> None:
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def _reading_stdin(tmp_path) -> subprocess.Popen:
     """A `diagnose -` that has copied part of its input and waits for the rest (standard input stays open)."""
+    # started as a shell starts a command, each stopping signal at its default action: whoever runs the tests may
+    # ignore one (nohup ignores SIGHUP), and an ignored SIGHUP is rightly left ignored by the run
     proc = subprocess.Popen([sys.executable, "-m", "mailmortem", "diagnose", "-"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "TMPDIR": str(tmp_path)})
+                            env={**os.environ, "TMPDIR": str(tmp_path)}, preexec_fn=_default_stopping_signals)
     proc.stdin.write(LOG[:5000])
     proc.stdin.flush()
     # the event: the copy exists. Its folder is made, and set to be removed, before the copy is written in it; a
@@ -47,6 +54,7 @@ def _reading_stdin(tmp_path) -> subprocess.Popen:
     return proc
 
 
+@pytest.mark.slow
 def test_the_copy_is_removed_on_ctrl_c(tmp_path):
     proc = _reading_stdin(tmp_path)
     proc.send_signal(signal.SIGINT)

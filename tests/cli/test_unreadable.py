@@ -1,14 +1,12 @@
 """What cannot be read is never passed over in silence. Run as an unprivileged user (uid 65534): root reads
-every file whatever its mode, so a permission test as root would prove nothing."""
+every file whatever its mode, so a permission test as root would prove nothing (the `unprivileged` fixture, which
+brings what that user runs where it can read it)."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import stat
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -19,12 +17,9 @@ SAMPLE = REPO / "sample_logs" / "parallel-worker"
 FIXTURES = REPO / "tests" / "fixtures" / "providers"
 
 
-def _as_nobody(*args: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "mailmortem", *args]
-    if os.geteuid() == 0:
-        command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--"] + command
-    return subprocess.run(command, capture_output=True, text=True, cwd=tempfile.gettempdir(), timeout=300,
-                          env={**os.environ, "HOME": tempfile.gettempdir()})
+@pytest.fixture()
+def as_nobody(unprivileged):
+    return unprivileged.run
 
 
 @pytest.fixture()
@@ -45,37 +40,38 @@ def tree():
     shutil.rmtree(root, ignore_errors=True)
 
 
-def test_an_unreadable_subfolder_is_an_error_naming_it(tree):
-    result = _as_nobody("diagnose", str(tree / "logs"))
+@pytest.mark.slow
+def test_an_unreadable_subfolder_is_an_error_naming_it(tree, as_nobody):
+    result = as_nobody("diagnose", str(tree / "logs"))
     assert result.returncode == 1, result.stdout
     assert result.stderr.startswith(f"Error: {tree / 'logs' / 'b'}: permission denied")
     assert "--skip-unreadable" in result.stderr and "Traceback" not in result.stderr and not result.stdout
 
 
-def test_an_unreadable_file_is_an_input_error_not_an_internal_one(tree):
-    result = _as_nobody("diagnose", str(tree / "logs" / "a" / "locked.log"))
+@pytest.mark.slow
+def test_an_unreadable_file_is_an_input_error_not_an_internal_one(tree, as_nobody):
+    result = as_nobody("diagnose", str(tree / "logs" / "a" / "locked.log"))
     assert result.returncode == 1
     assert result.stderr == f"Error: {tree / 'logs' / 'a' / 'locked.log'}: permission denied " \
                             "(fix its permissions, or pass --skip-unreadable to read the rest and list it as not read)\n"
 
 @pytest.mark.slow
-
-def test_skip_unreadable_reads_the_rest_and_says_what_it_did_not_read(tree):
-    result = _as_nobody("diagnose", str(tree / "logs"), "--skip-unreadable", "--format", "json")
+def test_skip_unreadable_reads_the_rest_and_says_what_it_did_not_read(tree, as_nobody):
+    result = as_nobody("diagnose", str(tree / "logs"), "--skip-unreadable", "--format", "json")
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
     assert doc["complete"] is False
     assert {u["path"] for u in doc["lost_evidence"]["files_not_read"]} == {
         str(tree / "logs" / "b"), str(tree / "logs" / "a" / "locked.log")}
     assert [i["path"] for i in doc["inputs"]] == [str(tree / "logs" / "a" / "w1.log")]
-    table = _as_nobody("diagnose", str(tree / "logs"), "--skip-unreadable")
+    table = as_nobody("diagnose", str(tree / "logs"), "--skip-unreadable")
     assert table.stdout.startswith("INCOMPLETE: 2 file(s) or folder(s) not read")
-    assert _as_nobody("diagnose", str(tree / "logs"), "--skip-unreadable", "--fail-on-duplicates").returncode == 4
-    listed = _as_nobody("affected", str(tree / "logs"), "--skip-unreadable", "--format", "csv")
+    assert as_nobody("diagnose", str(tree / "logs"), "--skip-unreadable", "--fail-on-duplicates").returncode == 4
+    listed = as_nobody("affected", str(tree / "logs"), "--skip-unreadable", "--format", "csv")
     assert "were not read" in listed.stderr
 
 
-def test_backfill_refuses_an_export_folder_it_cannot_read_entirely(tree):
+def test_backfill_refuses_an_export_folder_it_cannot_read_entirely(tree, as_nobody):
     exports = tree / "exports"
     (exports / "more").mkdir(parents=True)
     shutil.copy(FIXTURES / "sendgrid-events.jsonl", exports / "a.jsonl")
@@ -84,7 +80,7 @@ def test_backfill_refuses_an_export_folder_it_cannot_read_entirely(tree):
         path.chmod(0o755 if path.is_dir() else 0o644)
     (exports / "more").chmod(0)
     try:
-        result = _as_nobody("backfill-sentlog", "--provider-export", str(exports), "--dry-run")
+        result = as_nobody("backfill-sentlog", "--provider-export", str(exports), "--dry-run")
     finally:
         (exports / "more").chmod(0o755)
     assert result.returncode == 1 and result.stderr.startswith(f"Error: {exports / 'more'}: permission denied")

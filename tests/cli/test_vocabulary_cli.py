@@ -59,6 +59,7 @@ def test_a_structlog_log_of_the_issue_is_read_exactly_and_says_how(cli, tmp_path
                                                           "why": "its words: sendgrid message id"}
 
 
+@pytest.mark.slow
 def test_an_unknown_recipient_key_beside_a_from_is_decided_by_its_name(cli, tmp_path):
     rows = records({"recipient": "email.to.address"})
     for row in rows:
@@ -96,6 +97,7 @@ def test_an_unknown_step_key_makes_the_run_incomplete_naming_it(cli, tmp_path):
     assert cli("diagnose", path, "--field", "step=seq", "--fail-on-duplicates").exit_code == 3
 
 
+@pytest.mark.slow
 def test_records_without_a_recognised_send_are_refused_with_what_was_seen(cli, tmp_path):
     path = write(tmp_path, records({"msg_id": "sendgrid_message_id"}, send="outreach email sent"))
     result = cli("diagnose", path, "--no-infer")
@@ -181,7 +183,8 @@ def test_a_renamed_key_or_event_value_never_gives_a_complete_answer_short_of_the
 
     known = {alias for names in ALIASES.values() for alias in names} | set(KNOWN_EVENT_VALUES)
 
-    @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                     HealthCheck.too_slow])
     @given(what=st.sampled_from([*RENAMED, "send value"]), word=st.text("abcdefghijklmnopqrstuvwxyz", min_size=3, max_size=9))
     def check(what, word):
         assume(word not in known and not any(by_name(word, canon) for canon in NAME_RULES))
@@ -204,6 +207,7 @@ def test_fields_shows_hostile_values_escaped_and_names_refused_candidates(cli, t
     assert "refused: cannot tell which key holds the recipient: primary, secondary" in result.stdout
 
 
+@pytest.mark.slow
 def test_a_template_id_or_a_line_sequence_number_is_never_inferred_as_a_dedupe_key(cli, tmp_path):
     """A key named like a message id but shared by sends (a template's id) would merge a person's two sends into
     one; a `sequence_number` unique per line would make each send its own campaign: both hide duplicates."""
@@ -237,6 +241,7 @@ def test_one_workers_own_names_beside_anothers_aliases_are_read_too(cli, tmp_pat
     assert [a["key"] for a in renamed["vocabulary"]["fields"]["msg_id"]["also"]] == ["sg_message_id"]
 
 
+@pytest.mark.slow
 def test_a_send_under_an_unread_event_and_id_key_is_lost_evidence_not_dropped(cli, tmp_path):
     """--no-infer, a second worker's file in its own words ("mail dispatched", `ref`): its sends are counted as lost
     evidence, never dropped in silence beside the first file's sends."""
@@ -248,6 +253,7 @@ def test_a_send_under_an_unread_event_and_id_key_is_lost_evidence_not_dropped(cl
     assert result.exit_code == 4 and "5 record(s) look like sends" in result.stdout.splitlines()[0]
 
 
+@pytest.mark.slow
 def test_an_unknown_step_key_of_words_makes_the_run_incomplete_naming_it(cli, tmp_path):
     """A step under a key that says nothing (`phase`) holding words (`intro`, `follow-up`): one person's two steps
     must not pass for a duplicate in a complete run."""
@@ -268,6 +274,7 @@ def _with_earlier_attempts(event: str) -> list[dict]:
     return attempts + rows
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("event", ["send timed out", "email not sent", "send aborted", "send cancelled"])
 def test_a_failed_attempt_in_words_the_table_lacks_is_never_inferred_as_a_send(cli, tmp_path, event):
     _, document = diagnose_json(cli, write(tmp_path, _with_earlier_attempts(event)))
@@ -275,6 +282,7 @@ def test_a_failed_attempt_in_words_the_table_lacks_is_never_inferred_as_a_send(c
     assert document["vocabulary"]["events"][event]["event"] == "error"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("event", ["send email", "email send attempt"])
 def test_a_value_that_says_send_beside_one_that_says_sent_is_not_a_send(cli, tmp_path, event):
     """A log line before the call ("send email") carries what the send does; beside "email sent" it is not a send,
@@ -283,6 +291,7 @@ def test_a_value_that_says_send_beside_one_that_says_sent_is_not_a_send(cli, tmp
     assert document["summary"]["duplicated_people"] == TRUTH and event not in document["vocabulary"]["events"]
 
 
+@pytest.mark.slow
 def test_one_send_wording_in_two_letter_cases_is_stated_with_all_its_records(cli, tmp_path):
     """One worker logs "email sent", another "Email Sent": one value, and the reading says how many records it has."""
     rows = records(send="email sent")
@@ -304,6 +313,7 @@ def test_a_few_valued_address_key_is_never_inferred_as_the_recipient_by_its_valu
     assert "owner" not in result.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("names", [{"step": "seq_step"}, {}])
 def test_one_step_written_two_ways_by_two_workers_makes_the_run_incomplete(cli, tmp_path, names):
     """w1 logs the step as 1, w2 as "step-1": the 4 people both sent are not seen as duplicated, so the run must not
@@ -321,6 +331,7 @@ def test_one_step_written_two_ways_by_two_workers_makes_the_run_incomplete(cli, 
     assert result.exit_code == 4 and "(step values 1, step-1)" in result.stdout.splitlines()[0]
 
 
+@pytest.mark.slow
 def test_a_template_id_beside_a_key_named_step_is_not_the_step(cli, tmp_path):
     """SendGrid's `template_id` (the alias table's last step name), one per campaign, beside the team's `seq_step`:
     read as the step it made three people's intended step 2 duplicates of step 1 in a complete run."""
@@ -351,6 +362,7 @@ def test_logrus_text_whose_msg_is_the_event_is_refused_with_an_option_that_reads
     assert {row["key"]: row["field"] for row in described["keys"]}["msg"] == "event"
 
 
+@pytest.mark.slow
 def test_a_line_logged_before_the_call_under_the_sends_message_id_is_neither_a_send_nor_lost(cli, tmp_path):
     """`send email` then `email sent`, one Message-ID made before the call: exact and complete."""
     sends = records(send="email sent", angle=True)
@@ -359,6 +371,7 @@ def test_a_line_logged_before_the_call_under_the_sends_message_id_is_neither_a_s
     assert document["summary"]["duplicated_people"] == TRUTH and document["complete"] is True
 
 
+@pytest.mark.slow
 def test_a_template_id_set_aside_with_no_campaign_read_makes_the_run_incomplete_naming_it(cli, tmp_path):
     """Without a campaign key, the template's id set aside may be all that tells two campaigns' step 1 apart."""
     rows = records({"step": "seq_step"}, extra={"template_id": "d-8f2a9c1e44b04a7f"})

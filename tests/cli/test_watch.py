@@ -44,11 +44,11 @@ class Writer:
 class Watch:
     """`mailmortem watch … --format jsonl --poll 0.05`, its events read as they come."""
 
-    def __init__(self, *args: str, stdin=None, as_nobody: bool = False, cwd: Path = REPO):
-        command = [sys.executable, "-m", "mailmortem", "watch", *args, "--format", "jsonl", "--poll", "0.05"]
-        if as_nobody and os.geteuid() == 0:
-            command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--"] + command
-        env = {**os.environ, "PYTHONPATH": str(REPO), "HOME": tempfile.gettempdir()}
+    def __init__(self, *args: str, stdin=None, as_nobody=None, cwd: Path = REPO):
+        """`as_nobody`: the `unprivileged` fixture, to run the watch as uid 65534 (root reads any file)."""
+        args = ("watch", *args, "--format", "jsonl", "--poll", "0.05")
+        command = as_nobody.command(*args) if as_nobody else [sys.executable, "-m", "mailmortem", *args]
+        env = as_nobody.env() if as_nobody else {**os.environ, "PYTHONPATH": str(REPO), "HOME": tempfile.gettempdir()}
         self.process = subprocess.Popen(command, cwd=cwd, text=True, stdin=stdin or subprocess.DEVNULL,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         self.events: queue.Queue = queue.Queue()
@@ -212,11 +212,11 @@ def test_a_stream_on_stdin_that_closes_is_lost_evidence(writer, watches):
     stream.wait(TIMEOUT_S)
 
 
-def test_a_file_made_unreadable_mid_watch_ends_a_quiet_period_with_exit_4(logs, writer, watches):
+def test_a_file_made_unreadable_mid_watch_ends_a_quiet_period_with_exit_4(logs, writer, watches, unprivileged):
     log = logs / "mail.log"
     log.write_text("")
     log.chmod(0o644)
-    watch = watches(str(log), "--expect-quiet", "10m", as_nobody=True, cwd=Path(tempfile.gettempdir()))
+    watch = watches(str(log), "--expect-quiet", "10m", as_nobody=unprivileged, cwd=Path(tempfile.gettempdir()))
     log.chmod(0)
     lost = watch.wait_for("lost")
     assert (lost["what"], lost["detail"]) == ("unreadable", "permission denied")
