@@ -25,6 +25,7 @@ from forensics.ingest.envelopes import NONE as NO_ENVELOPE, Reading
 from forensics.ingest.fields import FieldMap
 from forensics.ingest.sources import Source
 from forensics.watch.follow import Chunk
+from forensics.watch.keys import RowIndex
 
 CHUNKS_PREFIX = "mailmortem-watch-"
 STATE_MEMORY = SCRATCH_MEMORY = "256MB"  # each connection's DuckDB memory limit unless --memory-limit says
@@ -66,6 +67,8 @@ class State:
         self.folder = runfolders.make(CHUNKS_PREFIX)
         self.shapes: dict[str, tuple[str, str | None]] = {}  # file → (syntax, envelope) its first chunk was read as
         self.created = False
+        self.person_rows, self.send_rows = RowIndex(), RowIndex()  # rows of watch_sends by person, by send
+        self.kept = 0  # rows of watch_sends: the next one added is this rowid
         self._numbers = itertools.count(1)
         self._warm()
 
@@ -80,13 +83,10 @@ class State:
 
     def take(self, chunks: list[Chunk]) -> Changes:
         """Read the chunks into the state and say what changed."""
-        if not chunks:
-            return Changes()
+        changes = Changes()
         for group in self._groups(chunks).values():
-            self._read(group)
-        queries.script(self.con, "watch_new_duplicates")
-        return Changes(queries.rows(self.con, "watch_duplicate_rows"), queries.rows(self.con, "watch_worker_rows"),
-                       queries.rows(self.con, "watch_sends_by_worker"))
+            self._read(group, changes)
+        return changes
 
     def _groups(self, chunks: list[Chunk]) -> dict[tuple, list[Chunk]]:
         """Chunks read in one load: those of files whose shape is known, per shape; those of new files together."""
@@ -95,7 +95,7 @@ class State:
             groups.setdefault(self.shapes.get(chunk.label, (None, None)), []).append(chunk)
         return groups
 
-    def _read(self, chunks: list[Chunk]) -> None:
+    def _read(self, chunks: list[Chunk], changes: Changes) -> None:
         """One load of the chunks (through the loader, the same reading as diagnose), added to the state in one
         statement per table. Plain chunks of files already read (no envelope, no CSV header) are read as one file:
         the loader's cost is per file, and a folder of one log per worker would pay it for each at every poll."""
@@ -113,7 +113,7 @@ class State:
             for (path, spans), summary in zip(pieces.items(), inputs):
                 if summary.records and len(spans) == 1:
                     self.shapes.setdefault(spans[0][2].label, (summary.syntax, summary.envelope or NO_ENVELOPE))
-            self._add(pieces)
+            self._add(pieces, changes)
         finally:  # each piece's folder of its own (its file's path is kept inside it)
             for path in pieces:
                 shutil.rmtree(self.folder / Path(path).relative_to(self.folder).parts[0])
@@ -137,7 +137,7 @@ class State:
             pieces[str(path)] = spans
         return pieces
 
-    def _add(self, pieces: dict[str, list[tuple[int, int, Chunk]]]) -> None:
+    def _add(self, pieces: dict[str, list[tuple[int, int, Chunk]]], changes: Changes) -> None:
         import pyarrow as pa
 
         spans = [(path, *span) for path, of_file in pieces.items() for span in of_file]
@@ -153,6 +153,32 @@ class State:
         queries.script(self.con, "watch_take_chunk")
         for name in ("watch_chunk_files", "watch_chunk_events", "watch_chunk_skipped"):
             self.con.unregister(name)
+        self._add_sends()
+        changes.duplicates += queries.rows(self.con, "watch_duplicate_rows")
+        changes.workers += queries.rows(self.con, "watch_worker_rows")
+        changes.sends += queries.rows(self.con, "watch_sends_by_worker")
+
+    def _add_sends(self) -> None:
+        """The poll's new sends kept and its new duplicated people found, reading of the sends kept before only the
+        rows the index points to (forensics/watch/keys.py)."""
+        import pyarrow as pa
+
+        keys = queries.arrow(self.con, "watch_candidate_keys")
+        persons, sends = (keys.column(c).to_numpy() for c in ("person", "send"))
+        self.con.register("watch_copy_rows", pa.table({"rid": self.send_rows.rows(sends).astype("int64")}))
+        self.con.register("watch_person_rows", pa.table({"rid": self.person_rows.rows(persons).astype("int64")}))
+        try:
+            queries.script(self.con, "watch_add_sends")
+            queries.script(self.con, "watch_new_duplicates")
+        finally:
+            self.con.unregister("watch_copy_rows")
+            self.con.unregister("watch_person_rows")
+        added = queries.arrow(self.con, "watch_added_keys", {"first_row": self.kept})
+        if added.num_rows:
+            rows = added.column("rid").to_numpy()
+            self.person_rows.add(added.column("person").to_numpy(), rows)
+            self.send_rows.add(added.column("send").to_numpy(), rows)
+            self.kept = int(rows.max()) + 1
 
     def kind_changes(self, con=None) -> list[dict]:
         """Classify the whole state as diagnose would; the duplicated people whose kind is new or changed. `con`: a
