@@ -121,6 +121,7 @@ class Watch:
                        "ts": _iso(worker["ts"]), "source": worker["source"]})
         if changes.sends:
             self.rates.append((now, {row["worker"]: row["sends"] for row in changes.sends}))
+            self._forget_rates(now)
             if self.plan.expect_quiet is not None:
                 first = min((row["first"] for row in changes.sends), key=lambda s: s["ts"])
                 self.emit({"event": "send", **_send(first), "worker": _worker_of(changes.sends, first)})
@@ -174,14 +175,18 @@ class Watch:
         return ending
 
     def _status(self, now: float) -> dict:
-        while self.rates and now - self.rates[0][0] > 60:
-            self.rates.popleft()
+        self._forget_rates(now)
         per_worker: dict = {}
         for _t, counts in self.rates:
             for worker, sends in counts.items():
                 per_worker[worker] = per_worker.get(worker, 0) + sends
         return {"sends_per_minute": per_worker, "duplicated_people": self.people,
                 "files": self.follower.followed_count(), "idle_s": self.follower.idle(now), "lost": len(self.lost)}
+
+    def _forget_rates(self, now: float) -> None:
+        """Only the last minute's sends are kept (at every poll: without a status line, nothing else drops them)."""
+        while self.rates and now - self.rates[0][0] > 60:
+            self.rates.popleft()
 
     def unread(self) -> list[dict]:
         """The files the watch stopped reading, as the summary lists files not read."""
