@@ -287,3 +287,52 @@ def test_kinds_are_named_apart_while_the_polls_go_on(tmp_path):
     assert ("ana@example.com", "parallel-worker") in kinds
     watch.finish(Ending(0, "done"))
     assert sorted(e["recipient"] for e in events if e["event"] == "kind") == ["ana@example.com", "bo@example.com"]
+
+
+def test_a_poll_reading_a_known_file_and_a_new_one_reports_the_duplicate_in_the_known_one(tmp_path):
+    from forensics.watch.follow import Chunk
+
+    state = State(Options())
+    known, new = str(tmp_path / "a.log"), str(tmp_path / "b.log")
+    state.take([Chunk(known, _send("m1").encode(), 0)])
+    changes = state.take([Chunk(known, _send("m2", worker="w2").encode(), 1),  # read apart: its shape is known
+                          Chunk(new, _send("m3", to="bo@example.com").encode(), 0)])
+    assert [(d["recipient"], d["sends"]) for d in changes.duplicates] == [("ana@example.com", 2)]
+    assert sorted(row["worker"] for row in changes.sends) == ["w1", "w2"]
+    state.close()
+
+
+def test_a_send_logged_again_many_polls_later_is_one_send_and_a_new_one_to_that_person_is_a_duplicate(tmp_path):
+    from forensics.watch.follow import Chunk
+
+    state = State(Options())
+    log = str(tmp_path / "a.log")
+    state.take([Chunk(log, _send("m0").encode(), 0)])
+    for poll in range(1, 12):  # other people's sends: the index's runs are merged meanwhile
+        state.take([Chunk(log, _send(f"m{poll}", to=f"p{poll}@example.com").encode(), poll)])
+    assert state.take([Chunk(log, _send("m0").encode(), 12)]).duplicates == []  # the same send logged twice
+    changes = state.take([Chunk(log, _send("m99", worker="w2").encode(), 13)])
+    assert [(d["recipient"], d["sends"], [s["msg_id"] for s in d["first_sends"]]) for d in changes.duplicates] == [
+        ("ana@example.com", 2, ["m0@mail.example.com", "m99@mail.example.com"])]
+    state.close()
+
+
+def test_the_send_index_points_to_every_row_sharing_a_key_and_to_few_others():
+    import numpy as np
+
+    from forensics.watch.keys import RowIndex
+
+    index, rng, kept = RowIndex(), np.random.default_rng(7), []
+    for poll in range(200):
+        keys = rng.integers(0, 2**63, size=int(rng.integers(0, 40)), dtype=np.uint64)
+        if kept and poll % 5 == 0:  # keys seen before, as a person sent to again
+            keys = np.concatenate([keys, kept[0][:2]])
+        rows = np.arange(sum(len(k) for k in kept), sum(len(k) for k in kept) + len(keys))
+        index.add(keys, rows)
+        kept.append(keys)
+    every = np.concatenate(kept)
+    asked = np.concatenate([every[::50], np.array([1, 2**40], dtype=np.uint64)])
+    found = index.rows(asked)
+    assert set(np.flatnonzero(np.isin(every, asked))) <= set(found.tolist())
+    assert len(found) < 2 * np.isin(every, asked).sum() + 5
+    assert len(index.runs) < 12  # merged as they grow

@@ -24,6 +24,7 @@ QUIET, SENT, LOST, INTERRUPTED = 0, 3, 4, 130
 # classify reads everything read so far: it runs again no sooner than this many times its last run's cost, so that
 # naming kinds takes at most 1/KIND_COST_RATIO of the watch's time however long the watch has run
 KIND_COST_RATIO = 40
+MIN_REST_SHARE = 5  # the least rest between two polls: a fifth of the poll period
 
 
 @dataclass(frozen=True)
@@ -65,10 +66,14 @@ class Watch:
     def run(self) -> Ending:
         try:
             while True:
-                ending = self.step(time.monotonic())
+                began = time.monotonic()
+                ending = self.step(began)
                 if ending:
                     return self.finish(ending)
-                time.sleep(self.plan.poll)
+                # polls begin every `poll` seconds, not `poll` seconds after the last one ended: a line waits for
+                # at most one period plus one poll's work on a busy machine; a poll that took longer than the
+                # period is followed by a short rest, not by polls back to back (each has a cost of its own)
+                time.sleep(max(self.plan.poll / MIN_REST_SHARE, self.plan.poll - (time.monotonic() - began)))
         except KeyboardInterrupt:  # Ctrl-C ends a watch as --for does, with what was seen (a second one aborts)
             return self.finish(Ending(LOST if self.lost else INTERRUPTED, "interrupted", summarize=True))
         finally:
