@@ -317,12 +317,14 @@ def test_a_send_logged_again_many_polls_later_is_one_send_and_a_new_one_to_that_
     state.close()
 
 
-def test_the_send_index_points_to_every_row_sharing_a_key_and_to_few_others():
+@pytest.mark.parametrize("on_disk", [False, True])
+def test_the_send_index_points_to_every_row_sharing_a_key_and_to_few_others(tmp_path, monkeypatch, on_disk):
     import numpy as np
 
-    from forensics.watch.keys import RowIndex
+    from forensics.watch import keys
 
-    index, rng, kept = RowIndex(), np.random.default_rng(7), []
+    monkeypatch.setattr(keys, "ON_DISK", 64)
+    index, rng, kept = keys.RowIndex(tmp_path if on_disk else None), np.random.default_rng(7), []
     for poll in range(200):
         keys = rng.integers(0, 2**63, size=int(rng.integers(0, 40)), dtype=np.uint64)
         if kept and poll % 5 == 0:  # keys seen before, as a person sent to again
@@ -336,3 +338,5 @@ def test_the_send_index_points_to_every_row_sharing_a_key_and_to_few_others():
     assert set(np.flatnonzero(np.isin(every, asked))) <= set(found.tolist())
     assert len(found) < 2 * np.isin(every, asked).sum() + 5
     assert len(index.runs) < 12  # merged as they grow
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert len(files) == (sum(len(run) >= 64 for run in index.runs) if on_disk else 0)  # a merged run's file goes

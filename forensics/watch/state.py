@@ -67,7 +67,7 @@ class State:
         self.folder = runfolders.make(CHUNKS_PREFIX)
         self.shapes: dict[str, tuple[str, str | None]] = {}  # file → (syntax, envelope) its first chunk was read as
         self.created = False
-        self.person_rows, self.send_rows = RowIndex(), RowIndex()  # rows of watch_sends by person, by send
+        self.person_rows, self.send_rows = RowIndex(self.folder), RowIndex(self.folder)  # watch_sends by person, send
         self.kept = 0  # rows of watch_sends: the next one added is this rowid
         self._numbers = itertools.count(1)
         self._warm()
