@@ -3,7 +3,9 @@
 -- (watch_chunk_events, watch_chunk_skipped, and watch_chunk_files: each chunk's file it was read from, its lines
 -- there, first_line to last_line, and the lines of its own file before it)
 -- and are added to watch_events and watch_skipped, numbered as in their file. Sends, people and workers are
--- kept up to date from the new rows only; the whole state is read again only to name kinds (classify).
+-- kept up to date from the new rows only: no statement of a poll reads every send kept (watch_sends is read only
+-- at the rows forensics/watch/keys.py points to), so that a poll costs the same after an hour as after a minute;
+-- the whole state is read again only to name kinds (classify, at most 1/40 of the time: forensics/watch/run.py).
 
 -- name: watch_create_state
 -- The state tables, shaped like the loader's events and skipped (made empty from the first chunk).
@@ -17,10 +19,11 @@ CREATE TABLE IF NOT EXISTS watch_people (campaign VARCHAR, step VARCHAR, recipie
 CREATE TABLE IF NOT EXISTS watch_workers (worker VARCHAR, incarnation VARCHAR)
 
 -- name: watch_take_chunk
--- Add one poll's rows, each numbered by its line in its file; the new real sends (as build_sends counts them: a
--- send record with a msg_id, a success or no status and a recipient; one per msg_id and recipient, a copy of one
--- already seen left out); and what the new records say of workers: one seen for the first time (new-worker), a
--- known one under a new incarnation or logging a start (worker-restart).
+-- Add one poll's rows, each numbered by its line in its file; the candidate real sends (as build_sends counts
+-- them: a send record with a msg_id, a success or no status and a recipient; one per msg_id and recipient; a copy
+-- of one already kept is left out by watch_add_sends); and what the new records say of workers: one seen for the
+-- first time (new-worker), a known one under a new incarnation or logging a start (worker-restart). watch_workers
+-- holds a row per worker and incarnation: it stays small however long the watch runs.
 -- dialect: duckdb
 CREATE OR REPLACE TEMP TABLE watch_new_events AS
 SELECT e.* REPLACE (f.source AS source, e.line_no - f.first_line + 1 + f.lines_before AS line_no)

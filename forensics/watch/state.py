@@ -1,6 +1,8 @@
 """The watch's DuckDB state: each poll's chunks of new lines read by the loader `diagnose` reads files with (on a
 scratch connection, into its events and skipped views), then added to the state (queries/watch.sql), which says
-what changed: new duplicated people, workers seen for the first time or restarted, the poll's sends.
+what changed: new duplicated people, workers seen for the first time or restarted, the poll's sends. Of the
+sends kept before, a poll reads only the rows an index of their hashes points to (forensics.watch.keys): the same
+send or the same person as one of its own.
 
 Each chunk is written to a file of its own in a folder of the run's own (forensics.ingest.runfolders, removed
 however the run ends) and read once; the followed logs themselves are never read whole. A file's syntax and
