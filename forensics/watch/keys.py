@@ -7,17 +7,20 @@ The keys are kept as their upper 32 bits beside the row's number (rowid), in sor
 grow (a log-structured merge: each key is moved O(log n) times). Two keys that share their upper bits only both
 come out: the SQL compares the rows it is pointed to exactly, so a shared prefix costs a row read, never a miss.
 A run past ON_DISK entries is written to a file of the watch's run folder and mapped, not held: a binary search
-reads a few of its pages, so that the watch's memory does not grow with the sends it keeps."""
+reads a few of its pages; the pages read are let go every RELEASE_EVERY searches (they stay in the system's page
+cache, not in the watch's memory), so that the watch's memory does not grow with the sends it keeps."""
 
 from __future__ import annotations
 
 import itertools
+import mmap
 from pathlib import Path
 
 import numpy as np
 
 MERGE_RATIO = 2  # a run is merged into the one before it once it is at least half its size
 ON_DISK = 1 << 18  # entries of a run from which it is a mapped file
+RELEASE_EVERY = 20  # searches between two releases of the mapped pages they read
 
 _RUN = np.dtype([("key", np.uint32), ("row", np.uint32)])
 
@@ -27,6 +30,7 @@ class RowIndex:
         self.folder = folder  # where runs past ON_DISK entries are written (None: kept in memory)
         self.runs: list[np.ndarray] = []  # sorted by key, largest first
         self._numbers = itertools.count(1)
+        self._searches = 0
 
     def add(self, keys: np.ndarray, rows: np.ndarray) -> None:
         if not len(keys):
@@ -49,7 +53,17 @@ class RowIndex:
             left = np.searchsorted(run_keys, wanted, "left")
             right = np.searchsorted(run_keys, wanted, "right")
             found.append(np.asarray(run["row"][_ranges(left, right)]))
+        self._searches += 1
+        if self._searches % RELEASE_EVERY == 0:
+            self.release()
         return np.unique(np.concatenate(found))
+
+    def release(self) -> None:
+        """Let go of the pages of the mapped runs read so far (read again from the page cache when needed)."""
+        for run in self.runs:
+            mapped = getattr(run, "_mmap", None)
+            if mapped is not None:
+                mapped.madvise(mmap.MADV_DONTNEED)
 
     def __len__(self) -> int:
         return sum(len(run) for run in self.runs)
