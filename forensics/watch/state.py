@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -71,7 +70,6 @@ class State:
         self.created = False
         self.person_rows, self.send_rows = RowIndex(self.folder), RowIndex(self.folder)  # watch_sends by person, send
         self.kept = 0  # rows of watch_sends: the next one added is this rowid
-        self._numbers = itertools.count(1)
         self._warm()
 
     def _warm(self) -> None:
@@ -116,17 +114,17 @@ class State:
                 if summary.records and len(spans) == 1:
                     self.shapes.setdefault(spans[0][2].label, (summary.syntax, summary.envelope or NO_ENVELOPE))
             self._add(pieces, changes)
-        finally:  # each piece's folder of its own (its file's path is kept inside it)
+        finally:  # the pieces' files; their folders are used again by the next poll's pieces (made once, not each poll)
             for path in pieces:
-                shutil.rmtree(self.folder / Path(path).relative_to(self.folder).parts[0])
+                Path(path).unlink(missing_ok=True)
 
     def _written(self, groups: list[list[Chunk]]) -> dict[str, list[tuple[int, int, Chunk]]]:
         """Each group of chunks written as one file: its path → (first line, last line, chunk) of each chunk in it.
         A file alone is written under its own path inside a folder of its own: what an envelope reads from a path
         (Docker's container id, a pod's name) is read from it as from the file itself."""
-        pieces = {}
+        pieces, numbers = {}, itertools.count(1)
         for group in groups:
-            folder = self.folder / str(next(self._numbers))
+            folder = self.folder / str(next(numbers))
             path = folder / (group[0].label.lstrip("/") if len(group) == 1 else "joined.log")
             path.parent.mkdir(parents=True, exist_ok=True)
             spans, first = [], 1
