@@ -88,23 +88,25 @@ SELECT rowid AS rid, person, send FROM watch_sends WHERE rowid >= :first_row
 -- before; with their first two sends in time order (msg_id, worker, time, file and line), noted as reported.
 -- dialect: duckdb
 CREATE OR REPLACE TEMP TABLE watch_duplicates AS
-WITH touched AS (  -- the sends of the people the new sends name: the poll's own and the kept ones the index points
-                  -- to (watch_person_rows), compared exactly
-    SELECT k.* FROM watch_sends k
+WITH touched AS (  -- the sends of the people the new sends name: the kept ones the index points to (watch_person_rows),
+                  -- compared exactly, and the poll's own
+    SELECT k.*, true AS kept FROM watch_sends k
     WHERE k.rowid IN (SELECT rid FROM watch_person_rows)
       AND EXISTS (SELECT 1 FROM watch_new_sends n WHERE n.campaign = k.campaign AND n.step = k.step
                                                     AND n.recipient = k.recipient)
     UNION ALL
-    SELECT * FROM watch_new_sends
+    SELECT *, false FROM watch_new_sends
+), twice AS (  -- the people with two sends or more, found on their hash first (no list built for everyone else)
+    SELECT person FROM touched GROUP BY person HAVING count(*) >= 2
 )
+-- a person with two kept sends was reported by the poll that kept the second one
 SELECT s.campaign, s.step, s.recipient, count(*) AS sends,
        list({'msg_id': s.msg_id, 'worker': s.worker, 'ts': s.ts, 'source': s.source, 'line': s.line}
             ORDER BY s.ts, s.source, s.line)[1:2] AS first_sends
 FROM touched s
-WHERE NOT EXISTS (SELECT 1 FROM watch_people p WHERE p.campaign = s.campaign AND p.step = s.step
-                                                  AND p.recipient = s.recipient)
+WHERE s.person IN (SELECT person FROM twice)
 GROUP BY s.campaign, s.step, s.recipient
-HAVING count(*) >= 2;
+HAVING count(*) >= 2 AND count(*) FILTER (WHERE s.kept) < 2;
 INSERT INTO watch_people SELECT campaign, step, recipient, NULL FROM watch_duplicates
 
 -- name: watch_duplicate_rows

@@ -302,9 +302,12 @@ def test_a_poll_reading_a_known_file_and_a_new_one_reports_the_duplicate_in_the_
     state.close()
 
 
-def test_a_send_logged_again_many_polls_later_is_one_send_and_a_new_one_to_that_person_is_a_duplicate(tmp_path):
+def test_a_send_logged_again_many_polls_later_is_one_send_and_a_new_one_to_that_person_is_a_duplicate(tmp_path,
+                                                                                                monkeypatch):
+    from forensics.watch import keys
     from forensics.watch.follow import Chunk
 
+    monkeypatch.setattr(keys, "ON_DISK", 4)  # the index's runs are files, as in a long watch
     state = State(Options())
     log = str(tmp_path / "a.log")
     state.take([Chunk(log, _send("m0").encode(), 0)])
@@ -341,3 +344,18 @@ def test_the_send_index_points_to_every_row_sharing_a_key_and_to_few_others(tmp_
     assert len(index.runs) < 12  # merged as they grow
     files = sorted(p.name for p in tmp_path.iterdir())
     assert len(files) == (sum(len(run) >= 64 for run in index.runs) if on_disk else 0)  # a merged run's file goes
+
+
+def test_two_send_indexes_in_one_folder_keep_their_own_runs(tmp_path, monkeypatch):
+    import numpy as np
+
+    from forensics.watch import keys
+
+    monkeypatch.setattr(keys, "ON_DISK", 64)
+    people, sends = keys.RowIndex(tmp_path, "person-rows"), keys.RowIndex(tmp_path, "send-rows")
+    for poll in range(20):  # added to both at once, as a poll adds its sends: their runs are merged at once
+        rows = np.arange(poll * 10, poll * 10 + 10)
+        people.add(rows.astype(np.uint64) << np.uint64(32), rows)
+        sends.add((rows.astype(np.uint64) + np.uint64(1000)) << np.uint64(32), rows)
+    assert people.rows(np.array([5 << 32], dtype=np.uint64)).tolist() == [5]
+    assert sends.rows(np.array([1005 << 32], dtype=np.uint64)).tolist() == [5]

@@ -26,8 +26,9 @@ _RUN = np.dtype([("key", np.uint32), ("row", np.uint32)])
 
 
 class RowIndex:
-    def __init__(self, folder: Path | None = None):
+    def __init__(self, folder: Path | None = None, name: str = "index"):
         self.folder = folder  # where runs past ON_DISK entries are written (None: kept in memory)
+        self.name = name  # their files' names begin with it: two indexes may share a folder
         self.runs: list[np.ndarray] = []  # sorted by key, largest first
         self._numbers = itertools.count(1)
         self._searches = 0
@@ -72,7 +73,7 @@ class RowIndex:
         """The two sorted runs as one, in one pass: each entry of the newer placed after the older's equal keys."""
         size = len(older) + len(newer)
         on_disk = self.folder is not None and size >= ON_DISK
-        path = self.folder / f"watch-index-{next(self._numbers)}.npy" if on_disk else None
+        path = self.folder / f"{self.name}-{next(self._numbers)}.npy" if on_disk else None
         out = np.lib.format.open_memmap(path, "w+", _RUN, (size,)) if on_disk else np.empty(size, _RUN)
         at = np.searchsorted(older["key"], newer["key"], "right") + np.arange(len(newer))
         rest = np.ones(size, bool)

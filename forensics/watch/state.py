@@ -68,7 +68,8 @@ class State:
         self.folder = runfolders.make(CHUNKS_PREFIX)
         self.shapes: dict[str, tuple[str, str | None]] = {}  # file → (syntax, envelope) its first chunk was read as
         self.created = False
-        self.person_rows, self.send_rows = RowIndex(self.folder), RowIndex(self.folder)  # watch_sends by person, send
+        # the rows of watch_sends by person and by send (their runs past a size are files of the run folder)
+        self.person_rows, self.send_rows = RowIndex(self.folder, "person-rows"), RowIndex(self.folder, "send-rows")
         self.kept = 0  # rows of watch_sends: the next one added is this rowid
         self._warm()
 
