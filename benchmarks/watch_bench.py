@@ -1,6 +1,6 @@
 """Drive `mailmortem watch` with a writer process at a given rate and measure it.
 
-    python benchmarks/watch_bench.py [--rates 1000,2000] [--seconds 60] [--workers 2] [--poll 0.5]
+    python benchmarks/watch_bench.py [--rates 1000,2000] [--seconds 60] [--workers 2] [--poll 0.5] [--every 300]
 
 For each rate, a writer process appends logfmt send lines to `--workers` files in a fresh folder (in batches
 every 10 ms, as a busy mailer would), and plants a duplicated person twice a second: two sends of one campaign
@@ -8,7 +8,9 @@ step to one person, by two workers, 0.1 s apart; it notes the wall time each sec
 watch (`mailmortem watch DIR --format jsonl`, started before the writer) reports each duplicate; the latency of
 one is from its second line flushed to its event read on the watch's stdout. The watch's CPU time (user +
 system, from /proc) over the writer's run gives its share of one core; its resident memory is sampled every
-second (peak and last). Prints one row per rate (Markdown).
+second (peak and last). Every `--every` seconds (default 300) a row on stderr gives that interval's CPU share,
+the RSS at its end and the machine's load average, so that a long run shows whether they stay flat. Prints one
+row per rate (Markdown).
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ def _ts(now: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
 
 
-def measure(rate: int, seconds: float, workers: int, poll: float) -> dict:
+def measure(rate: int, seconds: float, workers: int, poll: float, every: float = 300) -> dict:
     folder = tempfile.mkdtemp(prefix="mm-watch-bench-")
     for w in range(workers):
         (Path(folder) / f"worker-{w}.log").write_text("")
@@ -76,7 +78,7 @@ def measure(rate: int, seconds: float, workers: int, poll: float) -> dict:
     cpu0, rss = _cpu_s(watch.pid), []
     proc = subprocess.Popen([sys.executable, __file__, "--writer", folder, str(rate), str(seconds), str(workers)],
                             text=True, stdout=subprocess.PIPE)
-    sampler = threading.Thread(target=_sample_rss, args=(watch.pid, proc, rss), daemon=True)
+    sampler = threading.Thread(target=_sample_rss, args=(watch.pid, proc, rss, rate, every), daemon=True)
     sampler.start()
     written = {json.loads(line)["recipient"]: json.loads(line)["written"] for line in proc.stdout}
     proc.wait()
@@ -100,10 +102,20 @@ def _read_events(watch, seen: dict, started: threading.Event) -> None:
             seen.setdefault(event["recipient"], time.time())
 
 
-def _sample_rss(pid: int, writer_process, out: list) -> None:
+def _sample_rss(pid: int, writer_process, out: list, rate: int, every: float) -> None:
+    """RSS every second; every `every` seconds an interval row (stderr): its CPU share, RSS now, load average."""
+    began = mark = time.monotonic()
+    cpu_mark = _cpu_s(pid)
     while writer_process.poll() is None:
         with open(f"/proc/{pid}/status") as status:
             out += [int(line.split()[1]) for line in status if line.startswith("VmRSS:")]
+        now = time.monotonic()
+        if now - mark >= every:
+            cpu = _cpu_s(pid)
+            print(f"| {rate:,} | {now - began:.0f} | {(cpu - cpu_mark) / (now - mark):.1%} | {out[-1] / 1024:.0f} | "
+                  f"{max(out) / 1024:.0f} | {' '.join(f'{x:.2f}' for x in os.getloadavg())} |", file=sys.stderr,
+                  flush=True)
+            mark, cpu_mark = now, cpu
         time.sleep(1)
 
 
@@ -128,14 +140,17 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--poll", type=float, default=0.5)
+    parser.add_argument("--every", type=float, default=300, help="seconds between interval rows (stderr)")
     args = parser.parse_args()
+    print("| lines/s | at s | CPU in the interval | RSS MB | RSS peak MB | load average 1/5/15 min |\n"
+          "|---:|---:|---:|---:|---:|---|", file=sys.stderr, flush=True)
     print("| lines/s | s | duplicates planted | reported | latency p50 s | p99 s | max s | CPU (share of a core) | "
-          "RSS peak MB | RSS last MB |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "RSS peak MB | RSS last MB | load average at end |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for rate in (int(r) for r in args.rates.split(",")):
-        r = measure(rate, args.seconds, args.workers, args.poll)
+        r = measure(rate, args.seconds, args.workers, args.poll, args.every)
         print(f"| {r['rate']:,} | {r['seconds']:g} | {r['planted']} | {r['reported']} | {r['p50_s']:.2f} | "
               f"{r['p99_s']:.2f} | {r['max_s']:.2f} | {r['cpu_share']:.1%} | {r['rss_peak_mb']:.0f} | "
-              f"{r['rss_last_mb']:.0f} |", flush=True)
+              f"{r['rss_last_mb']:.0f} | {' '.join(f'{x:.2f}' for x in os.getloadavg())} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 -- (watch_chunk_events, watch_chunk_skipped, and watch_chunk_files: each chunk's file it was read from, its lines
 -- there, first_line to last_line, and the lines of its own file before it)
 -- and are added to watch_events and watch_skipped, numbered as in their file. Sends, people and workers are
--- kept up to date from the new rows only; the whole state is read again only to name kinds (classify).
+-- kept up to date from the new rows only: no statement of a poll reads every send kept (watch_sends is read only
+-- at the rows forensics/watch/keys.py points to), so that a poll costs the same after an hour as after a minute;
+-- the whole state is read again only to name kinds (classify, at most 1/40 of the time: forensics/watch/run.py).
 
 -- name: watch_create_state
 -- The state tables, shaped like the loader's events and skipped (made empty from the first chunk).
@@ -17,10 +19,11 @@ CREATE TABLE IF NOT EXISTS watch_people (campaign VARCHAR, step VARCHAR, recipie
 CREATE TABLE IF NOT EXISTS watch_workers (worker VARCHAR, incarnation VARCHAR)
 
 -- name: watch_take_chunk
--- Add one poll's rows, each numbered by its line in its file; the new real sends (as build_sends counts them: a
--- send record with a msg_id, a success or no status and a recipient; one per msg_id and recipient, a copy of one
--- already seen left out); and what the new records say of workers: one seen for the first time (new-worker), a
--- known one under a new incarnation or logging a start (worker-restart).
+-- Add one poll's rows, each numbered by its line in its file; the candidate real sends (as build_sends counts
+-- them: a send record with a msg_id, a success or no status and a recipient; one per msg_id and recipient; a copy
+-- of one already kept is left out by watch_add_sends); and what the new records say of workers: one seen for the
+-- first time (new-worker), a known one under a new incarnation or logging a start (worker-restart). watch_workers
+-- holds a row per worker and incarnation: it stays small however long the watch runs.
 -- dialect: duckdb
 CREATE OR REPLACE TEMP TABLE watch_new_events AS
 SELECT e.* REPLACE (f.source AS source, e.line_no - f.first_line + 1 + f.lines_before AS line_no)
@@ -31,21 +34,17 @@ INSERT INTO watch_skipped
 SELECT s.* REPLACE (f.source AS source, s.line_no - f.first_line + 1 + f.lines_before AS line_no)
 FROM watch_chunk_skipped s
 JOIN watch_chunk_files f ON f.chunk = s.source AND s.line_no BETWEEN f.first_line AND f.last_line;
--- the sends already kept that share a hash with the new records: a scan of one integer column of watch_sends probing
--- a small hash table, where an anti-join against watch_sends would build a hash table of every send at every poll
-CREATE OR REPLACE TEMP TABLE watch_known_sends AS
-SELECT msg_id, recipient FROM watch_sends
-WHERE send IN (SELECT hash(msg_id, recipient) FROM watch_new_events WHERE event = 'send' AND msg_id IS NOT NULL);
-CREATE OR REPLACE TEMP TABLE watch_new_sends AS
+-- the poll's candidate sends (one per msg_id and recipient within the poll), with the hashes the watch's index of
+-- watch_sends (forensics/watch/keys.py) is asked for: the rows of the kept sends that may be the same send or the
+-- same person
+CREATE OR REPLACE TEMP TABLE watch_candidate_sends AS
 SELECT n.source, n.line_no AS line, n.ts, n.worker, coalesce(n.campaign, '') AS campaign, coalesce(n.step, '') AS step,
        n.recipient, n.msg_id, hash(coalesce(n.campaign, ''), coalesce(n.step, ''), n.recipient) AS person,
        hash(n.msg_id, n.recipient) AS send
 FROM watch_new_events n
 WHERE n.event = 'send' AND n.msg_id IS NOT NULL AND mm_ok_status(n.status) AND n.recipient IS NOT NULL
   AND n.recipient <> ''
-  AND NOT EXISTS (SELECT 1 FROM watch_known_sends k WHERE k.msg_id = n.msg_id AND k.recipient = n.recipient)
 QUALIFY row_number() OVER (PARTITION BY n.msg_id, n.recipient ORDER BY n.ts, n.source, n.line_no) = 1;
-INSERT INTO watch_sends SELECT * FROM watch_new_sends;
 CREATE OR REPLACE TEMP TABLE watch_worker_news AS
 WITH fresh AS (
     SELECT worker, incarnation, min(ts) AS ts, arg_min(source, ts) AS source, bool_or(event = 'start') AS started
@@ -62,22 +61,52 @@ SELECT DISTINCT worker, incarnation FROM watch_worker_news n
 WHERE NOT EXISTS (SELECT 1 FROM watch_workers w WHERE w.worker = n.worker
                                                   AND w.incarnation IS NOT DISTINCT FROM n.incarnation)
 
+-- name: watch_candidate_keys
+-- The hashes of the poll's candidate sends, for the index of watch_sends.
+-- dialect: duckdb
+SELECT person, send FROM watch_candidate_sends
+
+-- name: watch_add_sends
+-- Keep the poll's new real sends: its candidates less the copies of sends already kept, compared exactly with the
+-- rows the index points to (watch_copy_rows: rowids of watch_sends sharing a send hash's upper bits); the rows of
+-- watch_sends are read only where they are pointed to (a rowid filter skips the other row groups).
+-- dialect: duckdb
+CREATE OR REPLACE TEMP TABLE watch_known_sends AS
+SELECT msg_id, recipient FROM watch_sends WHERE rowid IN (SELECT rid FROM watch_copy_rows);
+CREATE OR REPLACE TEMP TABLE watch_new_sends AS
+SELECT c.* FROM watch_candidate_sends c
+WHERE NOT EXISTS (SELECT 1 FROM watch_known_sends k WHERE k.msg_id = c.msg_id AND k.recipient = c.recipient);
+INSERT INTO watch_sends SELECT * FROM watch_new_sends
+
+-- name: watch_added_keys
+-- The rows watch_add_sends added (from :first_row on), with their hashes, for the index.
+-- dialect: duckdb
+SELECT rowid AS rid, person, send FROM watch_sends WHERE rowid >= :first_row
+
 -- name: watch_new_duplicates
 -- People (campaign step and recipient) the new sends made duplicated: two or more real sends, not reported
 -- before; with their first two sends in time order (msg_id, worker, time, file and line), noted as reported.
 -- dialect: duckdb
 CREATE OR REPLACE TEMP TABLE watch_duplicates AS
-WITH touched AS (  -- the sends of the people the new sends name: those sharing their hash, compared exactly below
-    SELECT * FROM watch_sends WHERE person IN (SELECT person FROM watch_new_sends)
+WITH touched AS (  -- the sends of the people the new sends name: the kept ones the index points to (watch_person_rows),
+                  -- compared exactly, and the poll's own
+    SELECT k.*, true AS kept FROM watch_sends k
+    WHERE k.rowid IN (SELECT rid FROM watch_person_rows)
+      AND EXISTS (SELECT 1 FROM watch_new_sends n WHERE n.campaign = k.campaign AND n.step = k.step
+                                                    AND n.recipient = k.recipient)
+    UNION ALL
+    SELECT *, false FROM watch_new_sends
+), twice AS (  -- the people with two sends or more, found on their hash first (no list built for everyone else)
+    SELECT person FROM touched GROUP BY person HAVING count(*) >= 2
 )
+-- a person with two kept sends was reported by the poll that kept the second one
 SELECT s.campaign, s.step, s.recipient, count(*) AS sends,
        list({'msg_id': s.msg_id, 'worker': s.worker, 'ts': s.ts, 'source': s.source, 'line': s.line}
             ORDER BY s.ts, s.source, s.line)[1:2] AS first_sends
 FROM touched s
-WHERE NOT EXISTS (SELECT 1 FROM watch_people p WHERE p.campaign = s.campaign AND p.step = s.step
-                                                  AND p.recipient = s.recipient)
+WHERE s.person IN (SELECT person FROM twice)
 GROUP BY s.campaign, s.step, s.recipient
-HAVING count(*) >= 2;
+HAVING count(*) >= 2 AND count(*) FILTER (WHERE s.kept) < 2;
 INSERT INTO watch_people SELECT campaign, step, recipient, NULL FROM watch_duplicates
 
 -- name: watch_duplicate_rows

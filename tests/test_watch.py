@@ -269,7 +269,7 @@ def test_a_poll_leaves_no_copy_of_the_lines_it_read(tmp_path):
     state = State(Options())
     state.take([Chunk(str(tmp_path / "deep" / "a.log"), _send("m1").encode(), 0),
                 Chunk(str(tmp_path / "b.log"), _send("m2").encode(), 0)])
-    assert [p.name for p in state.folder.iterdir() if p.name != ".owner"] == []  # .owner: the run folder's lock
+    assert [p for p in state.folder.rglob("*") if p.is_file() and p.name != ".owner"] == []  # .owner: its lock
     state.close()
     assert not state.folder.exists()
 
@@ -291,3 +291,75 @@ def test_kinds_are_named_apart_while_the_polls_go_on(tmp_path):
     assert ("ana@example.com", "parallel-worker") in kinds
     watch.finish(Ending(0, "done"))
     assert sorted(e["recipient"] for e in events if e["event"] == "kind") == ["ana@example.com", "bo@example.com"]
+
+
+def test_a_poll_reading_a_known_file_and_a_new_one_reports_the_duplicate_in_the_known_one(tmp_path):
+    from forensics.watch.follow import Chunk
+
+    state = State(Options())
+    known, new = str(tmp_path / "a.log"), str(tmp_path / "b.log")
+    state.take([Chunk(known, _send("m1").encode(), 0)])
+    changes = state.take([Chunk(known, _send("m2", worker="w2").encode(), 1),  # read apart: its shape is known
+                          Chunk(new, _send("m3", to="bo@example.com").encode(), 0)])
+    assert [(d["recipient"], d["sends"]) for d in changes.duplicates] == [("ana@example.com", 2)]
+    assert sorted(row["worker"] for row in changes.sends) == ["w1", "w2"]
+    state.close()
+
+
+def test_a_send_logged_again_many_polls_later_is_one_send_and_a_new_one_to_that_person_is_a_duplicate(tmp_path,
+                                                                                                monkeypatch):
+    from forensics.watch import keys
+    from forensics.watch.follow import Chunk
+
+    monkeypatch.setattr(keys, "ON_DISK", 4)  # the index's runs are files, as in a long watch
+    state = State(Options())
+    log = str(tmp_path / "a.log")
+    state.take([Chunk(log, _send("m0").encode(), 0)])
+    for poll in range(1, 12):  # other people's sends: the index's runs are merged meanwhile
+        state.take([Chunk(log, _send(f"m{poll}", to=f"p{poll}@example.com").encode(), poll)])
+    assert state.take([Chunk(log, _send("m0").encode(), 12)]).duplicates == []  # the same send logged twice
+    changes = state.take([Chunk(log, _send("m99", worker="w2").encode(), 13)])
+    assert [(d["recipient"], d["sends"], [s["msg_id"] for s in d["first_sends"]]) for d in changes.duplicates] == [
+        ("ana@example.com", 2, ["m0@mail.example.com", "m99@mail.example.com"])]
+    state.close()
+
+
+@pytest.mark.parametrize("on_disk", [False, True])
+def test_the_send_index_points_to_every_row_sharing_a_key_and_to_few_others(tmp_path, monkeypatch, on_disk):
+    import numpy as np
+
+    from forensics.watch import keys
+
+    monkeypatch.setattr(keys, "ON_DISK", 64)
+    index, rng, kept = keys.RowIndex(tmp_path if on_disk else None), np.random.default_rng(7), []
+    for poll in range(200):
+        keys = rng.integers(0, 2**63, size=int(rng.integers(0, 40)), dtype=np.uint64)
+        if kept and poll % 5 == 0:  # keys seen before, as a person sent to again
+            keys = np.concatenate([keys, kept[0][:2]])
+        rows = np.arange(sum(len(k) for k in kept), sum(len(k) for k in kept) + len(keys))
+        index.add(keys, rows)
+        kept.append(keys)
+    every = np.concatenate(kept)
+    asked = np.concatenate([every[::50], np.array([1, 2**40], dtype=np.uint64)])
+    index.release()  # the mapped pages let go of are read again
+    found = index.rows(asked)
+    assert set(np.flatnonzero(np.isin(every, asked))) <= set(found.tolist())
+    assert len(found) < 2 * np.isin(every, asked).sum() + 5
+    assert len(index.runs) < 12  # merged as they grow
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert len(files) == (sum(len(run) >= 64 for run in index.runs) if on_disk else 0)  # a merged run's file goes
+
+
+def test_two_send_indexes_in_one_folder_keep_their_own_runs(tmp_path, monkeypatch):
+    import numpy as np
+
+    from forensics.watch import keys
+
+    monkeypatch.setattr(keys, "ON_DISK", 64)
+    people, sends = keys.RowIndex(tmp_path, "person-rows"), keys.RowIndex(tmp_path, "send-rows")
+    for poll in range(20):  # added to both at once, as a poll adds its sends: their runs are merged at once
+        rows = np.arange(poll * 10, poll * 10 + 10)
+        people.add(rows.astype(np.uint64) << np.uint64(32), rows)
+        sends.add((rows.astype(np.uint64) + np.uint64(1000)) << np.uint64(32), rows)
+    assert people.rows(np.array([5 << 32], dtype=np.uint64)).tolist() == [5]
+    assert sends.rows(np.array([1005 << 32], dtype=np.uint64)).tolist() == [5]

@@ -24,6 +24,7 @@ QUIET, SENT, LOST, INTERRUPTED = 0, 3, 4, 130
 # classify reads everything read so far: it runs again no sooner than this many times its last run's cost, so that
 # naming kinds takes at most 1/KIND_COST_RATIO of the watch's time however long the watch has run
 KIND_COST_RATIO = 40
+MIN_REST_SHARE = 5  # the least rest between two polls: a fifth of the poll period
 
 
 @dataclass(frozen=True)
@@ -65,10 +66,14 @@ class Watch:
     def run(self) -> Ending:
         try:
             while True:
-                ending = self.step(time.monotonic())
+                began = time.monotonic()
+                ending = self.step(began)
                 if ending:
                     return self.finish(ending)
-                time.sleep(self.plan.poll)
+                # polls begin every `poll` seconds, not `poll` seconds after the last one ended: a line waits for
+                # at most one period plus one poll's work on a busy machine; a poll that took longer than the
+                # period is followed by a short rest, not by polls back to back (each has a cost of its own)
+                time.sleep(max(self.plan.poll / MIN_REST_SHARE, self.plan.poll - (time.monotonic() - began)))
         except KeyboardInterrupt:  # Ctrl-C ends a watch as --for does, with what was seen (a second one aborts)
             return self.finish(Ending(LOST if self.lost else INTERRUPTED, "interrupted", summarize=True))
         finally:
@@ -121,6 +126,7 @@ class Watch:
                        "ts": _iso(worker["ts"]), "source": worker["source"]})
         if changes.sends:
             self.rates.append((now, {row["worker"]: row["sends"] for row in changes.sends}))
+            self._forget_rates(now)
             if self.plan.expect_quiet is not None:
                 first = min((row["first"] for row in changes.sends), key=lambda s: s["ts"])
                 self.emit({"event": "send", **_send(first), "worker": _worker_of(changes.sends, first)})
@@ -174,14 +180,18 @@ class Watch:
         return ending
 
     def _status(self, now: float) -> dict:
-        while self.rates and now - self.rates[0][0] > 60:
-            self.rates.popleft()
+        self._forget_rates(now)
         per_worker: dict = {}
         for _t, counts in self.rates:
             for worker, sends in counts.items():
                 per_worker[worker] = per_worker.get(worker, 0) + sends
         return {"sends_per_minute": per_worker, "duplicated_people": self.people,
                 "files": self.follower.followed_count(), "idle_s": self.follower.idle(now), "lost": len(self.lost)}
+
+    def _forget_rates(self, now: float) -> None:
+        """Only the last minute's sends are kept (at every poll: without a status line, nothing else drops them)."""
+        while self.rates and now - self.rates[0][0] > 60:
+            self.rates.popleft()
 
     def unread(self) -> list[dict]:
         """The files the watch stopped reading, as the summary lists files not read."""

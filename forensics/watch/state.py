@@ -1,6 +1,8 @@
 """The watch's DuckDB state: each poll's chunks of new lines read by the loader `diagnose` reads files with (on a
 scratch connection, into its events and skipped views), then added to the state (queries/watch.sql), which says
-what changed: new duplicated people, workers seen for the first time or restarted, the poll's sends.
+what changed: new duplicated people, workers seen for the first time or restarted, the poll's sends. Of the
+sends kept before, a poll reads only the rows an index of their hashes points to (forensics.watch.keys): the same
+send or the same person as one of its own.
 
 Each chunk is written to a file of its own in a folder of the run's own (forensics.ingest.runfolders, removed
 however the run ends) and read once; the followed logs themselves are never read whole. A file's syntax and
@@ -11,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from forensics.ingest.envelopes import NONE as NO_ENVELOPE, Reading
 from forensics.ingest.fields import FieldMap
 from forensics.ingest.sources import Source
 from forensics.watch.follow import Chunk
+from forensics.watch.keys import RowIndex
 
 CHUNKS_PREFIX = "mailmortem-watch-"
 STATE_MEMORY = SCRATCH_MEMORY = "256MB"  # each connection's DuckDB memory limit unless --memory-limit says
@@ -65,7 +67,9 @@ class State:
         self.folder = runfolders.make(CHUNKS_PREFIX)
         self.shapes: dict[str, tuple[str, str | None]] = {}  # file → (syntax, envelope) its first chunk was read as
         self.created = False
-        self._numbers = itertools.count(1)
+        # the rows of watch_sends by person and by send (their runs past a size are files of the run folder)
+        self.person_rows, self.send_rows = RowIndex(self.folder, "person-rows"), RowIndex(self.folder, "send-rows")
+        self.kept = 0  # rows of watch_sends: the next one added is this rowid
         self._warm()
 
     def _warm(self) -> None:
@@ -79,13 +83,10 @@ class State:
 
     def take(self, chunks: list[Chunk]) -> Changes:
         """Read the chunks into the state and say what changed."""
-        if not chunks:
-            return Changes()
+        changes = Changes()
         for group in self._groups(chunks).values():
-            self._read(group)
-        queries.script(self.con, "watch_new_duplicates")
-        return Changes(queries.rows(self.con, "watch_duplicate_rows"), queries.rows(self.con, "watch_worker_rows"),
-                       queries.rows(self.con, "watch_sends_by_worker"))
+            self._read(group, changes)
+        return changes
 
     def _groups(self, chunks: list[Chunk]) -> dict[tuple, list[Chunk]]:
         """Chunks read in one load: those of files whose shape is known, per shape; those of new files together."""
@@ -94,7 +95,7 @@ class State:
             groups.setdefault(self.shapes.get(chunk.label, (None, None)), []).append(chunk)
         return groups
 
-    def _read(self, chunks: list[Chunk]) -> None:
+    def _read(self, chunks: list[Chunk], changes: Changes) -> None:
         """One load of the chunks (through the loader, the same reading as diagnose), added to the state in one
         statement per table. Plain chunks of files already read (no envelope, no CSV header) are read as one file:
         the loader's cost is per file, and a folder of one log per worker would pay it for each at every poll."""
@@ -112,18 +113,18 @@ class State:
             for (path, spans), summary in zip(pieces.items(), inputs):
                 if summary.records and len(spans) == 1:
                     self.shapes.setdefault(spans[0][2].label, (summary.syntax, summary.envelope or NO_ENVELOPE))
-            self._add(pieces)
-        finally:  # each piece's folder of its own (its file's path is kept inside it)
+            self._add(pieces, changes)
+        finally:  # the pieces' files; their folders are used again by the next poll's pieces (made once, not each poll)
             for path in pieces:
-                shutil.rmtree(self.folder / Path(path).relative_to(self.folder).parts[0])
+                Path(path).unlink(missing_ok=True)
 
     def _written(self, groups: list[list[Chunk]]) -> dict[str, list[tuple[int, int, Chunk]]]:
         """Each group of chunks written as one file: its path → (first line, last line, chunk) of each chunk in it.
         A file alone is written under its own path inside a folder of its own: what an envelope reads from a path
         (Docker's container id, a pod's name) is read from it as from the file itself."""
-        pieces = {}
+        pieces, numbers = {}, itertools.count(1)
         for group in groups:
-            folder = self.folder / str(next(self._numbers))
+            folder = self.folder / str(next(numbers))
             path = folder / (group[0].label.lstrip("/") if len(group) == 1 else "joined.log")
             path.parent.mkdir(parents=True, exist_ok=True)
             spans, first = [], 1
@@ -136,7 +137,7 @@ class State:
             pieces[str(path)] = spans
         return pieces
 
-    def _add(self, pieces: dict[str, list[tuple[int, int, Chunk]]]) -> None:
+    def _add(self, pieces: dict[str, list[tuple[int, int, Chunk]]], changes: Changes) -> None:
         import pyarrow as pa
 
         spans = [(path, *span) for path, of_file in pieces.items() for span in of_file]
@@ -152,6 +153,32 @@ class State:
         queries.script(self.con, "watch_take_chunk")
         for name in ("watch_chunk_files", "watch_chunk_events", "watch_chunk_skipped"):
             self.con.unregister(name)
+        self._add_sends()
+        changes.duplicates += queries.rows(self.con, "watch_duplicate_rows")
+        changes.workers += queries.rows(self.con, "watch_worker_rows")
+        changes.sends += queries.rows(self.con, "watch_sends_by_worker")
+
+    def _add_sends(self) -> None:
+        """The poll's new sends kept and its new duplicated people found, reading of the sends kept before only the
+        rows the index points to (forensics/watch/keys.py)."""
+        import pyarrow as pa
+
+        keys = queries.arrow(self.con, "watch_candidate_keys")
+        persons, sends = (keys.column(c).to_numpy() for c in ("person", "send"))
+        self.con.register("watch_copy_rows", pa.table({"rid": self.send_rows.rows(sends).astype("int64")}))
+        self.con.register("watch_person_rows", pa.table({"rid": self.person_rows.rows(persons).astype("int64")}))
+        try:
+            queries.script(self.con, "watch_add_sends")
+            queries.script(self.con, "watch_new_duplicates")
+        finally:
+            self.con.unregister("watch_copy_rows")
+            self.con.unregister("watch_person_rows")
+        added = queries.arrow(self.con, "watch_added_keys", {"first_row": self.kept})
+        if added.num_rows:
+            rows = added.column("rid").to_numpy()
+            self.person_rows.add(added.column("person").to_numpy(), rows)
+            self.send_rows.add(added.column("send").to_numpy(), rows)
+            self.kept = int(rows.max()) + 1
 
     def kind_changes(self, con=None) -> list[dict]:
         """Classify the whole state as diagnose would; the duplicated people whose kind is new or changed. `con`: a
