@@ -51,8 +51,6 @@ _RENAMED = {"ts": "ts_text", "event": "event_text", "recipient": "recipient_text
 
 
 def _text_columns() -> tuple[tuple[str, str], ...]:
-    from forensics.ingest.fields import CANONICAL
-
     return tuple((canon, _RENAMED.get(canon, canon)) for canon in CANONICAL)
 
 
