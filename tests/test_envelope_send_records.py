@@ -1,7 +1,7 @@
 """A record that carries send fields of its own beside an envelope's keys is itself the send: Fluent Bit's kubernetes
 filter with Merge_Log On keeps Docker's `log`, `stream` and `time` and merges the fields it parsed out of `log`
 into the same record. Such a record is never taken for a Docker json-file entry whose `log` alone would be read
-(envelopes._carries_send, envelope_docker_json's mm_carries_send, the C unwrapper deferring), on both parser paths;
+(envelope_table.carries_send, envelope_docker_json's mm_carries_send, the C unwrapper deferring), on both parser paths;
 a plain Docker json-file log still reads as before."""
 
 from __future__ import annotations

@@ -33,6 +33,13 @@ def test_the_table_is_what_the_readers_read():
                                                            if e.line_shape]
 
 
+def test_each_envelope_is_told_by_its_own_row():
+    # a line's shape or a JSON entry's keys, never both and never neither: detection holds no envelope of its own
+    assert all((row.line_shape is None) != (row.entry is None) for row in TABLE)
+    assert envelopes._JSON_ROWS == tuple(row for row in TABLE if row.entry)
+    assert all(len(row.head_keys) >= 2 for row in envelopes._JSON_ROWS)
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_every_envelope_is_simulated_detected_taken_off_and_documented(name):
     row = envelope_table.ENVELOPES[name]

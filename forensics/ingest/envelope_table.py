@@ -14,14 +14,64 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Callable
 
 from forensics.ingest.fields import ALIASES
+from forensics.ingest.readers.grammar import PAIR_START_RE
 
 # A record holding one of these keys (an event, recipient or message-id alias, in any case) is a send record of its own,
 # whatever else it holds: Fluent Bit's Merge_Log keeps Docker's log, stream and time beside the fields it parsed out
-# of `log`. Such a record is not taken for an envelope's entry whose text alone would be read (_carries_send).
+# of `log`. Such a record is not taken for an envelope's entry whose text alone would be read (carries_send).
 RECORD_KEYS = {alias for canon in ("event", "msg_id", "recipient") for alias in ALIASES[canon]}
 SEND_KEYS = ",".join(sorted(RECORD_KEYS))  # as envelope_docker_json's {lit:send_keys} (mm_carries_send)
+
+
+def carries_send(keys) -> bool:
+    """Whether a JSON object with these keys is a send record of its own (RECORD_KEYS)."""
+    return bool({k.lower() for k in keys} & RECORD_KEYS)
+
+
+def _record_like(text) -> bool:
+    return isinstance(text, str) and (text.lstrip().startswith("{") or bool(PAIR_START_RE.search(text)))
+
+
+# How a JSON entry of each JSON envelope is told from its keys (`entry`), and a JSON document that lists entries
+# (`document`): tried in the table's order, documents first.
+def _docker_entry(obj: dict, keys: set) -> bool:
+    return isinstance(obj.get("log"), str) and "time" in keys and not carries_send(keys)
+
+
+def _journald_entry(obj: dict, keys: set) -> bool:
+    return bool(keys & {"__REALTIME_TIMESTAMP", "_SOURCE_REALTIME_TIMESTAMP"}) and bool(keys & {"MESSAGE", "__CURSOR"})
+
+
+def _loki_entry(obj: dict, keys: set) -> bool:
+    return {"line", "timestamp"} <= keys <= {"labels", "line", "timestamp"}
+
+
+def _cloud_logging_entry(obj: dict, keys: set) -> bool:
+    return bool(keys & {"logName", "insertId"}) and bool(keys & {"textPayload", "jsonPayload", "protoPayload"})
+
+
+def _cloudwatch_entry(obj: dict, keys: set) -> bool:
+    return ("message" in keys and isinstance(obj.get("timestamp"), int)
+            and bool(keys & {"ingestionTime", "eventId", "logStreamName"}))
+
+
+def _datadog_entry(obj: dict, keys: set) -> bool:
+    return "message" in keys and ("attributes" in keys or {"_id", "date"} <= keys)
+
+
+def _elastic_entry(obj: dict, keys: set) -> bool:
+    return "_source" in keys or ("@timestamp" in keys and _record_like(obj.get("message")) and not carries_send(keys))
+
+
+def _cloudwatch_page(obj: dict) -> bool:
+    return isinstance(obj.get("events"), list)
+
+
+def _elastic_response(obj: dict) -> bool:
+    return isinstance(obj.get("hits"), dict) and "hits" in obj["hits"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +90,10 @@ class Envelope:
     c_reader: str | None = None  # the reader of forensics/ingest/readers/_unwrap.c that takes it off (None: DuckDB's only)
     from_path: tuple = ()  # what the file's path names (envelopes.file_params) where its line names none, in C as
     # queries/envelopes.sql does (coalesce(the line's, :param))
+    entry: Callable[[dict, set], bool] | None = None  # whether one JSON object (and its keys) is an entry of it
+    document: Callable[[dict], bool] | None = None  # whether one JSON object is its document listing entries
+    head_keys: tuple = ()  # keys (quoted) that tell a JSON document (an array, a pretty-printed object) from its head:
+    # two of them, more than any other envelope's (of equal scores, the row listed first)
 
 
 # structlog's console header (a time, perhaps with a zone, then the level in brackets): envelope_console's regexes and
@@ -53,14 +107,15 @@ _ZONE = r"(?:Z|[+-]\d\d:?\d\d)"
 TABLE = (
     Envelope("docker-json", "Docker json-file", "envelope_docker_json", shape=(("send_keys", SEND_KEYS),),
              names=(("container", "attrs.tag|container id"),),
-             c_reader="DOCKER", from_path=("container",)),
+             c_reader="DOCKER", from_path=("container",),
+             entry=_docker_entry, head_keys=('"log"', '"stream"')),
     Envelope("cri", "Kubernetes CRI log", "envelope_cri", names=(("container", "pod"), ("unit", "container")),
              line_shape=re.compile(rf"^{ISO}(?:\.\d+)?{_ZONE} (?:stdout|stderr)(?: [FP](?::\S*)?)?(?: |$)"),
              tried=1, c_reader="CRI", from_path=("container", "unit")),
     Envelope("journald", "journald JSON", "envelope_journald",
              names=(("container", "CONTAINER_NAME"), ("host", "_HOSTNAME"), ("unit", "_SYSTEMD_UNIT|SYSLOG_IDENTIFIER"),
                     ("pid", "_PID")),
-             c_reader="JOURNALD"),
+             c_reader="JOURNALD", entry=_journald_entry, head_keys=('"__REALTIME_TIMESTAMP"', '"MESSAGE"')),
     Envelope("syslog", "syslog RFC 3164", "envelope_syslog", zone_less=True,
              shape=(("pri", "(?:<[0-9]{1,3}>)?"), ("stamp", "[A-Z][a-z]{2} +[0-9]{1,2} [0-9]{2}:[0-9]{2}:[0-9]{2}"),
                     ("year_less", 1)), names=_SYSLOG_NAMES,
@@ -101,20 +156,22 @@ TABLE = (
     Envelope("loki", "Loki logcli jsonl", "envelope_loki",
              names=(("container", "labels.pod|container"), ("host", "labels.host"),
                     ("unit", "labels.unit|service_name|app|job")),
-             c_reader="LOKI"),
+             c_reader="LOKI", entry=_loki_entry, head_keys=('"labels"', '"line"')),
     Envelope("cloud-logging", "Google Cloud Logging", "envelope_cloud_logging",
              names=(("container", "pod_name|labels.instanceId|container_name"), ("host", "node"),
                     ("unit", "resource.labels.service_name|job_name|function_name")),
-             c_reader="CLOUD_LOGGING"),
+             c_reader="CLOUD_LOGGING", entry=_cloud_logging_entry,
+             head_keys=('"insertId"', '"logName"', '"textPayload"', '"jsonPayload"')),
     Envelope("cloudwatch", "AWS CloudWatch events", "envelope_cloudwatch", items="$.events",
              names=(("container", "logStreamName"), ("unit", "logGroupName")),
-             c_reader="CLOUDWATCH", from_path=("container",)),
+             c_reader="CLOUDWATCH", from_path=("container",), entry=_cloudwatch_entry, document=_cloudwatch_page,
+             head_keys=('"events"', '"logStreamName"', '"ingestionTime"', '"nextForwardToken"')),
     Envelope("datadog", "Datadog archive", "envelope_datadog", names=(("host", "host"), ("unit", "service")),
-             c_reader="DATADOG"),
+             c_reader="DATADOG", entry=_datadog_entry, head_keys=('"attributes"', '"service"')),
     Envelope("elastic", "Elasticsearch documents", "envelope_elastic", items="$.hits.hits",
              names=(("container", "kubernetes.pod.name|container.name"), ("host", "host.name"),
                     ("unit", "service.name")),
-             c_reader="ELASTIC"),
+             c_reader="ELASTIC", entry=_elastic_entry, document=_elastic_response, head_keys=('"_source"', '"hits"')),
 )
 ENVELOPES = {e.name: e for e in TABLE}
 # The C readers by kind number (1 first): what _unwrap.configure is given, and the number unwrap() is called with.

@@ -23,7 +23,7 @@ import queries
 from forensics.errors import ConfigError
 from forensics.ingest import documents
 from forensics.ingest.detect import detect_syntax, first_lines, syntax_counts
-from forensics.ingest.envelope_table import ENVELOPES, ISO, RECORD_KEYS, TABLE, Envelope
+from forensics.ingest.envelope_table import ENVELOPES, ISO, TABLE, Envelope
 from forensics.ingest.readers.grammar import PAIR_START_RE
 from forensics.ingest.sources import Source
 
@@ -61,41 +61,20 @@ class Found:
 
 # (envelope, a line's shape), tried in the table's `tried` order: the first fits win ties
 _TEXT_SHAPES = tuple((e.name, e.line_shape) for e in sorted(TABLE, key=lambda e: e.tried) if e.line_shape)
+_JSON_ROWS = tuple(e for e in TABLE if e.head_keys)  # the envelopes told from their keys, in the table's order
 _S3_EXPORT_NAME = re.compile(r"(?:^|/)\d{6}(?:\.gz)?$")  # CloudWatch's export objects: 000000.gz
 _S3_EXPORT_LINE = re.compile(rf"^{ISO}\.\d{{3}}Z ")
-
-
-def _record_like(text) -> bool:
-    return isinstance(text, str) and (text.lstrip().startswith("{") or bool(PAIR_START_RE.search(text)))
-
-
-def _carries_send(keys: set) -> bool:
-    return bool({k.lower() for k in keys} & RECORD_KEYS)
 
 
 def _json_shape(obj: dict) -> tuple[str, bool] | None:
     """(envelope, entries are inside a document) for one JSON object, or None for a plain record."""
     keys = set(obj)
-    if isinstance(obj.get("events"), list):
-        return "cloudwatch", True
-    if isinstance(obj.get("hits"), dict) and "hits" in obj["hits"]:
-        return "elastic", True
-    if isinstance(obj.get("log"), str) and "time" in keys and not _carries_send(keys):
-        return "docker-json", False
-    if keys & {"__REALTIME_TIMESTAMP", "_SOURCE_REALTIME_TIMESTAMP"} and ("MESSAGE" in keys or "__CURSOR" in keys):
-        return "journald", False
-    if "line" in keys and "timestamp" in keys and set(keys) <= {"labels", "line", "timestamp"}:
-        return "loki", False
-    if keys & {"logName", "insertId"} and keys & {"textPayload", "jsonPayload", "protoPayload"}:
-        return "cloud-logging", False
-    if "message" in keys and isinstance(obj.get("timestamp"), int) and keys & {"ingestionTime", "eventId",
-                                                                            "logStreamName"}:
-        return "cloudwatch", False
-    if "message" in keys and ("attributes" in keys or {"_id", "date"} <= keys):
-        return "datadog", False
-    if "_source" in keys or ("@timestamp" in keys and _record_like(obj.get("message"))
-                             and not _carries_send(keys)):
-        return "elastic", False
+    for row in _JSON_ROWS:
+        if row.document and row.document(obj):
+            return row.name, True
+    for row in _JSON_ROWS:
+        if row.entry and row.entry(obj, keys):
+            return row.name, False
     return None
 
 
@@ -118,16 +97,7 @@ def _line_shape(line: str, path: str) -> tuple[str, bool] | None:
 
 def _document_shape(head: str) -> str | None:
     """The envelope of a JSON document (an array, or one pretty-printed object) from the keys in its head."""
-    keys = {
-        "cloudwatch": ('"events"', '"logStreamName"', '"ingestionTime"', '"nextForwardToken"'),
-        "cloud-logging": ('"insertId"', '"logName"', '"textPayload"', '"jsonPayload"'),
-        "elastic": ('"_source"', '"hits"'),
-        "journald": ('"__REALTIME_TIMESTAMP"', '"MESSAGE"'),
-        "loki": ('"labels"', '"line"'),
-        "docker-json": ('"log"', '"stream"'),
-        "datadog": ('"attributes"', '"service"'),
-    }
-    scores = {name: sum(key in head for key in wanted) for name, wanted in keys.items()}
+    scores = {row.name: sum(key in head for key in row.head_keys) for row in _JSON_ROWS}
     best = max(scores, key=scores.get)
     return best if scores[best] >= 2 else None
 
