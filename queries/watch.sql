@@ -88,6 +88,13 @@ SELECT c.* FROM watch_candidate_sends c
 WHERE NOT EXISTS (SELECT 1 FROM watch_known_sends k WHERE k.msg_id = c.msg_id AND k.recipient = c.recipient);
 INSERT INTO watch_sends SELECT * FROM watch_new_sends
 
+-- name: watch_add_fresh_sends
+-- watch_add_sends when the index points to no kept row (watch_copy_rows empty, as it is for most polls): every
+-- candidate is new, in the order watch_candidate_keys read them.
+-- dialect: duckdb
+CREATE OR REPLACE TEMP TABLE watch_new_sends AS SELECT * FROM watch_candidate_sends;
+INSERT INTO watch_sends SELECT * FROM watch_new_sends
+
 -- name: watch_added_keys
 -- The rows watch_add_sends added (from :first_row on), with their hashes, for the index.
 -- dialect: duckdb

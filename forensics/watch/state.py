@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 import queries
 from forensics.ingest import case as cases, runfolders, window
 from forensics.ingest import load as ingest
@@ -163,8 +165,8 @@ class State:
         news = self._worker_news(events)
         for name in ("watch_chunk_files", "watch_chunk_events"):
             self.con.unregister(name)
-        self._add_sends()
-        changes.duplicates += queries.rows(self.con, "watch_duplicate_rows")
+        if self._add_sends():
+            changes.duplicates += queries.rows(self.con, "watch_duplicate_rows")
         if news:
             changes.workers += queries.rows(self.con, "watch_worker_rows")
         changes.sends += queries.rows(self.con, "watch_sends_by_worker")
@@ -182,27 +184,37 @@ class State:
         self.workers |= pairs
         return True
 
-    def _add_sends(self) -> None:
+    def _add_sends(self) -> bool:
         """The poll's new sends kept and its new duplicated people found, reading of the sends kept before only the
-        rows the index points to (forensics/watch/keys.py)."""
+        rows the index points to (forensics/watch/keys.py); whether it looked for new duplicated people."""
         import pyarrow as pa
 
         keys = queries.arrow(self.con, "watch_candidate_keys")
         persons, sends = (keys.column(c).to_numpy() for c in ("person", "send"))
-        self.con.register("watch_copy_rows", pa.table({"rid": self.send_rows.rows(sends).astype("int64")}))
-        self.con.register("watch_person_rows", pa.table({"rid": self.person_rows.rows(persons).astype("int64")}))
+        copies = self.send_rows.rows(sends).astype("int64")
+        people = self.person_rows.rows(persons).astype("int64")
+        self.con.register("watch_copy_rows", pa.table({"rid": copies}))
+        self.con.register("watch_person_rows", pa.table({"rid": people}))
+        # a new duplicate is a person the index points to kept sends of, or one named twice in the poll: without
+        # either, watch_new_duplicates would find no one
+        duplicates = bool(len(people)) or len(np.unique(persons)) < len(persons)
         try:
-            queries.script(self.con, "watch_add_sends")
-            queries.script(self.con, "watch_new_duplicates")
+            queries.script(self.con, "watch_add_sends" if len(copies) else "watch_add_fresh_sends")
+            if duplicates:
+                queries.script(self.con, "watch_new_duplicates")
         finally:
             self.con.unregister("watch_copy_rows")
             self.con.unregister("watch_person_rows")
-        added = queries.arrow(self.con, "watch_added_keys", {"first_row": self.kept})
-        if added.num_rows:
-            rows = added.column("rid").to_numpy()
-            self.person_rows.add(added.column("person").to_numpy(), rows)
-            self.send_rows.add(added.column("send").to_numpy(), rows)
+        if len(copies):
+            added = queries.arrow(self.con, "watch_added_keys", {"first_row": self.kept})
+            rows, persons, sends = (added.column(c).to_numpy() for c in ("rid", "person", "send"))
+        else:  # every candidate was appended, in order: the rows from `kept` on (watch_sends is never deleted from)
+            rows = np.arange(self.kept, self.kept + len(sends), dtype=np.int64)
+        if len(rows):
+            self.person_rows.add(persons, rows)
+            self.send_rows.add(sends, rows)
             self.kept = int(rows.max()) + 1
+        return duplicates
 
     def kind_changes(self, con=None) -> list[dict]:
         """Classify the whole state as diagnose would; the duplicated people whose kind is new or changed. `con`: a
