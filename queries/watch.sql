@@ -19,21 +19,16 @@ CREATE TABLE IF NOT EXISTS watch_people (campaign VARCHAR, step VARCHAR, recipie
 CREATE TABLE IF NOT EXISTS watch_workers (worker VARCHAR, incarnation VARCHAR)
 
 -- name: watch_take_chunk
--- Add one poll's rows, each numbered by its line in its file; the candidate real sends (as build_sends counts
--- them: a send record with a msg_id, a success or no status and a recipient; one per msg_id and recipient; a copy
--- of one already kept is left out by watch_add_sends); and what the new records say of workers: one seen for the
--- first time (new-worker), a known one under a new incarnation or logging a start (worker-restart). watch_workers
--- holds a row per worker and incarnation: it stays small however long the watch runs.
+-- Add one poll's records, each numbered by its line in its file, and its candidate real sends (as build_sends
+-- counts them: a send record with a msg_id, a success or no status and a recipient; one per msg_id and recipient; a
+-- copy of one already kept is left out by watch_add_sends). watch_workers holds a row per worker and incarnation
+-- (watch_worker_news): it stays small however long the watch runs.
 -- dialect: duckdb
 CREATE OR REPLACE TEMP TABLE watch_new_events AS
 SELECT e.* REPLACE (f.source AS source, e.line_no - f.first_line + 1 + f.lines_before AS line_no)
 FROM watch_chunk_events e
 JOIN watch_chunk_files f ON f.chunk = e.source AND e.line_no BETWEEN f.first_line AND f.last_line;
 INSERT INTO watch_events SELECT * FROM watch_new_events;
-INSERT INTO watch_skipped
-SELECT s.* REPLACE (f.source AS source, s.line_no - f.first_line + 1 + f.lines_before AS line_no)
-FROM watch_chunk_skipped s
-JOIN watch_chunk_files f ON f.chunk = s.source AND s.line_no BETWEEN f.first_line AND f.last_line;
 -- the poll's candidate sends (one per msg_id and recipient within the poll), with the hashes the watch's index of
 -- watch_sends (forensics/watch/keys.py) is asked for: the rows of the kept sends that may be the same send or the
 -- same person
@@ -44,7 +39,13 @@ SELECT n.source, n.line_no AS line, n.ts, n.worker, coalesce(n.campaign, '') AS 
 FROM watch_new_events n
 WHERE n.event = 'send' AND n.msg_id IS NOT NULL AND mm_ok_status(n.status) AND n.recipient IS NOT NULL
   AND n.recipient <> ''
-QUALIFY row_number() OVER (PARTITION BY n.msg_id, n.recipient ORDER BY n.ts, n.source, n.line_no) = 1;
+QUALIFY row_number() OVER (PARTITION BY n.msg_id, n.recipient ORDER BY n.ts, n.source, n.line_no) = 1
+
+-- name: watch_worker_news
+-- What the poll's records say of workers: one seen for the first time (new-worker), a known one under a new
+-- incarnation or logging a start (worker-restart). Run only when a record names a worker and incarnation not held
+-- yet, or logs a start (forensics/watch/state.py knows the pairs held): otherwise it finds nothing.
+-- dialect: duckdb
 CREATE OR REPLACE TEMP TABLE watch_worker_news AS
 WITH fresh AS (
     SELECT worker, incarnation, min(ts) AS ts, arg_min(source, ts) AS source, bool_or(event = 'start') AS started
@@ -61,6 +62,15 @@ SELECT DISTINCT worker, incarnation FROM watch_worker_news n
 WHERE NOT EXISTS (SELECT 1 FROM watch_workers w WHERE w.worker = n.worker
                                                   AND w.incarnation IS NOT DISTINCT FROM n.incarnation)
 
+-- name: watch_take_skipped
+-- Add one poll's skipped lines, each numbered by its line in its file (run only when the loader counted some: a
+-- poll of clean lines spares the statement and the copy of an empty table).
+-- dialect: duckdb
+INSERT INTO watch_skipped
+SELECT s.* REPLACE (f.source AS source, s.line_no - f.first_line + 1 + f.lines_before AS line_no)
+FROM watch_chunk_skipped s
+JOIN watch_chunk_files f ON f.chunk = s.source AND s.line_no BETWEEN f.first_line AND f.last_line
+
 -- name: watch_candidate_keys
 -- The hashes of the poll's candidate sends, for the index of watch_sends.
 -- dialect: duckdb
@@ -76,6 +86,13 @@ SELECT msg_id, recipient FROM watch_sends WHERE rowid IN (SELECT rid FROM watch_
 CREATE OR REPLACE TEMP TABLE watch_new_sends AS
 SELECT c.* FROM watch_candidate_sends c
 WHERE NOT EXISTS (SELECT 1 FROM watch_known_sends k WHERE k.msg_id = c.msg_id AND k.recipient = c.recipient);
+INSERT INTO watch_sends SELECT * FROM watch_new_sends
+
+-- name: watch_add_fresh_sends
+-- watch_add_sends when the index points to no kept row (watch_copy_rows empty, as it is for most polls): every
+-- candidate is new, in the order watch_candidate_keys read them.
+-- dialect: duckdb
+CREATE OR REPLACE TEMP TABLE watch_new_sends AS SELECT * FROM watch_candidate_sends;
 INSERT INTO watch_sends SELECT * FROM watch_new_sends
 
 -- name: watch_added_keys

@@ -87,8 +87,8 @@ def _watch_tables(con) -> None:
     con.register("watch_chunk_skipped", con.sql("SELECT * FROM skipped").to_arrow_table())
     for name in ("watch_copy_rows", "watch_person_rows"):  # the rows of watch_sends the watch's index points to
         con.register(name, pa.table({"rid": pa.array([], pa.int64())}))
-    for name in ("watch_create_state", "watch_take_chunk", "watch_add_sends", "watch_new_duplicates",
-                 "watch_kind_changes"):
+    for name in ("watch_create_state", "watch_take_chunk", "watch_take_skipped", "watch_worker_news",
+                 "watch_add_sends", "watch_add_fresh_sends", "watch_new_duplicates", "watch_kind_changes"):
         queries.script(con, name)
 
 

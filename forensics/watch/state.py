@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 import queries
 from forensics.ingest import case as cases, runfolders, window
 from forensics.ingest import load as ingest
@@ -70,6 +72,7 @@ class State:
         # the rows of watch_sends by person and by send (their runs past a size are files of the run folder)
         self.person_rows, self.send_rows = RowIndex(self.folder, "person-rows"), RowIndex(self.folder, "send-rows")
         self.kept = 0  # rows of watch_sends: the next one added is this rowid
+        self.workers: set[tuple] = set()  # the (worker, incarnation) pairs of watch_workers
         self._warm()
 
     def _warm(self) -> None:
@@ -113,7 +116,7 @@ class State:
             for (path, spans), summary in zip(pieces.items(), inputs):
                 if summary.records and len(spans) == 1:
                     self.shapes.setdefault(spans[0][2].label, (summary.syntax, summary.envelope or NO_ENVELOPE))
-            self._add(pieces, changes)
+            self._add(pieces, changes, skipped=any(summary.skipped for summary in inputs))
         finally:  # the pieces' files; their folders are used again by the next poll's pieces (made once, not each poll)
             for path in pieces:
                 Path(path).unlink(missing_ok=True)
@@ -137,7 +140,9 @@ class State:
             pieces[str(path)] = spans
         return pieces
 
-    def _add(self, pieces: dict[str, list[tuple[int, int, Chunk]]], changes: Changes) -> None:
+    def _add(self, pieces: dict[str, list[tuple[int, int, Chunk]]], changes: Changes, skipped: bool = True) -> None:
+        """The loaded chunks added to the state; `skipped`: whether the loader counted skipped lines among them
+        (when it did not, the skipped view is empty: neither copied nor inserted, once the state exists)."""
         import pyarrow as pa
 
         spans = [(path, *span) for path, of_file in pieces.items() for span in of_file]
@@ -145,40 +150,71 @@ class State:
                           "last_line": [last for _, _, last, _ in spans], "source": [c.label for *_, c in spans],
                           "lines_before": [c.lines_before - (1 if c.prefix else 0) for *_, c in spans]})
         self.con.register("watch_chunk_files", files)
-        self.con.register("watch_chunk_events", self.scratch.sql("SELECT * FROM events").to_arrow_table())
-        self.con.register("watch_chunk_skipped", self.scratch.sql("SELECT * FROM skipped").to_arrow_table())
+        events = self.scratch.sql("SELECT * FROM events").to_arrow_table()
+        self.con.register("watch_chunk_events", events)
+        skipped = skipped or not self.created
+        if skipped:
+            self.con.register("watch_chunk_skipped", self.scratch.sql("SELECT * FROM skipped").to_arrow_table())
         if not self.created:
             queries.script(self.con, "watch_create_state")
             self.created = True
         queries.script(self.con, "watch_take_chunk")
-        for name in ("watch_chunk_files", "watch_chunk_events", "watch_chunk_skipped"):
+        if skipped:
+            queries.run(self.con, "watch_take_skipped")
+            self.con.unregister("watch_chunk_skipped")
+        news = self._worker_news(events)
+        for name in ("watch_chunk_files", "watch_chunk_events"):
             self.con.unregister(name)
-        self._add_sends()
-        changes.duplicates += queries.rows(self.con, "watch_duplicate_rows")
-        changes.workers += queries.rows(self.con, "watch_worker_rows")
+        if self._add_sends():
+            changes.duplicates += queries.rows(self.con, "watch_duplicate_rows")
+        if news:
+            changes.workers += queries.rows(self.con, "watch_worker_rows")
         changes.sends += queries.rows(self.con, "watch_sends_by_worker")
 
-    def _add_sends(self) -> None:
+    def _worker_news(self, events) -> bool:
+        """watch_worker_news, run only when it can find something: a record names a worker and incarnation not held
+        yet, or logs a start (a poll of known workers' sends spares its statements)."""
+        import pyarrow.compute as pc
+
+        named = events.filter(pc.fill_null(pc.not_equal(events.column("worker"), ""), False))
+        pairs = set(zip(named.column("worker").to_pylist(), named.column("incarnation").to_pylist()))
+        if pairs <= self.workers and not pc.any(pc.equal(named.column("event"), "start")).as_py():
+            return False
+        queries.script(self.con, "watch_worker_news")
+        self.workers |= pairs
+        return True
+
+    def _add_sends(self) -> bool:
         """The poll's new sends kept and its new duplicated people found, reading of the sends kept before only the
-        rows the index points to (forensics/watch/keys.py)."""
+        rows the index points to (forensics/watch/keys.py); whether it looked for new duplicated people."""
         import pyarrow as pa
 
         keys = queries.arrow(self.con, "watch_candidate_keys")
         persons, sends = (keys.column(c).to_numpy() for c in ("person", "send"))
-        self.con.register("watch_copy_rows", pa.table({"rid": self.send_rows.rows(sends).astype("int64")}))
-        self.con.register("watch_person_rows", pa.table({"rid": self.person_rows.rows(persons).astype("int64")}))
+        copies = self.send_rows.rows(sends).astype("int64")
+        people = self.person_rows.rows(persons).astype("int64")
+        self.con.register("watch_copy_rows", pa.table({"rid": copies}))
+        self.con.register("watch_person_rows", pa.table({"rid": people}))
+        # a new duplicate is a person the index points to kept sends of, or one named twice in the poll: without
+        # either, watch_new_duplicates would find no one
+        duplicates = bool(len(people)) or len(np.unique(persons)) < len(persons)
         try:
-            queries.script(self.con, "watch_add_sends")
-            queries.script(self.con, "watch_new_duplicates")
+            queries.script(self.con, "watch_add_sends" if len(copies) else "watch_add_fresh_sends")
+            if duplicates:
+                queries.script(self.con, "watch_new_duplicates")
         finally:
             self.con.unregister("watch_copy_rows")
             self.con.unregister("watch_person_rows")
-        added = queries.arrow(self.con, "watch_added_keys", {"first_row": self.kept})
-        if added.num_rows:
-            rows = added.column("rid").to_numpy()
-            self.person_rows.add(added.column("person").to_numpy(), rows)
-            self.send_rows.add(added.column("send").to_numpy(), rows)
+        if len(copies):
+            added = queries.arrow(self.con, "watch_added_keys", {"first_row": self.kept})
+            rows, persons, sends = (added.column(c).to_numpy() for c in ("rid", "person", "send"))
+        else:  # every candidate was appended, in order: the rows from `kept` on (watch_sends is never deleted from)
+            rows = np.arange(self.kept, self.kept + len(sends), dtype=np.int64)
+        if len(rows):
+            self.person_rows.add(persons, rows)
+            self.send_rows.add(sends, rows)
             self.kept = int(rows.max()) + 1
+        return duplicates
 
     def kind_changes(self, con=None) -> list[dict]:
         """Classify the whole state as diagnose would; the duplicated people whose kind is new or changed. `con`: a
