@@ -40,11 +40,13 @@ CREATE OR REPLACE TEMP MACRO mm_journal_text(j) AS CASE
 -- a text that starts a JSON object after any spaces ltrim() would take off (Unicode's space separators); a regex,
 -- not starts_with(ltrim(s), '{'), which copied every text
 CREATE OR REPLACE TEMP MACRO mm_starts_object(s) AS regexp_matches(s, '^\p{Zs}*\{');
--- whether the JSON object `line` has a key of its own among `keys` (comma-separated, lower case: envelopes.SEND_KEYS),
--- in any case: then it is a send record itself, not an envelope's entry (Fluent Bit's Merge_Log keeps Docker's log,
--- stream and time beside the fields it parsed out of log)
-CREATE OR REPLACE TEMP MACRO mm_carries_send(line, keys) AS
-    list_has_any(list_transform(json_keys(line), lambda k: lower(k)), string_split(keys, ','));
+-- whether the keys of a JSON object (json_keys) hold one among `send` (comma-separated, lower case:
+-- envelopes.SEND_KEYS), in any case: then it is a send record itself, not an envelope's entry (Fluent Bit's Merge_Log
+-- keeps Docker's log, stream and time beside the fields it parsed out of log). Keys that are all among `own` (the
+-- envelope's) hold none: only other keys are lower-cased, a list lambda on every line costing more than its parse.
+CREATE OR REPLACE TEMP MACRO mm_carries_send(keys, own, send) AS CASE
+    WHEN list_has_all(own, keys) THEN false
+    ELSE list_has_any(list_transform(keys, lambda k: lower(k)), string_split(send, ',')) END;
 -- a text holding a key=value pair with a value
 CREATE OR REPLACE TEMP MACRO mm_holds_pair(s) AS regexp_matches(s, '(?:^|\s)[^\s="]+=[^\s]');
 -- a message that is itself a record (a JSON object or key=value pairs) rather than prose. A CASE, not an OR: where the
@@ -134,7 +136,9 @@ FROM {ident:values}
 -- A `log` without its newline is a piece of a line longer than 16 KiB (or the end of an unfinished one); the
 -- container is attrs.tag, else {lit:container} (from the file's path). A line that also holds a send key of its own
 -- ({lit:send_keys}, mm_carries_send: Fluent Bit's Merge_Log) is no entry: it is the record, passed on whole. Its keys
--- are looked at only where the line is otherwise an entry (json_keys parses the line again).
+-- are looked at only where the line is otherwise an entry (json_keys parses the line again), once, in a column.
+-- The line ending is cut by characters (substring, length): log is a decoded JSON string, and
+-- mm_before's round trip through a BLOB validated every log's UTF-8 again.
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP VIEW {ident:pieces} AS
@@ -143,14 +147,18 @@ WITH entries AS (
            CASE WHEN starts_with(line, '{')
                 THEN try(json_extract_string(line, ['$.log', '$.stream', '$.time', '$.attrs.tag'])) END AS v
     FROM {frag:lines}({lit:path}, {lit:delim})
+), keyed AS (
+    SELECT line, v, CASE WHEN v[3] IS NOT NULL THEN json_keys(line) END AS keys FROM entries
 ), read AS (
-    SELECT line, CASE WHEN v[3] IS NULL THEN NULL WHEN mm_carries_send(line, {lit:send_keys}) THEN NULL ELSE v END AS v
-    FROM entries
+    SELECT line, CASE WHEN v[3] IS NULL THEN NULL
+                      WHEN mm_carries_send(keys, ['log', 'stream', 'time', 'attrs'], {lit:send_keys}) THEN NULL
+                      ELSE v END AS v
+    FROM keyed
 )
 SELECT coalesce(v[2], '') AS chain,
        CASE WHEN v IS NULL THEN line
-            WHEN ends_with(v[1], chr(13) || chr(10)) THEN mm_before(v[1], 2)
-            WHEN ends_with(v[1], chr(10)) THEN mm_before(v[1], 1) ELSE coalesce(v[1], '') END AS text,
+            WHEN ends_with(v[1], chr(13) || chr(10)) THEN substring(v[1], 1, length(v[1]) - 2)
+            WHEN ends_with(v[1], chr(10)) THEN substring(v[1], 1, length(v[1]) - 1) ELSE coalesce(v[1], '') END AS text,
        v IS NULL OR v[1] IS NULL OR ends_with(v[1], chr(10)) AS complete, mm_ts(v[3]) AS ts, v[2] AS stream,
        NULL::VARCHAR AS host, NULL::VARCHAR AS unit,
        CASE WHEN v IS NOT NULL THEN coalesce(v[4], {lit:container}::VARCHAR) END AS container, NULL::VARCHAR AS pid
