@@ -1,9 +1,13 @@
-"""The one place that builds rich Consoles: no markup, no emoji, no highlighting."""
+"""The one terminal wrapper: every rich Console is built here (no markup, no emoji, no highlighting). Also here:
+a view's page said at once (`show`), progress on stderr for reads over a second, and exit codes kept through
+closed pipes."""
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
+from contextlib import contextmanager
 
 
 NO_TTY_WIDTH = 100_000
@@ -34,6 +38,48 @@ def make_console(stderr: bool = False):
         no_color=bool(os.environ.get("NO_COLOR")) or None,
         soft_wrap=False,
     )
+
+
+def show(page, stderr: bool = False) -> None:
+    """Say a view's page: `page` holds, in order, the objects and options of each Console.print (a line of text,
+    a rich Table or Text), all printed by one Console."""
+    console = make_console(stderr)
+    for objects, options in page:
+        console.print(*objects, **options)
+
+
+@contextmanager
+def delayed_status(message: str, delay_s: float = 1.0):
+    """Yield a callback(index, total, label); a spinner appears on stderr after `delay_s`, so a read that takes
+    less shows nothing."""
+    from forensics.textsafe import terminal_safe
+
+    console = make_console(stderr=True)
+    state = {"status": None, "text": message}
+    lock = threading.Lock()
+
+    def start():
+        with lock:
+            state["status"] = console.status(state["text"])
+            state["status"].start()
+
+    timer = threading.Timer(delay_s, start)
+    timer.daemon = True
+    timer.start()
+
+    def update(index: int, total: int, label: str) -> None:
+        with lock:
+            state["text"] = f"{message} {index + 1}/{total}: {terminal_safe(label)}"
+            if state["status"] is not None:
+                state["status"].update(state["text"])
+
+    try:
+        yield update
+    finally:
+        timer.cancel()
+        with lock:
+            if state["status"] is not None:
+                state["status"].stop()
 
 
 def reader_gone(stream) -> None:

@@ -115,3 +115,27 @@ class ReadOptions:
             ("--strict", self.strict), ("--memory-limit", self.memory_limit),
             ("--skip-unreadable", self.skip_unreadable)) if value]
         return flags
+
+
+class OptionsConflict(ConfigError):
+    """Two reading options that say opposite things (--config with --no-config, an --until before --since): the
+    command line's mistake, which the CLI reports as a usage error."""
+
+
+def options_from(*, syntax: str | None = None, fields=(), events=(), config: str | None = None, no_config: bool = False,
+                 no_infer: bool = False, envelope: str | None = None, tz: str | None = None, year: int | None = None,
+                 since=None, until=None) -> ReadOptions:
+    """The ReadOptions of a command line's values (--field and --event as given, `NAME=VALUE`): the config read
+    (given, or found in the working directory) and the mappings checked now, so a malformed one is refused before
+    any log is read."""
+    from forensics.ingest.fields import parse_event_overrides, parse_overrides
+
+    if config and no_config:
+        raise OptionsConflict("--config and --no-config say opposite things; pass one of them")
+    window = Window(since, until)
+    problem = window.order_problem()
+    if problem:
+        raise OptionsConflict(f"{problem}; pass an --until later than --since")
+    return ReadOptions(syntax=syntax, fields=parse_overrides(fields), events=parse_event_overrides(events),
+                       infer=not no_infer, config=find_config(config, no_config), no_config=no_config,
+                       envelope=envelope, tz=tz, year=year, window=window)

@@ -6,8 +6,8 @@ import sys
 
 import click
 
-from mailmortem.cli.options import export_options, format_option, output_option
-from mailmortem.cli.reading import case_options, note_reading, open_case
+from mailmortem.cli.options import format_option, output_option
+from mailmortem.cli.reading import case_options, export_options, note_reading, open_case
 from mailmortem.cli.window import note as note_window
 from forensics.kinds import KINDS
 
@@ -59,7 +59,7 @@ def diagnose(paths, read, fmt, save, exports, fail_on_duplicates):
     case = open_case(paths, read, save)
     exports = exports.with_found(case.provider_exports)  # an export among the LOGS is the provider's history
     document = build_document(case, include_affected=False, logs=paths, exports=exports)
-    if exports:
+    if exports.paths or exports.found:  # given, or found among the LOGS
         document["reconciliation"] = _reconcile(case, exports)
         evidence.with_unplaced_provider_sends(document, document["reconciliation"])
     if fmt == "json":

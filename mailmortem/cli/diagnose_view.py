@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from forensics.ingest.window import headline as window_headline, read_lines as window_lines
 from forensics.textsafe import terminal_safe as safe
-from mailmortem.cli.reading import reading_lines
 
 # Incidents shown in full; the rest get a line each so a diagnosis stays within one screen.
 FULL_INCIDENTS = 4
@@ -82,59 +81,69 @@ def _incident_block(incident: dict):
     return text
 
 
-def show_diagnosis(document: dict, saved_to: str | None = None, zone_note: str | None = None) -> None:
-    from mailmortem.console import make_console
+class _Page(list):
+    """What the view says, in order: the objects and options of each Console.print, said at once by
+    mailmortem.console.show."""
 
-    console = make_console()
+    def print(self, *objects, **options) -> None:
+        self.append((objects, options))
+
+
+def show_diagnosis(document: dict, saved_to: str | None = None, zone_note: str | None = None) -> None:
+    from forensics.findings import reading_notes
+    from mailmortem.console import show
+
+    page = _Page()
     missed = _missed_by_log(document)
     if missed["count"]:  # the provider saw duplicates the log cannot show: said before anything else
-        console.print(_missed_headline(missed), soft_wrap=True)
+        page.print(_missed_headline(missed), soft_wrap=True)
     if not document["complete"]:
-        console.print(_lost_headline(document["lost_evidence"]), soft_wrap=True)
+        page.print(_lost_headline(document["lost_evidence"]), soft_wrap=True)
     window = document.get("window")  # --since/--until: who the window cannot see, said before any figure
     if window:
-        console.print(window_headline(window), soft_wrap=True)
-    console.print(_inputs_table(document["inputs"]))
+        page.print(window_headline(window), soft_wrap=True)
+    page.print(_inputs_table(document["inputs"]))
     if "vocabulary" in document:  # only when more than the alias table decided the reading
         from forensics.ingest.refusal import read_as_lines
 
-        console.print("\n".join(safe(line) for line in read_as_lines(document["vocabulary"])), soft_wrap=True)
+        page.print("\n".join(safe(line) for line in read_as_lines(document["vocabulary"])), soft_wrap=True)
     for line in window_lines(window):
-        console.print(line, soft_wrap=True)
+        page.print(line, soft_wrap=True)
     skipped = sum(i["skipped"] for i in document["inputs"])
     if skipped:
-        console.print(f"{skipped:,} lines were not records and were skipped (see 'first skipped').")
+        page.print(f"{skipped:,} lines were not records and were skipped (see 'first skipped').")
     for note in [i["note"] for i in document["inputs"] if i["note"]]:
-        console.print(safe(note), soft_wrap=True)
-    for line in reading_lines(document["reading"]):  # the config the fields were mapped by, exports among LOGS
-        console.print(line, soft_wrap=True)
+        page.print(safe(note), soft_wrap=True)
+    for line in reading_notes(document["reading"]):  # the config the fields were mapped by, exports among LOGS
+        page.print(safe(line), soft_wrap=True)
     if zone_note:
-        console.print(zone_note)
-    console.print()
+        page.print(zone_note)
+    page.print()
     for line in _summary_lines(document["summary"]):
-        console.print(line)
-    console.print()
+        page.print(line)
+    page.print()
     if not document["incidents"]:
-        console.print(_no_incident_line(document))
+        page.print(_no_incident_line(document))
     incidents = document["incidents"]
     for incident in incidents[:FULL_INCIDENTS]:
-        console.print(_incident_block(incident), soft_wrap=True)
+        page.print(_incident_block(incident), soft_wrap=True)
     if len(incidents) > FULL_INCIDENTS:
-        console.print(f"{len(incidents) - FULL_INCIDENTS} smaller incidents (all in --format json):")
+        page.print(f"{len(incidents) - FULL_INCIDENTS} smaller incidents (all in --format json):")
         for incident in incidents[FULL_INCIDENTS:]:
-            console.print(f"  {incident['id']}  {incident['kind']}  campaign {safe(incident['campaign'])} step "
+            page.print(f"  {incident['id']}  {incident['kind']}  campaign {safe(incident['campaign'])} step "
                           f"{safe(incident['step'])}  {people_count(incident['people'])}  workers "
                           f"{_short_list(incident['workers'], 2)}", soft_wrap=True)
     for command in document["next"]:  # the whole case's exclusion list
-        console.print(f"next (every incident's people): {safe(command)}", soft_wrap=True)
+        page.print(f"next (every incident's people): {safe(command)}", soft_wrap=True)
     if document["candidates_at_two_addresses"]:
-        console.print(_two_addresses_lines(document["candidates_at_two_addresses"]), soft_wrap=True)
+        page.print(_two_addresses_lines(document["candidates_at_two_addresses"]), soft_wrap=True)
     if "reconciliation" in document:
-        console.print(_reconciliation_lines(document["reconciliation"]))
+        page.print(_reconciliation_lines(document["reconciliation"]))
         if missed["count"]:
-            console.print(_missed_lines(missed), soft_wrap=True)
+            page.print(_missed_lines(missed), soft_wrap=True)
     if saved_to:
-        console.print(f"Case saved to {safe(saved_to)}: mailmortem sql {safe(saved_to)} \"select * from incidents\"")
+        page.print(f"Case saved to {safe(saved_to)}: mailmortem sql {safe(saved_to)} \"select * from incidents\"")
+    show(page)
 
 
 def _reconciliation_lines(rec: dict) -> str:

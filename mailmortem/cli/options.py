@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import functools
-
 import click
 
 from mailmortem.output import FORMATS
+
 
 def format_help(choices) -> str:
     """The --format help names exactly the formats the command accepts."""
@@ -59,64 +58,3 @@ YEAR_HELP = ("Year of syslog stamps, which carry none: in logs (RFC 3164), every
              "export, its first line's.")
 TZ_HELP = ("Time zone of timestamps that carry none (syslog, Python logging, console formats, records; a Postfix "
            "export's lines), an IANA name such as Europe/Berlin (default UTC).")
-
-_EXPORT_PARAMS = ("export_paths", "export_provider", "export_maps", "campaign_keys", "step_keys", "candidate_keys",
-                  "export_year", "export_tz")
-
-
-def export_options(required: bool = False, what: str = "Provider send history", times: bool = True):
-    """--provider-export and how to read it: the same options on every command that reads exports.
-
-    The command gets them as one `exports` argument, a forensics.providers.ExportSpec (falsy without paths).
-    A command that also reads logs (`times=False`, under mailmortem.cli.reading.case_options) has one --year and
-    --tz for both: the export takes those the logs were read with (the `read` argument case_options passes down).
-    """
-    from forensics.providers.detect import PROVIDERS
-
-    options = [
-        click.option("--provider-export", "export_paths", multiple=True, required=required, metavar="PATH",
-                     help=f"{what}: a file, folder or glob (.gz fine); repeat for several."),
-        click.option("--provider", "export_provider", type=click.Choice(PROVIDERS),
-                     help="Read every export as this provider's (default: each file by its provider's own fields; "
-                          "a file no provider claims, or two do, is refused)."),
-        click.option("--map", "export_maps", multiple=True, metavar="FIELD=COLUMN",
-                     help="Your own CSV/JSONL: the column of recipient and msg_id (unless so named), and of sent_at, "
-                          "event, campaign, step, candidate, subject, template (looked for by name when not mapped)."),
-        click.option("--campaign-key", "campaign_keys", multiple=True,
-                     help="Metadata key holding the campaign (default: campaign, campaign_id)."),
-        click.option("--step-key", "step_keys", multiple=True, help="Metadata key holding the step (default: step)."),
-        click.option("--candidate-key", "candidate_keys", multiple=True,
-                     help="Metadata key holding the candidate (default: candidate, candidate_id, lead_id)."),
-    ]
-    if times:
-        options += [
-            click.option("--year", "export_year", type=click.IntRange(1970, 2200), help=YEAR_HELP),
-            click.option("--tz", "export_tz", help=TZ_HELP),
-        ]
-
-    def decorate(func):
-        @functools.wraps(func)
-        def with_spec(*args, **kwargs):
-            if not times:
-                kwargs["export_year"], kwargs["export_tz"] = kwargs["read"].year, kwargs["read"].tz
-            kwargs["exports"] = _export_spec(*(kwargs.pop(name) for name in _EXPORT_PARAMS), times)
-            return func(*args, **kwargs)
-
-        for option in reversed(options):
-            with_spec = option(with_spec)
-        return with_spec
-
-    return decorate
-
-
-def _export_spec(paths, provider, maps, campaign_keys, step_keys, candidate_keys, year, tz, times=True):
-    from forensics.providers import ExportSpec, Keys
-    from forensics.providers.generic import parse_map
-
-    if not paths and (provider or maps or campaign_keys or step_keys or candidate_keys or (times and (year or tz))):
-        raise click.UsageError("--provider, --map, the --*-key options, --year and --tz say how to read "
-                               "--provider-export, which was not given")
-
-    keys = Keys(**{name: tuple(given) for name, given in (("campaign", campaign_keys), ("step", step_keys),
-                                                          ("candidate", candidate_keys)) if given})
-    return ExportSpec(tuple(paths), provider, parse_map(maps), keys, year, tz)

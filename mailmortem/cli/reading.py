@@ -1,10 +1,14 @@
-"""How logs are read, declared once for every command that reads them: the reading options, as one value.
+"""How logs and provider exports are read, declared once for every command that reads them: the reading options,
+as one value.
 
 `reading_options` gives the command one `read` argument, a forensics.ingest.reading.ReadOptions built from
 --field, --event, --config/--no-config, --no-infer, --syntax, --envelope, --tz, --year and --since/--until;
 `case_options` adds LOGS and how the case is loaded (--strict, --memory-limit, --skip-unreadable). The same
 value loads the case and is repeated by every next command the run prints. A meta-test
 (tests/cli/test_reading_options.py) holds that every command reading logs takes every option here.
+
+`export_options` gives a command that reads provider exports one `exports` argument, a
+forensics.providers.ExportSpec; under `case_options`, the exports are read with the logs' --year and --tz.
 """
 
 from __future__ import annotations
@@ -111,29 +115,84 @@ def _decorated(command, decorators: list):
     return command
 
 
-def read_options(syntax=None, fields=(), events=(), config=None, no_config=False, no_infer=False, envelope=None,
-                 tz=None, year=None, since=None, until=None):
-    """The ReadOptions of these option values: the config read (given, or found in the working directory) and
-    the --field mappings checked now, so a malformed config is refused before any log is read."""
-    from forensics.ingest.fields import parse_event_overrides, parse_overrides
-    from forensics.ingest.reading import ReadOptions, find_config
-    from forensics.ingest.window import Window
+def read_options(**given):
+    """The ReadOptions of these option values (forensics.ingest.reading.options_from: the config read and the
+    mappings checked before any log is read); options that contradict each other are a usage error."""
+    from forensics.ingest.reading import OptionsConflict, options_from
 
-    if config and no_config:
-        raise click.UsageError("--config and --no-config say opposite things; pass one of them")
-    window = Window(since, until)
-    problem = window.order_problem()
-    if problem:
-        raise click.UsageError(f"{problem}; pass an --until later than --since")
-    return ReadOptions(syntax=syntax, fields=parse_overrides(fields), events=parse_event_overrides(events),
-                       infer=not no_infer, config=find_config(config, no_config), no_config=no_config,
-                       envelope=envelope, tz=tz, year=year, window=window)
+    try:
+        return options_from(**given)
+    except OptionsConflict as exc:
+        raise click.UsageError(str(exc)) from None
+
+
+_EXPORT_PARAMS = ("export_paths", "export_provider", "export_maps", "campaign_keys", "step_keys", "candidate_keys",
+                  "export_year", "export_tz")
+
+
+def export_options(required: bool = False, what: str = "Provider send history", times: bool = True):
+    """--provider-export and how to read it: the same options on every command that reads exports.
+
+    The command gets them as one `exports` argument, a forensics.providers.ExportSpec (falsy without paths).
+    A command that also reads logs (`times=False`, under case_options) has one --year and --tz for both: the
+    export takes those the logs were read with (the `read` argument case_options passes down).
+    """
+    from forensics.providers.detect import PROVIDERS
+
+    options = [
+        click.option("--provider-export", "export_paths", multiple=True, required=required, metavar="PATH",
+                     help=f"{what}: a file, folder or glob (.gz fine); repeat for several."),
+        click.option("--provider", "export_provider", type=click.Choice(PROVIDERS),
+                     help="Read every export as this provider's (default: each file by its provider's own fields; "
+                          "a file no provider claims, or two do, is refused)."),
+        click.option("--map", "export_maps", multiple=True, metavar="FIELD=COLUMN",
+                     help="Your own CSV/JSONL: the column of recipient and msg_id (unless so named), and of sent_at, "
+                          "event, campaign, step, candidate, subject, template (looked for by name when not mapped)."),
+        click.option("--campaign-key", "campaign_keys", multiple=True,
+                     help="Metadata key holding the campaign (default: campaign, campaign_id)."),
+        click.option("--step-key", "step_keys", multiple=True, help="Metadata key holding the step (default: step)."),
+        click.option("--candidate-key", "candidate_keys", multiple=True,
+                     help="Metadata key holding the candidate (default: candidate, candidate_id, lead_id)."),
+    ]
+    if times:
+        options += [
+            click.option("--year", "export_year", type=click.IntRange(1970, 2200), help=YEAR_HELP),
+            click.option("--tz", "export_tz", help=TZ_HELP),
+        ]
+
+    def decorate(func):
+        @functools.wraps(func)
+        def with_spec(*args, **kwargs):
+            if not times:
+                kwargs["export_year"], kwargs["export_tz"] = kwargs["read"].year, kwargs["read"].tz
+            kwargs["exports"] = _export_spec(*(kwargs.pop(name) for name in _EXPORT_PARAMS), times)
+            return func(*args, **kwargs)
+
+        for option in reversed(options):
+            with_spec = option(with_spec)
+        return with_spec
+
+    return decorate
+
+
+def _export_spec(paths, provider, maps, campaign_keys, step_keys, candidate_keys, year, tz, times=True):
+    from forensics.providers import ExportSpec, Keys
+    from forensics.providers.generic import parse_map
+
+    if not paths:  # nothing given to read: only the times, for exports found among the LOGS
+        if provider or maps or campaign_keys or step_keys or candidate_keys or (times and (year or tz)):
+            raise click.UsageError("--provider, --map, the --*-key options, --year and --tz say how to read "
+                                   "--provider-export, which was not given")
+        return ExportSpec(year=year, tz=tz)
+    keys = Keys(**{name: tuple(given) for name, given in (("campaign", campaign_keys), ("step", step_keys),
+                                                          ("candidate", candidate_keys)) if given})
+    return ExportSpec(tuple(paths), provider, parse_map(maps), keys, year, tz)
 
 
 def open_case(paths, read, save=None):
     """Load LOGS as `read` says, with the delayed progress line."""
     from forensics.ingest.case import load_case
-    from mailmortem.cli.progress import delayed_status
+    from mailmortem.console import delayed_status
 
     with delayed_status("reading logs") as progress:
         return load_case(paths, database=save, progress=progress, options=read, require_sends=True)

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import click
 
-from mailmortem.cli.options import export_options
-from mailmortem.cli.reading import case_options, open_case
+from mailmortem.cli.reading import case_options, export_options, open_case
 from forensics.errors import InputError
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")

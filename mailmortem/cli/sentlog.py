@@ -6,7 +6,8 @@ import sys
 
 import click
 
-from mailmortem.cli.options import apply_option, db_hint, db_option, export_options, format_option
+from mailmortem.cli.options import apply_option, db_hint, db_option, format_option
+from mailmortem.cli.reading import export_options
 
 
 def _say_target(db: str | None) -> None:
