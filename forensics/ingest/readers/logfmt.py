@@ -137,6 +137,8 @@ def _unless_damaged(results: Iterator, seen: _Seen) -> Iterator:
 
 
 def _reader(keys: list[list[bytes]], keep_raw: bool) -> Callable:
+    """What the tokenizer makes of a span (buffer, start, end). A line's text comes only where it may be kept
+    (keep_raw, or a line that may be skipped): moving every line's text into DuckDB cost more than tokenizing it."""
     def read(buffer, start: int, end: int) -> list:
         return _logfmt.tokenize(buffer, start, end, keys, runtime.THREADS, keep_raw)
     return read
