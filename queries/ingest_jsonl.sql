@@ -15,9 +15,10 @@ WITH lines AS (
 ), {block:jsonl_texts}, {block:typed_in_sql}, {block:typed_columns}
 
 -- name: stage_jsonl_tokens
--- JSON Lines read by the compiled reader: {ident:tokens} is its Arrow stream (stage_jsonl's text columns, a problem
--- code: 1 blank, 2 left to SQL, and the fields it typed itself). A line it left (`deferred`) and a time without a
--- zone are read and typed as stage_jsonl does, into staged_table. {frag:env}: no envelope, or the stream's `env`.
+-- JSON Lines read by the compiled reader: {ident:tokens} is its Arrow stream (stage_jsonl's text columns, named by
+-- {idents:text_columns}, a problem code: 1 blank, 2 left to SQL, and the fields it typed itself). A line it left
+-- (`deferred`) and a time without a zone are read and typed as stage_jsonl does, into staged_table. {frag:env}: no
+-- envelope, or the stream's `env`.
 -- dialect: duckdb
 -- fragments: picks=deferred_text_column|carried_column
 -- fragments: env=mm_no_envelope()|env
@@ -25,8 +26,7 @@ WITH lines AS (
 INSERT INTO {ident:staged}
 WITH lines AS (
     SELECT line, {frag:env} AS env,
-           ts_text, event_text, worker, incarnation, campaign, step, recipient_text, candidate, msg_id_text, shard,
-           lease_text, test_id, variant, status, attempt_text, error, count_text,
+           {idents:text_columns},
            recipient_typed, msg_id_typed, ts_typed, problem_code = 2 AS deferred,
            CASE WHEN problem_code = 1 THEN 'blank line' END AS settled_problem
     FROM {ident:tokens}

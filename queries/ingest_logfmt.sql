@@ -59,17 +59,16 @@ WITH lines AS (
 ), {block:typed_in_sql}, {block:typed_columns}
 
 -- name: stage_logfmt_tokens
--- logfmt read by the compiled reader: {ident:tokens} is its Arrow stream (stage_logfmt's text columns, a problem
--- code, and the recipient, msg_id and zoned time it typed itself), typed here as stage_logfmt types them into
--- staged_table. {frag:env}: no envelope, or the stream's `env`.
+-- logfmt read by the compiled reader: {ident:tokens} is its Arrow stream (stage_logfmt's text columns, named by
+-- {idents:text_columns}, a problem code, and the recipient, msg_id and zoned time it typed itself), typed here as
+-- stage_logfmt types them into staged_table. {frag:env}: no envelope, or the stream's `env`.
 -- dialect: duckdb
 -- fragments: env=mm_no_envelope()|env
 {block:staged_table};
 INSERT INTO {ident:staged}
 WITH unquoted AS (
     SELECT line, {frag:env} AS env,
-           ts_text, event_text, worker, incarnation, campaign, step, recipient_text, candidate, msg_id_text, shard,
-           lease_text, test_id, variant, status, attempt_text, error, count_text,
+           {idents:text_columns},
            -- a time without a zone is typed as stage_logfmt types it (CASE, not coalesce, which evaluates
            -- every argument on every row)
            CASE WHEN ts_typed IS NOT NULL THEN ts_typed ELSE mm_ts(ts_text) END AS ts_typed,

@@ -146,7 +146,7 @@ def postgres_schema(conn) -> None:
 def values(name: str) -> dict:
     """Placeholder values for a block, as the code would give them."""
     from forensics.ingest import load
-    from forensics.ingest.readers import jsonl, sql
+    from forensics.ingest.readers import jsonl, runtime, sql
     from forensics.ingest.fields import FieldMap
 
     query = queries.get(name)
@@ -172,6 +172,7 @@ def values(name: str) -> dict:
         found["events"] = load.view_parts([1], ["staged_2"], [3])["events"]
     if name in ("stage_logfmt_tokens", "stage_jsonl_tokens"):
         found["env"] = "mm_no_envelope()"
+        found["text_columns"] = runtime.TEXT_COLUMN_NAMES
     if name == "envelope_drop_lines":
         found["relation"] = "VIEW"
     if name.startswith("envelope_"):  # what the envelope's view is given as literals (envelopes._pieces)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from forensics.ingest import sources
-from forensics.providers.among_logs import provider_of
+from forensics.providers.files import provider_of
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "providers"
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_logs"

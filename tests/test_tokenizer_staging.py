@@ -55,25 +55,25 @@ def test_a_saved_case_keeps_every_record_s_text_as_the_sql_path_does(tmp_path, m
 
 @needs_c
 def test_the_head_sample_holds_the_keys_of_the_first_lines_as_the_whole_file_s_does(tmp_path, monkeypatch):
-    monkeypatch.setattr(logfmt, "SAMPLE_CHUNK", 4096)  # the head is read in many pieces
-    first = [f"ts=2026-11-28T09:00:00Z event=send email=p{n}@x.co msg_id=m{n}" for n in range(logfmt.SAMPLE_LINES)]
+    monkeypatch.setattr(sql, "SAMPLE_CHUNK", 4096)  # the head is read in many pieces
+    first = [f"ts=2026-11-28T09:00:00Z event=send email=p{n}@x.co msg_id=m{n}" for n in range(sql.SAMPLE_LINES)]
     path = tmp_path / "mail.log"
     path.write_text("\r\n".join(first + ["ts=2026-11-28T09:00:01Z event=send to=late@x.co message_id=late"]) + "\r\n")
     con = duckdb.connect()
     queries.script(con, "ingest_macros")
     source = Source(str(path), "mail.log", False)
-    from_head = logfmt.sampled_head(str(path), lambda sample: sql.sampled_keys(con, Source(sample, "x", False),
-                                                                                       b""), str(tmp_path))
+    from_head = sql.sampled_head(str(path), lambda sample: sql.sampled_keys(con, Source(sample, "x", False), b""),
+                                 str(tmp_path))
     assert from_head == sql.sampled_keys(con, source, b"") == {"ts", "event", "email", "msg_id"}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mail.log"]  # the copy of the head is gone
 
 
 @needs_c
 def test_a_head_too_large_to_copy_is_not_sampled_from_a_copy(tmp_path, monkeypatch):
-    monkeypatch.setattr(logfmt, "SAMPLE_MOST", 1000)
+    monkeypatch.setattr(sql, "SAMPLE_MOST", 1000)
     path = tmp_path / "mail.log"
     path.write_text("ts=2026-11-28T09:00:00Z event=send to=a@x.co msg_id=m1\n" * 100)
-    assert logfmt.sampled_head(str(path), lambda sample: pytest.fail("sampled"), str(tmp_path)) is None
+    assert sql.sampled_head(str(path), lambda sample: pytest.fail("sampled"), str(tmp_path)) is None
 
 
 _SHRINKS_UNDER_THE_MAP = """

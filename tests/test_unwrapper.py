@@ -437,7 +437,7 @@ def test_a_journald_entry_names_its_host_unit_and_pid_as_on_the_duckdb_path(tmp_
 @needs_unwrapper
 @pytest.mark.parametrize("name", ["docker-json", "cri"])
 def test_a_line_handed_back_after_the_first_range_sends_the_whole_file_to_duckdb(tmp_path, taken, monkeypatch, name):
-    monkeypatch.setattr(logfmt, "SAMPLE_LINES", 1)  # the first range holds the sample, however small
+    monkeypatch.setattr("forensics.ingest.readers.sql.SAMPLE_LINES", 1)  # the first range holds the sample, however small
     lines = [f"event=send email=p{i}@example.com msg_id=m{i}" for i in range(40)]
     body = wrap(name, lines).split("\n")
     body[30] = wrap(name, [], last="event=send email=cut@example.com").rstrip("\n")  # a piece: handed back
@@ -453,7 +453,7 @@ def test_the_samples_come_from_a_head_grown_past_blank_lines_as_duckdb_reads_the
     """The first range is sampled from its head; a head of blank inner lines says nothing of the syntax inside, so
     it grows until it holds the non-blank sample: JSON records after 300 blank lines are read as JSON."""
     monkeypatch.setattr(unwrap, "HEAD_BYTES", 64)
-    monkeypatch.setattr(logfmt, "SAMPLE_LINES", 1)
+    monkeypatch.setattr("forensics.ingest.readers.sql.SAMPLE_LINES", 1)
     records = [json.dumps({"event": "send", "email": f"p{i}@example.com", "msg_id": f"m{i}"}) for i in range(250)]
     log = _file(str(tmp_path), wrap(name, [""] * 300 + records), file_name(name))
     sql, duckdb_unwrapped, unwrapped = read_three(log)

@@ -104,10 +104,11 @@ def load_case(paths, *, syntax: str | None = None, field_map: FieldMap | dict | 
     if not resolved:
         raise InputError(_no_logs(unreadable.found, exports))
     con = connect(database, options.memory_limit, sum(_input_bytes(s) for s in resolved))
-    inputs, cut, read_as = ingest.load(con, resolved, syntax=options.syntax, field_map=options.field_map(),
+    field_map, reading = options.how_read()
+    inputs, cut, read_as = ingest.load(con, resolved, syntax=options.syntax, field_map=field_map,
                                        strict=options.strict, progress=progress, keep_raw=database is not None,
-                                       reading=options.reading(), limits=options.window)
-    case = Case(con, inputs, unreadable.found, options.reading(), cut, saved=database is not None, options=options,
+                                       reading=reading, limits=options.window)
+    case = Case(con, inputs, unreadable.found, reading, cut, saved=database is not None, options=options,
                 provider_exports=exports, vocabulary=read_as)
     if case.records == 0:
         raise InputError(_nothing_read(inputs) + ("." + seen_in_sample(read_as) if read_as.keys else ""))
@@ -128,8 +129,8 @@ def _options(syntax, field_map, reading, limits, *, strict, memory_limit, skip_u
 
 
 def _apart(resolved: list[sources.Source]) -> tuple[list[sources.Source], list[dict]]:
-    """The logs, and the provider exports among them (forensics.providers.among_logs)."""
-    from forensics.providers.among_logs import provider_of
+    """The logs, and the provider exports among them (forensics.providers.files.provider_of)."""
+    from forensics.providers.files import provider_of
 
     logs, exports = [], []
     for source in resolved:

@@ -105,6 +105,14 @@ def load_config(path: str | Path) -> Config:
                   parse_event_overrides(pairs, f"config file {path}: [events]"))
 
 
+@dataclass(frozen=True)
+class KeysRead:
+    """The keys present in a sample as a FieldMap reads them (FieldMap.keys_read)."""
+
+    fields: dict[str, list[str]]  # canonical → the present keys that feed it, best first
+    by_alias: frozenset[str]  # the present keys the alias table or --field reads, inference left aside
+
+
 @dataclass
 class FieldMap:
     """Which present keys feed each canonical field, in order of preference."""
@@ -141,6 +149,10 @@ class FieldMap:
     def alias_of(self, key: str) -> str | None:
         """The field the alias table (or --field) reads `key` as, inference left aside."""
         return FieldMap(self.overrides).canonical_of(key)
+
+    def keys_read(self, present_keys: list[str]) -> KeysRead:
+        """How the keys of a sample are read: `resolve`d, and which the alias table or --field reads (`alias_of`)."""
+        return KeysRead(self.resolve(present_keys), frozenset(key for key in present_keys if self.alias_of(key)))
 
     def resolve(self, present_keys: list[str]) -> dict[str, list[str]]:
         """canonical → the present keys that feed it (exact names, best first)."""

@@ -12,10 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from forensics.errors import ConfigError
 from forensics.ingest.envelopes import Reading
 from forensics.ingest.window import Window
+
+if TYPE_CHECKING:
+    from forensics.ingest.fields import FieldMap
 
 CONFIG_NAME = "mailmortem.toml"
 
@@ -82,6 +86,10 @@ class ReadOptions:
 
     def reading(self) -> Reading:
         return Reading(self.envelope, self.tz or "UTC", self.year)
+
+    def how_read(self) -> tuple[FieldMap, Reading]:
+        """(field_map(), reading()): what loading a case asks of the options, at once."""
+        return self.field_map(), self.reading()
 
     def arguments(self, cut=None) -> list[str]:
         """The options a next command repeats to read the logs as this run did: what was given, and the window as

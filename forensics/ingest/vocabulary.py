@@ -139,8 +139,8 @@ def read(con, files, field_map: FieldMap, refuse: bool = True) -> Vocabulary:
     inferred keys and event values go into `field_map` (inferred, events). A field a send needs that two keys
     could be is refused (ConfigError naming them), or with `refuse=False` (`mailmortem fields`) only said."""
     vocabulary = sample(con, files)
-    present = [k.key for k in vocabulary.keys]
-    resolved = vocabulary.resolved = field_map.resolve(present)
+    keys_read = field_map.keys_read([k.key for k in vocabulary.keys])
+    resolved = vocabulary.resolved = keys_read.fields
     for canon in CANONICAL:
         if resolved[canon]:
             key = resolved[canon][0]
@@ -150,7 +150,7 @@ def read(con, files, field_map: FieldMap, refuse: bool = True) -> Vocabulary:
             vocabulary.fields[canon] = Decided(key, how)
     if field_map.infer:
         _few_people_by_last_name(vocabulary, field_map)
-        _infer_fields(vocabulary, field_map)
+        _infer_fields(vocabulary, field_map, keys_read.by_alias)
     _read_events(con, vocabulary, field_map)
     _unread_roles(con, vocabulary, field_map)
     if refuse and vocabulary.ambiguous:
@@ -180,7 +180,8 @@ def sample(con, files) -> Vocabulary:
     keys = [KeyStat(r["key"], r["records"], r["distinct_values"], r["address_share"], r["message_id_share"],
                     r["time_share"], r["small_int_share"], list(r["examples"]))
             for r in queries.rows(con, "vocabulary_key_stats", {"address": ADDRESS})]
-    return Vocabulary(queries.one(con, "vocabulary_sampled_records")["records"], keys)
+    [sampled] = queries.rows(con, "vocabulary_sampled_records")
+    return Vocabulary(sampled["records"], keys)
 
 
 def by_name(key: str, canon: str) -> bool:
@@ -209,10 +210,11 @@ _BY_VALUES = {"recipient": ("address", "addresses"), "msg_id": ("message_id", "<
 ALSO_BY_NAME = ("recipient", "msg_id", "step", "campaign")
 
 
-def _infer_fields(vocabulary: Vocabulary, field_map: FieldMap) -> None:
+def _infer_fields(vocabulary: Vocabulary, field_map: FieldMap, by_alias: frozenset[str]) -> None:
+    """Fields no alias reads, from the keys no alias reads (`by_alias`: those that one does)."""
     taken = {d.key for d in vocabulary.fields.values()}
     for canon in (*CORE, *[c for c in CANONICAL if c not in CORE]):
-        free = [k for k in vocabulary.keys if k.key not in taken and not field_map.alias_of(k.key)]
+        free = [k for k in vocabulary.keys if k.key not in taken and k.key not in by_alias]
         named = [k for k in free if by_name(k.key, canon) and _fits(k, canon)]
         if canon == "step" and _template_as_step(vocabulary, field_map, named):
             taken.update(k.key for k in named)

@@ -18,13 +18,12 @@ One switch for the compiled readers (runtime.compiled): MAILMORTEM_PARSER=sql fo
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import queries
 from forensics.ingest.fields import CANONICAL, FieldMap
 from forensics.ingest.readers import runtime, sql
-from forensics.ingest.readers.runtime import DirtyFile, LongLine
+from forensics.ingest.readers.runtime import LongLine
 from forensics.ingest.sources import Source
 
 _jsonl = runtime.BUILT["jsonl"]
@@ -99,16 +98,10 @@ def plan(keys: list[str], rare: list[str], field_map: FieldMap) -> Plan | None:
 
 def stage_file(con, path: str, staged: str, plan: Plan, *, params: dict, picks: list) -> bool:
     """Read a plain JSON Lines file into `staged` (`params` and `picks`: stage_jsonl's, for the deferred lines,
-    then the carried() columns).
-    False when its line endings mix CRLF with bare CR or LF, which the caller then reads through the SQL path.
-    load reads such a file from a copy with LF endings (sources.line_ended_copy), so this never happens
-    there: the check keeps a mix from being split any other way."""
-    flags = [0]
-    runtime.into_staged(con, staged, runtime.schema(), _file_batches(path, plan, flags),
-                        script="stage_jsonl_tokens", params=params, picks=picks, env="mm_no_envelope()")
-    if flags[0] & _jsonl.DIRTY:
-        raise DirtyFile("invalid utf-8 or line size over the limit")
-    return not (flags[0] & _jsonl.CRLF and flags[0] & _jsonl.LONE)
+    then the carried() columns): runtime.stage_file, which raises DirtyFile, and is False when its line endings
+    mix."""
+    return runtime.stage_file(con, path, staged, "jsonl", _range_read(plan), script="stage_jsonl_tokens",
+                              params=params, picks=picks, env="mm_no_envelope()")
 
 
 def carried() -> list:
@@ -118,20 +111,13 @@ def carried() -> list:
             for column in ("deferred", *runtime.TYPED_TEXT_COLUMNS, runtime.TS_COLUMN)]
 
 
-def _file_batches(path: str, plan: Plan, flags: list[int]) -> Iterator:
-    """The file's Arrow batches, range by range (runtime.mapped_ranges: the next range is read, GIL released,
-    while DuckDB takes this one). Stops at a dirty range or once line endings mix (the file is then read again:
-    repaired, or by the SQL path)."""
+def _range_read(plan: Plan):
+    """What the reader makes of a range of a file (runtime.stage_file reads the next range, GIL released, while
+    DuckDB takes this one)."""
     def read(buffer, start: int, end: int) -> list:
         return _jsonl.read(buffer, start, end, plan.paths, plan.always, plan.fields, plan.rare, runtime.THREADS)
 
-    for result in runtime.mapped_ranges(path, read):
-        for rows, seen, codes, cols, ts in result:
-            flags[0] |= seen
-            if seen & _jsonl.DIRTY or (flags[0] & _jsonl.CRLF and flags[0] & _jsonl.LONE):
-                return
-            if rows:
-                yield runtime.batch(rows, codes, cols, ts)
+    return read
 
 
 # --- the JSON records inside an envelope ---------------------------------------------------------------
@@ -144,24 +130,24 @@ def stage_lines(con, lines: str, staged: str, plan: Plan, *, params: dict, picks
     through a function of this connection and gets its columns back as a struct beside the line and its `env`; the
     lines it defers are read by SQL there (`params` and `picks` as for stage_file). False when a line is over the
     reader's limit: the caller reads the lines through the SQL path then."""
-    flags = [0]
+    seen = runtime.Seen("jsonl")
     try:
-        with runtime.line_tokens(con, lines, staged, _lines_read(plan, flags)) as tokens:
-            queries.script(con, "stage_jsonl_tokens", params, staged=staged, tokens=tokens, picks=picks, env="env")
+        runtime.stage_lines(con, lines, staged, _lines_read(plan, seen), script="stage_jsonl_tokens", params=params,
+                            picks=picks, env="env")
     except Exception:
-        if flags[0] & _jsonl.DIRTY:  # raised by LongLine, wrapped by DuckDB
+        if seen.dirty:  # raised by LongLine, wrapped by DuckDB
             return False
         raise
     return True
 
 
-def _lines_read(plan: Plan, flags: list[int]):
+def _lines_read(plan: Plan, seen: runtime.Seen):
     """What the reader makes of a vector of inner lines (count, data, offsets), as a batch; the flags it saw are
-    or-ed into flags[0]."""
+    or-ed into `seen`."""
     def read(count: int, data, offsets):
-        rows, seen, codes, cols, ts = _jsonl.read_lines(data, offsets, plan.paths, plan.always, plan.fields,
+        rows, flags, codes, cols, ts = _jsonl.read_lines(data, offsets, plan.paths, plan.always, plan.fields,
                                                         plan.rare)
-        flags[0] |= seen
+        seen.flags |= flags
         if rows < count:
             raise LongLine("an inner line longer than the JSON Lines reader takes")
         return runtime.batch(rows, codes, cols, ts)

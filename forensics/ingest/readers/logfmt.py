@@ -16,8 +16,6 @@ them (stage_lines).
 from __future__ import annotations
 
 import itertools
-import os
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -25,7 +23,7 @@ import queries
 from forensics.ingest import gzstream, sources
 from forensics.ingest.fields import FieldMap
 from forensics.ingest.readers import runtime, sql
-from forensics.ingest.readers.runtime import DirtyFile, LongLine
+from forensics.ingest.readers.runtime import LongLine
 from forensics.ingest.sources import Source
 
 _logfmt = runtime.BUILT["logfmt"]
@@ -37,24 +35,13 @@ def read(con, source: Source, staged: str, head: bytes, field_map: FieldMap, *, 
     sample of the file (and its head) are read on every line; every other alias of the vocabulary, and --field
     names, only on lines where one regex says one of them occurs. The header's line: 0 (logfmt has none)."""
     tokenized = isinstance(source.path, str) and runtime.compiled("logfmt")  # a file, or the lines in an envelope
-    sampled = _head_sampled_keys(con, source, head) if tokenized and reader == "mm_lines" else None
-    if sampled is None:
-        sampled = sql.sampled_keys(con, source, head, reader)
+    keys = sql.logfmt_keys(con, source, head, field_map, reader=reader, tokenized=tokenized)
     if tokenized:
-        keys = sql.tokenizer_keys(sampled, field_map)
         stage = stage_lines if reader == "mm_unwrapped" else stage_file
-        if fits(keys) and stage(con, source.path, staged, keys, keep_raw):
+        if fits(keys.tokenized) and stage(con, source.path, staged, keys.tokenized, keep_raw):
             return 0
         queries.run(con, "drop_staged", staged=staged)  # more keys than the tokenizer takes: read by SQL
-    return sql.stage_logfmt(con, source, staged, sampled, field_map, keep_raw=keep_raw, reader=reader)
-
-
-def _head_sampled_keys(con, source: Source, head: bytes) -> set[str] | None:
-    """The keys of a plain file's first lines, from a copy of its head (None: read them from the file)."""
-    def keys_of(sample: str) -> set[str]:
-        return sql.sampled_keys(con, Source(sample, source.label, False), head)
-
-    return sampled_head(source.path, keys_of, sql.spill_folder(con))
+    return sql.stage_logfmt(con, source, staged, keys.sampled, field_map, keep_raw=keep_raw, reader=reader)
 
 
 def fits(keys: list[list[bytes]]) -> bool:
@@ -63,32 +50,24 @@ def fits(keys: list[list[bytes]]) -> bool:
             and all(len(field) <= _logfmt.MAX_FIELD_KEYS for field in keys))
 
 
-@dataclass
-class _Seen:
-    flags: int = 0
-    tail: bytes = b""  # the last bytes tokenized (of a gzip stream: where a cut-off last line is found)
-    broken: bool = False  # a gzip stream turned out damaged or truncated
+class _Seen(runtime.Seen):
+    """The tokenizer's flags over a gzip stream, the last bytes tokenized (where a cut-off last line is found) and
+    whether the stream turned out damaged or truncated."""
 
-    @property
-    def mixed_endings(self) -> bool:
-        return bool(self.flags & _logfmt.CRLF and self.flags & _logfmt.LONE)
+    def __init__(self) -> None:
+        super().__init__("logfmt")
+        self.tail, self.broken = b"", False
 
 
 def stage_file(con, path: str, staged: str, keys: list[list[bytes]], keep_raw: bool) -> bool:
-    """Parse a plain logfmt file into `staged`. False when its line endings mix CRLF with bare CR or LF, which
-    the caller then reads through the SQL path. load._stage reads such a file from a copy with LF endings
-    (sources.line_ended_copy), so this never happens there: the check keeps a mix from being split any other way."""
-    seen = _Seen()
-    _into_staged(con, staged, _file_batches(path, keys, seen, keep_raw), keep_raw)
-    if seen.flags & _logfmt.DIRTY:
-        raise DirtyFile("invalid utf-8 or line size over the limit")
-    return not seen.mixed_endings
+    """Parse a plain logfmt file into `staged` (runtime.stage_file: DirtyFile raised, False when its line endings
+    mix)."""
+    return runtime.stage_file(con, path, staged, "logfmt", _reader(keys, keep_raw), **_file_staging(keep_raw))
 
 
-# sample_logfmt_keys reads the keys of a file's first lines (its LIMIT): the sample of a .gz holds as many.
-SAMPLE_LINES = 20_000
-SAMPLE_MOST = 64 * 2**20  # a sample that needs more bytes than this is read from a plain copy instead
-SAMPLE_CHUNK = 2**20  # a plain file's head is read this much at a time until it holds the sample
+def _file_staging(keep_raw: bool) -> dict:
+    """How a file's tokens are staged (stage_logfmt_tokens, each row without an envelope)."""
+    return {"script": "stage_logfmt_tokens", "params": {"keep_raw": keep_raw}, "env": "mm_no_envelope()"}
 
 
 @dataclass
@@ -106,19 +85,20 @@ def stage_gzipped(con, path: str, staged: str, keys_of: Callable[[str], list[lis
     endings, or a sample that cannot be read."""
     seen, chunks = _Seen(), gzstream.gunzipped_chunks(path)
     try:
-        sample = _first_chunks(chunks)
-        keys = sample and _sample_keys(sample, keys_of, folder)
+        sample = sql.first_chunks(chunks)
+        keys = sample and sql.keys_of_sample(sample, keys_of, folder)
         if not keys:
             return None
         spans = ((data, runtime.start_of(data) if index == 0 else 0, end) for index, (data, end)
                  in enumerate(itertools.chain(sample, chunks)))
-        _into_staged(con, staged, _unless_damaged(_tokenized(_tracking_tail(spans, seen), keys, seen, keep_raw),
-                                                      seen), keep_raw)
+        # the next chunk tokenized (GIL released) while DuckDB types this one
+        results = runtime.read_ahead(_tracking_tail(spans, seen), _reader(keys, keep_raw))
+        runtime.stage_results(con, staged, _unless_damaged(results, seen), seen, **_file_staging(keep_raw))
     except sources.GZIP_ERRORS:
         return None
     finally:
         chunks.close()
-    if seen.broken or seen.flags & _logfmt.DIRTY or seen.mixed_endings:
+    if seen.broken or seen.dirty or seen.mixed_endings:
         return None
     return Streamed(sources.unfinished_text(seen.tail))
 
@@ -141,91 +121,27 @@ def read_gzipped(con, source: Source, staged: str, head: bytes, field_map: Field
         return None
 
 
-def _first_chunks(chunks: Iterator[tuple[bytes, int]]) -> list[tuple[bytes, int]] | None:
-    """The first chunks: enough to hold SAMPLE_LINES line ends, or the whole file (None past SAMPLE_MOST)."""
-    taken, ends, size = [], 0, 0
-    while ends < SAMPLE_LINES and (chunk := next(chunks, None)):
-        data, end = chunk
-        taken.append(chunk)
-        ends += max(data.count(b"\n", 0, end), data.count(b"\r", 0, end))  # LF or CRLF, or CR alone
-        size += end
-        if size > SAMPLE_MOST:
-            return None
-    return taken
-
-
-def sampled_head(path: str, keys_of: Callable[[str], set[str]], folder: str | None) -> set[str] | None:
-    """`keys_of` a plain file (in `folder`) holding a plain file's first SAMPLE_LINES lines, as the gzip path
-    samples: DuckDB's reader asked for the first lines of the whole file cost a second at 1M lines. None when
-    those lines need more than SAMPLE_MOST bytes (the caller samples the file itself)."""
-    with open(path, "rb") as handle:
-        sample = _first_chunks(iter(lambda: _read_chunk(handle), None))
-        return None if sample is None else _sample_keys(sample, keys_of, folder)
-
-
-def _read_chunk(handle) -> tuple[bytes, int] | None:
-    data = handle.read(SAMPLE_CHUNK)
-    return (data, len(data)) if data else None
-
-
-def _sample_keys(sample: list[tuple[bytes, int]], keys_of, folder: str | None):
-    handle = tempfile.NamedTemporaryFile(prefix="mailmortem-sample-", suffix=".log", dir=folder, delete=False)
-    try:
-        with handle:
-            for data, end in sample:
-                handle.write(memoryview(data)[:end])
-        return keys_of(handle.name)
-    finally:
-        os.unlink(handle.name)
-
-
 def _tracking_tail(spans: Iterator[tuple], seen: _Seen) -> Iterator[tuple]:
     for data, start, end in spans:
         seen.tail = bytes(memoryview(data)[max(0, end - sources.TAIL_BYTES):end])
         yield data, start, end
 
 
-def _unless_damaged(batches: Iterator, seen: _Seen) -> Iterator:
-    """The batches until the gzip stream under them turns out damaged (an error raised through DuckDB's
+def _unless_damaged(results: Iterator, seen: _Seen) -> Iterator:
+    """The tokenizer's results until the gzip stream under them turns out damaged (an error raised through DuckDB's
     reader would not keep its class)."""
     try:
-        yield from batches
+        yield from results
     except sources.GZIP_ERRORS:
         seen.broken = True
 
 
-def _into_staged(con, staged: str, batches: Iterator, keep_raw: bool) -> None:
-    runtime.into_staged(con, staged, runtime.schema(), batches, script="stage_logfmt_tokens",
-                        params={"keep_raw": keep_raw}, env="mm_no_envelope()")
-
-
-def _file_batches(path: str, keys: list[list[bytes]], seen: _Seen, keep_raw: bool) -> Iterator:
-    """A plain file's Arrow batches, range by range (mapped_ranges)."""
-    return _batches(runtime.mapped_ranges(path, _reader(keys, keep_raw)), seen)
-
-
-def _tokenized(spans: Iterator[tuple], keys: list[list[bytes]], seen: _Seen, keep_raw: bool) -> Iterator:
-    """The Arrow batches of each span (buffer, start, end) in turn, the next span tokenized (GIL released) while
-    DuckDB types this one; stops at a dirty span or once line endings are mixed (the file is then read again:
-    repaired, or by the SQL path). A line's text comes only where it may be kept (keep_raw, or a line that may
-    be skipped): moving every line's text into DuckDB cost more than tokenizing it."""
-    return _batches(runtime.read_ahead(spans, _reader(keys, keep_raw)), seen)
-
-
 def _reader(keys: list[list[bytes]], keep_raw: bool) -> Callable:
+    """What the tokenizer makes of a span (buffer, start, end). A line's text comes only where it may be kept
+    (keep_raw, or a line that may be skipped): moving every line's text into DuckDB cost more than tokenizing it."""
     def read(buffer, start: int, end: int) -> list:
         return _logfmt.tokenize(buffer, start, end, keys, runtime.THREADS, keep_raw)
     return read
-
-
-def _batches(results: Iterator[list], seen: _Seen) -> Iterator:
-    for tokens in results:
-        for rows, flags, problem, cols, ts in tokens:
-            seen.flags |= flags
-            if flags & _logfmt.DIRTY or seen.mixed_endings:  # either way the caller reads the file again
-                return
-            if rows:
-                yield runtime.batch(rows, problem, cols, ts)
 
 
 # --- the inner lines of an envelope ------------------------------------------------------------------
@@ -238,19 +154,18 @@ def stage_lines(con, lines: str, staged: str, keys: list[list[bytes]], keep_raw:
     connection called from its own threads, and gets the columns back as a struct beside the line and its
     `env` (runtime.line_tokens): nothing leaves DuckDB but the lines, and the rows stay aligned. False when a line is
     over the tokenizer's limit: the caller reads the lines through the SQL path then."""
-    seen = _Seen()
+    seen = runtime.Seen("logfmt")
     try:
-        with runtime.line_tokens(con, lines, staged, _lines_tokenized(keys, seen)) as tokens:
-            queries.script(con, "stage_logfmt_tokens", {"keep_raw": keep_raw}, staged=staged, tokens=tokens,
-                           env="env")
+        runtime.stage_lines(con, lines, staged, _lines_tokenized(keys, seen), script="stage_logfmt_tokens",
+                            params={"keep_raw": keep_raw}, env="env")
     except Exception:
-        if seen.flags & _logfmt.DIRTY:  # raised by LongLine, wrapped by DuckDB
+        if seen.dirty:  # raised by LongLine, wrapped by DuckDB
             return False
         raise
     return True
 
 
-def _lines_tokenized(keys: list[list[bytes]], seen: _Seen) -> Callable:
+def _lines_tokenized(keys: list[list[bytes]], seen: runtime.Seen) -> Callable:
     """What the tokenizer makes of a vector of inner lines (count, data, offsets), as a batch."""
     def tokens(count: int, data, offsets):
         rows, flags, problem, cols, ts = _logfmt.tokenize_lines(data, offsets, keys)

@@ -210,14 +210,67 @@ def into_staged(con, staged: str, stream_schema, batches: Iterator, *, script: s
     """The batches as one Arrow stream (`{staged}_tokens`) that the queries/ script `script` stages into `staged`."""
     import pyarrow as pa
 
-    import queries
-
     name = f"{staged}_tokens"
     con.register(name, pa.RecordBatchReader.from_batches(stream_schema, batches))
     try:
-        queries.script(con, script, params, staged=staged, tokens=name, **names)
+        _staged_by(con, script, params, staged=staged, tokens=name, **names)
     finally:
         con.unregister(name)
+
+
+def _staged_by(con, script: str, params: dict, **names) -> None:
+    """Run stage_logfmt_tokens or stage_jsonl_tokens: the text columns they take are named here, once."""
+    import queries
+
+    queries.script(con, script, params, text_columns=TEXT_COLUMN_NAMES, **names)
+
+
+class Seen:
+    """What a compiled reader (`reader`: logfmt or jsonl) said of a file so far: its module's flags, or-ed."""
+
+    def __init__(self, reader: str) -> None:
+        self.module, self.flags = BUILT[reader], 0
+
+    @property
+    def dirty(self) -> bool:
+        return bool(self.flags & self.module.DIRTY)
+
+    @property
+    def mixed_endings(self) -> bool:
+        return bool(self.flags & self.module.CRLF and self.flags & self.module.LONE)
+
+
+def stage_file(con, path: str, staged: str, reader: str, read: Callable[..., list], *, script: str, params: dict,
+               **names) -> bool:
+    """A plain file read by the compiled `reader` (logfmt or jsonl) into `staged`: `read(buffer, start, end)` of each
+    range (mapped_ranges) gives its results, staged by the queries/ script `script` (stage_results). Raises DirtyFile
+    at invalid UTF-8 or a line over the size limit (load._stage repairs the file). False when its line endings mix
+    CRLF with bare CR or LF, which the caller then reads through the SQL path: load reads such a file from a copy
+    with LF endings (sources.line_ended_copy), so this never happens there, and the check keeps a mix from being
+    split any other way."""
+    seen = Seen(reader)
+    stage_results(con, staged, mapped_ranges(path, read), seen, script=script, params=params, **names)
+    if seen.dirty:
+        raise DirtyFile("invalid utf-8 or line size over the limit")
+    return not seen.mixed_endings
+
+
+def stage_results(con, staged: str, results: Iterator[list], seen: Seen, *, script: str, params: dict,
+                  **names) -> None:
+    """A compiled reader's results (per range, its pieces' rows, flags, problem codes, text columns and times) as one
+    Arrow stream staged into `staged` by `script`. Stops at a dirty piece or once line endings mix (`seen` says so;
+    the caller then reads the file again: repaired, or by the SQL path)."""
+    into_staged(con, staged, schema(), _batches(results, seen), script=script, params=params, **names)
+
+
+def _batches(results: Iterator[list], seen: Seen) -> Iterator:
+    for result in results:
+        for rows, flags, problem, cols, ts in result:
+            seen.flags |= flags
+            if flags & seen.module.DIRTY or seen.mixed_endings:
+                return
+            if rows:
+                yield batch(rows, problem, cols, ts)
 
 
 # --- the inner lines of an envelope, handed over by DuckDB -----------------------------------------------
@@ -238,6 +291,13 @@ def line_tokens(con, lines: str, staged: str, read: Callable) -> Iterator[str]:
     finally:
         queries.run(con, "envelope_tokens_drop", tokens=names["tokens"])
         con.remove_function(names["tokenize"])
+
+
+def stage_lines(con, lines: str, staged: str, read: Callable, *, script: str, params: dict, **names) -> None:
+    """The inner lines of an envelope (`lines`: a view or table of `line` and `env`) read by a compiled reader
+    (`read`, as line_tokens hands it each vector of lines) and staged into `staged` by `script`."""
+    with line_tokens(con, lines, staged, read) as tokens:
+        _staged_by(con, script, params, staged=staged, tokens=tokens, **names)
 
 
 def register_lines_function(con, name: str, read: Callable) -> None:

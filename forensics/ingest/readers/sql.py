@@ -7,7 +7,11 @@ a file. forensics.ingest.load picks the reader of each file."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import queries
 from forensics.errors import InputError
@@ -25,7 +29,8 @@ ALL_ALIASES = tuple(alias for names in ALIASES.values() for alias in names)
 
 def spill_folder(con) -> str | None:
     """DuckDB's temp folder (case.connect makes a private one, removed at exit) for our own copies."""
-    return queries.one(con, "spill_folder")["folder"] or None
+    [(folder,)] = queries.run(con, "spill_folder").fetchall()  # read to its end, as queries.one would
+    return folder or None
 
 
 def _first_of(values: list[queries.Fragment]) -> queries.Fragment | None:
@@ -67,6 +72,28 @@ def stage_logfmt(con, source: Source, staged: str, sampled: set[str], field_map:
     return 0
 
 
+@dataclass(frozen=True)
+class LogfmtKeys:
+    """The keys of a logfmt file's sample, and per canonical field the keys the compiled tokenizer reads."""
+
+    sampled: set[str]
+    tokenized: list[list[bytes]]  # empty when the file is not for the tokenizer
+
+
+def logfmt_keys(con, source: Source, head: bytes, field_map: FieldMap, *, reader: str = "mm_lines",
+                tokenized: bool) -> LogfmtKeys:
+    """The keys seen in a sample of a file's lines (`reader` mm_lines), or of the lines inside its envelope
+    (mm_unwrapped), and its head; with `tokenized`, also the keys the compiled tokenizer is given. A plain file for
+    the tokenizer is sampled from a copy of its first lines (sampled_head)."""
+    def keys_of(sample: str) -> set[str]:
+        return sampled_keys(con, Source(sample, source.label, False), head)
+
+    sampled = sampled_head(source.path, keys_of, spill_folder(con)) if tokenized and reader == "mm_lines" else None
+    if sampled is None:
+        sampled = sampled_keys(con, source, head, reader)
+    return LogfmtKeys(sampled, tokenizer_keys(sampled, field_map) if tokenized else [])
+
+
 def sampled_keys(con, source: Source, head: bytes, reader: str = "mm_lines") -> set[str]:
     sampled = {m.group(1) for line in first_lines(head, 200) for m in KEY_OF_PAIR_RE.finditer(line)}
     return sampled | {row[0] for row in queries.run(con, "sample_logfmt_keys", lines_of(source),
@@ -94,6 +121,53 @@ def _logfmt_keys(sampled: set[str], field_map: FieldMap) -> list[tuple[list[str]
     return [([k for k in resolved[canon] if k in sampled and KEY_RE.fullmatch(k)],
              [k for k in resolved[canon] if k not in sampled and KEY_RE.fullmatch(k)])
             for canon in CANONICAL]
+
+
+# --- the sample of a file's first lines -------------------------------------------------------------------
+
+# sample_logfmt_keys reads the keys of a file's first lines (its LIMIT): the sample of a .gz holds as many.
+SAMPLE_LINES = 20_000
+SAMPLE_MOST = 64 * 2**20  # a sample that needs more bytes than this is read from a plain copy instead
+SAMPLE_CHUNK = 2**20  # a plain file's head is read this much at a time until it holds the sample
+
+
+def first_chunks(chunks: Iterator[tuple[bytes, int]]) -> list[tuple[bytes, int]] | None:
+    """The first chunks: enough to hold SAMPLE_LINES line ends, or the whole file (None past SAMPLE_MOST)."""
+    taken, ends, size = [], 0, 0
+    while ends < SAMPLE_LINES and (chunk := next(chunks, None)):
+        data, end = chunk
+        taken.append(chunk)
+        ends += max(data.count(b"\n", 0, end), data.count(b"\r", 0, end))  # LF or CRLF, or CR alone
+        size += end
+        if size > SAMPLE_MOST:
+            return None
+    return taken
+
+
+def sampled_head(path: str, keys_of: Callable[[str], set[str]], folder: str | None) -> set[str] | None:
+    """`keys_of` a plain file (in `folder`) holding a plain file's first SAMPLE_LINES lines, as the gzip path
+    samples: DuckDB's reader asked for the first lines of the whole file cost a second at 1M lines. None when
+    those lines need more than SAMPLE_MOST bytes (the caller samples the file itself)."""
+    with open(path, "rb") as handle:
+        sample = first_chunks(iter(lambda: _read_chunk(handle), None))
+        return None if sample is None else keys_of_sample(sample, keys_of, folder)
+
+
+def _read_chunk(handle) -> tuple[bytes, int] | None:
+    data = handle.read(SAMPLE_CHUNK)
+    return (data, len(data)) if data else None
+
+
+def keys_of_sample(sample: list[tuple[bytes, int]], keys_of, folder: str | None):
+    """`keys_of` a plain file (in `folder`, removed after) holding the chunks of `sample`."""
+    handle = tempfile.NamedTemporaryFile(prefix="mailmortem-sample-", suffix=".log", dir=folder, delete=False)
+    try:
+        with handle:
+            for data, end in sample:
+                handle.write(memoryview(data)[:end])
+        return keys_of(handle.name)
+    finally:
+        os.unlink(handle.name)
 
 
 def pick_columns(keys: list[str], field_map: FieldMap, rare: list[str] = (),

@@ -140,14 +140,14 @@ def _head(con, found: Found, mapped, ranges, kind: int, *, table: str, syntax: s
         con.register(table, _head_table(first, found))
         try:
             sample, inner = inner_sample(con, table, syntax)
-            if stop == end or (first[0] >= logfmt.SAMPLE_LINES and len(sample) >= INNER_SAMPLE_LINES):
-                if first[0] < logfmt.SAMPLE_LINES and len(ranges) > 1:
+            if stop == end or (first[0] >= sql.SAMPLE_LINES and len(sample) >= INNER_SAMPLE_LINES):
+                if first[0] < sql.SAMPLE_LINES and len(ranges) > 1:
                     return None
                 return sample, inner, inner_reading.reader(inner, table, sample)
         finally:
             con.unregister(table)
         # a head the samples may reach past: one long enough for SAMPLE_LINES at its density, with a margin
-        size = max(2 * size, size * logfmt.SAMPLE_LINES * 5 // (4 * max(first[0], 1)))
+        size = max(2 * size, size * sql.SAMPLE_LINES * 5 // (4 * max(first[0], 1)))
 
 
 def _unwrapped(buffer, start: int, end: int, kind: int, found: Found):
