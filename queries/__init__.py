@@ -8,7 +8,7 @@ A block looks like::
     SELECT ... FROM {ident:table} WHERE campaign = :campaign
 
 Values are `:name` parameters; names and fixed pieces of SQL are typed placeholders
-(see `queries.render`). The dialect comes from the connection: a DuckDB connection or
+(see `queries.blocks`). The dialect comes from the connection: a DuckDB connection or
 a psycopg connection or cursor. `run` executes a block, `rows` and `one` return dicts,
 `script` runs a block of several statements; `macros` makes a reading connection's DuckDB macros
 (queries/macros.sql) once. This package imports nothing of mailmortem.
@@ -22,8 +22,8 @@ import time
 import weakref
 from contextlib import contextmanager
 
-from queries.blocks import PARAM, Query, QueryError, all_queries, code_parts, get
-from queries.render import Fragment, fragment, quote_ident, quote_literal, statements
+from queries.blocks import (Fragment, Prepared, Query, QueryError, Statement, all_queries, fragment, get, prepared,
+                            quote_ident, quote_literal)
 
 __all__ = ["MACROS", "Fragment", "Query", "QueryError", "all_queries", "arrow", "arrow_reader", "copy", "dialect_of",
            "fragment", "get", "macros", "one", "quote_ident", "quote_literal", "rows", "run", "script", "sql"]
@@ -46,14 +46,14 @@ def dialect_of(conn) -> str:
 
 def sql(conn, name: str, **values) -> str:
     """The block's text as it is sent on this connection (one statement)."""
-    return _single(get(name), dialect_of(conn), values)
+    return _single(prepared(name, dialect_of(conn), values)).text
 
 
 def run(conn, name: str, params: dict | None = None, **values):
     """Execute a one-statement block; returns the cursor (DuckDB: the connection) to fetch from."""
-    query = get(name)
     dialect = dialect_of(conn)
-    text, bound = _single(query, dialect, values), _bound(query, params)
+    block = prepared(name, dialect, values)
+    text, bound = _single(block).text, _bound(block, params)
     with _profiled(name):
         if dialect == "postgres":
             return conn.execute(text, bound)
@@ -79,18 +79,17 @@ def one(conn, name: str, params: dict | None = None, **values) -> dict | None:
 
 def script(conn, name: str, params: dict | None = None, **values) -> None:
     """Run every statement of a block in order, each with the parameters it uses."""
-    query = get(name)
     dialect = dialect_of(conn)
-    bound = _bound(query, params)
+    block = prepared(name, dialect, values)
+    bound = _bound(block, params)
     with _profiled(name):
-        for at, (template, text) in enumerate(zip(query.statements, statements(query, dialect, values)), 1):
-            names = {name for code in code_parts(template) for name in PARAM.findall(code)}
-            used = {k: v for k, v in bound.items() if k in names}
+        for at, statement in enumerate(block.statements, 1):
+            used = {k: v for k, v in bound.items() if k in statement.params}
             with _profiled(f"{name}#{at}"):
                 if used or dialect == "postgres":
-                    conn.execute(text, used)
+                    conn.execute(statement.text, used)
                 else:
-                    conn.execute(text)
+                    conn.execute(statement.text)
 
 
 def macros(con) -> None:
@@ -119,31 +118,29 @@ def arrow_reader(con, name: str, batch_rows: int, params: dict | None = None, **
 
 def copy(cursor, name: str, **values):
     """psycopg's COPY context for a `COPY ... FROM STDIN` block."""
-    return cursor.copy(_single(get(name), dialect_of(cursor), values), {})
+    return cursor.copy(_single(prepared(name, dialect_of(cursor), values)).text, {})
 
 
 def _relation(con, name: str, params: dict | None, values: dict):
-    query = get(name)
     if dialect_of(con) != "duckdb":
         raise QueryError(f"{name}: Arrow results are read from DuckDB only")
-    return con.sql(_single(query, "duckdb", values), params=_bound(query, params) or None)
+    block = prepared(name, "duckdb", values)
+    return con.sql(_single(block).text, params=_bound(block, params) or None)
 
 
-def _single(query: Query, dialect: str, values: dict) -> str:
-    texts = statements(query, dialect, values)
-    if len(texts) != 1:
-        raise QueryError(f"{query.name} holds {len(texts)} statements: run it with queries.script")
-    return texts[0]
+def _single(block: Prepared) -> Statement:
+    if len(block.statements) != 1:
+        raise QueryError(f"{block.name} holds {len(block.statements)} statements: run it with queries.script")
+    return block.statements[0]
 
 
-def _bound(query: Query, params: dict | None) -> dict:
+def _bound(block: Prepared, params: dict | None) -> dict:
     """The parameters the block uses (others are left out); a missing one is refused."""
-    wanted = query.params
     given = params or {}
-    missing = [name for name in wanted if name not in given]
+    missing = [name for name in block.params if name not in given]
     if missing:
-        raise QueryError(f"{query.name}: no value for parameter {', '.join(':' + m for m in missing)}")
-    return {name: given[name] for name in wanted}
+        raise QueryError(f"{block.name}: no value for parameter {', '.join(':' + m for m in missing)}")
+    return {name: given[name] for name in block.params}
 
 
 @contextmanager

@@ -9,7 +9,7 @@ import pytest
 
 import queries
 from mailmortem.cli import COMMANDS, main
-from queries import render
+from queries import blocks
 from tests import query_schema
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
@@ -53,12 +53,12 @@ def _duckdb_problem(con, name: str) -> str | None:
     """EXPLAIN binds each statement (names, types, functions) without running it."""
     import duckdb
 
-    query = queries.get(name)
     params = query_schema.params(name)
-    for template, text in zip(query.statements, render.statements(query, "duckdb", query_schema.values(name))):
-        used = {k: v for k, v in params.items() if k in queries.Query(name, "", template, "").params}
+    for statement in blocks.prepared(name, "duckdb", query_schema.values(name)).statements:
+        used = {k: v for k, v in params.items() if k in statement.params}
+        text = "EXPLAIN " + statement.text
         try:
-            con.execute("EXPLAIN " + text, used) if used else con.execute("EXPLAIN " + text)
+            con.execute(text, used) if used else con.execute(text)
         except duckdb.Error as exc:
             return str(exc).strip().splitlines()[0]
     return None
@@ -97,8 +97,8 @@ def _postgres_problem(conn, name: str) -> str | None:
     """PREPARE binds a query without running it; other statements run and are rolled back."""
     import psycopg
 
-    query = queries.get(name)
-    for text in render.statements(query, "postgres", query_schema.IDENTS):
+    for statement in blocks.prepared(name, "postgres", query_schema.IDENTS).statements:
+        text = statement.text
         plain, _count = _numbered(text)
         verb = plain.lstrip().split(None, 1)[0].upper()
         try:

@@ -6,7 +6,7 @@ import duckdb
 import pytest
 
 import queries
-from queries import QueryError, blocks, render
+from queries import QueryError, blocks
 
 HOSTILE_NAMES = ['we"ird', "it's", 'a"; DROP TABLE t; --', "50% off", "two words", "Mixed Case"]
 
@@ -306,8 +306,7 @@ def test_the_cli_turns_a_query_error_into_one_line(cli, monkeypatch):
 
 def test_a_session_function_is_qualified_as_each_engine_finds_it(install):
     install("-- name: t_twin\n-- A twin.\n-- dialect: duckdb postgres\nSELECT {twin:mm_label}(x) FROM t\n")
-    query = queries.get("t_twin")
-    assert render.statements(query, "duckdb", {}) == ["SELECT mm_label(x) FROM t"]
-    assert render.statements(query, "postgres", {}) == ["SELECT pg_temp.mm_label(x) FROM t"]
+    duckdb_text, postgres_text = (blocks.prepared("t_twin", d, {}).statements[0].text for d in ("duckdb", "postgres"))
+    assert (duckdb_text, postgres_text) == ("SELECT mm_label(x) FROM t", "SELECT pg_temp.mm_label(x) FROM t")
     with pytest.raises(QueryError, match=r"\{twin:mm_lower\} is not one of mm_address, mm_label"):
         blocks.load([("a.sql", "-- name: t_bad\n-- Bad.\n-- dialect: duckdb\nSELECT {twin:mm_lower}(x)\n")])

@@ -1,5 +1,6 @@
 /* The Python side the compiled readers share (forensics/ingest/readers/_logfmt.c, _jsonl.c, _unwrap.c): memory they filled,
- * owned by a Block that pyarrow.py_buffer keeps alive, and an Arrow string array's buffers checked before use.
+ * owned by a Block that pyarrow.py_buffer keeps alive, an Arrow string array's buffers checked before use, and the
+ * module made with its constants.
  * Include after Python.h; define MM_BLOCK_NAME (the type's name in the module) first. */
 #ifndef MAILMORTEM_BUFFERS_H
 #define MAILMORTEM_BUFFERS_H
@@ -64,6 +65,26 @@ static Py_ssize_t arrow_rows(const Py_buffer *data, const Py_buffer *offsets) {
             return -1;
         }
     return (Py_ssize_t)rows;
+}
+
+/* A constant of a module, as Python reads it: its name and value. */
+typedef struct {
+    const char *name;
+    long value;
+} IntConstant;
+
+/* The module `name` with its methods and constants (up to the one named NULL), the Block type made ready first
+ * where the reader has one; or NULL with an error set. Once per process: the definition is kept here. */
+static PyObject *module_with(const char *name, PyMethodDef *methods, const IntConstant *constants) {
+    static struct PyModuleDef def = {PyModuleDef_HEAD_INIT, .m_size = -1};
+    def.m_name = name, def.m_methods = methods;
+#ifdef MM_BLOCK_NAME
+    if (PyType_Ready(&BlockType) < 0) return NULL;
+#endif
+    PyObject *m = PyModule_Create(&def);
+    for (const IntConstant *c = constants; m && c->name; c++)
+        if (PyModule_AddIntConstant(m, c->name, c->value)) Py_CLEAR(m);
+    return m;
 }
 
 #endif

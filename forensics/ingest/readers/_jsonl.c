@@ -30,14 +30,9 @@
 
 #include "_typing.h"
 #include "_grammar.h"
-#include "_fields.h"
 #include "_buffers.h"
+#include "_fields.h"
 
-#define NTYPED 2 /* text columns typed here: the recipient's normal form, the msg_id's (mm_msg_id) */
-#define NCOLS (NFIELDS + 1 + NTYPED) /* the line, the fields, then the typed ones */
-#define TS_COL (TS_FIELD + 1)
-#define TYPED_COL (NFIELDS + 1) /* the first typed column */
-#define MAX_THREADS 2
 #define MAX_LINE 7900000 /* forensics.ingest.repair.MAX_LINE_BYTES: a longer line is read from a repaired copy */
 #define MAX_NODES 1024    /* path components and rare keys */
 #define MAX_PATHS 512
@@ -46,6 +41,12 @@
 #define RARE (-2) /* the parent of a rare key in the table */
 
 enum { SETTLED = 0, BLANK = 1, DEFERRED = 2 };
+
+/* The numbers the Python side reads of this module. */
+static const IntConstant CONSTANTS[] = {
+    {"DIRTY", F_DIRTY}, {"CRLF", F_CRLF}, {"LONE", F_LONE}, {"DEFERRED", DEFERRED}, {"BLANK", BLANK},
+    {"MAX_PATHS", MAX_PATHS}, {"MAX_NODES", MAX_NODES}, {"MAX_LINE", MAX_LINE}, {NULL, 0},
+};
 
 /* ---- what to read: a trie of path components (node 0 is the object of the line) and the rare keys ---- */
 
@@ -101,34 +102,17 @@ typedef struct {
 } Span;
 
 typedef struct {
-    const unsigned char *buf;
-    size_t start, end;
+    Batch batch; /* first: the shared code (_fields.h) takes a job as its Batch; its code is SETTLED, BLANK or DEFERRED */
     const Plan *plan;
-    size_t rows, rows_cap;
-    Column cols[NCOLS];
-    int8_t *code;
-    int64_t *ts;       /* the timestamp typed here: microseconds since the epoch, UTC (timestamp[us, UTC]) */
-    uint8_t *ts_valid; /* NULL where the SQL's mm_ts types ts_text instead */
-    size_t ts_nulls;
-    int flags;
     int given; /* the lines came from DuckDB (read_lines): their text stays there, none is copied back */
     /* per line: the value of each path (s NULL: absent or null), when each node was last met (a key met twice in
-     * one object), and room to decode escaped strings into */
+     * one object), and how much of the batch's scratch decoded strings fill */
     Span vals[MAX_PATHS];
     size_t met[MAX_NODES];
     size_t line_no;
     int rare_seen;
-    unsigned char *scratch;
-    size_t scratch_cap, scratch_len;
+    size_t scratch_len;
 } Job;
-
-static int reserve(Job *job) {
-    if (job->rows + 1 < job->rows_cap) return 0;
-    size_t cap = job->rows_cap ? job->rows_cap * 2 : 8192;
-    if (grow_rows(job->cols, NCOLS, &job->code, &job->ts, &job->ts_valid, job->rows_cap, cap)) return -1;
-    job->rows_cap = cap;
-    return 0;
-}
 
 /* The row's value of a column: s[0, n), or NULL when s is NULL. */
 static int put_value(Column *col, size_t row, const unsigned char *s, size_t n) {
@@ -137,29 +121,6 @@ static int put_value(Column *col, size_t row, const unsigned char *s, size_t n) 
         return 0;
     }
     return put(col, row, (const char *)s, n);
-}
-
-/* The columns typed here from a settled row's text (NULL on other rows: SQL types a deferred line's), as
- * stage_logfmt_tokens takes them: the recipient's normal form, the msg_id, the time when it has a zone. */
-static int typed_fields(Job *job, size_t row) {
-    static const int field[NTYPED] = {RECIPIENT_FIELD, MSG_ID_FIELD};
-    static const Typer typer[NTYPED] = {put_address, put_msg_id};
-    int settled = job->code[row] == SETTLED;
-    for (int t = 0; t < NTYPED; t++) {
-        const Column *text = &job->cols[field[t] + 1];
-        size_t from = (size_t)text->offsets[row], n = (size_t)text->offsets[row + 1] - from;
-        if (!settled || !is_set(text->valid, row)) put_null(&job->cols[TYPED_COL + t], row);
-        else if (typer[t](&job->cols[TYPED_COL + t], row, (const unsigned char *)text->data + from, n) < 0) return -1;
-    }
-    const Column *tc = &job->cols[TS_COL];
-    size_t from = (size_t)tc->offsets[row];
-    job->ts[row] = 0;
-    if (settled && is_set(tc->valid, row)
-        && iso_utc_us((const unsigned char *)tc->data + from, (size_t)tc->offsets[row + 1] - from, &job->ts[row]))
-        job->ts_valid[row / 8] |= (uint8_t)(1u << (row % 8));
-    else
-        job->ts_nulls++;
-    return 0;
 }
 
 /* ---- strict JSON; any doubt is a deferral (return 1) ---- */
@@ -190,7 +151,7 @@ static int string(Cursor *c, int want, Span *v, int *escaped) {
         return 0;
     }
     Job *job = c->job;
-    unsigned char *out = job->scratch + job->scratch_len;
+    unsigned char *out = job->batch.scratch + job->scratch_len;
     long w = json_string(c->s, c->n, &c->i, out, 0);
     if (w < 0) return 1;
     *v = (Span){out, (size_t)w}, job->scratch_len += (size_t)w;
@@ -298,10 +259,10 @@ static int settle(Job *job, size_t row, const unsigned char *s, size_t n) {
     const Plan *p = job->plan;
     job->line_no++;
     for (int k = 0; k < p->npaths; k++) job->vals[k] = (Span){NULL, 0};
-    if (job->scratch_cap < n + COPY_SLACK) { /* every value decoded is no longer than its text */
-        unsigned char *grown = realloc(job->scratch, n + COPY_SLACK);
+    if (job->batch.scratch_cap < n + COPY_SLACK) { /* every value decoded is no longer than its text */
+        unsigned char *grown = realloc(job->batch.scratch, n + COPY_SLACK);
         if (grown == NULL) return -1;
-        job->scratch = grown, job->scratch_cap = n + COPY_SLACK;
+        job->batch.scratch = grown, job->batch.scratch_cap = n + COPY_SLACK;
     }
     job->scratch_len = 0;
     job->rare_seen = 0;
@@ -317,7 +278,7 @@ static int settle(Job *job, size_t row, const unsigned char *s, size_t n) {
             const Span *v = &job->vals[path];
             if (v->s && !is_blank(v->s, v->len) && (path < p->always || job->rare_seen)) pick = v;
         }
-        if (put_value(&job->cols[f + 1], row, pick ? pick->s : NULL, pick ? pick->len : 0)) return -1;
+        if (put_value(&job->batch.cols[f + 1], row, pick ? pick->s : NULL, pick ? pick->len : 0)) return -1;
     }
     return 0;
 }
@@ -325,30 +286,30 @@ static int settle(Job *job, size_t row, const unsigned char *s, size_t n) {
 /* A line as a row: settled here, blank, or deferred to SQL (as is every line that is not `readable`: not valid
  * UTF-8, which settle needs). */
 static int add_line(Job *job, const unsigned char *s, size_t n, int readable) {
-    if (reserve(job)) return -1;
-    size_t row = job->rows++;
+    if (reserve_rows(&job->batch)) return -1;
+    size_t row = job->batch.rows++;
     int code = n == 0 || is_blank(s, n) ? BLANK : SETTLED;
     int r = code != SETTLED ? 0 : readable ? settle(job, row, s, n) : 1;
     if (r < 0) return -1;
-    job->code[row] = (int8_t)(r > 0 ? DEFERRED : code);
-    for (int f = 1; job->code[row] != SETTLED && f < TYPED_COL; f++) /* SQL reads a deferred line's fields */
-        put_null(&job->cols[f], row);
-    if (typed_fields(job, row)) return -1;
+    job->batch.code[row] = (int8_t)(r > 0 ? DEFERRED : code);
+    for (int f = 1; job->batch.code[row] != SETTLED && f < TYPED_COL; f++) /* SQL reads a deferred line's fields */
+        put_null(&job->batch.cols[f], row);
+    if (type_row(&job->batch, row)) return -1;
     /* every line's text: typing may still find a settled line is no record, and a skip keeps its text */
-    if (job->given) return put_null(&job->cols[0], row), 0;
-    return put_value(&job->cols[0], row, n ? s : NULL, n);
+    if (job->given) return put_null(&job->batch.cols[0], row), 0;
+    return put_value(&job->batch.cols[0], row, n ? s : NULL, n);
 }
 
 /* The range's lines (line_end: forensics/ingest/readers/_grammar.h). Stops at a line DuckDB's reader refuses (invalid UTF-8,
  * over its size limit): the caller repairs the file. */
 static void *run_job(void *arg) {
     Job *job = arg;
-    const unsigned char *b = job->buf;
-    size_t i = job->start, next;
-    while (i < job->end && !(job->flags & (F_DIRTY | F_NOMEM))) {
-        size_t n = line_end(b, i, job->end, &next, &job->flags) - i;
-        if (n > MAX_LINE || !valid_utf8(b + i, n)) job->flags |= F_DIRTY;
-        else if (add_line(job, b + i, n, 1)) job->flags |= F_NOMEM;
+    Batch *b = &job->batch;
+    size_t i = b->start, next;
+    while (i < b->end && !(b->flags & (F_DIRTY | F_NOMEM))) {
+        size_t n = line_end(b->buf, i, b->end, &next, &b->flags) - i;
+        if (n > MAX_LINE || !valid_utf8(b->buf + i, n)) b->flags |= F_DIRTY;
+        else if (add_line(job, b->buf + i, n, 1)) b->flags |= F_NOMEM;
         i = next;
     }
     return NULL;
@@ -408,11 +369,12 @@ static PyObject *bytes_of(const void *s, size_t n) {
 
 /* (rows, flags, codes, [(validity, offsets, data, nulls) per text column], (validity, data, nulls) of the
  * timestamps), copied into bytes. */
-static PyObject *batch_of(Job *job) {
-    size_t rows = job->rows;
+static PyObject *batch_of(void *job) {
+    Batch *b = job;
+    size_t rows = b->rows;
     PyObject *columns = PyList_New(NCOLS);
     for (int c = 0; columns && c < NCOLS; c++) {
-        Column *col = &job->cols[c];
+        Column *col = &b->cols[c];
         int32_t zero = 0;
         PyObject *item = Py_BuildValue("(NNNn)", bytes_of(col->valid, rows ? (rows + 7) / 8 : 0),
                                        bytes_of(rows ? (void *)col->offsets : &zero, (rows + 1) * sizeof(int32_t)),
@@ -421,78 +383,27 @@ static PyObject *batch_of(Job *job) {
         else PyList_SET_ITEM(columns, c, item);
     }
     if (columns == NULL) return NULL;
-    return Py_BuildValue("(niNN(NNn))", (Py_ssize_t)rows, job->flags, bytes_of(job->code, rows), columns,
-                         bytes_of(job->ts_valid, rows ? (rows + 7) / 8 : 0), bytes_of(job->ts, rows * sizeof(int64_t)),
-                         (Py_ssize_t)job->ts_nulls);
-}
-
-static void free_job(Job *job) {
-    for (int c = 0; c < NCOLS; c++) free(job->cols[c].data), free(job->cols[c].offsets), free(job->cols[c].valid);
-    free(job->code);
-    free(job->ts);
-    free(job->ts_valid);
-    free(job->scratch);
-}
-
-static PyObject *read_ranges(PyObject *self, PyObject *args) {
-    if (fields_ready()) return NULL;
-    Py_buffer view;
-    Py_ssize_t start, end;
-    PyObject *paths, *fields, *rare, *result = NULL;
-    int always, threads;
-    if (!PyArg_ParseTuple(args, "y*nnOiOOi", &view, &start, &end, &paths, &always, &fields, &rare, &threads))
-        return NULL;
-    Plan *plan = calloc(1, sizeof(Plan));
-    Job *jobs = calloc(MAX_THREADS, sizeof(Job));
-    if (plan == NULL || jobs == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    if (start < 0 || end > view.len || start > end) {
-        PyErr_SetString(PyExc_ValueError, "range outside the buffer");
-        goto done;
-    }
-    if (read_plan(paths, always, fields, rare, plan)) goto done;
-    const unsigned char *b = view.buf;
-    size_t cut = threads > 1 && end > start ? split_point(b, (size_t)start, (size_t)end) : (size_t)end;
-    int n = cut < (size_t)end ? 2 : 1;
-    for (int t = 0; t < n; t++)
-        jobs[t] = (Job){.buf = b, .plan = plan, .start = t ? cut : (size_t)start,
-                        .end = t ? (size_t)end : cut};
-    Py_BEGIN_ALLOW_THREADS
-    pthread_t helper;
-    int helped = n == 2 && pthread_create(&helper, NULL, run_job, &jobs[1]) == 0;
-    for (int t = 0; t < n; t++)
-        if (t == 0 || !helped) run_job(&jobs[t]); /* the second range here too when no thread could start */
-    if (helped) pthread_join(helper, NULL);
-    Py_END_ALLOW_THREADS
-    result = (jobs[0].flags | jobs[n - 1].flags) & F_NOMEM ? PyErr_NoMemory() : PyList_New(n);
-    for (int t = 0; result && t < n; t++) {
-        PyObject *batch = batch_of(&jobs[t]);
-        if (batch == NULL) Py_CLEAR(result);
-        else PyList_SET_ITEM(result, t, batch);
-    }
-done:
-    if (jobs)
-        for (int t = 0; t < MAX_THREADS; t++) free_job(&jobs[t]);
-    free(jobs);
-    free(plan);
-    PyBuffer_Release(&view);
-    return result;
+    return Py_BuildValue("(niNN(NNn))", (Py_ssize_t)rows, b->flags, bytes_of(b->code, rows), columns,
+                         bytes_of(b->ts_valid, rows ? (rows + 7) / 8 : 0), bytes_of(b->ts, rows * sizeof(int64_t)),
+                         (Py_ssize_t)b->ts_nulls);
 }
 
 /* Lines given one by one (line i is data[off[i]:off[i + 1])), read like a file's lines but not split: they
  * hold no line end of their own (a \r in one stays in it, as in the SQL path). A line that is not valid UTF-8
  * (a VARCHAR may hold one: a lone surrogate escape, decoded) is deferred; stops at one over MAX_LINE (F_DIRTY:
  * rows then falls short). */
-static void read_given(Job *job, const int32_t *off, size_t rows) {
-    for (size_t i = 0; i < rows && !(job->flags & (F_DIRTY | F_NOMEM)); i++) {
-        const unsigned char *s = job->buf + off[i];
+static void read_given(void *arg, const int32_t *off, size_t rows) {
+    Job *job = arg;
+    Batch *b = &job->batch;
+    for (size_t i = 0; i < rows && !(b->flags & (F_DIRTY | F_NOMEM)); i++) {
+        const unsigned char *s = b->buf + off[i];
         size_t n = (size_t)(off[i + 1] - off[i]);
-        if (n > MAX_LINE) job->flags |= F_DIRTY;
-        else if (add_line(job, s, n, valid_utf8(s, n))) job->flags |= F_NOMEM;
+        if (n > MAX_LINE) b->flags |= F_DIRTY;
+        else if (add_line(job, s, n, valid_utf8(s, n))) b->flags |= F_NOMEM;
     }
 }
+
+static const Reader JSONL = {sizeof(Job), run_job, read_given, batch_of};
 
 /* read_lines(data, offsets, paths, always, fields, rare) -> (rows, flags, codes, columns, ts): the lines of an
  * Arrow string array (its data and int32 offsets), as read() reads a range's, on the calling thread (DuckDB
@@ -504,27 +415,29 @@ static PyObject *read_lines(PyObject *self, PyObject *args) {
     int always;
     if (!PyArg_ParseTuple(args, "y*y*OiOO", &data, &offsets, &paths, &always, &fields, &rare)) return NULL;
     Plan *plan = calloc(1, sizeof(Plan));
-    Job *job = calloc(1, sizeof(Job));
-    const int32_t *off = offsets.buf;
-    Py_ssize_t counted = arrow_rows(&data, &offsets);
-    size_t rows = counted < 0 ? 0 : (size_t)counted;
-    if (counted < 0) goto done;
-    if (plan == NULL || job == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    if (read_plan(paths, always, fields, rare, plan)) goto done;
-    *job = (Job){.buf = data.buf, .plan = plan, .given = 1};
-    Py_BEGIN_ALLOW_THREADS
-    read_given(job, off, rows);
-    Py_END_ALLOW_THREADS
-    result = job->flags & F_NOMEM ? PyErr_NoMemory() : batch_of(job);
-done:
-    if (job) free_job(job);
-    free(job);
+    if (plan == NULL) PyErr_NoMemory();
+    else if (read_plan(paths, always, fields, rare, plan) == 0)
+        result = read_lines_given(&JSONL, &(Job){.plan = plan, .given = 1}, &data, &offsets);
     free(plan);
     PyBuffer_Release(&data);
     PyBuffer_Release(&offsets);
+    return result;
+}
+
+static PyObject *read_ranges(PyObject *self, PyObject *args) {
+    if (fields_ready()) return NULL;
+    Py_buffer view;
+    Py_ssize_t start, end;
+    PyObject *paths, *fields, *rare, *result = NULL;
+    int always, threads;
+    if (!PyArg_ParseTuple(args, "y*nnOiOOi", &view, &start, &end, &paths, &always, &fields, &rare, &threads))
+        return NULL;
+    Plan *plan = calloc(1, sizeof(Plan));
+    if (plan == NULL) PyErr_NoMemory();
+    else if (range_inside(&view, start, end) && read_plan(paths, always, fields, rare, plan) == 0)
+        result = read_range(&JSONL, &(Job){.plan = plan}, &view, (size_t)start, (size_t)end, threads);
+    free(plan);
+    PyBuffer_Release(&view);
     return result;
 }
 
@@ -540,17 +453,6 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "forensics.ingest.readers._jsonl", NULL, -1, methods};
-
 PyMODINIT_FUNC PyInit__jsonl(void) {
-    PyObject *m = PyModule_Create(&module);
-    if (m == NULL) return NULL;
-    if (PyModule_AddIntConstant(m, "DIRTY", F_DIRTY) || PyModule_AddIntConstant(m, "CRLF", F_CRLF)
-        || PyModule_AddIntConstant(m, "LONE", F_LONE) || PyModule_AddIntConstant(m, "DEFERRED", DEFERRED)
-        || PyModule_AddIntConstant(m, "BLANK", BLANK) || PyModule_AddIntConstant(m, "MAX_PATHS", MAX_PATHS)
-        || PyModule_AddIntConstant(m, "MAX_NODES", MAX_NODES) || PyModule_AddIntConstant(m, "MAX_LINE", MAX_LINE)) {
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
+    return module_with("forensics.ingest.readers._jsonl", methods, CONSTANTS);
 }

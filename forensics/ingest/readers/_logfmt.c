@@ -23,16 +23,10 @@
 
 #include "_typing.h"
 #include "_grammar.h"
-#include "_fields.h"
 #define MM_BLOCK_NAME "forensics.ingest.readers._logfmt.Block"
 #include "_buffers.h"
+#include "_fields.h"
 
-#define NTYPED 2 /* text columns typed here: the recipient's normal form, the msg_id's (mm_msg_id) */
-#define NCOLS (NFIELDS + 1 + NTYPED) /* the line, the fields, then the typed ones */
-#define LINE_COL 0
-#define TS_COL (TS_FIELD + 1)
-#define TYPED_COL (NFIELDS + 1) /* the first typed column */
-#define MAX_THREADS 2
 #define MAX_LINE 7900000 /* forensics.ingest.repair.MAX_LINE_BYTES: a longer line is read from a repaired copy */
 #define HASH_SIZE 1024 /* slot_of takes 10 bits */
 #define MAX_KEYS 512
@@ -40,6 +34,12 @@
 
 
 enum { P_NONE = 0, P_BLANK = 1, P_NO_PAIRS = 2 };
+
+/* The numbers the Python side reads of this module. */
+static const IntConstant CONSTANTS[] = {
+    {"DIRTY", F_DIRTY}, {"CRLF", F_CRLF}, {"LONE", F_LONE}, {"NFIELDS", NFIELDS}, {"MAX_KEYS", MAX_KEYS},
+    {"MAX_FIELD_KEYS", MAX_FIELD_KEYS}, {"MAX_LINE", MAX_LINE}, {NULL, 0},
+};
 
 
 /* What a key is looked up by (key_ends): its length and two words holding its first and last bytes, which are all of
@@ -65,17 +65,8 @@ typedef struct {
 } Vocabulary;
 
 typedef struct {
-    const unsigned char *buf;
-    size_t start, end;
+    Batch batch; /* first: the shared code (_fields.h) takes a job as its Batch; its code is a line's problem */
     const Vocabulary *vocab;
-    size_t rows, rows_cap;
-    Column cols[NCOLS];
-    int8_t *problem;
-    int64_t *ts;       /* the timestamp typed here: microseconds since the epoch, UTC (timestamp[us, UTC]) */
-    uint8_t *ts_valid; /* NULL where the SQL's mm_ts types ts_text instead */
-    size_t ts_nulls;
-    int typed_differs[NTYPED]; /* a typed value differs from its text (else both columns share buffers) */
-    int flags;
     int keep_lines; /* every line's text (keep_raw); else only where SQL may find the line is not a record */
     /* per line scratch: where each key was first seen after a space (value position + 1, 0 = absent), and the
      * span of its first key=value pair (shady lines) */
@@ -83,8 +74,6 @@ typedef struct {
     uint32_t fields_seen; /* bit f: a key of field f has its seen_at (most fields' keys are absent from a line) */
     size_t pair_start[HASH_SIZE], pair_len[HASH_SIZE];
     int pair_seen[HASH_SIZE];
-    char *scratch;
-    size_t scratch_cap;
 } Job;
 
 /* ---- the vocabulary's keys, looked up by their ends ---- */
@@ -115,16 +104,6 @@ static inline __attribute__((always_inline)) int key_id(const Vocabulary *v, con
         if (id < 0) return -1;
         if (same_key(&v->keys[id], e, s)) return id;
     }
-}
-
-static int reserve_rows(Job *job) {
-    size_t need = job->rows + 2;
-    if (need <= job->rows_cap) return 0;
-    size_t cap = job->rows_cap ? job->rows_cap * 2 : 4096;
-    while (cap < need) cap *= 2;
-    if (grow_rows(job->cols, NCOLS, &job->problem, &job->ts, &job->ts_valid, job->rows_cap, cap)) return -1;
-    job->rows_cap = cap;
-    return 0;
 }
 
 /* ---- the regexes of stage_logfmt, by hand ---- */
@@ -226,8 +205,8 @@ static int lead_ts(const unsigned char *s, size_t n, size_t *from, size_t *to) {
 /* mm_unquote: a quoted value loses its quotes, then \" becomes " and then \\ becomes \ (two passes). */
 static int put_unquoted(Job *job, Column *col, size_t row, const unsigned char *v, size_t n) {
     if (n < 2 || v[0] != '"' || v[n - 1] != '"') return put(col, row, (const char *)v, n);
-    if (grow((void **)&job->scratch, &job->scratch_cap, n, 1)) return -1;
-    char *t = job->scratch;
+    if (grow((void **)&job->batch.scratch, &job->batch.scratch_cap, n, 1)) return -1;
+    char *t = (char *)job->batch.scratch;
     size_t m = 0;
     for (size_t i = 1; i + 1 < n; i++) {
         if (v[i] == '\\' && i + 2 < n && v[i + 1] == '"') {
@@ -243,36 +222,6 @@ static int put_unquoted(Job *job, Column *col, size_t row, const unsigned char *
         t[k++] = t[i];
     }
     return put(col, row, t, k);
-}
-
-/* The typed text columns: the field each types, and how. */
-static const int typed_field[NTYPED] = {RECIPIENT_FIELD, MSG_ID_FIELD};
-static const Typer typer[NTYPED] = {put_address, put_msg_id};
-
-/* The columns typed here, from the row's text columns. */
-static int typed_fields(Job *job, size_t row) {
-    for (int t = 0; t < NTYPED; t++) {
-        const Column *text = &job->cols[typed_field[t] + 1];
-        Column *typed = &job->cols[TYPED_COL + t];
-        if (!is_set(text->valid, row)) {
-            put_null(typed, row);
-            continue;
-        }
-        int differs = typer[t](typed, row, (const unsigned char *)text->data + text->offsets[row],
-                               (size_t)(text->offsets[row + 1] - text->offsets[row]));
-        if (differs < 0) return -1;
-        job->typed_differs[t] |= differs;
-    }
-    const Column *tc = &job->cols[TS_COL];
-    int64_t us = 0;
-    if (is_set(tc->valid, row)
-        && iso_utc_us((const unsigned char *)tc->data + tc->offsets[row],
-                      (size_t)(tc->offsets[row + 1] - tc->offsets[row]), &us))
-        job->ts_valid[row / 8] |= (uint8_t)(1u << (row % 8));
-    else
-        job->ts_nulls++;
-    job->ts[row] = us;
-    return 0;
 }
 
 /* ---- one line ---- */
@@ -330,7 +279,7 @@ static int line_fields(Job *job, size_t row, const unsigned char *s, size_t n) {
     int shady = is_shady(s, n);
     find_keys(job, s, n, shady);
     for (int f = 0; f < NFIELDS; f++) {
-        Column *col = &job->cols[f + 1];
+        Column *col = &job->batch.cols[f + 1];
         int id = field_key(job, f, shady);
         if (id >= 0) {
             size_t from = shady ? job->pair_start[id] : job->seen_at[id] - 1;
@@ -353,8 +302,8 @@ static int line_fields(Job *job, size_t row, const unsigned char *s, size_t n) {
  * not typed here (mm_ts may not read it either), or no event (trim()med empty, as no_event) and no msg_id.
  * Other rows' text is not sent at all: moving every line's text into DuckDB cost more than tokenizing it. */
 static int may_be_skipped(const Job *job, size_t row) {
-    if (job->problem[row] != P_NONE || !is_set(job->ts_valid, row)) return 1;
-    const Column *event = &job->cols[EVENT_FIELD + 1], *msg_id = &job->cols[TYPED_COL + 1];
+    if (job->batch.code[row] != P_NONE || !is_set(job->batch.ts_valid, row)) return 1;
+    const Column *event = &job->batch.cols[EVENT_FIELD + 1], *msg_id = &job->batch.cols[TYPED_COL + 1];
     int no_event = !is_set(event->valid, row)
                    || is_blank((const unsigned char *)event->data + event->offsets[row],
                                (size_t)(event->offsets[row + 1] - event->offsets[row]));
@@ -363,41 +312,41 @@ static int may_be_skipped(const Job *job, size_t row) {
 
 static int add_line(Job *job, const unsigned char *s, size_t n) {
     if (n > MAX_LINE || !valid_utf8(s, n)) {
-        job->flags |= F_DIRTY;
+        job->batch.flags |= F_DIRTY;
         return 1;
     }
-    if (reserve_rows(job)) return -1;
-    size_t row = job->rows;
+    if (reserve_rows(&job->batch)) return -1;
+    size_t row = job->batch.rows;
     if (n == 0) {
-        for (int c = 1; c < TYPED_COL; c++) put_null(&job->cols[c], row);
-        job->problem[row] = P_BLANK;
+        for (int c = 1; c < TYPED_COL; c++) put_null(&job->batch.cols[c], row);
+        job->batch.code[row] = P_BLANK;
     } else {
-        job->problem[row] = is_blank(s, n) ? P_BLANK : memchr(s, '=', n) == NULL ? P_NO_PAIRS : P_NONE;
-        if (job->problem[row] == P_BLANK) {
-            for (int c = 1; c < TYPED_COL; c++) put_null(&job->cols[c], row);
+        job->batch.code[row] = is_blank(s, n) ? P_BLANK : memchr(s, '=', n) == NULL ? P_NO_PAIRS : P_NONE;
+        if (job->batch.code[row] == P_BLANK) {
+            for (int c = 1; c < TYPED_COL; c++) put_null(&job->batch.cols[c], row);
         } else if (line_fields(job, row, s, n)) {
             return -1;
         }
     }
-    if (typed_fields(job, row)) return -1;
+    if (type_row(&job->batch, row)) return -1;
     if (n > 0 && (job->keep_lines || may_be_skipped(job, row))) {
-        if (put(&job->cols[LINE_COL], row, (const char *)s, n)) return -1;
+        if (put(&job->batch.cols[LINE_COL], row, (const char *)s, n)) return -1;
     } else {
-        put_null(&job->cols[LINE_COL], row);
+        put_null(&job->batch.cols[LINE_COL], row);
     }
-    job->rows++;
+    job->batch.rows++;
     return 0;
 }
 
 /* The range's lines (line_end: forensics/ingest/readers/_grammar.h). */
 static void *run_job(void *arg) {
     Job *job = arg;
-    const unsigned char *b = job->buf;
-    size_t i = job->start, end = job->end, next;
+    const unsigned char *b = job->batch.buf;
+    size_t i = job->batch.start, end = job->batch.end, next;
     while (i < end) {
-        size_t stop = line_end(b, i, end, &next, &job->flags);
+        size_t stop = line_end(b, i, end, &next, &job->batch.flags);
         int r = add_line(job, b + i, stop - i);
-        if (r < 0) { job->flags |= F_NOMEM; return NULL; }
+        if (r < 0) { job->batch.flags |= F_NOMEM; return NULL; }
         if (r > 0) return NULL;
         i = next;
     }
@@ -442,33 +391,22 @@ static int read_vocabulary(PyObject *fields, Vocabulary *v) {
     return 0;
 }
 
-static void free_job(Job *job) {
-    for (int c = 0; c < NCOLS; c++) {
-        free(job->cols[c].data);
-        free(job->cols[c].offsets);
-        free(job->cols[c].valid);
-    }
-    free(job->problem);
-    free(job->ts);
-    free(job->ts_valid);
-    free(job->scratch);
-}
-
 /* (rows, flags, problem, [(validity, offsets, data, nulls) per text column], (validity, data, nulls) of the
  * timestamps); the job's memory moves to Python. A typed column is its text column's own buffers when no
  * value differs. */
-static PyObject *batch_of(Job *job) {
+static PyObject *batch_of(void *job) {
+    Batch *b = job;
     PyObject *columns = PyList_New(NCOLS);
     if (columns == NULL) return NULL;
-    size_t rows = job->rows;
+    size_t rows = b->rows;
     for (int c = 0; c < NCOLS; c++) {
-        if (c >= TYPED_COL && !job->typed_differs[c - TYPED_COL]) {
+        if (c >= TYPED_COL && !b->typed_differs[c - TYPED_COL]) {
             PyObject *same = PyList_GET_ITEM(columns, typed_field[c - TYPED_COL] + 1);
             Py_INCREF(same);
             PyList_SET_ITEM(columns, c, same);
             continue;
         }
-        Column *col = &job->cols[c];
+        Column *col = &b->cols[c];
         if (rows == 0) {
             col->offsets = realloc(col->offsets, sizeof(int32_t));
             if (col->offsets) col->offsets[0] = 0;
@@ -485,17 +423,26 @@ static PyObject *batch_of(Job *job) {
         }
         PyList_SET_ITEM(columns, c, item);
     }
-    PyObject *problem = block_of((char *)job->problem, (Py_ssize_t)rows);
-    PyObject *ts_valid = block_of((char *)job->ts_valid, (Py_ssize_t)(rows + 7) / 8);
-    PyObject *ts = block_of((char *)job->ts, (Py_ssize_t)(rows * sizeof(int64_t)));
-    job->problem = NULL, job->ts_valid = NULL, job->ts = NULL;
+    PyObject *problem = block_of((char *)b->code, (Py_ssize_t)rows);
+    PyObject *ts_valid = block_of((char *)b->ts_valid, (Py_ssize_t)(rows + 7) / 8);
+    PyObject *ts = block_of((char *)b->ts, (Py_ssize_t)(rows * sizeof(int64_t)));
+    b->code = NULL, b->ts_valid = NULL, b->ts = NULL;
     if (problem == NULL || ts_valid == NULL || ts == NULL) {
         Py_XDECREF(problem), Py_XDECREF(ts_valid), Py_XDECREF(ts), Py_DECREF(columns);
         return NULL;
     }
-    return Py_BuildValue("(niNN(NNn))", (Py_ssize_t)rows, job->flags, problem, columns, ts_valid, ts,
-                         (Py_ssize_t)job->ts_nulls);
+    return Py_BuildValue("(niNN(NNn))", (Py_ssize_t)rows, b->flags, problem, columns, ts_valid, ts,
+                         (Py_ssize_t)b->ts_nulls);
 }
+
+/* Lines given one by one (tokenize_lines), read like a range's; stops at a dirty line (rows then falls short). */
+static void read_given(void *arg, const int32_t *off, size_t rows) {
+    Job *job = arg;
+    for (size_t i = 0; i < rows && !(job->batch.flags & (F_DIRTY | F_NOMEM)); i++)
+        if (add_line(job, job->batch.buf + off[i], (size_t)(off[i + 1] - off[i])) < 0) job->batch.flags |= F_NOMEM;
+}
+
+static const Reader LOGFMT = {sizeof(Job), run_job, read_given, batch_of};
 
 static PyObject *tokenize(PyObject *self, PyObject *args) {
     if (fields_ready()) return NULL;
@@ -506,40 +453,10 @@ static PyObject *tokenize(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*nnOi|p", &view, &start, &end, &fields, &threads, &keep_lines)) return NULL;
     PyObject *result = NULL;
     Vocabulary *vocab = calloc(1, sizeof(Vocabulary));
-    Job *jobs = calloc(MAX_THREADS, sizeof(Job));
-    if (vocab == NULL || jobs == NULL) { PyErr_NoMemory(); goto done; }
-    if (start < 0 || end > view.len || start > end) {
-        PyErr_SetString(PyExc_ValueError, "range outside the buffer");
-        goto done;
-    }
-    if (read_vocabulary(fields, vocab)) goto done;
-    const unsigned char *b = view.buf;
-    size_t cut = threads > 1 ? split_point(b, (size_t)start, (size_t)end) : (size_t)end;
-    int n = cut < (size_t)end ? 2 : 1;
-    for (int t = 0; t < n; t++) {
-        jobs[t].buf = b, jobs[t].vocab = vocab, jobs[t].keep_lines = keep_lines;
-        jobs[t].start = t == 0 ? (size_t)start : cut;
-        jobs[t].end = t == 0 ? cut : (size_t)end;
-    }
-    int failed = 0;
-    Py_BEGIN_ALLOW_THREADS
-    pthread_t second;
-    int spawned = n > 1 && pthread_create(&second, NULL, run_job, &jobs[1]) == 0;
-    run_job(&jobs[0]);
-    if (spawned) pthread_join(second, NULL);
-    else if (n > 1) run_job(&jobs[1]);
-    for (int t = 0; t < n; t++) failed |= jobs[t].flags & F_NOMEM;
-    Py_END_ALLOW_THREADS
-    if (failed) { PyErr_NoMemory(); goto done; }
-    result = PyList_New(0);
-    for (int t = 0; result && t < n; t++) {
-        PyObject *batch = batch_of(&jobs[t]);
-        if (batch == NULL || PyList_Append(result, batch)) Py_CLEAR(result);
-        Py_XDECREF(batch);
-    }
-done:
-    if (jobs) for (int t = 0; t < MAX_THREADS; t++) free_job(&jobs[t]);
-    free(jobs);
+    if (vocab == NULL) PyErr_NoMemory();
+    else if (range_inside(&view, start, end) && read_vocabulary(fields, vocab) == 0)
+        result = read_range(&LOGFMT, &(Job){.vocab = vocab, .keep_lines = keep_lines}, &view, (size_t)start,
+                            (size_t)end, threads);
     free(vocab);
     PyBuffer_Release(&view);
     return result;
@@ -557,24 +474,9 @@ static PyObject *tokenize_lines(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*y*O", &data, &offsets, &fields)) return NULL;
     PyObject *result = NULL;
     Vocabulary *vocab = calloc(1, sizeof(Vocabulary));
-    Job *job = calloc(1, sizeof(Job));
-    const int32_t *off = offsets.buf;
-    Py_ssize_t counted = arrow_rows(&data, &offsets);
-    size_t rows = counted < 0 ? 0 : (size_t)counted;
-    if (counted < 0) goto done;
-    if (vocab == NULL || job == NULL) { PyErr_NoMemory(); goto done; }
-    if (read_vocabulary(fields, vocab)) goto done;
-    job->buf = data.buf, job->vocab = vocab;
-    int r = 0;
-    Py_BEGIN_ALLOW_THREADS
-    for (size_t i = 0; i < rows && r == 0; i++)
-        r = add_line(job, job->buf + off[i], (size_t)(off[i + 1] - off[i]));
-    Py_END_ALLOW_THREADS
-    if (r < 0) PyErr_NoMemory();
-    else result = batch_of(job);
-done:
-    if (job) free_job(job);
-    free(job);
+    if (vocab == NULL) PyErr_NoMemory();
+    else if (read_vocabulary(fields, vocab) == 0)
+        result = read_lines_given(&LOGFMT, &(Job){.vocab = vocab}, &data, &offsets);
     free(vocab);
     PyBuffer_Release(&data);
     PyBuffer_Release(&offsets);
@@ -663,18 +565,6 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "forensics.ingest.readers._logfmt", NULL, -1, methods};
-
 PyMODINIT_FUNC PyInit__logfmt(void) {
-    if (PyType_Ready(&BlockType) < 0) return NULL;
-    PyObject *m = PyModule_Create(&module);
-    if (m == NULL) return NULL;
-    if (PyModule_AddIntConstant(m, "DIRTY", F_DIRTY) || PyModule_AddIntConstant(m, "CRLF", F_CRLF)
-        || PyModule_AddIntConstant(m, "LONE", F_LONE) || PyModule_AddIntConstant(m, "NFIELDS", NFIELDS)
-        || PyModule_AddIntConstant(m, "MAX_KEYS", MAX_KEYS) || PyModule_AddIntConstant(m, "MAX_FIELD_KEYS", MAX_FIELD_KEYS)
-        || PyModule_AddIntConstant(m, "MAX_LINE", MAX_LINE)) {
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
+    return module_with("forensics.ingest.readers._logfmt", methods, CONSTANTS);
 }

@@ -49,6 +49,11 @@ enum { U_DEFER = 1, U_NOMEM = 2 };
 enum { C_TEXT, C_HOST, C_UNIT, C_CONTAINER, C_PID, NCOLS }; /* the columns: the text, then its provenance */
 #define NO_TIME INT64_MIN /* an entry without a time: the SQL's mm_ts(NULL) */
 
+/* The numbers the Python side reads of this module. */
+static const IntConstant CONSTANTS[] = {
+    {"DEFER", U_DEFER}, {"STDOUT", E_STDOUT}, {"STDERR", E_STDERR}, {"NO_STREAM", E_NO_STREAM}, {NULL, 0},
+};
+
 typedef struct {
     Column cols[NCOLS]; /* the text inside each line's envelope (valid everywhere: a blank line is ''), then what
                          * the line names of its host, unit, container and pid (the path's names are Python's) */
@@ -1315,18 +1320,8 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "forensics.ingest.readers._unwrap", NULL, -1, methods};
-
 PyMODINIT_FUNC PyInit__unwrap(void) {
-    if (PyType_Ready(&BlockType) < 0) return NULL;
     PathSet *sets[] = {&LOKI_SET, &CLOUD_LOGGING_SET, &CLOUDWATCH_SET, &DATADOG_SET, &ELASTIC_SET};
     for (size_t k = 0; k < sizeof sets / sizeof sets[0]; k++) index_paths(sets[k]);
-    PyObject *m = PyModule_Create(&module);
-    if (m == NULL) return NULL;
-    if (PyModule_AddIntConstant(m, "DEFER", U_DEFER) || PyModule_AddIntConstant(m, "STDOUT", E_STDOUT)
-        || PyModule_AddIntConstant(m, "STDERR", E_STDERR) || PyModule_AddIntConstant(m, "NO_STREAM", E_NO_STREAM)) {
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
+    return module_with("forensics.ingest.readers._unwrap", methods, CONSTANTS);
 }
