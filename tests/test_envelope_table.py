@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from forensics.ingest import envelope_table, envelopes
+from forensics.ingest import detect, envelope_table, envelopes
 from forensics.ingest.readers import unwrap as unwrapper
 from forensics.ingest.envelope_table import C_KINDS, TABLE
 from forensics.simulate import envelopes as simulated
@@ -29,7 +29,7 @@ def _simulated(name: str) -> bytes:
 def test_the_table_is_what_the_readers_read():
     assert tuple(envelopes.ENVELOPES) == envelopes.NAMES == tuple(NAMES) and len(set(NAMES)) == len(NAMES)
     assert unwrapper.KINDS == {e.name: e.c_reader for e in TABLE if e.c_reader}
-    assert [name for name, _ in envelopes._TEXT_SHAPES] == [e.name for e in sorted(TABLE, key=lambda e: e.tried)
+    assert [name for name, _ in detect._TEXT_SHAPES] == [e.name for e in sorted(TABLE, key=lambda e: e.tried)
                                                            if e.line_shape]
 
 
@@ -37,7 +37,7 @@ def test_the_table_is_what_the_readers_read():
 def test_every_envelope_is_simulated_detected_taken_off_and_documented(name):
     row = envelope_table.ENVELOPES[name]
     assert name in simulated.LINE_WRAPPERS
-    assert envelopes.detect_envelope(_simulated(name)).name == name
+    assert detect.detect_envelope(_simulated(name)).name == name
     assert re.search(rf"^-- name: {row.block}$", (ROOT / "queries" / "envelopes.sql").read_text(), re.M)
     if row.c_reader and unwrapper._unwrap is not None:
         text = _simulated(name)
