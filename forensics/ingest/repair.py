@@ -27,12 +27,9 @@ import tempfile
 from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import queries
-
-if TYPE_CHECKING:  # sources re-exports mapped, drop_pages and unfinished_text from here for the readers
-    from forensics.ingest.sources import Source
 
 MAX_LINE_BYTES = 7_900_000  # below DuckDB's limit, which it does not always hold to (see above)
 KEPT_BYTES = 65_536  # of a line too long to read, what the copy keeps, and its skip shows
@@ -40,6 +37,15 @@ TOO_LONG = f"line too long to read: over {MAX_LINE_BYTES:,} bytes"
 _CHUNK = 2**20  # the original is read, and the copy written, this much at a time
 _PIECE = 65_536  # has_long_line reads a window this much at a time until it meets a line end
 _ENDS = (b"\n", b"\r")
+
+
+class Source(Protocol):
+    """A forensics.ingest.sources.Source (a frozen dataclass: its copies are made with dataclasses.replace). Not
+    imported from there: sources gives the readers the mapping helpers below (mapped, drop_pages) under its name."""
+
+    path: str
+    label: str
+    gzipped: bool
 
 
 @dataclass(frozen=True)
