@@ -152,7 +152,7 @@ print(first[2] - first[1], len(list(chunks)))
 
 def test_without_a_sigbus_handler_a_log_shrinking_while_its_line_ends_are_looked_at_ends_the_look_early(tmp_path):
     # Without the compiled tokenizer nothing handles SIGBUS: a mapped file that shrinks killed the process with a
-    # bare "Bus error". Read instead of mapped, the look ends early and the run says the file shrank (check_unchanged).
+    # bare "Bus error". Read instead of mapped, the look ends early and the run says the file shrank (sources.inspect).
     import subprocess
     import sys
 

@@ -329,7 +329,7 @@ def _ending_chunks(path: str) -> Iterator[tuple[mmap.mmap | bytes, int, int]]:
 
 def _read_chunks(path: str) -> Iterator[tuple[bytes, int, int]]:
     """_ending_chunks by reads: each chunk as (bytes, 0, its length); a file that shrinks while it is read just ends
-    early (check_unchanged then says so)."""
+    early (sources.inspect then says so)."""
     with open(path, "rb") as handle:
         while chunk := handle.read(_ENDINGS_CHUNK):
             if chunk.endswith(b"\r"):
