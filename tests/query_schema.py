@@ -96,14 +96,14 @@ def _envelope_tables(con) -> None:
     """What the envelope blocks read, made by the envelope code from fixtures: a Docker log's pieces (a view, and
     written down), its inner lines (a view) parsed both ways, and the entries of a CloudWatch page (and its
     values, as a page with malformed JSON in it is read)."""
-    from forensics.ingest import envelopes
+    from forensics.ingest import detect, envelopes
     from forensics.ingest.fields import FieldMap
     from forensics.ingest.readers import jsonl, logfmt, sql
     from forensics.ingest.sources import Source
 
     tables = {name: IDENTS[name] for name in ("entries", "pieces", "kept", "unwrapped")}
-    found = envelopes.file_params(envelopes.detect_envelope(DOCKER_LOG.read_bytes(), str(DOCKER_LOG)),
-                                  str(DOCKER_LOG), 2026)
+    found = detect.file_params(detect.detect_envelope(DOCKER_LOG.read_bytes(), str(DOCKER_LOG)),
+                               str(DOCKER_LOG), 2026)
     envelopes._pieces(con, found, Source(str(DOCKER_LOG), "docker", False), sql.LINE_DELIM, tables)
     queries.run(con, "envelope_kept_pieces", **tables)
     queries.run(con, "envelope_lines", **tables)

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from forensics.ingest import envelopes
+from forensics.ingest import detect, envelopes
 from forensics.ingest.case import load_case
 from forensics.simulate.envelopes import wrap
 from tests.test_tokenizer_properties import READ_EVERY_WAY, needs_c
@@ -48,10 +48,10 @@ def written(tmp_path: Path, lines: list[str], name: str = "mailer.log") -> Path:
 
 def test_a_record_with_send_fields_beside_dockers_keys_is_no_docker_entry():
     head = "\n".join(merged(n, f"p{n}@x.com") for n in range(3)).encode()
-    assert envelopes.detect_envelope(head) is None
+    assert detect.detect_envelope(head) is None
     shouted = json.dumps({"log": "sent\n", "stream": "stdout", "time": "2026-11-28T09:00:00Z", "MSG_ID": "<m@x>"})
-    assert envelopes.detect_envelope((shouted + "\n").encode() * 3) is None  # a key in any case, as fields are read
-    assert envelopes.detect_envelope(DOCKER_LOG.read_bytes()).name == "docker-json"
+    assert detect.detect_envelope((shouted + "\n").encode() * 3) is None  # a key in any case, as fields are read
+    assert detect.detect_envelope(DOCKER_LOG.read_bytes()).name == "docker-json"
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from forensics.ingest import envelope_table, envelopes
+from forensics.ingest import detect, envelope_table, envelopes
 from forensics.ingest.readers import unwrap as unwrapper
 from forensics.ingest.envelope_table import C_KINDS, TABLE
 from forensics.simulate import envelopes as simulated
@@ -29,22 +29,22 @@ def _simulated(name: str) -> bytes:
 def test_the_table_is_what_the_readers_read():
     assert tuple(envelopes.ENVELOPES) == envelopes.NAMES == tuple(NAMES) and len(set(NAMES)) == len(NAMES)
     assert unwrapper.KINDS == {e.name: e.c_reader for e in TABLE if e.c_reader}
-    assert [name for name, _ in envelopes._TEXT_SHAPES] == [e.name for e in sorted(TABLE, key=lambda e: e.tried)
+    assert [name for name, _ in detect._TEXT_SHAPES] == [e.name for e in sorted(TABLE, key=lambda e: e.tried)
                                                            if e.line_shape]
 
 
 def test_each_envelope_is_told_by_its_own_row():
     # a line's shape or a JSON entry's keys, never both and never neither: detection holds no envelope of its own
     assert all((row.line_shape is None) != (row.entry is None) for row in TABLE)
-    assert envelopes._JSON_ROWS == tuple(row for row in TABLE if row.entry)
-    assert all(len(row.head_keys) >= 2 for row in envelopes._JSON_ROWS)
+    assert detect._JSON_ROWS == tuple(row for row in TABLE if row.entry)
+    assert all(len(row.head_keys) >= 2 for row in detect._JSON_ROWS)
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_envelope_is_simulated_detected_taken_off_and_documented(name):
     row = envelope_table.ENVELOPES[name]
     assert name in simulated.LINE_WRAPPERS
-    assert envelopes.detect_envelope(_simulated(name)).name == name
+    assert detect.detect_envelope(_simulated(name)).name == name
     assert re.search(rf"^-- name: {row.block}$", (ROOT / "queries" / "envelopes.sql").read_text(), re.M)
     if row.c_reader and unwrapper._unwrap is not None:
         text = _simulated(name)

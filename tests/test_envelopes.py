@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from forensics.errors import ConfigError, InputError
-from forensics.ingest import envelopes
+from forensics.ingest import detect, envelopes
 from forensics.ingest.case import load_case
 from forensics.ingest.load import Reading
 from forensics.simulate.envelopes import DOCUMENTS, FLAVOURS, JSON_ONLY, LOGFMT_ONLY, NAMES, wrap
@@ -366,14 +366,14 @@ def test_a_partly_empty_case_notes_the_file_without_records(tmp_path):
 
 def test_a_plain_jsonl_record_with_a_message_is_not_taken_for_an_envelope():
     line = b'{"@timestamp": "2026-11-28T09:00:00Z", "message": "sent a=b", "event": "send", "to": "a@b.co"}\n'
-    assert envelopes.detect_envelope(line * 3) is None
+    assert detect.detect_envelope(line * 3) is None
 
 
 def test_sample_logs_have_no_envelope():
     root = Path(__file__).resolve().parent.parent / "sample_logs"
     for path in root.rglob("worker-*"):
         head = path.read_bytes() if path.suffix != ".gz" else __import__("gzip").decompress(path.read_bytes())
-        assert envelopes.detect_envelope(head[:65536], str(path)) is None, path
+        assert detect.detect_envelope(head[:65536], str(path)) is None, path
 
 
 @pytest.mark.slow
@@ -402,7 +402,7 @@ def test_a_line_the_platform_never_finished_is_a_truncated_last_line(tmp_path, n
 
 def test_a_damaged_first_entry_does_not_make_a_file_one_json_document():
     entry = b'{"log":"event=send email=a@b.co msg_id=<x>\\n","stream":"stdout","time":"2026-11-28T09:00:00Z"}\n'
-    found = envelopes.detect_envelope(b'{"log":"event=se\n' + entry * 4)
+    found = detect.detect_envelope(b'{"log":"event=se\n' + entry * 4)
     assert found.name == "docker-json" and not found.document
 
 
@@ -735,7 +735,7 @@ def test_a_python_logging_file_of_tracebacks_and_two_line_messages_is_told_by_it
     sends = [f"event=send campaign=c step=1 email=p{i}@x.co msg_id=m{i}" for i in range(12)]
     log = tmp_path / "mailer.log"
     log.write_text(_python_logging(sends, ["  (delivered in 1.2 s)"]), encoding="utf-8")
-    assert envelopes.detect_envelope(log.read_bytes()).name == "python-logging"
+    assert detect.detect_envelope(log.read_bytes()).name == "python-logging"
     assert load_case([str(log)]).records == 12
 
 

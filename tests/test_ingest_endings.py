@@ -107,13 +107,13 @@ def test_many_files_of_mixed_line_ends_read_like_one(tmp_path):
 
 _MAXRSS_GROWTH = """
 import resource, sys
-from forensics.ingest import sources
+from forensics.ingest import repair
 from forensics.ingest.readers import logfmt, runtime
 if sys.argv[2] == "guarded":
     runtime.guard_shrinking_files()  # as the CLI does: the file is then mapped, not read
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-mixed = sources.mixes_line_endings(sys.argv[1])
-print(mixed, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024, sources._shrink_guarded())
+mixed = repair.mixes_line_endings(sys.argv[1])
+print(mixed, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024, repair._shrink_guarded())
 """
 
 
@@ -141,9 +141,9 @@ def test_looking_at_a_large_file_s_line_ends_holds_only_a_range_of_it_in_memory(
 
 _SHRINKS_BETWEEN_CHUNKS = """
 import os, sys
-from forensics.ingest import sources
-sources._ENDINGS_CHUNK = 4096
-chunks = sources._ending_chunks(sys.argv[1])
+from forensics.ingest import repair
+repair._ENDINGS_CHUNK = 4096
+chunks = repair._ending_chunks(sys.argv[1])
 first = next(chunks)
 os.truncate(sys.argv[1], 0)  # logrotate's copytruncate, while the line ends are looked at
 print(first[2] - first[1], len(list(chunks)))
@@ -152,7 +152,7 @@ print(first[2] - first[1], len(list(chunks)))
 
 def test_without_a_sigbus_handler_a_log_shrinking_while_its_line_ends_are_looked_at_ends_the_look_early(tmp_path):
     # Without the compiled tokenizer nothing handles SIGBUS: a mapped file that shrinks killed the process with a
-    # bare "Bus error". Read instead of mapped, the look ends early and the run says the file shrank (check_unchanged).
+    # bare "Bus error". Read instead of mapped, the look ends early and the run says the file shrank (sources.inspect).
     import subprocess
     import sys
 

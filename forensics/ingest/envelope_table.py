@@ -88,7 +88,7 @@ class Envelope:
     line_shape: re.Pattern | None = None  # a line of it (None: a JSON entry, told from its keys)
     tried: int = 0  # where line_shape is tried among the others: the first that fits a line wins
     c_reader: str | None = None  # the reader of forensics/ingest/readers/_unwrap.c that takes it off (None: DuckDB's only)
-    from_path: tuple = ()  # what the file's path names (envelopes.file_params) where its line names none, in C as
+    from_path: tuple = ()  # what the file's path names (detect.file_params) where its line names none, in C as
     # queries/envelopes.sql does (coalesce(the line's, :param))
     entry: Callable[[dict, set], bool] | None = None  # whether one JSON object (and its keys) is an entry of it
     document: Callable[[dict], bool] | None = None  # whether one JSON object is its document listing entries

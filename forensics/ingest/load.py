@@ -10,19 +10,19 @@ its lines keep the number of the line (or entry) they came from.
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, field
 from typing import Callable
 
 import queries
-from forensics.ingest import envelopes, repair, sources, vocabulary, window
+from forensics.ingest import detect, envelopes, repair, sources, vocabulary, window
 from forensics.ingest.readers import jsonl, logfmt, runtime, sql, unwrap
-from forensics.ingest.detect import detect_syntax
-from forensics.ingest.envelopes import Reading
+from forensics.ingest.detect import Reading
 from forensics.errors import ConfigError, InputError, ParseError
 from forensics.ingest.fields import FieldMap
 from forensics.ingest.readers.sql import LINE_DELIM
-from forensics.ingest.sources import SYNTAXES, Source, check_unchanged, head_bytes, identity, is_empty
+from forensics.ingest.sources import SYNTAXES, FileFacts, Source, inspect
 
 # More files than this get events/skipped tables rather than views over a union of staged tables.
 MANY_FILES = 16
@@ -62,7 +62,7 @@ def load(con, sources: list[Source], *, syntax: str | None = None, field_map: Fi
         queries.macros(con)
         queries.run(con, "set_time_zone", zone="UTC")
     queries.script(con, "create_files", staged="staged_0")  # the empty staged table of file 0 (_create_views)
-    envelopes.check_zone(con, reading.tz)
+    _check_zone(con, reading.tz)
     field_map = field_map or FieldMap()
     files = [_detected(index + 1, source, syntax, reading) for index, source in enumerate(sources)]
     # before any file is staged: it decides the keys read. A watch's poll (again) keeps the reading its first
@@ -74,17 +74,14 @@ def load(con, sources: list[Source], *, syntax: str | None = None, field_map: Fi
         field_map.sampled = bool(read_as.keys)
     queries.run(con, "set_time_zone", zone=reading.tz)
     try:
-        limits = limits.placed(con)  # a zone-less --since/--until is read in --tz, like the logs
         summaries = _load_all(con, files, field_map, keep_raw, progress)
     finally:
         queries.run(con, "set_time_zone", zone="UTC")
     for file in files:
-        check_unchanged(file.source, file.identity)
-    if not reading.envelope:  # a file a known envelope fits in part: say which, and how to force it
-        for file in [f for f in files if f.head and not f.envelope]:
-            summary = summaries[file.file_id]
-            summary.note = envelopes.partial_note(file.source.label, file.head, file.source.path) or summary.note
-    cut = _create_views(con, files, summaries, limits)
+        inspect(file.source, since=file.facts)  # still the file that was looked at, or refused
+    for file in [f for f in files if f.partial]:  # a known envelope fits it in part: say which, and how to force it
+        summaries[file.file_id].note = file.partial
+    cut = _create_views(con, files, summaries, limits, reading.tz)  # a zone-less --since/--until is read in --tz
     if not again:
         queries.script(con, "build_sends")
         queries.script(con, "send_ids")
@@ -101,6 +98,13 @@ def sampled_vocabulary(con, sources: list[Source], syntax: str | None, field_map
     queries.macros(con)
     files = [_detected(index + 1, source, syntax, reading or Reading()) for index, source in enumerate(sources)]
     return vocabulary.read(con, files, field_map, refuse=False)
+
+
+def _check_zone(con, zone: str) -> None:
+    [(known,)] = queries.run(con, "time_zone_known", {"zone": zone}).fetchall()
+    if not known:
+        raise ConfigError(f"--tz {zone!r}: unknown time zone (use a name such as UTC, Europe/Berlin or "
+                          "America/New_York)")
 
 
 def _load_all(con, files: list[_File], field_map: FieldMap, keep_raw: bool,
@@ -126,33 +130,28 @@ class _File:
     head: bytes = b""
     group: str | None = None  # the staged table it was read into with other files
     envelope: envelopes.Found | None = None
-    forced: str | None = None  # --syntax
-    identity: tuple | None = None  # the file when first looked at (sources.identity): it must not shrink or change
+    forced: str | None = None  # --syntax, for the records inside an envelope
+    facts: FileFacts | None = None  # the file when first looked at: it must not shrink or change
+    partial: str | None = None  # a known envelope fits it in part (detect.partial_note)
 
 
 def _detected(file_id: int, source: Source, forced: str | None, reading: Reading) -> _File:
-    seen = identity(source)
-    if is_empty(source):
-        return _File(file_id, source, forced or "empty", identity=seen)
-    head = head_bytes(source)
-    found = envelopes.of_file(source.path, head, forced, reading)
-    if found:
-        return _File(file_id, source, forced or "logfmt", head, envelope=found, forced=forced, identity=seen)
-    syntax = forced or detect_syntax(head)
-    if syntax is None:
-        partly = None if reading.envelope else envelopes.partial_note(source.label, head, source.path)
-        raise InputError(partly or f"{source.label}: cannot tell the log syntax (not logfmt, JSON Lines or CSV, nor "
-                         "wrapped in a known envelope); force one with --syntax or --envelope")
-    return _File(file_id, source, syntax, head, identity=seen)
+    facts = inspect(source)
+    if facts.empty:
+        return _File(file_id, source, forced or "empty", facts=facts)
+    told = detect.tell(source.path, source.label, facts.head, forced, reading)
+    return _File(file_id, source, told.syntax, facts.head, envelope=told.envelope,
+                 forced=forced if told.envelope else None, facts=facts, partial=told.partial)
 
 
 def _groups(files: list[_File]) -> list[list[_File]]:
     """More than MANY_FILES logfmt (or JSON Lines) files are read in one statement: a statement per file is
     planned again each time (hundreds of regexes), whatever the file's size."""
-    # The compiled readers have no plan to repeat: they read their files one by one.
-    grouped = [syntax for syntax in ("logfmt", "jsonl") if not runtime.compiled(syntax)]
-    groups = [[f for f in files if f.syntax == syntax and f.head and not f.envelope] for syntax in grouped]
-    return [members for members in groups if len(members) > MANY_FILES]
+    alone = {syntax: [f for f in files if f.syntax == syntax and f.head and not f.envelope]
+             for syntax in ("logfmt", "jsonl")}
+    # The compiled readers have no plan to repeat: they read their files one by one. Asked first, whatever the
+    # count: a parser switch set to what cannot be had is refused on every run.
+    return [members for syntax, members in alone.items() if not runtime.compiled(syntax) and len(members) > MANY_FILES]
 
 
 def _load_file(con, file: _File, field_map: FieldMap, keep_raw: bool) -> InputSummary:
@@ -197,7 +196,7 @@ def _load_group(con, members: list[_File], field_map: FieldMap, keep_raw: bool) 
         for f in members:  # a damaged .gz raises here; read file by file, it is then named
             plains.append(_decompressed(con, f.source))
         paths = [(plain or f.source).path for plain, f in zip(plains, members)]
-        if any(map(sources.mixes_line_endings, paths)) or any(map(repair.has_long_line, paths)):
+        if any(map(repair.mixes_line_endings, paths)) or any(map(repair.has_long_line, paths)):
             raise InputError("line endings mix, or a line too long")  # read from a copy, file by file
         # a Source whose path is a list: DuckDB's reader takes either
         READERS[syntax](con, Source(paths, f"{len(paths)} files", False), group, b"".join(f.head for f in members),
@@ -206,7 +205,7 @@ def _load_group(con, members: list[_File], field_map: FieldMap, keep_raw: bool) 
         lines = [counts.get(path) for path in paths]
         if None in lines or sum(lines) != _staged_rows(con, group):
             raise InputError("line counts disagree")  # never seen; read file by file instead
-        cut_off = [sources.unfinished_line(plain or f.source) for plain, f in zip(plains, members)]
+        cut_off = [repair.unfinished_line(plain or f.source) for plain, f in zip(plains, members)]
     except Exception:  # noqa: BLE001 - the file-by-file path reports (and repairs) what went wrong
         queries.run(con, "drop_staged", staged=group)
         return {}
@@ -218,7 +217,7 @@ def _load_group(con, members: list[_File], field_map: FieldMap, keep_raw: bool) 
         queries.run(con, "register_file", {"file_id": file.file_id, "label": file.source.label, "header_line": 0,
                                            "staged": group, "first_row": first_row, "envelope": None})
         if cut is not None:
-            _mark_truncated(con, group, first_row + count - 1, cut)
+            repair.mark_truncated(con, group, first_row + count - 1, cut)
         first_row += count
         file.group = group
     counts_by_file = {row[0]: row[1:] for row in queries.run(con, "group_counts", {"staged": group},
@@ -229,16 +228,6 @@ def _load_group(con, members: list[_File], field_map: FieldMap, keep_raw: bool) 
 def _summary(label: str, syntax: str, counts: tuple) -> InputSummary:
     lines, records, skipped, first = counts
     return InputSummary(label, syntax, lines, records, skipped, list(first or []))
-
-
-def _mark_truncated(con, staged: str, row: int, text: str) -> None:
-    queries.run(con, "mark_truncated_row", {"row": row, "text": text}, staged=staged)
-
-
-def _mark_cut_off(con, staged: str, text: str | None) -> None:
-    """The staged file's last line, when `text` says no newline ended it (None: one did)."""
-    if text is not None:
-        _mark_truncated(con, staged, _staged_rows(con, staged) - 1, text)
 
 
 def _staged_rows(con, staged: str) -> int:
@@ -262,34 +251,31 @@ def _streamed_gzip(con, file: _File, staged: str, field_map: FieldMap, keep_raw:
     if streamed is None:
         queries.run(con, "drop_staged", staged=staged)
         return False
-    _mark_cut_off(con, staged, streamed.cut_off)
+    repair.mark_cut_off(con, staged, streamed.cut_off)
     return True
 
 
 def _stage(con, source: Source, staged: str, file: _File, field_map: FieldMap, *,
            keep_raw: bool) -> tuple[int, bool, envelopes.Unwrapped | None]:
     """Parse one file into its staged table: the line number of its header (0 without one), whether
-    it had to be read from a repaired copy, and what its envelope held (None without one). A file whose line
-    endings mix is read from a copy with LF endings (sources.line_ended_copy); one holding a line too long to read,
-    or (once a reader refuses it) invalid UTF-8, from a repaired copy (forensics.ingest.repair)."""
-    readable, long_lines, repaired = _line_ended(con, source), [], False
-    if not _is_document(file) and repair.has_long_line(readable.path):
-        readable, long_lines, repaired = *_repaired(con, readable, source, file), True
+    it had to be read from a repaired copy, and what its envelope held (None without one). It is read from what
+    forensics.ingest.repair says it can be read from (itself, or a copy with LF endings or repaired), and read again
+    from a repaired copy once a reader refuses it as dirty (invalid UTF-8)."""
+    folder, document = functools.partial(sql.spill_folder, con), file.envelope is not None and file.envelope.document
+    readable = repair.readable(source, folder, document=document)
     while True:
         try:
-            header_line, unwrapped = _parse(con, readable, staged, file, field_map, keep_raw=keep_raw)
+            header_line, unwrapped = _parse(con, readable.source, staged, file, field_map, keep_raw=keep_raw)
             break
         except Exception as exc:  # duckdb raises many classes; dirty files get one repaired retry
             queries.run(con, "drop_staged", staged=staged)
-            if not repaired and _is_dirty_file_error(exc):
-                readable, long_lines, repaired = *_repaired(con, readable, source, file), True
+            if not readable.repaired and _is_dirty_file_error(exc):
+                readable = repair.repaired(readable, folder, document=document)
                 continue
-            _forget_copy(readable, source)
-            raise InputError(f"{source.label}: cannot read ({_first_line(exc, readable, source)})") from None
-    _mark_cut_off(con, staged, sources.unfinished_line(readable))  # what was parsed: the file or its copy
-    repair.mark_long_lines(con, staged, long_lines, enveloped=file.envelope is not None)
-    _forget_copy(readable, source)  # a copy, like a plain copy, is not kept once staged
-    return header_line, repaired, unwrapped
+            repair.forget(readable)
+            raise InputError(f"{source.label}: cannot read ({_first_line(exc, readable.source, source)})") from None
+    repair.after_read(con, staged, readable, enveloped=file.envelope is not None)
+    return header_line, readable.repaired, unwrapped
 
 
 def _parse(con, readable: Source, staged: str, file: _File, field_map: FieldMap, *,
@@ -306,41 +292,17 @@ def _parse(con, readable: Source, staged: str, file: _File, field_map: FieldMap,
                or envelopes.stage(con, file.envelope, readable, staged, file.forced, delim=LINE_DELIM, parse=parse))
 
 
-def _repaired(con, readable: Source, source: Source, file: _File) -> tuple[Source, list[repair.LongLine]]:
-    """The repaired copy of `readable` (and the lines it cut), which is forgotten if it was itself a copy."""
-    copy = repair.repaired_copy(readable, sql.spill_folder(con), cut=not _is_document(file))
-    _forget_copy(readable, source)
-    return copy
-
-
-def _is_document(file: _File) -> bool:
-    """Whether the file holds JSON documents (an envelope's export), read whole rather than by lines."""
-    return file.envelope is not None and file.envelope.document
-
-
-def _line_ended(con, source: Source) -> Source:
-    """The file, or where its line endings mix, its copy with LF endings."""
-    if isinstance(source.path, str) and sources.mixes_line_endings(source.path):
-        return sources.line_ended_copy(source, sql.spill_folder(con))
-    return source
-
-
-def _forget_copy(readable: Source, source: Source) -> None:
-    if readable is not source:
-        os.unlink(readable.path)
-
-
-def _create_views(con, files: list[_File], summaries: dict[int, InputSummary],
-                  limits: window.Window) -> window.Cut | None:
+def _create_views(con, files: list[_File], summaries: dict[int, InputSummary], limits: window.Window,
+                  zone: str) -> window.Cut | None:
     """The events and skipped views over the staged tables (file ids and table names are ours), cut to the
-    --since/--until window; tables instead when there are more than MANY_FILES files, whose staged tables are
-    then dropped."""
+    --since/--until window (a time without a zone read in `zone`, --tz); tables instead when there are more than
+    MANY_FILES files, whose staged tables are then dropped."""
     read = [f for f in files if f.group is None and summaries[f.file_id].lines]
     alone = [0] + [f.file_id for f in read if not f.envelope]
     enveloped = [f.file_id for f in read if f.envelope]
     groups = list(dict.fromkeys(f.group for f in files if f.group))
     many, parts = len(files) > MANY_FILES, view_parts(alone, groups, enveloped)
-    cut = window.cut(con, limits, parts["events"])
+    cut = window.cut(con, limits, parts["events"], zone)
     queries.script(con, "create_views", relation="TABLE" if many else "VIEW", window=cut.predicate() if cut else "TRUE",
                    **parts)
     if many:

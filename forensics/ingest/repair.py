@@ -1,4 +1,9 @@
-"""Lines too long to read, and the repaired copy a file is read from when it holds one or invalid UTF-8.
+"""What a file's lines are read from, and what the reading could not take whole.
+
+A file is read as it is, or from a copy of it: with LF endings where its line endings mix (mixes_line_endings,
+line_ended_copy), repaired where it holds a line too long to read or invalid UTF-8 (below). Once it is staged, the
+rows a reader could not take whole are marked (after_read): a last line no newline ended, and the lines a repaired
+copy cut. readable and after_read are what forensics.ingest.load asks before and after a read.
 
 Neither reader takes a line of any length: DuckDB's refuses one of 8,000,000 bytes (its max_line_size in
 queries/macros.sql's mm_named_lines, the CR of a CRLF counted), and where such a line ends just past the edge of
@@ -16,13 +21,15 @@ so a gzipped file they read as it is decompressed sends such a line here too.
 from __future__ import annotations
 
 import codecs
+import mmap
 import os
 import tempfile
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Generator, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import Protocol
 
 import queries
-from forensics.ingest.sources import Source
 
 MAX_LINE_BYTES = 7_900_000  # below DuckDB's limit, which it does not always hold to (see above)
 KEPT_BYTES = 65_536  # of a line too long to read, what the copy keeps, and its skip shows
@@ -30,6 +37,15 @@ TOO_LONG = f"line too long to read: over {MAX_LINE_BYTES:,} bytes"
 _CHUNK = 2**20  # the original is read, and the copy written, this much at a time
 _PIECE = 65_536  # has_long_line reads a window this much at a time until it meets a line end
 _ENDS = (b"\n", b"\r")
+
+
+class Source(Protocol):
+    """A forensics.ingest.sources.Source (a frozen dataclass: its copies are made with dataclasses.replace). Not
+    imported from there: sources gives the readers the mapping helpers below (mapped, drop_pages) under its name."""
+
+    path: str
+    label: str
+    gzipped: bool
 
 
 @dataclass(frozen=True)
@@ -96,7 +112,7 @@ def repaired_copy(source: Source, folder: str | None, cut: bool = True) -> tuple
     except BaseException:
         os.unlink(handle.name)
         raise
-    return Source(handle.name, source.label, False), cutter.long_lines
+    return replace(source, path=handle.name, gzipped=False), cutter.long_lines
 
 
 def _decoded(raw, size: int) -> Iterator[str]:
@@ -169,3 +185,185 @@ def mark_long_lines(con, staged: str, long_lines: list[LongLine], enveloped: boo
         queries.run(con, "mark_long_lines_enveloped" if enveloped else "mark_long_lines",
                     {"lines": [line.line_no for line in long_lines], "texts": [line.text for line in long_lines],
                      "reason": TOO_LONG}, staged=staged)
+
+
+# --- before a read: the file, or its copy ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class Readable:
+    """What a file's lines are read from: the file itself (`original`) or a copy of it (LF line endings where they
+    mixed, repaired where it held a line too long or invalid UTF-8), and the lines that copy cut."""
+
+    source: Source
+    original: Source
+    long_lines: tuple[LongLine, ...] = ()
+    repaired: bool = False
+
+
+Folder = Callable[[], "str | None"]  # where copies are written (DuckDB's spill folder), asked only when one is
+
+
+def readable(source: Source, folder: Folder, *, document: bool) -> Readable:
+    """The file, or where its line endings mix its copy with LF endings; either, where it holds a line too long to
+    read (a JSON `document` is never read by lines), repaired (repaired)."""
+    lines = source
+    if isinstance(source.path, str) and mixes_line_endings(source.path):
+        lines = line_ended_copy(source, folder())
+    found = Readable(lines, source)
+    if not document and has_long_line(lines.path):
+        return repaired(found, folder, document=document)
+    return found
+
+
+def repaired(found: Readable, folder: Folder, *, document: bool) -> Readable:
+    """The repaired copy of what `found` reads (and the lines it cut); a copy it replaces is forgotten."""
+    copy, long_lines = repaired_copy(found.source, folder(), cut=not document)
+    forget(found)
+    return Readable(copy, found.original, tuple(long_lines), repaired=True)
+
+
+def forget(found: Readable) -> None:
+    """Remove the copy `found` reads, if it reads one: a copy of someone's log is not kept once staged."""
+    if found.source is not found.original:
+        os.unlink(found.source.path)
+
+
+# --- after a read: what it could not take whole -----------------------------------------------------
+
+def after_read(con, staged: str, found: Readable, *, enveloped: bool) -> None:
+    """Once `found` is staged: mark the staged rows a reader could not take whole (the last line, when no newline
+    ended what was read, the file or its copy; the lines the repaired copy cut: mark_long_lines), then forget the
+    copy, like a plain copy, not kept once staged."""
+    mark_cut_off(con, staged, unfinished_line(found.source))
+    mark_long_lines(con, staged, list(found.long_lines), enveloped=enveloped)
+    forget(found)
+
+
+def mark_cut_off(con, staged: str, text: str | None) -> None:
+    """The staged file's last line, when `text` says no newline ended it (None: one did)."""
+    if text is not None:
+        last = queries.run(con, "staged_rows", staged=staged).fetchone()[0] - 1
+        mark_truncated(con, staged, last, text)
+
+
+def mark_truncated(con, staged: str, row: int, text: str) -> None:
+    queries.run(con, "mark_truncated_row", {"row": row, "text": text}, staged=staged)
+
+
+# --- a file's line ends ----------------------------------------------------------------------------
+
+TAIL_BYTES = 65536  # of a cut-off last line, what its skip shows
+
+
+def unfinished_line(source: Source) -> str | None:
+    """The text of a plain file's last line when no newline follows it (cut off mid-write; its last TAIL_BYTES
+    bytes), or None when the file ends with a newline, is empty or cannot be read."""
+    try:
+        with open(source.path, "rb") as handle:
+            handle.seek(0, 2)
+            handle.seek(max(0, handle.tell() - TAIL_BYTES))
+            return unfinished_text(handle.read())
+    except OSError:
+        return None
+
+
+def unfinished_text(tail: bytes) -> str | None:
+    """The text of the last line of `tail` (a file's last bytes) when no newline ends it, else None."""
+    if not tail or tail.endswith((b"\n", b"\r")):  # a lone CR ends a line too (old Mac files)
+        return None
+    return tail.replace(b"\r", b"\n").rsplit(b"\n", 1)[-1].decode("utf-8", "replace")
+
+
+# A file's line endings are looked at (and a copy written) this many bytes at a time.
+_ENDINGS_CHUNK = 64 * 2**20
+
+
+def mixes_line_endings(path: str) -> bool:
+    """Whether a plain file ends lines both with CRLF and with a bare CR or LF. DuckDB's reader splits such a
+    file its own way: where it takes the file for CRLF it reads a bare CR as a line end and drops the byte after
+    it (a record's first letter), where it takes it for LF a CRLF is two line ends (every line number after it
+    one off). A stretch without a CR is told by one search; the others are counted."""
+    crlf = bare = False
+    for mapped, start, end in _ending_chunks(path):
+        if mapped.find(b"\r", start, end) < 0:
+            bare = bare or mapped.find(b"\n", start, end) >= 0
+        else:
+            chunk = mapped[start:end]
+            pairs = chunk.count(b"\r\n")
+            crlf = crlf or pairs > 0
+            bare = bare or chunk.count(b"\r") > pairs or chunk.count(b"\n") > pairs
+        if crlf and bare:
+            return True
+    return False
+
+
+def line_ended_copy(source: Source, folder: str | None) -> Source:
+    """A copy in `folder` of a plain file whose line endings mix (mixes_line_endings), each of them (CRLF, bare CR,
+    LF) an LF: one line per line end, as in a file of one kind of ending, which DuckDB's reader splits right."""
+    handle = tempfile.NamedTemporaryFile(prefix="mailmortem-lines-", suffix=".log", dir=folder, delete=False)
+    with handle:
+        for mapped, start, end in _ending_chunks(source.path):
+            handle.write(mapped[start:end].replace(b"\r\n", b"\n").replace(b"\r", b"\n"))
+    return replace(source, path=handle.name, gzipped=False)
+
+
+def _ending_chunks(path: str) -> Iterator[tuple[mmap.mmap | bytes, int, int]]:
+    """The file at `path`, mapped, in ranges (start, end) of about _ENDINGS_CHUNK that never end between a CR and
+    its LF. Each range's pages are given back once the caller is done with it (drop_pages). Read instead of mapped
+    where nothing handles SIGBUS (_shrink_guarded): a file that shrinks under its map would kill the process."""
+    if not _shrink_guarded():
+        yield from _read_chunks(path)
+        return
+    with mapped(path) as whole:
+        if whole is None:
+            return
+        start = 0
+        while start < len(whole):
+            end = min(start + _ENDINGS_CHUNK, len(whole))
+            if whole[end - 1:end] == b"\r":
+                end = min(end + 1, len(whole))
+            yield whole, start, end
+            drop_pages(whole, start, end)
+            start = end
+
+
+def _read_chunks(path: str) -> Iterator[tuple[bytes, int, int]]:
+    """_ending_chunks by reads: each chunk as (bytes, 0, its length); a file that shrinks while it is read just ends
+    early (sources.inspect then says so)."""
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_ENDINGS_CHUNK):
+            if chunk.endswith(b"\r"):
+                chunk += handle.read(1)
+            yield chunk, 0, len(chunk)
+
+
+def _shrink_guarded() -> bool:
+    """Whether the compiled tokenizer's SIGBUS handler is installed (the CLI installs it:
+    readers.runtime.guard_shrinking_files). Without it, the first page of a map past a shrunken file's end kills the
+    process with a bare "Bus error". Asked of the C module: Python's signal.getsignal answers from its own table,
+    filled when the interpreter started, and said SIG_DFL under the handler, so every file's line ends had been read
+    whole instead of mapped."""
+    try:
+        from forensics.ingest.readers import _logfmt
+    except ImportError:
+        return False
+    return _logfmt.shrink_guarded()
+
+
+@contextmanager
+def mapped(path: str) -> Generator[mmap.mmap | None, None, None]:
+    """The file at `path` mapped read-only for the compiled readers and the line-ending check (None when it is
+    empty: an empty file cannot be mapped)."""
+    with open(path, "rb") as handle:
+        if os.fstat(handle.fileno()).st_size == 0:
+            yield None
+            return
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as whole:
+            yield whole
+
+
+def drop_pages(whole: mmap.mmap, start: int, end: int) -> None:
+    """Give back the pages of whole[start:end] once they are read: a file is read once, and the pages of a file
+    mapped whole would all count in the process's peak RSS (a 3.5 GB log, 3.5 GB)."""
+    aligned = start - start % mmap.PAGESIZE
+    whole.madvise(mmap.MADV_DONTNEED, aligned, end - aligned)

@@ -1,22 +1,24 @@
-"""Turn what the user typed (files, folders, globs, .gz, `-`) into checked input files."""
+"""Turn what the user typed (files, folders, globs, .gz, `-`) into checked input files, and say what each one is
+before it is read (inspect) and that it is still that file once read."""
 
 from __future__ import annotations
 
 import codecs
-import mmap
+import glob
 import os
 import shutil
+import stat
 import sys
 import tempfile
-from collections.abc import Generator, Iterator
+from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from forensics.errors import ConfigError, InputError
 from forensics.ingest import runfolders
-from forensics.ingest.folders import Unreadable, files_named
 from forensics.ingest.gzstream import GZIP_ERRORS, bulk_gzip
+from forensics.ingest.repair import drop_pages, mapped, unfinished_text  # noqa: F401 - the readers' names for them
 
 SYNTAXES = ("logfmt", "jsonl", "csv")
 _SNIFF_BYTES = 64 * 1024
@@ -82,6 +84,128 @@ def _spool_stdin() -> Source:
     return replace(source_of(str(path)), label="<stdin>")
 
 
+# --- what one argument names: a file, a folder's files, a glob's; and what was met there that cannot be read
+
+@dataclass
+class Unreadable:
+    """What to do with a file or folder that cannot be read: refuse (the default), or with
+    --skip-unreadable go on and list it, so the run can say it did not see everything."""
+    skip: bool = False
+    found: list[dict] = field(default_factory=list)  # {"path": ..., "reason": ...}
+
+    def meet(self, path: str, reason: str, fix: str = "fix its permissions") -> None:
+        if not self.skip:
+            raise InputError(f"{path}: {reason} ({fix}, or pass --skip-unreadable to read the rest and list it as "
+                             "not read)")
+        self.found.append({"path": path, "reason": reason})
+
+
+def files_named(given: str, ignored: Callable[[Path], bool] | None = None, what: str = "log files",
+                unreadable: Unreadable | None = None) -> list[str]:
+    """The files one argument names: itself, a folder's files (recursively, less the `ignored` ones), or a
+    glob's matching files and folders (expanded as the shell would). Refuses an argument naming no file."""
+    ignored = ignored or _not_a_log
+    unreadable = unreadable or Unreadable()
+    path = Path(given)
+    if path.is_dir():
+        files = _folder_files(path, ignored, unreadable)
+        if not files:
+            raise InputError(f"{given}: folder has no {what}")
+        return files
+    if path.is_file():
+        return [given]
+    if glob.has_magic(given):
+        return _glob_files(given, ignored, unreadable)
+    if path.exists():
+        raise InputError(f"{given}: not a regular file")
+    raise InputError(f"{given}: no such file or folder")
+
+
+def _glob_files(pattern: str, ignored: Callable[[Path], bool], unreadable: Unreadable) -> list[str]:
+    files = [file for match in sorted(glob.glob(pattern, recursive=True), key=Path)
+             for file in (_folder_files(Path(match), ignored, unreadable) if os.path.isdir(match)
+                          else [match] if _is_regular_file(Path(match), unreadable) else [])]
+    if not files:
+        raise InputError(f"{pattern}: no file matches this pattern")
+    return files
+
+
+def _folder_files(folder: Path, ignored: Callable[[Path], bool], unreadable: Unreadable) -> list[str]:
+    """Every file below `folder`, through symlinked subfolders. What is not a regular file (a dangling symlink, a
+    FIFO, a socket, a device), a subfolder that cannot be listed and a symlink loop are met, never passed over:
+    Path.rglob and is_file() would swallow them, and a diagnosis would miss logs without a word."""
+    found: list[Path] = []
+    walked = {_folder_key(folder): folder}
+    for root, dirs, names in os.walk(folder, onerror=lambda err: unreadable.meet(err.filename, _why(err)),
+                                     followlinks=True):
+        dirs[:] = [name for name in dirs if _walk_into(Path(root, name), walked, unreadable)]
+        found.extend(path for path in (Path(root, name) for name in names)
+                     if not ignored(path) and _is_regular_file(path, unreadable))
+    return [str(p) for p in sorted(found)]
+
+
+def _folder_key(folder: Path) -> tuple[int, int]:
+    st = folder.stat()
+    return st.st_dev, st.st_ino
+
+
+def _walk_into(folder: Path, walked: dict[tuple[int, int], Path], unreadable: Unreadable) -> bool:
+    """Whether to walk a subfolder: not when it was walked already (read once, by the path that reached it first);
+    one met again inside itself is a symlink loop, and is said."""
+    try:
+        key = _folder_key(folder)
+    except OSError as err:  # gone since it was listed
+        unreadable.meet(str(folder), _why(err))
+        return False
+    first = walked.setdefault(key, folder)
+    if first is not folder and folder.is_relative_to(first):
+        unreadable.meet(str(folder), f"symlink loop: leads back to {first}, which is read once", "remove the link")
+    return first is folder
+
+
+_NOT_A_FILE_FIX = "remove it or move it out of the folder"
+
+
+def _is_regular_file(path: Path, unreadable: Unreadable) -> bool:
+    """Whether a folder's entry is a regular file (or a symlink to one); anything else is met. Only looked at,
+    never opened: opening a FIFO waits for a writer."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as err:
+        fix = "fix its permissions" if isinstance(err, PermissionError) else _NOT_A_FILE_FIX
+        unreadable.meet(str(path), _unlooked_at(path, err), fix)
+        return False
+    if stat.S_ISREG(mode):
+        return True
+    unreadable.meet(str(path), f"{_kind(mode)}, not a regular file", _NOT_A_FILE_FIX)
+    return False
+
+
+def _unlooked_at(path: Path, err: OSError) -> str:
+    """Why an entry cannot be looked at; a symlink to nothing names what it points to."""
+    if not isinstance(err, FileNotFoundError):
+        return _why(err)
+    try:
+        return f"dangling symlink to {os.readlink(path)}"
+    except OSError:  # not a symlink: removed since its folder was listed
+        return "removed while its folder was read"
+
+
+def _kind(mode: int) -> str:
+    kinds = [(stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a folder")]
+    return next((name for test, name in kinds if test(mode)), "an unknown kind of file")
+
+
+def _why(err: OSError) -> str:
+    return "permission denied" if isinstance(err, PermissionError) else (err.strerror or str(err)).lower()
+
+
+def _not_a_log(path: Path) -> bool:
+    # Simulator ground truth and notes sit beside sample logs; they are not logs.
+    return path.name.startswith(".") or path.name in ("truth.csv", "README.md", "README.txt")
+
+
 def _without_bom(head: bytes) -> bytes:
     # Excel's "CSV UTF-8" starts with a byte-order mark; DuckDB's reader drops it, so the sniffed head must too.
     return head[len(codecs.BOM_UTF8):] if head.startswith(codecs.BOM_UTF8) else head
@@ -128,12 +252,36 @@ def check_readable(source: Source, what: str = "text log") -> None:
         raise InputError(f"{source.label}: binary file, not a {what}")
 
 
-_HEAD_CHECKED = 4096  # the first bytes of a file that must read the same when it is done (check_unchanged)
+_HEAD_CHECKED = 4096  # the first bytes of a file that must read the same when it is done (inspect's `since`)
 
 
-def identity(source: Source) -> tuple[int, int, int, bytes] | None:
-    """What tells a file apart while it is read (device, inode, size, its first bytes as stored), for
-    check_unchanged; None when it is gone."""
+@dataclass(frozen=True)
+class FileFacts:
+    """What a file is when first looked at: what tells it apart while it is read (device, inode, size, its first
+    bytes as stored; None when it is gone), its first bytes for sniffing (decompressed, a byte-order mark dropped),
+    and whether it holds nothing at all (a file of a byte-order mark alone is not empty)."""
+
+    identity: tuple[int, int, int, bytes] | None
+    head: bytes = b""
+    empty: bool = True
+
+
+def inspect(source: Source, since: FileFacts | None = None) -> FileFacts:
+    """The file's facts. Looked at again once it is read (`since`: its facts when first looked at), a file that
+    shrank, was replaced, or was emptied and written again is refused: what was read of it is not the log that was
+    asked for (logrotate's copytruncate, with or without new lines since, or a rename during the run). A file that
+    only grew (a live log) is fine: what was read is all there was then, and its first bytes are still those it had;
+    `since` is then returned."""
+    seen = _identity(source)
+    if since is not None:
+        _check_unchanged(source, since.identity, seen)
+        return since
+    with _refusing_unreadable(source), _open(source) as handle:
+        first = handle.read(_SNIFF_BYTES)
+    return FileFacts(seen, _without_bom(first), not first)
+
+
+def _identity(source: Source) -> tuple[int, int, int, bytes] | None:
     try:
         with open(source.path, "rb") as handle:
             st = os.fstat(handle.fileno())
@@ -142,12 +290,7 @@ def identity(source: Source) -> tuple[int, int, int, bytes] | None:
         return None
 
 
-def check_unchanged(source: Source, before: tuple[int, int, int, bytes] | None) -> None:
-    """Refuse a file that shrank, was replaced, or was emptied and written again since `before` (identity, taken
-    when it was first looked at): what was read of it is not the log that was asked for (logrotate's copytruncate,
-    with or without new lines since, or a rename during the run). A file that only grew (a live log) is fine: what
-    was read is all there was then, and its first bytes are still those it had."""
-    after = identity(source)
+def _check_unchanged(source: Source, before: tuple | None, after: tuple | None) -> None:
     if before is None:
         return
     if after is None or after[:2] != before[:2]:
@@ -162,10 +305,6 @@ def check_unchanged(source: Source, before: tuple[int, int, int, bytes] | None) 
                      "the copy")
 
 
-def is_empty(source: Source) -> bool:
-    return not head_bytes(source, 1)
-
-
 def decompressed_copy(source: Source, folder: str | None) -> Source:
     """A plain copy of a gzipped file in `folder`, its whole stream checked (DuckDB parses a plain file on
     every core, a .gz on one, and does not check a .gz's CRC). A damaged stream is refused, naming why."""
@@ -177,120 +316,3 @@ def decompressed_copy(source: Source, folder: str | None) -> Source:
         os.unlink(handle.name)
         raise
     return Source(handle.name, source.label, False)
-
-
-TAIL_BYTES = 65536  # of a cut-off last line, what its skip shows
-
-
-def unfinished_line(source: Source) -> str | None:
-    """The text of a plain file's last line when no newline follows it (cut off mid-write; its last TAIL_BYTES
-    bytes), or None when the file ends with a newline, is empty or cannot be read."""
-    try:
-        with open(source.path, "rb") as handle:
-            handle.seek(0, 2)
-            handle.seek(max(0, handle.tell() - TAIL_BYTES))
-            return unfinished_text(handle.read())
-    except OSError:
-        return None
-
-
-def unfinished_text(tail: bytes) -> str | None:
-    """The text of the last line of `tail` (a file's last bytes) when no newline ends it, else None."""
-    if not tail or tail.endswith((b"\n", b"\r")):  # a lone CR ends a line too (old Mac files)
-        return None
-    return tail.replace(b"\r", b"\n").rsplit(b"\n", 1)[-1].decode("utf-8", "replace")
-
-
-# A file's line endings are looked at (and a copy written) this many bytes at a time.
-_ENDINGS_CHUNK = 64 * 2**20
-
-
-def mixes_line_endings(path: str) -> bool:
-    """Whether a plain file ends lines both with CRLF and with a bare CR or LF. DuckDB's reader splits such a
-    file its own way: where it takes the file for CRLF it reads a bare CR as a line end and drops the byte after
-    it (a record's first letter), where it takes it for LF a CRLF is two line ends (every line number after it
-    one off). A stretch without a CR is told by one search; the others are counted."""
-    crlf = bare = False
-    for mapped, start, end in _ending_chunks(path):
-        if mapped.find(b"\r", start, end) < 0:
-            bare = bare or mapped.find(b"\n", start, end) >= 0
-        else:
-            chunk = mapped[start:end]
-            pairs = chunk.count(b"\r\n")
-            crlf = crlf or pairs > 0
-            bare = bare or chunk.count(b"\r") > pairs or chunk.count(b"\n") > pairs
-        if crlf and bare:
-            return True
-    return False
-
-
-def line_ended_copy(source: Source, folder: str | None) -> Source:
-    """A copy in `folder` of a plain file whose line endings mix (mixes_line_endings), each of them (CRLF, bare CR,
-    LF) an LF: one line per line end, as in a file of one kind of ending, which DuckDB's reader splits right."""
-    handle = tempfile.NamedTemporaryFile(prefix="mailmortem-lines-", suffix=".log", dir=folder, delete=False)
-    with handle:
-        for mapped, start, end in _ending_chunks(source.path):
-            handle.write(mapped[start:end].replace(b"\r\n", b"\n").replace(b"\r", b"\n"))
-    return Source(handle.name, source.label, False)
-
-
-def _ending_chunks(path: str) -> Iterator[tuple[mmap.mmap | bytes, int, int]]:
-    """The file at `path`, mapped, in ranges (start, end) of about _ENDINGS_CHUNK that never end between a CR and
-    its LF. Each range's pages are given back once the caller is done with it (drop_pages). Read instead of mapped
-    where nothing handles SIGBUS (_shrink_guarded): a file that shrinks under its map would kill the process."""
-    if not _shrink_guarded():
-        yield from _read_chunks(path)
-        return
-    with mapped(path) as whole:
-        if whole is None:
-            return
-        start = 0
-        while start < len(whole):
-            end = min(start + _ENDINGS_CHUNK, len(whole))
-            if whole[end - 1:end] == b"\r":
-                end = min(end + 1, len(whole))
-            yield whole, start, end
-            drop_pages(whole, start, end)
-            start = end
-
-
-def _read_chunks(path: str) -> Iterator[tuple[bytes, int, int]]:
-    """_ending_chunks by reads: each chunk as (bytes, 0, its length); a file that shrinks while it is read just ends
-    early (check_unchanged then says so)."""
-    with open(path, "rb") as handle:
-        while chunk := handle.read(_ENDINGS_CHUNK):
-            if chunk.endswith(b"\r"):
-                chunk += handle.read(1)
-            yield chunk, 0, len(chunk)
-
-
-def _shrink_guarded() -> bool:
-    """Whether the compiled tokenizer's SIGBUS handler is installed (the CLI installs it:
-    readers.runtime.guard_shrinking_files). Without it, the first page of a map past a shrunken file's end kills the
-    process with a bare "Bus error". Asked of the C module: Python's signal.getsignal answers from its own table,
-    filled when the interpreter started, and said SIG_DFL under the handler, so every file's line ends had been read
-    whole instead of mapped."""
-    try:
-        from forensics.ingest.readers import _logfmt
-    except ImportError:
-        return False
-    return _logfmt.shrink_guarded()
-
-
-@contextmanager
-def mapped(path: str) -> Generator[mmap.mmap | None, None, None]:
-    """The file at `path` mapped read-only for the compiled readers and the line-ending check (None when it is
-    empty: an empty file cannot be mapped)."""
-    with open(path, "rb") as handle:
-        if os.fstat(handle.fileno()).st_size == 0:
-            yield None
-            return
-        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as whole:
-            yield whole
-
-
-def drop_pages(whole: mmap.mmap, start: int, end: int) -> None:
-    """Give back the pages of whole[start:end] once they are read: a file is read once, and the pages of a file
-    mapped whole would all count in the process's peak RSS (a 3.5 GB log, 3.5 GB)."""
-    aligned = start - start % mmap.PAGESIZE
-    whole.madvise(mmap.MADV_DONTNEED, aligned, end - aligned)

@@ -86,12 +86,20 @@ class Window:
             return f"--until {until.given} is before --since {since.given}"
         return None
 
-    def placed(self, con) -> Window:
-        """Zone-less times read in the connection's zone (--tz, set while files are read) as UTC times."""
-        return Window(*(_placed(con, bound) for bound in (self.since, self.until)))
+
+def _placed(con, window: Window, zone: str) -> Window:
+    """Zone-less times read in `zone` (--tz), as the logs' zone-less times are, as UTC times. The session's zone is
+    UTC outside the reading of files (forensics.ingest.load), and is left so."""
+    if not any(b and b.at and b.at.tzinfo is None for b in (window.since, window.until)):
+        return window
+    queries.run(con, "set_time_zone", zone=zone)
+    try:
+        return Window(*(_placed_bound(con, bound) for bound in (window.since, window.until)))
+    finally:
+        queries.run(con, "set_time_zone", zone="UTC")
 
 
-def _placed(con, bound: Bound | None) -> Bound | None:
+def _placed_bound(con, bound: Bound | None) -> Bound | None:
     if bound is None or bound.at is None or bound.at.tzinfo is not None:
         return bound
     at = queries.one(con, "time_in_session_zone", {"at": bound.at.isoformat(sep=" ")})["at"]
@@ -145,11 +153,13 @@ def _exact(at: dt.datetime) -> str:
     return at.astimezone(dt.timezone.utc).replace(tzinfo=None).isoformat() + "Z"
 
 
-def cut(con, window: Window, events: list[queries.Fragment]) -> Cut | None:
-    """The window's ends (a duration counted back from the newest record) and the records either side of
-    it, from the staged lines (`events`: the events_part templates); None without --since/--until."""
+def cut(con, window: Window, events: list[queries.Fragment], zone: str = "UTC") -> Cut | None:
+    """The window's ends (a time without a zone read in `zone`, --tz; a duration counted back from the newest record)
+    and the records either side of it, from the staged lines (`events`: the events_part templates); None without
+    --since/--until."""
     if not window:
         return None
+    window = _placed(con, window, zone)
     span = queries.one(con, "records_time_range", events=events)
     last = span["last_record"]
     since, until = (_end(bound, last) for bound in (window.since, window.until))

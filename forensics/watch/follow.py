@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from forensics.errors import InputError
-from forensics.ingest.folders import Unreadable, files_named
+from forensics.ingest.sources import Unreadable, files_named
 
 STREAM = "-"
 STREAM_LABEL = "<stdin>"
