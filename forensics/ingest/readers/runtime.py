@@ -246,7 +246,7 @@ def stage_file(con, path: str, staged: str, reader: str, read: Callable[..., lis
     range (mapped_ranges) gives its results, staged by the queries/ script `script` (stage_results). Raises DirtyFile
     at invalid UTF-8 or a line over the size limit (load._stage repairs the file). False when its line endings mix
     CRLF with bare CR or LF, which the caller then reads through the SQL path: load reads such a file from a copy
-    with LF endings (sources.line_ended_copy), so this never happens there, and the check keeps a mix from being
+    with LF endings (repair.line_ended_copy), so this never happens there, and the check keeps a mix from being
     split any other way."""
     seen = Seen(reader)
     stage_results(con, staged, mapped_ranges(path, read), seen, script=script, params=params, **names)
