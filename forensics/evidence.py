@@ -1,68 +1,12 @@
-"""What a run could not read: the evidence it lost, so that no answer is an all-clear it has not earned.
-
-A skipped line loses evidence when it could be a send record: it holds a mail-send key (an event,
-recipient or message-id alias, as `key=` or `"key":`), an email address, or a send event as a CSV cell;
-a line too long to read always does (what it held cannot be told).
-Noise (blank lines, health checks, stack traces, other services) is counted and located by ingest but
-loses nothing.
+"""How the evidence a run lost is told (the INCOMPLETE headline) and added to: what counts as lost, and whether
+a run is complete, is found with the classification (forensics.classify.lost_evidence, is_complete).
 """
 
 from __future__ import annotations
 
-import re
 from typing import Callable
 
-import queries
-from forensics.ingest.fields import ALIASES
-from forensics.ingest.repair import TOO_LONG
-from forensics.ingest.vocabulary import NOT_SEND, SENDING
-
-SEND_EVENTS = ("send", "sent", "email_sent", "send_ok", "delivered_to_provider")
-_ADDRESS = r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"
-
-
-def evidence_pattern(extra_keys: tuple[str, ...] = ()) -> str:
-    """One regular expression (RE2 and Python alike) for a line that may be a lost send record."""
-    keys = sorted({*ALIASES["event"], *ALIASES["recipient"], *ALIASES["msg_id"], *extra_keys}, key=len, reverse=True)
-    key = "(?:" + "|".join(re.escape(k) for k in keys) + ")"
-    events = "(?:" + "|".join(SEND_EVENTS) + ")"
-    return (f"(?i)(?:(?:^|[\\s,{{\"']){key}[\"']?\\s*[=:])|{_ADDRESS}"
-            f"|(?:(?:^|,)\\s*\"?{events}\"?\\s*(?:,|$))")
-
-
-def lost_evidence(con, unread: list[dict] | None = None, extra_keys: tuple[str, ...] = (), vocabulary=None) -> dict:
-    """{"files_not_read": [...], "lines": N, "by_file": [{path, lines, first_lines}]} for the document; with
-    `vocabulary` (forensics.ingest.vocabulary), the records that look like sends but were not read as one
-    (`records_not_read`) and the campaign or step no key was found for (`fields_not_read`), when there are any."""
-    params = {"pattern": evidence_pattern(extra_keys), "too_long": TOO_LONG}
-    by_file = [{"path": row["source"], "lines": row["lines"], "first_lines": list(row["first_lines"])}
-               for row in queries.rows(con, "lost_evidence_lines", params)]
-    lost = {"files_not_read": list(unread or []), "lines": sum(f["lines"] for f in by_file), "by_file": by_file}
-    spellings = [{"campaign": row["campaign"], "steps": list(row["steps"])}
-                 for row in queries.rows(con, "step_spellings")]
-    if spellings:
-        lost["step_spellings"] = spellings
-    if vocabulary is None:
-        return lost
-    records = [{"path": row["source"], "lines": row["lines"], "first_lines": list(row["first_lines"])}
-               for row in queries.rows(con, "unread_send_records", {"not_send": NOT_SEND, "send_words": SENDING})]
-    if records:
-        lost["records_not_read"] = {"count": sum(f["lines"] for f in records), "by_file": records,
-                                    "fields": _fields_to_map(vocabulary)}
-    if vocabulary.unread_roles:
-        lost["fields_not_read"] = [{"field": role, "candidate_keys": keys}
-                                   for role, keys in vocabulary.unread_roles.items()]
-    return lost
-
-
-def _fields_to_map(vocabulary) -> list[str]:
-    """The roles a send needs that no key was found for (what a `--field` would add)."""
-    return [canon for canon in ("recipient", "msg_id", "event") if canon not in vocabulary.fields]
-
-
-def is_complete(lost: dict) -> bool:
-    return (not lost["files_not_read"] and not lost["lines"] and not lost.get("provider_sends_unplaced", {}).get("count")
-            and not lost.get("records_not_read") and not lost.get("fields_not_read") and not lost.get("step_spellings"))
+from forensics.classify import SEND_EVENTS, is_complete  # noqa: F401 (SEND_EVENTS: forensics.providers.among_logs)
 
 
 def with_unplaced_provider_sends(document: dict, reconciliation: dict) -> None:

@@ -5,27 +5,24 @@ What each incident says (evidence, fix, next command) comes from its kind in for
 
 from __future__ import annotations
 
-import queries
-from forensics import affected, classify, evidence
+from forensics import affected, classify
 from forensics.jsonfmt import iso_utc
-from forensics.kinds import affected_command, case_affected_command, kind_named
+from forensics.kinds import KindText, Rerun, describe
 
 
-def incident_document(i: dict, logs=(), export_args=(), read_args=(), case_args=None) -> dict:
+def incident_document(i: dict, text: KindText) -> dict:
+    """One incident (incident_rows) with what its kind says of it (forensics.kinds.describe)."""
     kind = i["kind"]
-    entry = kind_named(kind)
     return {
         "id": i["id"], "kind": kind, "campaign": i["campaign"] or None, "step": i["step"] or None,
         "test_id": i["test_id"], "workers": i["workers"], "shards": i["shards"],
         "first_send": iso_utc(i["first_send"]), "last_send": iso_utc(i["last_send"]),
         "people": i["people"], "extra_sends": int(i["extra_sends"]), "confidence": float(i["confidence"]),
         "cause": i["main_cause"] if kind == "ab-contamination" else None,
-        "evidence": entry.evidence(i),
+        "evidence": text.evidence,
         "per_worker": [dict(w) for w in i["per_worker"]],
         "per_shard": [{"shard": s["shard"], "duplicated_people": s["duplicated_people"]} for s in i["per_shard"]],
-        # the next commands read the logs as this run did, window included (else INC-n names another incident)
-        "remediation": [entry.fix, entry.command_for(i, logs, export_args, read_args, case_args),
-                        affected_command(i, logs, export_args, read_args, case_args)],
+        "remediation": text.remediation,
     }
 
 
@@ -34,19 +31,18 @@ def build_document(case, include_affected: bool = True, logs=(), exports=()) -> 
     forensics.affected.frames through the columnar writers instead).
 
     `exports`: export paths or a forensics.providers.ExportSpec, for the next commands to read them alike."""
-    from forensics.providers import ExportSpec
+    from forensics.providers.spec import export_arguments
 
-    con, export_args = case.con, ExportSpec.of(exports).arguments()
-    cut = getattr(case, "window", None)
-    options, logs = case.options, [str(p) for p in logs]
-    read_args, case_args = options.arguments(cut), options.case_arguments(cut)
-    classify.classify(con, save=getattr(case, "saved", False))
-    read_as = getattr(case, "vocabulary", None)
-    lost = evidence.lost_evidence(con, unread=case.unread, vocabulary=read_as)
+    cut, read_as = getattr(case, "window", None), getattr(case, "vocabulary", None)
+    found = classify.verdict(case.con, save=getattr(case, "saved", False), unread=case.unread, vocabulary=read_as)
+    # the next commands read the logs as this run did, window included (else INC-n names another incident)
+    rerun = Rerun([str(p) for p in logs], export_arguments(exports), case.options.arguments(cut),
+                  case.options.case_arguments(cut))
+    told = describe(found.incidents, rerun)
     document = {
         "version": 1,
-        "complete": evidence.is_complete(lost),
-        "lost_evidence": lost,
+        "complete": found.complete,
+        "lost_evidence": found.lost_evidence,
         "window": cut.to_json() if cut else None,  # --since/--until (forensics/ingest/window.py)
         "inputs": [{"path": i.path, "envelope": i.envelope, "syntax": i.syntax, "lines": i.lines,
                     "records": i.records, "skipped": i.skipped, "first_skipped_lines": i.first_skipped_lines,
@@ -54,15 +50,14 @@ def build_document(case, include_affected: bool = True, logs=(), exports=()) -> 
         "reading": reading_document(case),
         # which key was read as which field, and how: only where more than the alias table decided it
         **({"vocabulary": read_as.to_json()} if read_as is not None and read_as.stated() else {}),
-        "summary": classify.summary(con),
-        "incidents": [incident_document(i, logs, export_args, read_args, case_args) for i in classify.incidents(con)],
-        # Not one of the five kinds: one person (by candidate id) reached at two addresses in one step.
-        "candidates_at_two_addresses": queries.rows(con, "candidates_at_two_addresses"),
+        "summary": found.summary,
+        "incidents": [incident_document(i, text) for i, text in zip(found.incidents, told.incidents)],
+        "candidates_at_two_addresses": found.candidates_at_two_addresses,
+        # the whole case's exclusion list, beside each incident's own
+        "next": [told.case_command] if found.incidents else [],
     }
-    # the whole case's exclusion list, beside each incident's own
-    document["next"] = [case_affected_command(logs, case_args)] if document["incidents"] else []
     if include_affected:
-        document["affected"] = [row for frame in affected.frames(con) for row in frame.to_dicts()]
+        document["affected"] = [row for frame in affected.frames(case.con) for row in frame.to_dicts()]
     return document
 
 

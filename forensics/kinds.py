@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from forensics.jsonfmt import iso_utc
@@ -232,3 +232,43 @@ _BY_NAME = {kind.name: kind for kind in TABLE}
 def kind_named(name: str) -> Kind:
     """The kind called `name` (KeyError for a name the table does not hold)."""
     return _BY_NAME[name]
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """How this run read what it read, for its next commands to read it alike (the arguments of `command_values`)."""
+
+    logs: Sequence[str] = ()
+    export_args: Sequence[str] = ()   # ExportSpec.arguments
+    read_args: Sequence[str] = ()     # ReadOptions.arguments
+    case_args: Sequence[str] | None = None  # ReadOptions.case_arguments (default: read_args)
+
+
+@dataclass(frozen=True)
+class KindText:
+    """What an incident's kind says of it: the evidence lines, and the remediation (the fix, the kind's next
+    command, the command that writes the incident's exclusion list)."""
+
+    evidence: list[str]
+    remediation: list[str]
+
+
+@dataclass(frozen=True)
+class CaseText:
+    """What the kinds say of a case: each incident's KindText, in the incidents' order, and the command that
+    writes the whole case's exclusion list."""
+
+    incidents: list[KindText]
+    case_command: str
+
+
+def describe(incidents: list[dict], rerun: Rerun = Rerun()) -> CaseText:
+    """Everything the diagnose document says of the incidents (incident_rows) from their kinds."""
+    args = (rerun.logs, rerun.export_args, rerun.read_args, rerun.case_args)
+    texts = []
+    for incident in incidents:
+        kind = kind_named(incident["kind"])
+        texts.append(KindText(kind.evidence(incident),
+                              [kind.fix, kind.command_for(incident, *args), affected_command(incident, *args)]))
+    case_args = rerun.read_args if rerun.case_args is None else rerun.case_args
+    return CaseText(texts, case_affected_command(rerun.logs, case_args))

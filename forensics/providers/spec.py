@@ -64,3 +64,8 @@ class ExportSpec:
         if self.tz:
             args += ["--tz", self.tz]
         return args
+
+
+def export_arguments(exports) -> list[str]:
+    """The command-line arguments that read `exports` (paths, or an ExportSpec) as this run did."""
+    return ExportSpec.of(exports).arguments()
