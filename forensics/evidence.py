@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from forensics.classify import SEND_EVENTS, is_complete  # noqa: F401 (SEND_EVENTS: forensics.providers.among_logs)
+from forensics.classify import is_complete
 
 
 def with_unplaced_provider_sends(document: dict, reconciliation: dict) -> None:

@@ -204,7 +204,7 @@ def _parsed(text: str):
 
 def _is_log_send(record: dict) -> bool:
     """A record the logs' vocabulary reads as a send (an event alias holding a send event)."""
-    from forensics.evidence import SEND_EVENTS
+    from forensics.classify import SEND_EVENTS
     from forensics.ingest.fields import ALIASES
 
     lowered = {str(k).lower(): v for k, v in record.items()}

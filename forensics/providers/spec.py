@@ -19,7 +19,7 @@ class ExportSpec:
     keys: Keys = field(default_factory=Keys)
     year: int | None = None
     tz: str | None = None
-    # Exports found among the LOGS (forensics.providers.among_logs): (path, provider), each read as its provider's.
+    # Exports found among the LOGS (forensics.providers.files.provider_of): (path, provider), each read as its provider's.
     found: tuple[tuple[str, str], ...] = ()
 
     @classmethod
