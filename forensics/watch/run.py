@@ -158,6 +158,7 @@ class Watch:
             self.naming = None
             if isinstance(changes, Exception):
                 raise changes  # as if it had failed in the loop: the command's one error path says it
+            self.state.release()
             self._emit_kinds(changes)
 
     def _name_kinds(self) -> None:

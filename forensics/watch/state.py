@@ -32,6 +32,8 @@ from forensics.watch.keys import RowIndex
 
 CHUNKS_PREFIX = "mailmortem-watch-"
 STATE_MEMORY = SCRATCH_MEMORY = "256MB"  # each connection's DuckDB memory limit unless --memory-limit says
+# the state's memory limit for a moment after kinds are named (State.release): what classify read is let go of
+RELEASED_MEMORY = "16MB"
 
 
 @dataclass
@@ -248,6 +250,19 @@ class State:
         thread = threading.Thread(target=classify_apart, daemon=True)
         thread.start()
         return thread
+
+    def release(self) -> None:
+        """Let go of the state's blocks DuckDB keeps cached once read (by classify, which reads the whole state):
+        cached up to the memory limit, they would keep the watch's memory growing with the state until it is a
+        limit's worth. Between polls, after a classification: nothing else reads the state meanwhile."""
+        import duckdb
+
+        try:
+            queries.run(self.con, "watch_memory_limit", limit=RELEASED_MEMORY)
+        except duckdb.Error:  # more is held than the lower limit: what could be let go of, was
+            pass
+        finally:
+            queries.run(self.con, "watch_memory_limit", limit=(self.options.memory_limit or STATE_MEMORY).strip())
 
     def as_case(self, con=None) -> None:
         """events, skipped, files and sends over the state, as a loaded case has them."""
