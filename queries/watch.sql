@@ -183,3 +183,10 @@ GROUP BY source ORDER BY source
 -- cost more CPU than it saved time.
 -- dialect: duckdb
 SET threads = 1
+
+-- name: watch_memory_limit
+-- The state connection's memory limit: lowered a moment after kinds are named, so that DuckDB lets go of the
+-- blocks classify read (kept cached up to the limit otherwise: a state read whole keeps a limit's worth resident),
+-- then set back (forensics/watch/state.py release).
+-- dialect: duckdb
+SET memory_limit = {lit:limit}

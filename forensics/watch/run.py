@@ -21,8 +21,9 @@ from forensics.watch.hooks import Hooks
 from forensics.watch.state import Changes, State
 
 QUIET, SENT, LOST, INTERRUPTED = 0, 3, 4, 130
-# classify reads everything read so far: it runs again no sooner than this many times its last run's cost, so that
-# naming kinds takes at most 1/KIND_COST_RATIO of the watch's time however long the watch has run
+# classify reads everything read so far: it runs again no sooner than this many times its last run's CPU time, so that
+# naming kinds takes at most 1/KIND_COST_RATIO of a core however long the watch has run (and never more often than
+# Plan.kind_every, so that on a small state its share stays a small fixed one, not 1/KIND_COST_RATIO)
 KIND_COST_RATIO = 40
 MIN_REST_SHARE = 5  # the least rest between two polls: a fifth of the poll period
 
@@ -37,7 +38,7 @@ class Plan:
     duration: float | None = None
     poll: float = 0.5
     discover_every: float = 1.0
-    kind_every: float = 5.0
+    kind_every: float = 30.0
     status_every: float = 2.0
 
 
@@ -59,7 +60,7 @@ class Watch:
         self.rates: deque = deque()  # (time, {worker: sends}) of the last minute
         self.started: float | None = None
         self.marks: dict = {}
-        self.kind_cost = 0.0  # seconds the last classification took
+        self.kind_cost = 0.0  # CPU seconds the last classification took
         self.naming: threading.Thread | None = None  # the classification running apart (State.kinds_in_background)
         self.kinds_found: queue.Queue = queue.Queue()
 
@@ -157,6 +158,7 @@ class Watch:
             self.naming = None
             if isinstance(changes, Exception):
                 raise changes  # as if it had failed in the loop: the command's one error path says it
+            self.state.release()
             self._emit_kinds(changes)
 
     def _name_kinds(self) -> None:

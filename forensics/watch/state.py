@@ -32,6 +32,8 @@ from forensics.watch.keys import RowIndex
 
 CHUNKS_PREFIX = "mailmortem-watch-"
 STATE_MEMORY = SCRATCH_MEMORY = "256MB"  # each connection's DuckDB memory limit unless --memory-limit says
+# the state's memory limit for a moment after kinds are named (State.release): what classify read is let go of
+RELEASED_MEMORY = "16MB"
 
 
 @dataclass
@@ -231,21 +233,36 @@ class State:
 
     def kinds_in_background(self, done: Callable[[list[dict] | Exception, float], None]) -> threading.Thread:
         """kind_changes on a cursor of the state in a thread: classify reads everything read so far, and the polls
-        go on meanwhile (it reads a snapshot; they only add rows). `done(changes, seconds)` is called from it."""
+        go on meanwhile (it reads a snapshot; they only add rows). `done(changes, seconds)` is called from it, with
+        the CPU time the thread took (the state's connection runs on one thread: the caller's), not the time it
+        waited for a busy machine."""
         def classify_apart() -> None:
-            began = time.monotonic()
+            began = time.thread_time()
             cursor = self.con.cursor()
             try:
                 queries.macros(cursor)  # TEMP macros are the connection's own
-                done(self.kind_changes(cursor), time.monotonic() - began)
+                done(self.kind_changes(cursor), time.thread_time() - began)
             except Exception as exc:  # noqa: BLE001 - handed to the loop, which raises it
-                done(exc, time.monotonic() - began)
+                done(exc, time.thread_time() - began)
             finally:
                 cursor.close()
 
         thread = threading.Thread(target=classify_apart, daemon=True)
         thread.start()
         return thread
+
+    def release(self) -> None:
+        """Let go of the state's blocks DuckDB keeps cached once read (by classify, which reads the whole state):
+        cached up to the memory limit, they would keep the watch's memory growing with the state until it is a
+        limit's worth. Between polls, after a classification: nothing else reads the state meanwhile."""
+        import duckdb
+
+        try:
+            queries.run(self.con, "watch_memory_limit", limit=RELEASED_MEMORY)
+        except duckdb.Error:  # more is held than the lower limit: what could be let go of, was
+            pass
+        finally:
+            queries.run(self.con, "watch_memory_limit", limit=(self.options.memory_limit or STATE_MEMORY).strip())
 
     def as_case(self, con=None) -> None:
         """events, skipped, files and sends over the state, as a loaded case has them."""

@@ -87,7 +87,7 @@ def watch(paths, read, fmt, since, expect_quiet, fail_on_duplicates, duration, h
     if batch is not None and not hook:
         raise click.UsageError("--batch groups the runs of --on-duplicate, which was not given")
     plan = run.Plan(expect_quiet, fail_on_duplicates, duration, poll=poll,
-                    discover_every=max(poll, min(1.0, 20 * poll)), kind_every=max(poll, min(5.0, 20 * poll)),
+                    discover_every=max(poll, min(1.0, 20 * poll)), kind_every=max(poll, min(30.0, 60 * poll)),
                     status_every=2.0 if _terminal() else 60.0)
     options = _options(read)
     view = watch_view.View(fmt, terminal=_terminal())
