@@ -77,6 +77,12 @@ def parse_event_overrides(pairs: list[str] | tuple[str, ...], option: str = "--e
     return events
 
 
+def parse_mappings(fields: list[str] | tuple[str, ...], events: list[str] | tuple[str, ...]
+                   ) -> tuple[dict[str, str], dict[str, str]]:
+    """--field and --event as given (`NAME=VALUE`), checked: (parse_overrides(fields), parse_event_overrides(events))."""
+    return parse_overrides(fields), parse_event_overrides(events)
+
+
 @dataclass
 class Config:
     """A TOML config's `[fields]` (canonical → key) and `[events]` (value → event)."""

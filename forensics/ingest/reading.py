@@ -136,7 +136,7 @@ def options_from(*, syntax: str | None = None, fields=(), events=(), config: str
     """The ReadOptions of a command line's values (--field and --event as given, `NAME=VALUE`): the config read
     (given, or found in the working directory) and the mappings checked now, so a malformed one is refused before
     any log is read."""
-    from forensics.ingest.fields import parse_event_overrides, parse_overrides
+    from forensics.ingest.fields import parse_mappings
 
     if config and no_config:
         raise OptionsConflict("--config and --no-config say opposite things; pass one of them")
@@ -144,6 +144,7 @@ def options_from(*, syntax: str | None = None, fields=(), events=(), config: str
     problem = window.order_problem()
     if problem:
         raise OptionsConflict(f"{problem}; pass an --until later than --since")
-    return ReadOptions(syntax=syntax, fields=parse_overrides(fields), events=parse_event_overrides(events),
+    fields, events = parse_mappings(fields, events)
+    return ReadOptions(syntax=syntax, fields=fields, events=events,
                        infer=not no_infer, config=find_config(config, no_config), no_config=no_config,
                        envelope=envelope, tz=tz, year=year, window=window)
