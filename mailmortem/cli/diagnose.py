@@ -69,10 +69,7 @@ def diagnose(paths, read, fmt, save, exports, fail_on_duplicates):
     else:
         from mailmortem.cli.diagnose_view import show_diagnosis
 
-        from forensics.ingest.envelopes import zone_note
-
-        show_diagnosis(document, saved_to=save,
-                       zone_note=zone_note([i.envelope for i in case.inputs], case.reading.tz))
+        show_diagnosis(document, saved_to=save, tz=case.reading.tz)
     if fail_on_duplicates and not document["complete"]:
         sys.exit(4)  # evidence was lost: "no duplicates" cannot be trusted, and neither can a count
     if fail_on_duplicates and (document["summary"]["duplicated_people"] or document["candidates_at_two_addresses"]

@@ -89,7 +89,8 @@ class _Page(list):
         self.append((objects, options))
 
 
-def show_diagnosis(document: dict, saved_to: str | None = None, zone_note: str | None = None) -> None:
+def show_diagnosis(document: dict, saved_to: str | None = None, tz: str | None = None) -> None:
+    """The diagnosis for people; `tz` (what times without a zone were read in) adds the zone note."""
     from forensics.findings import reading_notes
     from mailmortem.console import show
 
@@ -116,8 +117,9 @@ def show_diagnosis(document: dict, saved_to: str | None = None, zone_note: str |
         page.print(safe(note), soft_wrap=True)
     for line in reading_notes(document["reading"]):  # the config the fields were mapped by, exports among LOGS
         page.print(safe(line), soft_wrap=True)
-    if zone_note:
-        page.print(zone_note)
+    zone = _zone_note([i["envelope"] for i in document["inputs"]], tz) if tz else None
+    if zone:
+        page.print(zone)
     page.print()
     for line in _summary_lines(document["summary"]):
         page.print(line)
@@ -144,6 +146,18 @@ def show_diagnosis(document: dict, saved_to: str | None = None, zone_note: str |
     if saved_to:
         page.print(f"Case saved to {safe(saved_to)}: mailmortem sql {safe(saved_to)} \"select * from incidents\"")
     show(page)
+
+
+def _zone_note(envelopes_read: list[str | None], tz: str) -> str | None:
+    """Which zone times without one were read in, when it matters: --tz was given, or an envelope's times carry
+    no zone."""
+    from forensics.ingest.envelope_table import ENVELOPES
+
+    zone_less = sorted({ENVELOPES[name].title for name in envelopes_read if name and ENVELOPES[name].zone_less})
+    if tz == "UTC" and not zone_less:
+        return None
+    where = f" ({', '.join(zone_less)})" if zone_less else ""
+    return f"Times without a zone{where} were read as {tz} (change with --tz)."
 
 
 def _reconciliation_lines(rec: dict) -> str:
