@@ -52,7 +52,7 @@ def test_an_unknown_kind_is_refused():
 
 
 def test_cli_kind_choices_equal_the_table():
-    from mailmortem.cli.diagnose import affected
+    from mailmortem.cli.affected import affected
     from mailmortem.cli.simulate import simulate
 
     def choices(command) -> tuple:

@@ -24,7 +24,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 # name -> "module:function"; each module lives in mailmortem/cli/.
 COMMANDS = {
     "diagnose": "mailmortem.cli.diagnose:diagnose",
-    "affected": "mailmortem.cli.diagnose:affected",
+    "affected": "mailmortem.cli.affected:affected",
     "fields": "mailmortem.cli.fields:fields",
     "simulate": "mailmortem.cli.simulate:simulate",
     "sql": "mailmortem.cli.sql:sql",

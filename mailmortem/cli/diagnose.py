@@ -1,4 +1,4 @@
-"""`mailmortem diagnose` and `mailmortem affected`."""
+"""`mailmortem diagnose`, and its view for people: what was read, the summary, one block per incident."""
 
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ import sys
 
 import click
 
-from mailmortem.cli.options import format_option, output_option
+from mailmortem.cli.options import format_option
 from mailmortem.cli.reading import case_options, export_options, note_reading, open_case
 from mailmortem.cli.window import note as note_window
-from forensics.kinds import KINDS
+from forensics.ingest.window import headline as window_headline, read_lines as window_lines
+from forensics.textsafe import terminal_safe as safe
 
 
 @click.command()
@@ -67,12 +68,7 @@ def diagnose(paths, read, fmt, save, exports, fail_on_duplicates):
         note_reading(case)
         write_document(document, people.json_texts(people.frames(case.con), COMPACT), sys.stdout)
     else:
-        from mailmortem.cli.diagnose_view import show_diagnosis
-
-        from forensics.ingest.envelopes import zone_note
-
-        show_diagnosis(document, saved_to=save,
-                       zone_note=zone_note([i.envelope for i in case.inputs], case.reading.tz))
+        show_diagnosis(document, saved_to=save, tz=case.reading.tz)
     if fail_on_duplicates and not document["complete"]:
         sys.exit(4)  # evidence was lost: "no duplicates" cannot be trusted, and neither can a count
     if fail_on_duplicates and (document["summary"]["duplicated_people"] or document["candidates_at_two_addresses"]
@@ -85,29 +81,6 @@ def _provider_confirmed(document: dict) -> int:
     return document.get("reconciliation", {}).get("provider_confirmed_duplicates", {}).get("count", 0)
 
 
-def warn_if_incomplete(document: dict) -> None:
-    """Lost evidence is said before any list a person might act on (the list may be missing people), and so is a
-    --since/--until window (people whose earlier send falls before it are not on the list)."""
-    from mailmortem.console import warn
-
-    lost = document["lost_evidence"]
-    if lost["files_not_read"]:
-        warn(f"{len(lost['files_not_read'])} file(s) or folder(s) were not read: "
-             + "; ".join(f"{u['path']} ({u['reason']})" for u in lost["files_not_read"][:5]))
-    if lost["lines"]:
-        warn(f"{lost['lines']} skipped line(s) look like mail-send records: the list may miss people")
-    if lost.get("records_not_read"):
-        warn(f"{lost['records_not_read']['count']} record(s) look like sends but were not read as one: the list may "
-             "miss people (see `mailmortem fields`)")
-    for unread in lost.get("fields_not_read", []):
-        from forensics.textsafe import terminal_safe
-
-        warn(terminal_safe(f"no key was read as the {unread['field']}, though the sends carry "
-                           f"{', '.join(unread['candidate_keys'][:4])}: people's sends of different "
-                           f"{unread['field']}s may be listed as duplicates (--field {unread['field']}=KEY)"))
-    note_window(document.get("window"))
-
-
 def _reconcile(case, exports) -> dict:
     from forensics.reconcile import load_provider_sends, reconcile
 
@@ -115,91 +88,238 @@ def _reconcile(case, exports) -> dict:
     return reconcile(case.con)
 
 
-TABLE_PEOPLE = 1_000  # people shown in the table; the full list is one --format csv away
+# Incidents shown in full; the rest get a line each so a diagnosis stays within one screen.
+FULL_INCIDENTS = 4
 
 
-@click.command()
-@case_options(logs_required=False)
-@format_option()
-@click.option("--kind", type=click.Choice(KINDS), help="Only people hit by this kind of incident.")
-@click.option("--incident", metavar="ID", help="Only people of this incident (e.g. INC-1).")
-@click.option("--campaign", metavar="ID", help="Only this campaign.")
-@export_options(what="Without LOGS: provider send history whose duplicates to list", times=False)
-@output_option("the list")
-def affected(paths, read, fmt, kind, incident, campaign, exports, out):
-    """List every person who got a duplicate, one row each (csv makes an exclusion list).
+def _inputs_table(inputs: list[dict]):
+    from rich.table import Table
 
-    The table shows the first 1,000 people and counts the rest; csv, json and
-    jsonl list everyone. With --provider-export and no LOGS: the people the
-    provider's history alone shows (see `diagnose --provider-export`).
-
-    \b
-    Examples:
-      mailmortem affected logs/ --kind parallel-worker --format csv -o apology-exclusions.csv
-      mailmortem affected logs/*.log.gz --incident INC-2 --format jsonl
-      mailmortem affected export.csv --field recipient=To --incident INC-1 --format csv -o inc-1.csv
-      mailmortem affected --provider-export events.jsonl --format csv -o apology-exclusions.csv
-
-    -o FILE replaces FILE only when the command succeeds (a shell `>` empties
-    it first, even when the command then fails).
-    """
-    from mailmortem.output import to_file
-
-    if not paths or exports:
-        from mailmortem.cli import provider_only
-
-        provider_only.require_exports(exports, paths, read)
-        with to_file(out):
-            return provider_only.affected(exports, fmt, kind, incident, campaign)
-    from forensics import affected as chosen
-    from forensics.findings import build_document
-
-    case = open_case(paths, read)
-    note_reading(case)
-    document = build_document(case, include_affected=False)
-    chosen.check_filters(case.con, document["incidents"], kind, incident, campaign)
-    warn_if_incomplete(document)
-    frames = chosen.frames(case.con, kind, incident, campaign)
-    with to_file(out):
-        if fmt == "table":
-            total = sum(people for _id, people in chosen.chosen_incidents(case.con, kind, incident, campaign))
-            _affected_table(frames, total)
-        else:
-            _write_affected(frames, fmt)
+    table = Table(title="What was read", title_justify="left", box=None, pad_edge=False)
+    for column in ("file", "envelope", "syntax", "lines", "records", "skipped", "first skipped"):
+        table.add_column(column, justify="right" if column in ("lines", "records", "skipped") else "left",
+                         no_wrap=column == "file")
+    shown = inputs[:8]
+    for i in shown:
+        first = ",".join(str(n) for n in i["first_skipped_lines"][:3]) + ("…" if i["skipped"] > 3 else "")
+        envelope = i["envelope"] or "none"
+        if i["envelope"] and i["sender"]:
+            envelope += f" ({i['sender']})"  # worker ← the envelope's fields that named the senders
+        table.add_row(safe(_short_path(i["path"])), envelope, i["syntax"], f"{i['lines']:,}", f"{i['records']:,}", f"{i['skipped']:,}", first)
+    if len(inputs) > len(shown):
+        rest = inputs[len(shown):]
+        table.add_row(f"… {len(rest)} more files", "", "", f"{sum(i['lines'] for i in rest):,}",
+                      f"{sum(i['records'] for i in rest):,}", f"{sum(i['skipped'] for i in rest):,}", "")
+    return table
 
 
-def _write_affected(frames, fmt: str) -> None:
-    """json, jsonl and csv through the columnar writers, spelled as json.dumps and csv.writer would."""
-    from forensics import affected as chosen
-    from forensics.rowjson import INDENTED, ONE_LINE
-    from mailmortem.output import write_csv_frames, write_json_array, write_json_lines
-
-    if fmt == "csv":
-        write_csv_frames(chosen.csv_frames(frames), chosen.CSV_COLUMNS)
-    elif fmt == "json":
-        write_json_array(chosen.json_texts(frames, INDENTED, depth=1))
-    else:
-        write_json_lines(chosen.json_texts(frames, ONE_LINE))
+def _short_path(path: str, limit: int = 34) -> str:
+    return path if len(path) <= limit else "…" + path[-(limit - 1):]
 
 
-def _affected_table(frames, total: int) -> None:
-    """The first TABLE_PEOPLE people as a table, of `total` (the chosen incidents' people, never read)."""
-    from forensics.affected import CSV_COLUMNS
-    from mailmortem.output import write_rows
-
-    shown = []
-    for frame in frames:
-        shown += [_flat(r) for r in frame.head(TABLE_PEOPLE - len(shown)).to_dicts()]
-        if len(shown) >= TABLE_PEOPLE:
-            break
-    capped = f" (the first {len(shown)}; all with --format csv)" if total > len(shown) else ""
-    title = f"{total} people affected{capped}"
-    write_rows(shown, "table", columns=CSV_COLUMNS, title=title)
+def _summary_lines(summary: dict) -> list[str]:
+    kinds = ", ".join(f"{kind} {n:,}" for kind, n in summary["by_kind"].items() if n) or "none"
+    return [f"Sends {summary['sends']:,}   people {summary['people']:,}   duplicated people "
+            f"{summary['duplicated_people']:,}   extra sends {summary['extra_sends']:,}",
+            f"By kind: {kinds}"]
 
 
-def _flat(row: dict) -> dict:
-    sends = row["sends"]
-    candidates = dict.fromkeys(s.get("candidate") for s in sends if s.get("candidate") is not None)
-    return {**row, "candidate": ";".join(candidates), "sends": len(sends), "first_send": sends[0]["ts"],
-            "last_send": sends[-1]["ts"],
-            "workers": sorted({s["worker"] or "" for s in sends}), "msg_ids": [s["msg_id"] for s in sends]}
+def _short_list(values: list[str], limit: int = 4) -> str:
+    shown = ", ".join(safe(v) for v in values[:limit])
+    return shown + (f" +{len(values) - limit} more" if len(values) > limit else "")
+
+
+def people_count(count: int) -> str:
+    return "1 person" if count == 1 else f"{count:,} people"
+
+
+def _window(first: str, last: str) -> str:
+    # Same day: show the date once.
+    if first[:10] == last[:10]:
+        return f"{first[:10]} {first[11:19]} → {last[11:19]} UTC"
+    return f"{first[:19]}Z → {last[:19]}Z"
+
+
+def _incident_block(incident: dict):
+    from rich.text import Text
+
+    text = Text()
+    cause = f" (cause: {incident['cause']})" if incident.get("cause") else ""
+    text.append(f"{incident['id']}  {incident['kind']}{cause}", style="bold")
+    scope = f"campaign {safe(incident['campaign'])} step {safe(incident['step'])}"
+    if incident["test_id"]:
+        scope += f", test {safe(incident['test_id'])}"
+    text.append(f"   {scope}   {people_count(incident['people'])}, {incident['extra_sends']:,} extra sends, "
+                f"confidence {incident['confidence']:.2f}\n")
+    where = f"workers {_short_list(incident['workers'])}"
+    if incident["shards"]:
+        where += f"   shards {_short_list(incident['shards'])}"
+    text.append(f"  {_window(incident['first_send'], incident['last_send'])}   {where}\n")
+    for line in incident["evidence"]:
+        text.append(f"  • {safe(line)}\n")
+    fix, *commands = incident["remediation"]
+    text.append(f"  fix: {safe(fix)}\n")
+    for command in commands:
+        text.append(f"  next: {safe(command)}\n")
+    return text
+
+
+class _Page(list):
+    """What the view says, in order: the objects and options of each Console.print, said at once by
+    mailmortem.console.show."""
+
+    def print(self, *objects, **options) -> None:
+        self.append((objects, options))
+
+
+def show_diagnosis(document: dict, saved_to: str | None = None, tz: str | None = None) -> None:
+    """The diagnosis for people; `tz` (what times without a zone were read in) adds the zone note."""
+    from forensics.findings import reading_notes
+    from mailmortem.console import show
+
+    page = _Page()
+    missed = _missed_by_log(document)
+    if missed["count"]:  # the provider saw duplicates the log cannot show: said before anything else
+        page.print(_missed_headline(missed), soft_wrap=True)
+    if not document["complete"]:
+        page.print(_lost_headline(document["lost_evidence"]), soft_wrap=True)
+    window = document.get("window")  # --since/--until: who the window cannot see, said before any figure
+    if window:
+        page.print(window_headline(window), soft_wrap=True)
+    page.print(_inputs_table(document["inputs"]))
+    if "vocabulary" in document:  # only when more than the alias table decided the reading
+        from forensics.ingest.refusal import read_as_lines
+
+        page.print("\n".join(safe(line) for line in read_as_lines(document["vocabulary"])), soft_wrap=True)
+    for line in window_lines(window):
+        page.print(line, soft_wrap=True)
+    skipped = sum(i["skipped"] for i in document["inputs"])
+    if skipped:
+        page.print(f"{skipped:,} lines were not records and were skipped (see 'first skipped').")
+    for note in [i["note"] for i in document["inputs"] if i["note"]]:
+        page.print(safe(note), soft_wrap=True)
+    for line in reading_notes(document["reading"]):  # the config the fields were mapped by, exports among LOGS
+        page.print(safe(line), soft_wrap=True)
+    zone = _zone_note([i["envelope"] for i in document["inputs"]], tz) if tz else None
+    if zone:
+        page.print(zone)
+    page.print()
+    for line in _summary_lines(document["summary"]):
+        page.print(line)
+    page.print()
+    if not document["incidents"]:
+        page.print(_no_incident_line(document))
+    incidents = document["incidents"]
+    for incident in incidents[:FULL_INCIDENTS]:
+        page.print(_incident_block(incident), soft_wrap=True)
+    if len(incidents) > FULL_INCIDENTS:
+        page.print(f"{len(incidents) - FULL_INCIDENTS} smaller incidents (all in --format json):")
+        for incident in incidents[FULL_INCIDENTS:]:
+            page.print(f"  {incident['id']}  {incident['kind']}  campaign {safe(incident['campaign'])} step "
+                          f"{safe(incident['step'])}  {people_count(incident['people'])}  workers "
+                          f"{_short_list(incident['workers'], 2)}", soft_wrap=True)
+    for command in document["next"]:  # the whole case's exclusion list
+        page.print(f"next (every incident's people): {safe(command)}", soft_wrap=True)
+    if document["candidates_at_two_addresses"]:
+        page.print(_two_addresses_lines(document["candidates_at_two_addresses"]), soft_wrap=True)
+    if "reconciliation" in document:
+        page.print(_reconciliation_lines(document["reconciliation"]))
+        if missed["count"]:
+            page.print(_missed_lines(missed), soft_wrap=True)
+    if saved_to:
+        page.print(f"Case saved to {safe(saved_to)}: mailmortem sql {safe(saved_to)} \"select * from incidents\"")
+    show(page)
+
+
+def _zone_note(envelopes_read: list[str | None], tz: str) -> str | None:
+    """Which zone times without one were read in, when it matters: --tz was given, or an envelope's times carry
+    no zone."""
+    from forensics.ingest.envelope_table import ENVELOPES
+
+    zone_less = sorted({ENVELOPES[name].title for name in envelopes_read if name and ENVELOPES[name].zone_less})
+    if tz == "UTC" and not zone_less:
+        return None
+    where = f" ({', '.join(zone_less)})" if zone_less else ""
+    return f"Times without a zone{where} were read as {tz} (change with --tz)."
+
+
+def _reconciliation_lines(rec: dict) -> str:
+    parts = [f"{safe(name.replace('_', ' '))}: {finding['count']:,}" for name, finding in rec.items()
+             if isinstance(finding, dict) and "count" in finding]
+    grouping = rec["provider_confirmed_duplicates"]["grouping"]
+    if grouping.get("grouped_by"):
+        parts.append(f"duplicates grouped by {grouping['described']} ({grouping['grouped']:,} of "
+                     f"{grouping['sends']:,} provider sends)")
+    return "Reconciliation with the provider export: " + "; ".join(parts)
+
+
+def _lost_headline(lost: dict) -> str:
+    from forensics.evidence import incomplete_headline
+
+    return incomplete_headline(lost, safe)
+
+
+def _two_addresses_lines(rows: list[dict], shown: int = 5) -> str:
+    lines = [f"\n{len(rows):,} candidate(s) got the same step at two or more addresses (not counted above):"]
+    for row in rows[:shown]:
+        lines.append(f"  {safe(row['candidate'])}  campaign {safe(row['campaign'])} step {safe(row['step'])}  "
+                     + ", ".join(safe(r) for r in row["recipients"]))
+    if len(rows) > shown:
+        lines.append(f"  … {len(rows) - shown} more (all in --format json)")
+    return "\n".join(lines)
+
+
+def _unplaced_provider_sends(document: dict) -> int:
+    """Provider sends the log lacks and no grouping placed (0 without an export)."""
+    return document.get("reconciliation", {}).get("provider_sends_unplaced", {"count": 0})["count"]
+
+
+def _missed_by_log(document: dict) -> dict:
+    return document.get("reconciliation", {}).get("provider_duplicates_missed_by_log", {"count": 0})
+
+
+def _missed_headline(missed: dict) -> str:
+    people, sends = missed["count"], missed["sends_not_in_log"]
+    return (f"PROVIDER-CONFIRMED DUPLICATES: the provider sent {people_count(people)} a campaign step more than once, "
+            f"which the log does not show ({sends:,} send{'' if sends == 1 else 's'} missing from the log). "
+            "See the reconciliation below.")
+
+
+def _missed_lines(missed: dict, shown: int = 5) -> str:
+    lines = [f"Duplicates only the provider shows ({people_count(missed['count'])}):"]
+    for row in missed["sample"][:shown]:
+        scope = f"step {safe(row['step'])}" if row["label"] is None else f"{row['grouped_by']} {safe(row['label'])!r}"
+        lines.append(f"  {safe(row['recipient'])}  campaign {safe(row['campaign'] or '-')} {scope}  "
+                     f"{row['sends']} sends, {row['not_in_log']} not in the log: "
+                     + ", ".join(safe(m) for m in row["msg_ids"]))
+    if missed["count"] > shown:
+        lines.append(f"  … {missed['count'] - shown:,} more (--format json lists the first {len(missed['sample'])})")
+    return "\n".join(lines)
+
+
+def _no_incident_line(document: dict) -> str:
+    if _missed_by_log(document)["count"]:
+        return ("The log's records alone show every person once per step; the provider's history shows otherwise "
+                "(see the first line).")
+    unplaced = _unplaced_provider_sends(document)
+    if unplaced:
+        return (f"The log's records show every person once per step, but {unplaced:,} provider send(s) could not be "
+                "placed in a campaign step (the export names none for them, and the log lacks some of its sends): "
+                "duplicates among them cannot be seen (see the reconciliation).")
+    if not document["complete"]:
+        return _lost_line(document)
+    if document["candidates_at_two_addresses"]:
+        return "No address got a step twice, but some candidates did under two addresses (see below)."
+    return "No duplicates: every person got each step at most once."
+
+
+def _lost_line(document: dict) -> str:
+    """No duplicates seen, but evidence lost: naming a file whose send-looking lines were all lost (it read no record),
+    whose duplicates with the other files' sends cannot be seen at all."""
+    read = {i["path"]: i["records"] for i in document["inputs"]}
+    lost = [f for f in document["lost_evidence"]["by_file"] if not read.get(f["path"], 1)]
+    if not lost:
+        return "No duplicates among the records read, but evidence was lost (see the first line)."
+    others = f" and {len(lost) - 1} more" if len(lost) > 1 else ""
+    return (f"No duplicates among the records read, but every send-looking line of {safe(lost[0]['path'])}{others} "
+            f"was lost ({lost[0]['lines']:,}; see the first line and the notes): its sends were not compared.")

@@ -10,7 +10,7 @@ import sys
 import click
 
 from forensics.textsafe import terminal_safe as safe
-from mailmortem.cli.diagnose_view import people_count
+from mailmortem.cli.diagnose import people_count
 
 SHOWN = 10  # people listed in the table view; all are in --format json and `affected`
 AFFECTED_COLUMNS = ("recipient", "campaign", "step", "grouped_by", "label", "sends", "first_sent_at", "last_sent_at",

@@ -48,7 +48,7 @@ class View:
 
             self._out(to_json({"event": "summary", "diagnosis": document}, indent=None))
         else:
-            from mailmortem.cli.diagnose_view import show_diagnosis
+            from mailmortem.cli.diagnose import show_diagnosis
 
             show_diagnosis(document)
 

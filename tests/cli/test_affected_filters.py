@@ -44,10 +44,10 @@ def test_each_filter_keeps_exactly_the_rows_it_names(cli):
 
 @pytest.mark.slow
 def test_the_table_shows_a_capped_list_and_counts_the_rest(cli, monkeypatch):
-    from mailmortem.cli import diagnose
+    from mailmortem.cli import affected
 
     people = len(cli("affected", MIXED, "--format", "jsonl").stdout.splitlines())
-    monkeypatch.setattr(diagnose, "TABLE_PEOPLE", 7)
+    monkeypatch.setattr(affected, "TABLE_PEOPLE", 7)
     lines = cli("affected", MIXED).stdout.splitlines()
     assert f"{people} people affected (the first 7; all with --format csv)" in " ".join(lines)
     assert sum("@" in line for line in lines) == 7

@@ -147,7 +147,7 @@ def test_the_columnar_json_is_spelled_as_json_dumps(rows):
 
 def _python_writers(document: dict) -> dict:
     """What the writers printed before the columnar path: json.dumps and csv.writer over Python rows."""
-    from mailmortem.cli.diagnose import _flat
+    from mailmortem.cli.affected import _flat
     from forensics.affected import CSV_COLUMNS
     from mailmortem.output import write_csv, write_json, write_jsonl
 
