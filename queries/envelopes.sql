@@ -155,13 +155,12 @@ WITH entries AS (
                       ELSE v END AS v
     FROM keyed
 )
-SELECT coalesce(v[2], '') AS chain,
-       CASE WHEN v IS NULL THEN line
-            WHEN ends_with(v[1], chr(13) || chr(10)) THEN substring(v[1], 1, length(v[1]) - 2)
-            WHEN ends_with(v[1], chr(10)) THEN substring(v[1], 1, length(v[1]) - 1) ELSE coalesce(v[1], '') END AS text,
-       v IS NULL OR v[1] IS NULL OR ends_with(v[1], chr(10)) AS complete, mm_ts(v[3]) AS ts, v[2] AS stream,
-       NULL::VARCHAR AS host, NULL::VARCHAR AS unit,
-       CASE WHEN v IS NOT NULL THEN coalesce(v[4], {lit:container}::VARCHAR) END AS container, NULL::VARCHAR AS pid
+SELECT unnest(mm_piece(
+    CASE WHEN v IS NULL THEN line
+         WHEN ends_with(v[1], chr(13) || chr(10)) THEN substring(v[1], 1, length(v[1]) - 2)
+         WHEN ends_with(v[1], chr(10)) THEN substring(v[1], 1, length(v[1]) - 1) ELSE coalesce(v[1], '') END,
+    mm_ts(v[3]), chain := coalesce(v[2], ''), complete := v IS NULL OR v[1] IS NULL OR ends_with(v[1], chr(10)),
+    stream := v[2], container := CASE WHEN v IS NOT NULL THEN coalesce(v[4], {lit:container}::VARCHAR) END))
 FROM read
 
 -- name: envelope_cri
@@ -180,10 +179,10 @@ WITH entries AS (
     SELECT line, head, regexp_extract(head, '^(\S+) (stdout|stderr)(?: ([FP]))?', ['ts', 'stream', 'tag']) AS m
     FROM entries
 )
-SELECT coalesce(m.stream, '') AS chain, CASE WHEN m.stream = '' THEN line ELSE mm_after(line, strlen(head)) END AS text,
-       coalesce(m.tag, '') <> 'P' AS complete, mm_ts(nullif(m.ts, '')) AS ts, nullif(m.stream, '') AS stream,
-       NULL::VARCHAR AS host, CASE WHEN m.stream <> '' THEN {lit:unit}::VARCHAR END AS unit,
-       CASE WHEN m.stream <> '' THEN {lit:container}::VARCHAR END AS container, NULL::VARCHAR AS pid
+SELECT unnest(mm_piece(CASE WHEN m.stream = '' THEN line ELSE mm_after(line, strlen(head)) END, mm_ts(nullif(m.ts, '')),
+    chain := coalesce(m.stream, ''), complete := coalesce(m.tag, '') <> 'P', stream := nullif(m.stream, ''),
+    unit := CASE WHEN m.stream <> '' THEN {lit:unit}::VARCHAR END,
+    container := CASE WHEN m.stream <> '' THEN {lit:container}::VARCHAR END))
 FROM parts
 
 -- name: envelope_journald
@@ -211,11 +210,12 @@ WITH entries AS (
                          WHEN v IS NOT NULL THEN json_extract_string(line, '$._SOURCE_REALTIME_TIMESTAMP') END AS us
     FROM read
 )
-SELECT coalesce(v[8], '') AS chain,
-       CASE WHEN us IS NULL THEN line
-            WHEN starts_with(v[1], '[') THEN mm_journal_text(json_extract(line, '$.MESSAGE')) ELSE v[1] END AS text,
-       NOT coalesce(v[9] IN ('line-max', 'eof') OR v[10] = 'true', false) AS complete, mm_epoch_us(us) AS ts,
-       NULL::VARCHAR AS stream, v[3] AS host, coalesce(v[4], v[5]) AS unit, v[7] AS container, v[6] AS pid
+SELECT unnest(mm_piece(
+    CASE WHEN us IS NULL THEN line
+         WHEN starts_with(v[1], '[') THEN mm_journal_text(json_extract(line, '$.MESSAGE')) ELSE v[1] END,
+    mm_epoch_us(us), chain := coalesce(v[8], ''),
+    complete := NOT coalesce(v[9] IN ('line-max', 'eof') OR v[10] = 'true', false),
+    host := v[3], unit := coalesce(v[4], v[5]), container := v[7], pid := v[6]))
 FROM stamped
 
 -- name: envelope_syslog
@@ -237,11 +237,10 @@ WITH entries AS (
                           ['stamp', 'host', 'tag', 'pid']) AS m
     FROM entries
 )
-SELECT '' AS chain, CASE WHEN m.stamp = '' THEN line ELSE mm_after(line, strlen(head)) END AS text, true AS complete,
-       CASE WHEN m.stamp = '' THEN NULL WHEN {lit:year_less} = 1 THEN mm_syslog_ts(m.stamp, {lit:year}, {lit:last_month})
-            ELSE mm_ts(m.stamp) END AS ts,
-       NULL::VARCHAR AS stream, nullif(m.host, '') AS host, nullif(m.tag, '') AS unit, NULL::VARCHAR AS container,
-       nullif(m.pid, '') AS pid
+SELECT unnest(mm_piece(CASE WHEN m.stamp = '' THEN line ELSE mm_after(line, strlen(head)) END,
+    CASE WHEN m.stamp = '' THEN NULL WHEN {lit:year_less} = 1 THEN mm_syslog_ts(m.stamp, {lit:year}, {lit:last_month})
+         ELSE mm_ts(m.stamp) END,
+    host := nullif(m.host, ''), unit := nullif(m.tag, ''), pid := nullif(m.pid, '')))
 FROM parts
 
 -- name: envelope_rfc5424
@@ -265,10 +264,10 @@ WITH entries AS (
     -- cut only after a whole header (f): elsewhere the byte after an empty head may be inside a character
     SELECT *, CASE WHEN f IS NOT NULL THEN mm_after(line, strlen(head) + 1) END AS rest FROM parts
 )
-SELECT '' AS chain,
-       CASE WHEN f IS NULL THEN line WHEN starts_with(rest, chr(65279)) THEN ltrim(rest, chr(65279)) ELSE rest END AS text,
-       true AS complete, CASE WHEN f[2] <> '-' THEN mm_ts(f[2]) END AS ts, NULL::VARCHAR AS stream,
-       nullif(f[3], '-') AS host, nullif(f[4], '-') AS unit, NULL::VARCHAR AS container, nullif(f[5], '-') AS pid
+SELECT unnest(mm_piece(
+    CASE WHEN f IS NULL THEN line WHEN starts_with(rest, chr(65279)) THEN ltrim(rest, chr(65279)) ELSE rest END,
+    CASE WHEN f[2] <> '-' THEN mm_ts(f[2]) END,
+    host := nullif(f[3], '-'), unit := nullif(f[4], '-'), pid := nullif(f[5], '-')))
 FROM texts
 
 -- name: envelope_timestamped
@@ -283,9 +282,8 @@ WITH entries AS (
            regexp_extract(line, '^([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})) ', 1) AS stamp
     FROM {frag:lines}({lit:path}, {lit:delim})
 )
-SELECT '' AS chain, CASE WHEN stamp = '' THEN line ELSE mm_after(line, strlen(stamp) + 1) END AS text, true AS complete,
-       mm_ts(nullif(stamp, '')) AS ts, NULL::VARCHAR AS stream, NULL::VARCHAR AS host, NULL::VARCHAR AS unit,
-       CASE WHEN stamp <> '' THEN {lit:container}::VARCHAR END AS container, NULL::VARCHAR AS pid
+SELECT unnest(mm_piece(CASE WHEN stamp = '' THEN line ELSE mm_after(line, strlen(stamp) + 1) END, mm_ts(nullif(stamp, '')),
+    container := CASE WHEN stamp <> '' THEN {lit:container}::VARCHAR END))
 FROM entries
 
 -- name: envelope_compose
@@ -302,9 +300,8 @@ WITH entries AS (
 ), parts AS (
     SELECT line, head, regexp_extract(head, '^(\S+) +\|(?: ([0-9]{4}-\S+))?', ['service', 'stamp']) AS m FROM entries
 )
-SELECT '' AS chain, CASE WHEN head = '' THEN line ELSE mm_after(line, strlen(head)) END AS text, true AS complete,
-       mm_ts(nullif(m.stamp, '')) AS ts, NULL::VARCHAR AS stream, NULL::VARCHAR AS host, NULL::VARCHAR AS unit,
-       nullif(m.service, '') AS container, NULL::VARCHAR AS pid
+SELECT unnest(mm_piece(CASE WHEN head = '' THEN line ELSE mm_after(line, strlen(head)) END, mm_ts(nullif(m.stamp, '')),
+    container := nullif(m.service, '')))
 FROM parts
 
 -- name: envelope_python_logging
@@ -331,10 +328,8 @@ WITH entries AS (
 ), keys AS (
     SELECT *, mm_first_key(rest) AS key FROM rests
 )
-SELECT '' AS chain,
-       CASE WHEN stamp = '' THEN line WHEN object THEN tail ELSE mm_pairs(rest, key) END AS text,
-       true AS complete, TRY_CAST(replace(nullif(stamp, ''), ',', '.') AS TIMESTAMPTZ) AS ts, NULL::VARCHAR AS stream,
-       NULL::VARCHAR AS host, NULL::VARCHAR AS unit, NULL::VARCHAR AS container, NULL::VARCHAR AS pid
+SELECT unnest(mm_piece(CASE WHEN stamp = '' THEN line WHEN object THEN tail ELSE mm_pairs(rest, key) END,
+                      TRY_CAST(replace(nullif(stamp, ''), ',', '.') AS TIMESTAMPTZ)))
 FROM keys
 
 -- name: envelope_console
@@ -365,10 +360,8 @@ WITH entries AS (
     -- the first key, only where the rest ends with no JSON object
     SELECT *, mm_first_key(rest) AS key FROM rests
 )
-SELECT '' AS chain, CASE WHEN stamp = '' THEN line WHEN object THEN tail ELSE mm_pairs(rest, key) END AS text,
-       true AS complete,
-       mm_ts(nullif(stamp, '')) AS ts, NULL::VARCHAR AS stream, NULL::VARCHAR AS host, NULL::VARCHAR AS unit,
-       NULL::VARCHAR AS container, NULL::VARCHAR AS pid
+SELECT unnest(mm_piece(CASE WHEN stamp = '' THEN line WHEN object THEN tail ELSE mm_pairs(rest, key) END,
+                      mm_ts(nullif(stamp, ''))))
 FROM keys
 
 -- name: envelope_slog
@@ -386,9 +379,7 @@ WITH entries AS (
            mm_after(line, strlen(head)) AS rest
     FROM entries
 )
-SELECT '' AS chain, CASE WHEN stamp = '' THEN line ELSE rest END AS text, true AS complete,
-       mm_ts(mm_unquote(nullif(stamp, ''))) AS ts, NULL::VARCHAR AS stream, NULL::VARCHAR AS host,
-       NULL::VARCHAR AS unit, NULL::VARCHAR AS container, NULL::VARCHAR AS pid
+SELECT unnest(mm_piece(CASE WHEN stamp = '' THEN line ELSE rest END, mm_ts(mm_unquote(nullif(stamp, '')))))
 FROM parts
 
 -- name: envelope_loki
@@ -407,9 +398,9 @@ WITH entries AS (
 ), read AS (
     SELECT line, CASE WHEN v[1] IS NOT NULL AND v[2] IS NOT NULL THEN v END AS v FROM entries
 )
-SELECT '' AS chain, CASE WHEN v IS NULL THEN line ELSE v[1] END AS text, true AS complete,
-       mm_ts(v[2]) AS ts, v[3] AS stream, coalesce(v[4], v[5], v[6], v[7]) AS host,
-       coalesce(v[11], v[12], v[13], v[14]) AS unit, coalesce(v[8], v[9], v[10]) AS container, NULL::VARCHAR AS pid
+SELECT unnest(mm_piece(CASE WHEN v IS NULL THEN line ELSE v[1] END, mm_ts(v[2]), stream := v[3],
+    host := coalesce(v[4], v[5], v[6], v[7]), unit := coalesce(v[11], v[12], v[13], v[14]),
+    container := coalesce(v[8], v[9], v[10])))
 FROM read
 
 -- name: envelope_cloud_logging
@@ -449,12 +440,10 @@ WITH entries AS (
                AS sender
     FROM read
 )
-SELECT '' AS chain, CASE WHEN v IS NULL THEN line ELSE coalesce(v[1], v[12]) END AS text, true AS complete,
-       mm_ts(stamp) AS ts,
-       CASE WHEN ends_with(v[3], '/logs/stdout') THEN 'stdout' WHEN ends_with(v[3], '/logs/stderr') THEN 'stderr' END AS stream,
-       coalesce(v[4], v[5], v[6]) AS host, coalesce(v[9], v[10], v[11]) AS unit,
-       coalesce(v[7], sender[1], sender[2], sender[3], v[8]) AS container,
-       NULL::VARCHAR AS pid
+SELECT unnest(mm_piece(CASE WHEN v IS NULL THEN line ELSE coalesce(v[1], v[12]) END, mm_ts(stamp),
+    stream := CASE WHEN ends_with(v[3], '/logs/stdout') THEN 'stdout' WHEN ends_with(v[3], '/logs/stderr') THEN 'stderr' END,
+    host := coalesce(v[4], v[5], v[6]), unit := coalesce(v[9], v[10], v[11]),
+    container := coalesce(v[7], sender[1], sender[2], sender[3], v[8])))
 FROM stamped
 
 -- name: envelope_cloudwatch
@@ -472,9 +461,8 @@ WITH entries AS (
 ), read AS (
     SELECT line, CASE WHEN v[1] IS NOT NULL AND v[2] IS NOT NULL THEN v END AS v FROM entries
 )
-SELECT '' AS chain, CASE WHEN v IS NULL THEN line ELSE v[1] END AS text, true AS complete,
-       mm_ts(v[2]) AS ts, NULL::VARCHAR AS stream, NULL::VARCHAR AS host, v[4] AS unit,
-       CASE WHEN v IS NOT NULL THEN coalesce(v[3], {lit:container}::VARCHAR) END AS container, NULL::VARCHAR AS pid
+SELECT unnest(mm_piece(CASE WHEN v IS NULL THEN line ELSE v[1] END, mm_ts(v[2]), unit := v[4],
+    container := CASE WHEN v IS NOT NULL THEN coalesce(v[3], {lit:container}::VARCHAR) END))
 FROM read
 
 -- name: envelope_datadog
@@ -497,10 +485,9 @@ WITH entries AS (
 ), read AS (
     SELECT line, attributes, CASE WHEN v[1] IS NOT NULL OR attributes IS NOT NULL THEN v END AS v FROM kept
 )
-SELECT '' AS chain,
-       CASE WHEN v IS NULL THEN line WHEN mm_record_like(v[1]) THEN v[1] ELSE coalesce(attributes, v[1]) END AS text,
-       true AS complete, mm_ts(coalesce(v[2], v[3])) AS ts, NULL::VARCHAR AS stream, v[4] AS host, v[5] AS unit,
-       NULL::VARCHAR AS container, NULL::VARCHAR AS pid
+SELECT unnest(mm_piece(
+    CASE WHEN v IS NULL THEN line WHEN mm_record_like(v[1]) THEN v[1] ELSE coalesce(attributes, v[1]) END,
+    mm_ts(coalesce(v[2], v[3])), host := v[4], unit := v[5]))
 FROM read
 
 -- name: envelope_elastic
@@ -540,12 +527,11 @@ WITH entries AS (
                '$.container.name', '$.kubernetes.pod.name', '$.service.name'])) END AS v
     FROM hits
 )
-SELECT '' AS chain,
-       CASE WHEN v IS NULL THEN line WHEN mm_record_like(v[1]) THEN v[1] WHEN mm_record_like(v[2]) THEN v[2]
-            WHEN mm_record_like(v[3]) THEN v[3]
-            ELSE json_extract_string(CASE WHEN hit THEN json_extract(line, '$._source') ELSE line END, '$') END AS text,
-       true AS complete, mm_ts(v[4]) AS ts, NULL::VARCHAR AS stream, coalesce(v[5], v[6]) AS host, v[9] AS unit,
-       coalesce(v[8], v[7]) AS container, NULL::VARCHAR AS pid
+SELECT unnest(mm_piece(
+    CASE WHEN v IS NULL THEN line WHEN mm_record_like(v[1]) THEN v[1] WHEN mm_record_like(v[2]) THEN v[2]
+         WHEN mm_record_like(v[3]) THEN v[3]
+         ELSE json_extract_string(CASE WHEN hit THEN json_extract(line, '$._source') ELSE line END, '$') END,
+    mm_ts(v[4]), host := coalesce(v[5], v[6]), unit := v[9], container := coalesce(v[8], v[7])))
 FROM read
 
 -- name: envelope_flat_lines

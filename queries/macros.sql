@@ -67,6 +67,15 @@ CREATE OR REPLACE TEMP TYPE mm_envelope AS
            pid VARCHAR, cut BOOLEAN);
 -- the `env` of a line read from a file: none, typed
 CREATE OR REPLACE TEMP MACRO mm_no_envelope() AS NULL::mm_envelope;
+-- One piece of an envelope's view (queries/envelopes.sql), its columns in order, typed: a block names only what its
+-- envelope gives (its text and time; a chain and whether it completes a line where the envelope splits lines; the
+-- provenance it carries), the rest is a whole line's or NULL. Unpacked with unnest() in the block's SELECT list,
+-- which DuckDB binds to the fields' own expressions: no struct is built per row.
+CREATE OR REPLACE TEMP MACRO mm_piece(text, ts, chain := '', complete := true, stream := NULL, host := NULL,
+                                      unit := NULL, container := NULL, pid := NULL) AS
+    struct_pack(chain := chain::VARCHAR, text := text::VARCHAR, complete := complete::BOOLEAN,
+                ts := ts::TIMESTAMPTZ, stream := stream::VARCHAR, host := host::VARCHAR, unit := unit::VARCHAR,
+                container := container::VARCHAR, pid := pid::VARCHAR);
 -- The worker an envelope names (docs/log-vocabulary.md, Worker and incarnation): its container (a container,
 -- pod, Cloud Run instance or ECS task), else its unit on its host (`host/unit`: two units of one host are two
 -- workers, one unit on two hosts two more), else whichever it names. A record's own worker key wins
