@@ -175,6 +175,7 @@ class _Page(list):
 def show_diagnosis(document: dict, saved_to: str | None = None, tz: str | None = None) -> None:
     """The diagnosis for people; `tz` (what times without a zone were read in) adds the zone note."""
     from forensics.findings import reading_notes
+    from forensics.ingest.envelopes import zone_note
     from mailmortem.console import show
 
     page = _Page()
@@ -200,7 +201,7 @@ def show_diagnosis(document: dict, saved_to: str | None = None, tz: str | None =
         page.print(safe(note), soft_wrap=True)
     for line in reading_notes(document["reading"]):  # the config the fields were mapped by, exports among LOGS
         page.print(safe(line), soft_wrap=True)
-    zone = _zone_note([i["envelope"] for i in document["inputs"]], tz) if tz else None
+    zone = zone_note([i["envelope"] for i in document["inputs"]], tz) if tz else None
     if zone:
         page.print(zone)
     page.print()
@@ -229,18 +230,6 @@ def show_diagnosis(document: dict, saved_to: str | None = None, tz: str | None =
     if saved_to:
         page.print(f"Case saved to {safe(saved_to)}: mailmortem sql {safe(saved_to)} \"select * from incidents\"")
     show(page)
-
-
-def _zone_note(envelopes_read: list[str | None], tz: str) -> str | None:
-    """Which zone times without one were read in, when it matters: --tz was given, or an envelope's times carry
-    no zone."""
-    from forensics.ingest.envelope_table import ENVELOPES
-
-    zone_less = sorted({ENVELOPES[name].title for name in envelopes_read if name and ENVELOPES[name].zone_less})
-    if tz == "UTC" and not zone_less:
-        return None
-    where = f" ({', '.join(zone_less)})" if zone_less else ""
-    return f"Times without a zone{where} were read as {tz} (change with --tz)."
 
 
 def _reconciliation_lines(rec: dict) -> str:
