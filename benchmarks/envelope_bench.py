@@ -136,7 +136,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     os.environ["MAILMORTEM_PARSER"] = args.parser
     # as the CLI does: with the SIGBUS handler in place the line-ending check maps each file instead of reading it
-    # whole into memory (sources._ending_chunks), so the reads timed here are the ones `diagnose` makes
+    # whole into memory (repair._ending_chunks), so the reads timed here are the ones `diagnose` makes
     runtime.guard_shrinking_files()
     print(f"parser: {args.parser}", flush=True)
     names = list(wrap.NAMES) if args.envelopes == "all" else args.envelopes.split(",")

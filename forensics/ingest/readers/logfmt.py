@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import queries
-from forensics.ingest import gzstream, sources
+from forensics.ingest import gzstream, repair, sources
 from forensics.ingest.fields import FieldMap
 from forensics.ingest.readers import runtime, sql
 from forensics.ingest.readers.runtime import LongLine
@@ -123,7 +123,7 @@ def read_gzipped(con, source: Source, staged: str, head: bytes, field_map: Field
 
 def _tracking_tail(spans: Iterator[tuple], seen: _Seen) -> Iterator[tuple]:
     for data, start, end in spans:
-        seen.tail = bytes(memoryview(data)[max(0, end - sources.TAIL_BYTES):end])
+        seen.tail = bytes(memoryview(data)[max(0, end - repair.TAIL_BYTES):end])
         yield data, start, end
 
 
