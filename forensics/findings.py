@@ -37,7 +37,7 @@ def build_document(case, include_affected: bool = True, logs=(), exports=()) -> 
     found = classify.verdict(case.con, save=getattr(case, "saved", False), unread=case.unread, vocabulary=read_as)
     # the next commands read the logs as this run did, window included (else INC-n names another incident)
     rerun = Rerun([str(p) for p in logs], export_arguments(exports), case.options.arguments(cut),
-                  case.options.case_arguments(cut))
+                  case.options.arguments(cut, loading=True))
     told = describe(found.incidents, rerun)
     document = {
         "version": 1,

@@ -42,7 +42,7 @@ def command_values(incident: dict, logs: list[str] = (), export_args: list[str] 
     """`export_args`: --provider-export with how it was read (ExportSpec.arguments), so the command reads it alike;
     `read_args`: how the logs were read, --since/--until included (ReadOptions.arguments), so that a command
     reading them names the same records and incidents; `case_args` (default `read_args`): the same for a command
-    that takes LOGS, with how the case was loaded (ReadOptions.case_arguments)."""
+    that takes LOGS, with how the case was loaded (ReadOptions.arguments with loading)."""
     q = shlex.quote
     address = incident.get("first_recipient") or ""
     reading = " ".join(map(q, read_args))
@@ -241,7 +241,7 @@ class Rerun:
     logs: Sequence[str] = ()
     export_args: Sequence[str] = ()   # ExportSpec.arguments
     read_args: Sequence[str] = ()     # ReadOptions.arguments
-    case_args: Sequence[str] | None = None  # ReadOptions.case_arguments (default: read_args)
+    case_args: Sequence[str] | None = None  # ReadOptions.arguments(loading=True) (default: read_args)
 
 
 @dataclass(frozen=True)

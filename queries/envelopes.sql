@@ -131,6 +131,25 @@ SELECT unnest(CASE WHEN NOT json_valid(value) THEN [value]
                    ELSE [json(value)::VARCHAR] END) AS line
 FROM {ident:values}
 
+-- name: envelope_headers
+-- Template: each line (or document entry) of an envelope whose entries open with a header, and that header, `head`:
+-- the match of {lit:head} (its envelope's row in forensics/ingest/envelope_table.py), '' on a line that is no entry.
+-- dialect: duckdb
+-- fragments: lines=mm_lines|mm_entries
+entries AS (
+    SELECT line, regexp_extract(line, {lit:head}) AS head
+    FROM {frag:lines}({lit:path}, {lit:delim})
+)
+
+-- name: envelope_header_fields
+-- Template: envelope_headers, and the header's fields in `m`, read from the short header alone: the groups of
+-- {lit:fields}, named by {lit:names} (comma-separated). The line is the rest after the header.
+-- dialect: duckdb
+-- fragments: lines=mm_lines|mm_entries
+{block:envelope_headers}, parts AS (
+    SELECT line, head, regexp_extract(head, {lit:fields}, string_split({lit:names}, ',')) AS m FROM entries
+)
+
 -- name: envelope_docker_json
 -- Docker's json-file driver: {"log": "...\n", "stream": "stdout", "time": RFC 3339, "attrs": {"tag": ...}}.
 -- A `log` without its newline is a piece of a line longer than 16 KiB (or the end of an unfinished one); the
@@ -170,15 +189,7 @@ FROM read
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP VIEW {ident:pieces} AS
-WITH entries AS (
-    -- the header with the space after it (a tag run into the text is none: the header is then the tagless one)
-    SELECT line, regexp_extract(line, '^\S+ (?:stdout|stderr)(?: [FP](?::\S*)?)?(?: |$)') AS head
-    FROM {frag:lines}({lit:path}, {lit:delim})
-), parts AS (
-    -- the fields from the short header alone, the line as the rest after it
-    SELECT line, head, regexp_extract(head, '^(\S+) (stdout|stderr)(?: ([FP]))?', ['ts', 'stream', 'tag']) AS m
-    FROM entries
-)
+WITH {block:envelope_header_fields}
 SELECT unnest(mm_piece(CASE WHEN m.stream = '' THEN line ELSE mm_after(line, strlen(head)) END, mm_ts(nullif(m.ts, '')),
     chain := coalesce(m.stream, ''), complete := coalesce(m.tag, '') <> 'P', stream := nullif(m.stream, ''),
     unit := CASE WHEN m.stream <> '' THEN {lit:unit}::VARCHAR END,
@@ -227,16 +238,7 @@ FROM stamped
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP VIEW {ident:pieces} AS
-WITH entries AS (
-    SELECT line, regexp_extract(line, '^' || {lit:pri} || {lit:stamp} || ' \S+ [^\s\[:]+(?:\[[0-9]+\])?: ?') AS head
-    FROM {frag:lines}({lit:path}, {lit:delim})
-), parts AS (
-    -- the fields from the short header alone, the message as the rest of the line
-    SELECT line, head,
-           regexp_extract(head, '^' || {lit:pri} || '(' || {lit:stamp} || ') (\S+) ([^\s\[:]+)(?:\[([0-9]+)\])?: ?$',
-                          ['stamp', 'host', 'tag', 'pid']) AS m
-    FROM entries
-)
+WITH {block:envelope_header_fields}
 SELECT unnest(mm_piece(CASE WHEN m.stamp = '' THEN line ELSE mm_after(line, strlen(head)) END,
     CASE WHEN m.stamp = '' THEN NULL WHEN {lit:year_less} = 1 THEN mm_syslog_ts(m.stamp, {lit:year}, {lit:last_month})
          ELSE mm_ts(m.stamp) END,
@@ -249,11 +251,7 @@ FROM parts
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP VIEW {ident:pieces} AS
-WITH entries AS (
-    SELECT line,
-           regexp_extract(line, '^<[0-9]{1,3}>1 \S+ \S+ \S+ \S+ \S+ (?:-|(?:\[(?:[^\]"\\]|\\.|"(?:[^"\\]|\\.)*")*\])+)') AS head
-    FROM {frag:lines}({lit:path}, {lit:delim})
-), parts AS (
+WITH {block:envelope_headers}, parts AS (
     -- the fields from the header alone (one followed by neither a space nor the end is no entry: f is NULL), the
     -- message as the rest after that space. The header's first six fields are single-space separated and hold no
     -- whitespace: split at its spaces, f is [<PRI>1, TIMESTAMP, HOST, APP-NAME, PROCID, …] (capturing them with
@@ -293,13 +291,7 @@ FROM entries
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP VIEW {ident:pieces} AS
-WITH entries AS (
-    SELECT line,
-           regexp_extract(line, '^[A-Za-z0-9][A-Za-z0-9_.-]* +\|(?: [0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})(?: |$)| |$)') AS head
-    FROM {frag:lines}({lit:path}, {lit:delim})
-), parts AS (
-    SELECT line, head, regexp_extract(head, '^(\S+) +\|(?: ([0-9]{4}-\S+))?', ['service', 'stamp']) AS m FROM entries
-)
+WITH {block:envelope_header_fields}
 SELECT unnest(mm_piece(CASE WHEN head = '' THEN line ELSE mm_after(line, strlen(head)) END, mm_ts(nullif(m.stamp, '')),
     container := nullif(m.service, '')))
 FROM parts
@@ -341,10 +333,7 @@ FROM keys
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP VIEW {ident:pieces} AS
-WITH entries AS (
-    SELECT line, regexp_extract(line, {lit:head}) AS head
-    FROM {frag:lines}({lit:path}, {lit:delim})
-), parts AS (
+WITH {block:envelope_headers}, parts AS (
     SELECT line, head, regexp_extract(head, {lit:stamp}, 1) AS stamp FROM entries
 ), tails AS (
     -- the rest's JSON tail is the line's where the header holds no brace (it never does but for a zap time that is
@@ -370,14 +359,9 @@ FROM keys
 -- dialect: duckdb
 -- fragments: lines=mm_lines|mm_entries
 CREATE OR REPLACE TEMP VIEW {ident:pieces} AS
-WITH entries AS (
+WITH {block:envelope_headers}, parts AS (
     -- the header is matched alone and its time taken from it: the record is the line after it
-    SELECT line, regexp_extract(line, '^time=(?:"[^"]*"|\S+) level=\S+ (?:source=\S+ )?msg=(?:"(?:[^"\\]|\\.)*"|\S*) ?') AS head
-    FROM {frag:lines}({lit:path}, {lit:delim})
-), parts AS (
-    SELECT line, regexp_extract(head, '^time=("[^"]*"|\S+) level=\S+ (?:source=\S+ )?msg=(?:"(?:[^"\\]|\\.)*"|\S*) ?$', 1) AS stamp,
-           mm_after(line, strlen(head)) AS rest
-    FROM entries
+    SELECT line, regexp_extract(head, {lit:stamp}, 1) AS stamp, mm_after(line, strlen(head)) AS rest FROM entries
 )
 SELECT unnest(mm_piece(CASE WHEN stamp = '' THEN line ELSE rest END, mm_ts(mm_unquote(nullif(stamp, '')))))
 FROM parts

@@ -75,7 +75,8 @@ def test_every_duckdb_block_binds_against_the_projects_schema(monkeypatch):
     assert not problems
     included = {n for n in query_schema.templates() if n not in made and "duckdb" in queries.get(n).dialects}
     assert included == {"typed_columns", "typed_in_sql", "jsonl_texts", "staged_table", "label_whitespace",
-                        "label_folded", "label_normal_form", "reservation_in_sent_log", "sent_log_stage_joined"}, \
+                        "label_folded", "label_normal_form", "reservation_in_sent_log", "sent_log_stage_joined",
+                        "envelope_headers", "envelope_header_fields"}, \
         "every fragment block is bound inside a block that uses it"
 
 

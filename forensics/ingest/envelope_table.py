@@ -102,6 +102,26 @@ _STRUCTLOG_STAMP = "[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\
 _STRUCTLOG_LEVEL = " +\\[ *[A-Za-z]+ *\\]"
 _STRUCTLOG_HEAD = f"^{_STRUCTLOG_STAMP}{_STRUCTLOG_LEVEL}"
 _SYSLOG_NAMES = (("host", "HOSTNAME"), ("unit", "TAG"), ("pid", "PID"))
+# The headers the text envelopes' blocks match (envelope_headers, envelope_header_fields): the whole header with the
+# space after it, then (where a block reads them) its fields from the short header alone, by name.
+_CRI_HEADER = (("head", r"^\S+ (?:stdout|stderr)(?: [FP](?::\S*)?)?(?: |$)"),  # a tag run into the text is none
+               ("fields", r"^(\S+) (stdout|stderr)(?: ([FP]))?"), ("names", "ts,stream,tag"))
+_COMPOSE_HEADER = (
+    ("head", r"^[A-Za-z0-9][A-Za-z0-9_.-]* +\|(?: [0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?"
+             r"(?:Z|[+-][0-9]{2}:?[0-9]{2})(?: |$)| |$)"),  # a time run into the text is text
+    ("fields", r"^(\S+) +\|(?: ([0-9]{4}-\S+))?"), ("names", "service,stamp"))
+_SLOG_HEADER = r'time=(?:"[^"]*"|\S+) level=\S+ (?:source=\S+ )?msg=(?:"(?:[^"\\]|\\.)*"|\S*) ?'
+_RFC5424_HEADER = r'^<[0-9]{1,3}>1 \S+ \S+ \S+ \S+ \S+ (?:-|(?:\[(?:[^\]"\\]|\\.|"(?:[^"\\]|\\.)*")*\])+)'
+
+
+def _syslog_header(stamp: str, year_less: int) -> tuple:
+    """envelope_syslog's values: an optional `<PRI>` (ForwardFormat's before an ISO time), the stamp's regex, then the
+    host, the tag and its pid; whether the stamp has no year."""
+    pri = "(?:<[0-9]{1,3}>)?"
+    return (("head", f"^{pri}{stamp}" + r" \S+ [^\s\[:]+(?:\[[0-9]+\])?: ?"),
+            ("fields", f"^{pri}({stamp})" + r" (\S+) ([^\s\[:]+)(?:\[([0-9]+)\])?: ?$"),
+            ("names", "stamp,host,tag,pid"), ("year_less", year_less))
+
 ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d"
 _ZONE = r"(?:Z|[+-]\d\d:?\d\d)"
 TABLE = (
@@ -109,7 +129,8 @@ TABLE = (
              names=(("container", "attrs.tag|container id"),),
              c_reader="DOCKER", from_path=("container",),
              entry=_docker_entry, head_keys=('"log"', '"stream"')),
-    Envelope("cri", "Kubernetes CRI log", "envelope_cri", names=(("container", "pod"), ("unit", "container")),
+    Envelope("cri", "Kubernetes CRI log", "envelope_cri", shape=_CRI_HEADER,
+             names=(("container", "pod"), ("unit", "container")),
              line_shape=re.compile(rf"^{ISO}(?:\.\d+)?{_ZONE} (?:stdout|stderr)(?: [FP](?::\S*)?)?(?: |$)"),
              tried=1, c_reader="CRI", from_path=("container", "unit")),
     Envelope("journald", "journald JSON", "envelope_journald",
@@ -117,18 +138,16 @@ TABLE = (
                     ("pid", "_PID")),
              c_reader="JOURNALD", entry=_journald_entry, head_keys=('"__REALTIME_TIMESTAMP"', '"MESSAGE"')),
     Envelope("syslog", "syslog RFC 3164", "envelope_syslog", zone_less=True,
-             shape=(("pri", "(?:<[0-9]{1,3}>)?"), ("stamp", "[A-Z][a-z]{2} +[0-9]{1,2} [0-9]{2}:[0-9]{2}:[0-9]{2}"),
-                    ("year_less", 1)), names=_SYSLOG_NAMES,
+             shape=_syslog_header("[A-Z][a-z]{2} +[0-9]{1,2} [0-9]{2}:[0-9]{2}:[0-9]{2}", 1), names=_SYSLOG_NAMES,
              line_shape=re.compile(r"^(?:<\d{1,3}>)?[A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d "
                                    r"[\w.:-]+ [\w./-]+(?:\[\d+\])?:"),
              tried=3, c_reader="SYSLOG"),
     Envelope("rsyslog", "rsyslog high-precision", "envelope_syslog",
-             shape=(("pri", "(?:<[0-9]{1,3}>)?"),  # ForwardFormat's <PRI> before the time
-                    ("stamp", "[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(?:Z|[+-][0-9]{2}:?[0-9]{2})?"), ("year_less", 0)),
+             shape=_syslog_header("[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(?:Z|[+-][0-9]{2}:?[0-9]{2})?", 0),
              names=_SYSLOG_NAMES,
              line_shape=re.compile(rf"^(?:<\d{{1,3}}>)?{ISO}(?:\.\d+)?{_ZONE} [\w.:-]+ [\w./-]+(?:\[\d+\])?:"),
              tried=4, c_reader="RSYSLOG"),
-    Envelope("rfc5424", "syslog RFC 5424", "envelope_rfc5424",
+    Envelope("rfc5424", "syslog RFC 5424", "envelope_rfc5424", shape=(("head", _RFC5424_HEADER),),
              names=(("host", "HOSTNAME"), ("unit", "APP-NAME"), ("pid", "PROCID")),
              line_shape=re.compile(r"^<\d{1,3}>1 \S+ \S+ \S+ \S+ \S+ (?:-|\[)"), tried=2, c_reader="RFC5424"),
     Envelope("docker-logs", "docker logs --timestamps", "envelope_timestamped",
@@ -138,7 +157,8 @@ TABLE = (
              names=(("container", "log stream"),),
              line_shape=re.compile(rf"^{ISO}(?:\.\d+)?{_ZONE} \{{"),
              tried=6, c_reader="TIMESTAMPED", from_path=("container",)),
-    Envelope("compose", "docker compose logs", "envelope_compose", names=(("container", "service prefix"),),
+    Envelope("compose", "docker compose logs", "envelope_compose", shape=_COMPOSE_HEADER,
+             names=(("container", "service prefix"),),
              line_shape=re.compile(r"^[A-Za-z0-9][\w.-]* +\|(?: |$)"), tried=12, c_reader="COMPOSE"),
     Envelope("python-logging", "Python logging", "envelope_python_logging", zone_less=True,
              line_shape=re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\b"), tried=7, c_reader="PYTHON_LOGGING"),
@@ -150,8 +170,10 @@ TABLE = (
              line_shape=re.compile(rf"^(?:{ISO}(?:\.\d+)?{_ZONE}?|\d{{9,11}}(?:\.\d+)?(?:e\+\d+)?)\t[A-Za-z]+\t"),
              tried=9, c_reader="ZAP"),
     Envelope("slog", "Go slog text", "envelope_slog",
+             shape=(("head", "^" + _SLOG_HEADER), ("stamp", "^" + _SLOG_HEADER.replace("(?:", "(", 1) + "$")),
              line_shape=re.compile(r"^time=[^\s\"]+ level=\S+ (?:source=\S+ )?msg="), tried=10, c_reader="SLOG"),
     Envelope("logrus", "logrus text", "envelope_slog",
+             shape=(("head", "^" + _SLOG_HEADER), ("stamp", "^" + _SLOG_HEADER.replace("(?:", "(", 1) + "$")),
              line_shape=re.compile(r"^time=\"[^\"]*\" level=\w+ msg="), tried=11, c_reader="SLOG"),
     Envelope("loki", "Loki logcli jsonl", "envelope_loki",
              names=(("container", "labels.pod|container"), ("host", "labels.host"),

@@ -91,10 +91,11 @@ class ReadOptions:
         """(field_map(), reading()): what loading a case asks of the options, at once."""
         return self.field_map(), self.reading()
 
-    def arguments(self, cut=None) -> list[str]:
+    def arguments(self, cut=None, *, loading: bool = False) -> list[str]:
         """The options a next command repeats to read the logs as this run did: what was given, and the window as
         applied (`cut`, forensics.ingest.window.Cut: absolute UTC times, so `--since 6h` names the same hours).
-        A config found in the working directory is found again there; a given one is repeated."""
+        A config found in the working directory is found again there; a given one is repeated. `loading`: also how
+        the case was loaded (--memory-limit, --skip-unreadable), for a next command that takes LOGS as this one did."""
         args = ["--syntax", self.syntax] if self.syntax else []
         if self.config and not self.config.found:
             args += ["--config", self.config.path]
@@ -105,13 +106,11 @@ class ReadOptions:
         args += ["--envelope", self.envelope] if self.envelope else []
         args += ["--tz", self.tz] if self.tz else []
         args += ["--year", str(self.year)] if self.year is not None else []
-        return args + (cut.arguments() if cut else [])
-
-    def case_arguments(self, cut=None) -> list[str]:
-        """`arguments`, and how the case was loaded (for a next command that takes LOGS as this one did)."""
-        args = self.arguments(cut)
-        args += ["--memory-limit", self.memory_limit] if self.memory_limit else []
-        return args + (["--skip-unreadable"] if self.skip_unreadable else [])
+        args += cut.arguments() if cut else []
+        if loading:
+            args += ["--memory-limit", self.memory_limit] if self.memory_limit else []
+            args += ["--skip-unreadable"] if self.skip_unreadable else []
+        return args
 
     def given_flags(self) -> list[str]:
         """The options given on the command line (a config found in the working directory is not given)."""

@@ -149,7 +149,7 @@ def build_report(case, paths, exports=(), title: str | None = None, now: dt.date
     document = build_document(case, include_affected=False, logs=paths, exports=exports)
     window = document["window"]  # --since/--until: said first, and repeated in the commands shown
     con = case.con
-    logs_arg = logs_words(paths, case.options.case_arguments(case.window), placeholder="<logs>")
+    logs_arg = logs_words(paths, case.options.arguments(case.window, loading=True), placeholder="<logs>")
     incidents = [_with_steps(i) for i in document["incidents"]]
     reconciliation, notes = _reconciliation(con, document, exports, case.window)
     ab_tests, ab_notes = _ab_tests(con)
