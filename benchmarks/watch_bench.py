@@ -1,6 +1,6 @@
 """Drive `mailmortem watch` with a writer process at a given rate and measure it.
 
-    python benchmarks/watch_bench.py [--rates 1000,2000] [--seconds 60] [--workers 2] [--poll 0.5] [--every 300]
+    python benchmarks/watch_bench.py [--rates 1000,2000] [--seconds 60] [--workers 2] [--poll SECONDS] [--every 300]
 
 For each rate, a writer process appends logfmt send lines to `--workers` files in a fresh folder (in batches
 every 10 ms, as a busy mailer would), and plants a duplicated person twice a second: two sends of one campaign
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -64,12 +65,13 @@ def _ts(now: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
 
 
-def measure(rate: int, seconds: float, workers: int, poll: float, every: float = 300) -> dict:
+def measure(rate: int, seconds: float, workers: int, poll: float | None, every: float = 300) -> dict:
     folder = tempfile.mkdtemp(prefix="mm-watch-bench-")
     for w in range(workers):
         (Path(folder) / f"worker-{w}.log").write_text("")
-    watch = subprocess.Popen([sys.executable, "-m", "mailmortem", "watch", folder, "--format", "jsonl", "--poll",
-                              str(poll), "--for", f"{int(seconds + 5)}s"], cwd=REPO, text=True,
+    polled = ["--poll", str(poll)] if poll is not None else []  # else the watch's own default
+    watch = subprocess.Popen([sys.executable, "-m", "mailmortem", "watch", folder, "--format", "jsonl", *polled,
+                              "--for", f"{int(seconds + 5)}s"], cwd=REPO, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     seen: dict[str, float] = {}
     started = threading.Event()
@@ -83,8 +85,11 @@ def measure(rate: int, seconds: float, workers: int, poll: float, every: float =
     written = {json.loads(line)["recipient"]: json.loads(line)["written"] for line in proc.stdout}
     proc.wait()
     cpu = _cpu_s(watch.pid) - cpu0
-    time.sleep(5)  # the last duplicates' events
-    watch.kill()
+    try:  # the watch ends by itself (--for) once the last duplicates' events are out
+        watch.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        watch.kill()
+    shutil.rmtree(folder, ignore_errors=True)
     latencies = sorted(seen[r] - t for r, t in written.items() if r in seen)
     return {"rate": rate, "seconds": seconds, "planted": len(written), "reported": len(latencies),
             "p50_s": _pct(latencies, 0.50), "p99_s": _pct(latencies, 0.99),
@@ -139,7 +144,7 @@ def main() -> None:
     parser.add_argument("--rates", default="1000,2000")
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--poll", type=float, default=0.5)
+    parser.add_argument("--poll", type=float, default=None, help="seconds between polls (default: the watch's)")
     parser.add_argument("--every", type=float, default=300, help="seconds between interval rows (stderr)")
     args = parser.parse_args()
     print("| lines/s | at s | CPU in the interval | RSS MB | RSS peak MB | load average 1/5/15 min |\n"

@@ -363,3 +363,24 @@ def test_two_send_indexes_in_one_folder_keep_their_own_runs(tmp_path, monkeypatc
         sends.add((rows.astype(np.uint64) + np.uint64(1000)) << np.uint64(32), rows)
     assert people.rows(np.array([5 << 32], dtype=np.uint64)).tolist() == [5]
     assert sends.rows(np.array([1005 << 32], dtype=np.uint64)).tolist() == [5]
+
+
+@pytest.mark.slow
+def test_a_later_poll_reads_a_key_its_head_and_the_polls_before_never_showed(tmp_path):
+    """A poll's chunk is read with the keys the polls before it saw and those of its head, not sampled again: a key
+    that first appears past its head (here the recipient as `rcpt_to`, 250 lines in) is still read, and keys read as
+    no field never pile up in what the watch keeps."""
+    from forensics.watch.follow import Chunk
+
+    state = State(Options())
+    log = str(tmp_path / "a.log")
+    state.take([Chunk(log, _send("m0").encode(), 0)])
+    filler = "".join(f"ts=2026-11-28T09:00:01Z event=send worker=w1 pid=i1 campaign=c-7 step=1 email=p{n}@x.com "
+                     f"msg_id=<f{n}@mail.example.com> k{n}=v\n" for n in range(250))
+    late = "ts=2026-11-28T09:00:02Z event=send worker=w2 pid=i1 campaign=c-7 step=1 rcpt_to=ana@example.com " \
+           "msg_id=<m1@mail.example.com>\n"
+    changes = state.take([Chunk(log, (filler + late).encode(), 1)])
+    assert [(d["recipient"], d["sends"]) for d in changes.duplicates] == [("ana@example.com", 2)]
+    assert "rcpt_to" not in state.options.field_map.keys_seen  # it was read, not sampled
+    assert not any(key.startswith("k") for key in state.options.field_map.keys_seen)
+    state.close()

@@ -130,6 +130,9 @@ class FieldMap:
     from_config: frozenset[str] = frozenset()  # the fields and event values mapped by --config (not an option)
     sampled: bool = False  # a sample with keys decided the reading (a watch's later polls keep it)
     set_aside: set[str] = field(default_factory=set)  # alias keys (lower-case) inference found to be something else
+    # The logfmt keys read as a field that a watch's polls have seen (None outside a watch): a later poll's chunk is
+    # read with them and its head's keys rather than sampled again in DuckDB, a cost every poll paid
+    keys_seen: set[str] | None = None
 
     def canonical_of(self, key: str) -> str | None:
         lowered = key.lower()

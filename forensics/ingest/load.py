@@ -62,7 +62,8 @@ def load(con, sources: list[Source], *, syntax: str | None = None, field_map: Fi
         queries.macros(con)
         queries.run(con, "set_time_zone", zone="UTC")
     queries.script(con, "create_files", staged="staged_0")  # the empty staged table of file 0 (_create_views)
-    _check_zone(con, reading.tz)
+    if not again:  # a watch's poll reads with the zone its first load checked
+        _check_zone(con, reading.tz)
     field_map = field_map or FieldMap()
     files = [_detected(index + 1, source, syntax, reading) for index, source in enumerate(sources)]
     # before any file is staged: it decides the keys read. A watch's poll (again) keeps the reading its first

@@ -24,8 +24,7 @@ import codecs
 import mmap
 import os
 import tempfile
-from collections.abc import Callable, Generator, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -41,7 +40,7 @@ _ENDS = (b"\n", b"\r")
 
 class Source(Protocol):
     """A forensics.ingest.sources.Source (a frozen dataclass: its copies are made with dataclasses.replace). Not
-    imported from there: sources gives the readers the mapping helpers below (mapped, drop_pages) under its name."""
+    imported from there: sources imports this module."""
 
     path: str
     label: str
@@ -314,6 +313,8 @@ def _ending_chunks(path: str) -> Iterator[tuple[mmap.mmap | bytes, int, int]]:
     if not _shrink_guarded():
         yield from _read_chunks(path)
         return
+    from forensics.ingest.readers.runtime import drop_pages, mapped
+
     with mapped(path) as whole:
         if whole is None:
             return
@@ -348,22 +349,3 @@ def _shrink_guarded() -> bool:
     except ImportError:
         return False
     return _logfmt.shrink_guarded()
-
-
-@contextmanager
-def mapped(path: str) -> Generator[mmap.mmap | None, None, None]:
-    """The file at `path` mapped read-only for the compiled readers and the line-ending check (None when it is
-    empty: an empty file cannot be mapped)."""
-    with open(path, "rb") as handle:
-        if os.fstat(handle.fileno()).st_size == 0:
-            yield None
-            return
-        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as whole:
-            yield whole
-
-
-def drop_pages(whole: mmap.mmap, start: int, end: int) -> None:
-    """Give back the pages of whole[start:end] once they are read: a file is read once, and the pages of a file
-    mapped whole would all count in the process's peak RSS (a 3.5 GB log, 3.5 GB)."""
-    aligned = start - start % mmap.PAGESIZE
-    whole.madvise(mmap.MADV_DONTNEED, aligned, end - aligned)

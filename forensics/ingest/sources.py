@@ -18,7 +18,6 @@ from pathlib import Path
 from forensics.errors import ConfigError, InputError
 from forensics.ingest import runfolders
 from forensics.ingest.gzstream import GZIP_ERRORS, bulk_gzip
-from forensics.ingest.repair import drop_pages, mapped, unfinished_text  # noqa: F401 - the readers' names for them
 
 SYNTAXES = ("logfmt", "jsonl", "csv")
 _SNIFF_BYTES = 64 * 1024

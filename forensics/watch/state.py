@@ -61,6 +61,7 @@ class Changes:
 class State:
     def __init__(self, options: Options):
         self.options = options
+        options.field_map.keys_seen = set()  # each poll reads with the keys the polls before it saw (FieldMap)
         self.scratch = cases.connect(None, options.memory_limit or SCRATCH_MEMORY)
         # the state grows with the watch: kept in a database file (in the connection's private spill folder, removed
         # at exit), stored compressed and paged out, so that memory stays flat however long the watch runs

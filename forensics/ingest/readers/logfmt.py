@@ -100,7 +100,7 @@ def stage_gzipped(con, path: str, staged: str, keys_of: Callable[[str], list[lis
         chunks.close()
     if seen.broken or seen.dirty or seen.mixed_endings:
         return None
-    return Streamed(sources.unfinished_text(seen.tail))
+    return Streamed(repair.unfinished_text(seen.tail))
 
 
 def read_gzipped(con, source: Source, staged: str, head: bytes, field_map: FieldMap, *, keep_raw: bool

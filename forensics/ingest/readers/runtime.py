@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable, Iterator
 
 from forensics.errors import ConfigError
-from forensics.ingest import envelope_table, sources
+from forensics.ingest import envelope_table
 from forensics.ingest.fields import CANONICAL
 
 
@@ -152,15 +152,33 @@ def line_end_after(mapped: mmap.mmap, at: int, end: int) -> int:
     return end if newline < 0 else newline + 1
 
 
+@contextlib.contextmanager
+def mapped(path: str) -> Iterator[mmap.mmap | None]:
+    """The file at `path` mapped read-only for the compiled readers and the line-ending check (None when it is
+    empty: an empty file cannot be mapped)."""
+    with open(path, "rb") as handle:
+        if os.fstat(handle.fileno()).st_size == 0:
+            yield None
+            return
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as whole:
+            yield whole
+
+
+def drop_pages(whole: mmap.mmap, start: int, end: int) -> None:
+    """Give back the pages of whole[start:end] once they are read: a file is read once, and the pages of a file
+    mapped whole would all count in the process's peak RSS (a 3.5 GB log, 3.5 GB)."""
+    aligned = start - start % mmap.PAGESIZE
+    whole.madvise(mmap.MADV_DONTNEED, aligned, end - aligned)
+
+
 def mapped_ranges(path: str, read: Callable[..., list]) -> Iterator[list]:
     """What a compiled reader makes of a plain file (the logfmt tokenizer's tokens, the JSON Lines reader's
     rows), range by range: `read(buffer, start, end)` of each range in turn (read_ahead), the file read once
     through a memory map whose pages are dropped after each range."""
-    with sources.mapped(path) as mapped:
-        if mapped is None:
+    with mapped(path) as whole:
+        if whole is None:
             return
-        yield from read_ahead(((mapped, *span) for span in ranges(mapped)), read,
-                              lambda span: sources.drop_pages(*span))
+        yield from read_ahead(((whole, *span) for span in ranges(whole)), read, lambda span: drop_pages(*span))
 
 
 def read_ahead(spans: Iterator[tuple], read: Callable[..., list],

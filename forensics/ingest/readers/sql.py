@@ -88,16 +88,25 @@ def logfmt_keys(con, source: Source, head: bytes, field_map: FieldMap, *, reader
     def keys_of(sample: str) -> set[str]:
         return sampled_keys(con, Source(sample, source.label, False), head)
 
-    sampled = sampled_head(source.path, keys_of, spill_folder(con)) if tokenized and reader == "mm_lines" else None
-    if sampled is None:
-        sampled = sampled_keys(con, source, head, reader)
+    seen = field_map.keys_seen
+    if seen:  # a watch's later poll: the keys its polls have read so far, and those of this chunk's head
+        sampled = seen | head_keys(head)
+    else:
+        sampled = sampled_head(source.path, keys_of, spill_folder(con)) if tokenized and reader == "mm_lines" else None
+        sampled = sampled_keys(con, source, head, reader) if sampled is None else sampled
+    if seen is not None:  # only the keys read as a field decide anything: a log of ever-new keys does not grow it
+        seen.update(key for key in sampled if field_map.canonical_of(key))
     return LogfmtKeys(sampled, tokenizer_keys(sampled, field_map) if tokenized else [])
 
 
+def head_keys(head: bytes) -> set[str]:
+    """The keys of the key=value pairs of a file's first lines (its head's first 200)."""
+    return {m.group(1) for line in first_lines(head, 200) for m in KEY_OF_PAIR_RE.finditer(line)}
+
+
 def sampled_keys(con, source: Source, head: bytes, reader: str = "mm_lines") -> set[str]:
-    sampled = {m.group(1) for line in first_lines(head, 200) for m in KEY_OF_PAIR_RE.finditer(line)}
-    return sampled | {row[0] for row in queries.run(con, "sample_logfmt_keys", lines_of(source),
-                                                    lines=reader).fetchall()}
+    return head_keys(head) | {row[0] for row in queries.run(con, "sample_logfmt_keys", lines_of(source),
+                                                            lines=reader).fetchall()}
 
 
 def tokenizer_keys(sampled: set[str], field_map: FieldMap) -> list[list[bytes]]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import queries
-from forensics.ingest import envelope_table, sources
+from forensics.ingest import envelope_table
 from forensics.ingest.envelopes import INNER_SAMPLE_LINES, Found, Unwrapped, inner_sample
 from forensics.ingest.fields import FieldMap
 from forensics.ingest.readers import jsonl, logfmt, runtime, sql
@@ -77,7 +77,7 @@ def read(con, source: Source, staged: str, found: Found, field_map: FieldMap, *,
 def stage(con, found: Found, path: str, staged: str, syntax: str | None, *, inner_reading: _Inner
           ) -> Unwrapped | None:
     """The file at `path` unwrapped and its records read (read: once it is known to be for this reader)."""
-    with sources.mapped(path) as mapped:
+    with runtime.mapped(path) as mapped:
         if mapped is None or mapped[:3] == runtime.BOM:
             return None
         return _staged(con, found, mapped, staged, syntax=syntax, inner_reading=inner_reading)
@@ -176,7 +176,7 @@ def _batches(mapped, ranges, kind, reader, read: _Read) -> Iterator:
     """Each half range's batch in file order: the next range's halves unwrapped and read on two threads (GIL
     released) while DuckDB types this one."""
     spans = ((reader, mapped, *half, kind) for start, end in ranges for half in runtime.halves(mapped, start, end))
-    results = runtime.read_ahead(spans, _inner_read, lambda span: sources.drop_pages(mapped, *span[2:4]), ahead=2)
+    results = runtime.read_ahead(spans, _inner_read, lambda span: runtime.drop_pages(mapped, *span[2:4]), ahead=2)
     while True:
         try:
             rows, parts = next(results)
