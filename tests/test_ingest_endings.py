@@ -113,7 +113,7 @@ if sys.argv[2] == "guarded":
     runtime.guard_shrinking_files()  # as the CLI does: the file is then mapped, not read
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 mixed = repair.mixes_line_endings(sys.argv[1])
-print(mixed, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024, repair._shrink_guarded())
+print(mixed, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024, runtime.shrink_guarded())
 """
 
 

@@ -307,45 +307,8 @@ def line_ended_copy(source: Source, folder: str | None) -> Source:
 
 
 def _ending_chunks(path: str) -> Iterator[tuple[mmap.mmap | bytes, int, int]]:
-    """The file at `path`, mapped, in ranges (start, end) of about _ENDINGS_CHUNK that never end between a CR and
-    its LF. Each range's pages are given back once the caller is done with it (drop_pages). Read instead of mapped
-    where nothing handles SIGBUS (_shrink_guarded): a file that shrinks under its map would kill the process."""
-    if not _shrink_guarded():
-        yield from _read_chunks(path)
-        return
-    from forensics.ingest.readers.runtime import drop_pages, mapped
+    """The file at `path` in ranges of about _ENDINGS_CHUNK that never end between a CR and its LF, mapped where a
+    file shrinking under its map cannot kill the process (forensics.ingest.readers.runtime.chunks)."""
+    from forensics.ingest.readers import runtime
 
-    with mapped(path) as whole:
-        if whole is None:
-            return
-        start = 0
-        while start < len(whole):
-            end = min(start + _ENDINGS_CHUNK, len(whole))
-            if whole[end - 1:end] == b"\r":
-                end = min(end + 1, len(whole))
-            yield whole, start, end
-            drop_pages(whole, start, end)
-            start = end
-
-
-def _read_chunks(path: str) -> Iterator[tuple[bytes, int, int]]:
-    """_ending_chunks by reads: each chunk as (bytes, 0, its length); a file that shrinks while it is read just ends
-    early (sources.inspect then says so)."""
-    with open(path, "rb") as handle:
-        while chunk := handle.read(_ENDINGS_CHUNK):
-            if chunk.endswith(b"\r"):
-                chunk += handle.read(1)
-            yield chunk, 0, len(chunk)
-
-
-def _shrink_guarded() -> bool:
-    """Whether the compiled tokenizer's SIGBUS handler is installed (the CLI installs it:
-    readers.runtime.guard_shrinking_files). Without it, the first page of a map past a shrunken file's end kills the
-    process with a bare "Bus error". Asked of the C module: Python's signal.getsignal answers from its own table,
-    filled when the interpreter started, and said SIG_DFL under the handler, so every file's line ends had been read
-    whole instead of mapped."""
-    try:
-        from forensics.ingest.readers import _logfmt
-    except ImportError:
-        return False
-    return _logfmt.shrink_guarded()
+    return runtime.chunks(path, _ENDINGS_CHUNK)

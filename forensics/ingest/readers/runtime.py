@@ -171,6 +171,43 @@ def drop_pages(whole: mmap.mmap, start: int, end: int) -> None:
     whole.madvise(mmap.MADV_DONTNEED, aligned, end - aligned)
 
 
+def chunks(path: str, size: int) -> Iterator[tuple[mmap.mmap | bytes, int, int]]:
+    """The file at `path` in ranges (buffer, start, end) of about `size` bytes that never end between a CR and its
+    LF: mapped, each range's pages given back once the caller is done with it (drop_pages); read instead where nothing
+    handles SIGBUS (shrink_guarded), as a file that shrinks under its map would kill the process, and then each range
+    is (bytes, 0, its length) and a file that shrinks while it is read just ends early (sources.inspect says so)."""
+    if not shrink_guarded():
+        with open(path, "rb") as handle:
+            while chunk := handle.read(size):
+                if chunk.endswith(b"\r"):
+                    chunk += handle.read(1)
+                yield chunk, 0, len(chunk)
+        return
+    with mapped(path) as whole:
+        if whole is None:
+            return
+        start = 0
+        while start < len(whole):
+            end = min(start + size, len(whole))
+            if whole[end - 1:end] == b"\r":
+                end = min(end + 1, len(whole))
+            yield whole, start, end
+            drop_pages(whole, start, end)
+            start = end
+
+
+def shrink_guarded() -> bool:
+    """Whether the compiled tokenizer's SIGBUS handler is installed (guard_shrinking_files, which the CLI calls).
+    Without it, the first page of a map past a shrunken file's end kills the process with a bare "Bus error". Asked
+    of the C module: Python's signal.getsignal answers from its own table, filled when the interpreter started, and
+    said SIG_DFL under the handler, so every file's line ends had been read whole instead of mapped."""
+    try:
+        from forensics.ingest.readers import _logfmt
+    except ImportError:
+        return False
+    return _logfmt.shrink_guarded()
+
+
 def mapped_ranges(path: str, read: Callable[..., list]) -> Iterator[list]:
     """What a compiled reader makes of a plain file (the logfmt tokenizer's tokens, the JSON Lines reader's
     rows), range by range: `read(buffer, start, end)` of each range in turn (read_ahead), the file read once
