@@ -110,7 +110,8 @@ _COMPOSE_HEADER = (
     ("head", r"^[A-Za-z0-9][A-Za-z0-9_.-]* +\|(?: [0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?"
              r"(?:Z|[+-][0-9]{2}:?[0-9]{2})(?: |$)| |$)"),  # a time run into the text is text
     ("fields", r"^(\S+) +\|(?: ([0-9]{4}-\S+))?"), ("names", "service,stamp"))
-_SLOG_HEADER = r'time=(?:"[^"]*"|\S+) level=\S+ (?:source=\S+ )?msg=(?:"(?:[^"\\]|\\.)*"|\S*) ?'
+_SLOG_TIME, _SLOG_REST = r'"[^"]*"|\S+', r' level=\S+ (?:source=\S+ )?msg=(?:"(?:[^"\\]|\\.)*"|\S*) ?'
+_SLOG_HEADER = (("head", f"^time=(?:{_SLOG_TIME}){_SLOG_REST}"), ("stamp", f"^time=({_SLOG_TIME}){_SLOG_REST}$"))
 _RFC5424_HEADER = r'^<[0-9]{1,3}>1 \S+ \S+ \S+ \S+ \S+ (?:-|(?:\[(?:[^\]"\\]|\\.|"(?:[^"\\]|\\.)*")*\])+)'
 
 
@@ -170,10 +171,10 @@ TABLE = (
              line_shape=re.compile(rf"^(?:{ISO}(?:\.\d+)?{_ZONE}?|\d{{9,11}}(?:\.\d+)?(?:e\+\d+)?)\t[A-Za-z]+\t"),
              tried=9, c_reader="ZAP"),
     Envelope("slog", "Go slog text", "envelope_slog",
-             shape=(("head", "^" + _SLOG_HEADER), ("stamp", "^" + _SLOG_HEADER.replace("(?:", "(", 1) + "$")),
+             shape=_SLOG_HEADER,
              line_shape=re.compile(r"^time=[^\s\"]+ level=\S+ (?:source=\S+ )?msg="), tried=10, c_reader="SLOG"),
     Envelope("logrus", "logrus text", "envelope_slog",
-             shape=(("head", "^" + _SLOG_HEADER), ("stamp", "^" + _SLOG_HEADER.replace("(?:", "(", 1) + "$")),
+             shape=_SLOG_HEADER,
              line_shape=re.compile(r"^time=\"[^\"]*\" level=\w+ msg="), tried=11, c_reader="SLOG"),
     Envelope("loki", "Loki logcli jsonl", "envelope_loki",
              names=(("container", "labels.pod|container"), ("host", "labels.host"),

@@ -26,6 +26,10 @@ QUIET, SENT, LOST, INTERRUPTED = 0, 3, 4, 130
 # Plan.kind_every, so that on a small state its share stays a small fixed one, not 1/KIND_COST_RATIO)
 KIND_COST_RATIO = 40
 MIN_REST_SHARE = 5  # the least rest between two polls: a fifth of the poll period
+# A poll costs nearly the same however few lines it reads (its statements are planned each time): polling every
+# 0.75 s keeps a busy watch inside its share of a core while a duplicate is still reported within a second
+# (docs/benchmarks.md, watch).
+POLL_S = 0.75
 
 
 @dataclass(frozen=True)
@@ -36,10 +40,18 @@ class Plan:
     expect_quiet: float | None = None
     fail_on_duplicates: bool = False
     duration: float | None = None
-    poll: float = 0.5
+    poll: float = POLL_S
     discover_every: float = 1.0
     kind_every: float = 30.0
     status_every: float = 2.0
+
+    @classmethod
+    def polling(cls, poll: float | None = None, **plan) -> Plan:
+        """A plan polling every `poll` seconds (None: POLL_S): new files are looked for and kinds named at intervals
+        that shrink with a shorter poll, up to the defaults above, and never more often than it polls."""
+        poll = POLL_S if poll is None else poll
+        return cls(poll=poll, discover_every=max(poll, min(cls.discover_every, 20 * poll)),
+                   kind_every=max(poll, min(cls.kind_every, 60 * poll)), **plan)
 
 
 @dataclass

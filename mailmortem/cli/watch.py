@@ -59,10 +59,7 @@ SINCE_HELP = ("Which lines already written count: now (default: only lines writt
               help="A followed file removed and not back after this is lost evidence (exit 4).")
 @click.option("--stale-after", type=Duration(), default="60s", show_default=True, metavar="DURATION",
               help="Say that a file stopped growing after this long without a new line.")
-# A poll costs nearly the same however few lines it reads (its statements are planned each time): polling every
-# 0.75 s keeps a busy watch inside its share of a core while a duplicate is still reported within a second
-# (docs/benchmarks.md, watch).
-@click.option("--poll", type=click.FloatRange(0.01, 10), default=0.75, hidden=True)
+@click.option("--poll", type=click.FloatRange(0.01, 10), default=None, hidden=True)  # None: forensics.watch.run.POLL_S
 def watch(paths, read, fmt, since, expect_quiet, fail_on_duplicates, duration, hook, batch, max_lag, gone_after,
           stale_after, poll):
     """Follow LOGS as they are written (like tail -F) and report each new duplicated person at once.
@@ -89,9 +86,8 @@ def watch(paths, read, fmt, since, expect_quiet, fail_on_duplicates, duration, h
 
     if batch is not None and not hook:
         raise click.UsageError("--batch groups the runs of --on-duplicate, which was not given")
-    plan = run.Plan(expect_quiet, fail_on_duplicates, duration, poll=poll,
-                    discover_every=max(poll, min(1.0, 20 * poll)), kind_every=max(poll, min(30.0, 60 * poll)),
-                    status_every=2.0 if _terminal() else 60.0)
+    plan = run.Plan.polling(poll, expect_quiet=expect_quiet, fail_on_duplicates=fail_on_duplicates, duration=duration,
+                            status_every=2.0 if _terminal() else 60.0)
     options = _options(read)
     view = watch_view.View(fmt, terminal=_terminal())
     pace = Pace(gone_after=gone_after, stale_after=stale_after, max_lag=max_lag)
