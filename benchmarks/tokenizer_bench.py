@@ -32,14 +32,15 @@ PARSE_ONLY = """
 import sys
 import queries
 from forensics.ingest import case, sources
-from forensics.ingest.readers import logfmt
+from forensics.ingest.readers import logfmt, runtime
 from forensics.ingest.fields import FieldMap
 source = sources.source_of(sys.argv[1])
 con = case.connect(input_bytes=int(sys.argv[2]))
 for block in ("ingest_macros", "envelope_macros", "address_duckdb_macro"):
     queries.script(con, block)
 queries.script(con, "create_files", staged="staged_0")
-logfmt.read(con, source, "staged_1", sources.head_bytes(source), FieldMap(), keep_raw=False)
+logfmt.read(con, source, "staged_1", sources.head_bytes(source), FieldMap(), keep_raw=False,
+            compiled=runtime.compiled("logfmt"))
 print(con.execute("SELECT count(*), count(*) FILTER (WHERE problem IS NULL), "
                   "sum(hash(ts, event, worker, recipient, msg_id, campaign, step, error)) FROM staged_1").fetchone())
 """

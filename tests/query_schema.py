@@ -98,7 +98,7 @@ def _envelope_tables(con) -> None:
     values, as a page with malformed JSON in it is read)."""
     from forensics.ingest import detect, envelopes
     from forensics.ingest.fields import FieldMap
-    from forensics.ingest.readers import jsonl, logfmt, sql
+    from forensics.ingest.readers import jsonl, logfmt, runtime, sql
     from forensics.ingest.sources import Source
 
     tables = {name: IDENTS[name] for name in ("entries", "pieces", "kept", "unwrapped")}
@@ -108,8 +108,10 @@ def _envelope_tables(con) -> None:
     queries.run(con, "envelope_kept_pieces", **tables)
     queries.run(con, "envelope_lines", **tables)
     lines = Source(IDENTS["unwrapped"], "docker", False)
-    jsonl.read(con, lines, IDENTS["as_json"], b"", FieldMap(), keep_raw=False, reader="mm_unwrapped")
-    logfmt.read(con, lines, IDENTS["as_logfmt"], b"", FieldMap(), keep_raw=False, reader="mm_unwrapped")
+    jsonl.read(con, lines, IDENTS["as_json"], b"", FieldMap(), keep_raw=False, compiled=runtime.compiled("jsonl"),
+               reader="mm_unwrapped")
+    logfmt.read(con, lines, IDENTS["as_logfmt"], b"", FieldMap(), keep_raw=False,
+                compiled=runtime.compiled("logfmt"), reader="mm_unwrapped")
     page = ENVELOPES / "cloudwatch" / "filter-log-events.json"
     queries.run(con, "envelope_document_entries", {"path": str(page), "items": "$.events"}, entries=IDENTS["entries"])
     import pyarrow as pa

@@ -199,9 +199,9 @@ def _load_group(con, members: list[_File], field_map: FieldMap, keep_raw: bool) 
         paths = [(plain or f.source).path for plain, f in zip(plains, members)]
         if any(map(repair.mixes_line_endings, paths)) or any(map(repair.has_long_line, paths)):
             raise InputError("line endings mix, or a line too long")  # read from a copy, file by file
-        # a Source whose path is a list: DuckDB's reader takes either
+        # a Source whose path is a list: DuckDB's reader takes either (groups are made only for the SQL path)
         READERS[syntax](con, Source(paths, f"{len(paths)} files", False), group, b"".join(f.head for f in members),
-                        field_map, keep_raw=keep_raw)
+                        field_map, keep_raw=keep_raw, compiled=False)
         counts = dict(queries.run(con, "file_line_counts", {"paths": paths, "delim": LINE_DELIM}).fetchall())
         lines = [counts.get(path) for path in paths]
         if None in lines or sum(lines) != _staged_rows(con, group):
@@ -284,10 +284,12 @@ def _parse(con, readable: Source, staged: str, file: _File, field_map: FieldMap,
     """The file's lines (or those inside its envelope) into its staged table: its header's line, what its envelope
     held."""
     if not file.envelope:
-        return READERS[file.syntax](con, readable, staged, file.head, field_map, keep_raw=keep_raw), None
+        return READERS[file.syntax](con, readable, staged, file.head, field_map, keep_raw=keep_raw,
+                                    compiled=runtime.compiled(file.syntax)), None
 
     def parse(syntax: str, lines: Source, head: bytes, into: str) -> None:
-        READERS[syntax](con, lines, into, head, field_map, keep_raw=keep_raw, reader="mm_unwrapped")
+        READERS[syntax](con, lines, into, head, field_map, keep_raw=keep_raw, compiled=runtime.compiled(syntax),
+                        reader="mm_unwrapped")
 
     return 0, (unwrap.read(con, readable, staged, file.envelope, field_map, syntax=file.forced, keep_raw=keep_raw)
                or envelopes.stage(con, file.envelope, readable, staged, file.forced, delim=LINE_DELIM, parse=parse))

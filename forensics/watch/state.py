@@ -31,7 +31,9 @@ from forensics.watch.follow import Chunk
 from forensics.watch.keys import RowIndex
 
 CHUNKS_PREFIX = "mailmortem-watch-"
-STATE_MEMORY = SCRATCH_MEMORY = "256MB"  # each connection's DuckDB memory limit unless --memory-limit says
+# each connection's DuckDB memory limit unless --memory-limit says. The state's is lower: naming kinds reads the whole
+# state, and what classify holds beyond it is spilled rather than kept, so that its peak stays flat as the state grows
+SCRATCH_MEMORY, STATE_MEMORY = "256MB", "96MB"
 # the state's memory limit for a moment after kinds are named (State.release): what classify read is let go of
 RELEASED_MEMORY = "16MB"
 

@@ -29,13 +29,13 @@ from forensics.ingest.sources import Source
 _jsonl = runtime.BUILT["jsonl"]
 
 
-def read(con, source: Source, staged: str, head: bytes, field_map: FieldMap, *, keep_raw: bool,
+def read(con, source: Source, staged: str, head: bytes, field_map: FieldMap, *, keep_raw: bool, compiled: bool,
          reader: str = "mm_lines") -> int:
     """A file's JSON Lines (`reader` mm_lines), or the JSON records inside its envelope (mm_unwrapped: `source.path`
-    names their table), into `staged`: by the compiled reader where it takes them, else by the SQL path. The
-    header's line: 0."""
+    names their table), into `staged`: with `compiled` (load's choice, runtime.compiled), by the compiled reader
+    where it takes them, else by the SQL path. The header's line: 0."""
     keys, rare, params = sql.jsonl_keys(con, source, field_map, keep_raw, reader)
-    if not _compiled(con, source, staged, (keys, rare), field_map, params=params, reader=reader):
+    if not (compiled and _compiled(con, source, staged, (keys, rare), field_map, params=params, reader=reader)):
         sql.stage_jsonl(con, source, staged, (keys, rare), field_map, params=params, reader=reader)
     return 0
 
@@ -44,10 +44,8 @@ def _compiled(con, source: Source, staged: str, keys: tuple[list[str], list[str]
               params: dict, reader: str) -> bool:
     """Whether the compiled JSON Lines reader staged a plain file, or the lines inside its envelope (`reader`
     mm_unwrapped), reading `keys` (the sampled paths and the rare keys). False when the SQL path is to read it:
-    the reader is not built or switched off, takes not so many paths, finds a file's line endings mixed (never,
-    as load reads a mix from an LF copy) or an inner line over its limit."""
-    if not (isinstance(source.path, str) and runtime.compiled("jsonl")):  # a file, or the lines in its envelope
-        return False
+    the reader takes not so many paths, finds a file's line endings mixed (never, as load reads a mix from an LF
+    copy) or an inner line over its limit."""
     planned = plan_and_picks(*keys, field_map)
     stage = stage_lines if reader == "mm_unwrapped" else stage_file
     if planned and stage(con, source.path, staged, planned[0], params=params, picks=planned[1]):

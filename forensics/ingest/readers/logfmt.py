@@ -28,15 +28,15 @@ from forensics.ingest.sources import Source
 
 _logfmt = runtime.BUILT["logfmt"]
 
-def read(con, source: Source, staged: str, head: bytes, field_map: FieldMap, *, keep_raw: bool,
+def read(con, source: Source, staged: str, head: bytes, field_map: FieldMap, *, keep_raw: bool, compiled: bool,
          reader: str = "mm_lines") -> int:
     """A file's logfmt lines (`reader` mm_lines), or those inside its envelope (mm_unwrapped: `source.path` names
-    their table), into `staged`: by the compiled tokenizer where it takes them, else by the SQL path. Keys seen in a
+    their table), into `staged`: with `compiled` (load's choice, runtime.compiled), by the compiled tokenizer where
+    it takes them, else by the SQL path. Keys seen in a
     sample of the file (and its head) are read on every line; every other alias of the vocabulary, and --field
     names, only on lines where one regex says one of them occurs. The header's line: 0 (logfmt has none)."""
-    tokenized = isinstance(source.path, str) and runtime.compiled("logfmt")  # a file, or the lines in an envelope
-    keys = sql.logfmt_keys(con, source, head, field_map, reader=reader, tokenized=tokenized)
-    if tokenized:
+    keys = sql.logfmt_keys(con, source, head, field_map, reader=reader, tokenized=compiled)
+    if compiled:
         stage = stage_lines if reader == "mm_unwrapped" else stage_file
         if fits(keys.tokenized) and stage(con, source.path, staged, keys.tokenized, keep_raw):
             return 0

@@ -240,8 +240,9 @@ def _json_paths(structure, prefix: str = "") -> list[str]:
 
 
 def read_csv(con, source: Source, staged: str, head: bytes, field_map: FieldMap, *, keep_raw: bool,
-             reader: str = "mm_lines") -> int:
-    """The CSV reader: a file's rows after its header into `staged`; the header's line."""
+             compiled: bool = False, reader: str = "mm_lines") -> int:
+    """The CSV reader: a file's rows after its header into `staged`; the header's line. There is no compiled CSV
+    reader (`compiled` is never true: runtime.compiled("csv"))."""
     found = csv_header(head)
     if found is None:
         raise InputError(f"{source.label}: CSV file without a header row")
