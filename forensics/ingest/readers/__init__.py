@@ -10,5 +10,6 @@
 - grammar.py: the logfmt grammar (a key, a value, a pair) for the Python side.
 - _typing.h, _buffers.h: what the C readers share.
 
-forensics.ingest.load picks one reader per file (load.READERS).
+forensics.ingest.load picks one reader per file (load.READERS) and tells it whether to read in C (`compiled=`,
+from runtime.compiled).
 """

@@ -32,9 +32,9 @@ def read(con, source: Source, staged: str, head: bytes, field_map: FieldMap, *, 
          reader: str = "mm_lines") -> int:
     """A file's logfmt lines (`reader` mm_lines), or those inside its envelope (mm_unwrapped: `source.path` names
     their table), into `staged`: with `compiled` (load's choice, runtime.compiled), by the compiled tokenizer where
-    it takes them, else by the SQL path. Keys seen in a
-    sample of the file (and its head) are read on every line; every other alias of the vocabulary, and --field
-    names, only on lines where one regex says one of them occurs. The header's line: 0 (logfmt has none)."""
+    it takes them, else by the SQL path. Keys seen in a sample of the file (and its head) are read on every line;
+    every other alias of the vocabulary, and --field names, only on lines where one regex says one of them occurs.
+    The header's line: 0 (logfmt has none)."""
     keys = sql.logfmt_keys(con, source, head, field_map, reader=reader, tokenized=compiled)
     if compiled:
         stage = stage_lines if reader == "mm_unwrapped" else stage_file
