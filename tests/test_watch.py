@@ -306,6 +306,7 @@ def test_a_poll_reading_a_known_file_and_a_new_one_reports_the_duplicate_in_the_
     state.close()
 
 
+@pytest.mark.slow
 def test_a_send_logged_again_many_polls_later_is_one_send_and_a_new_one_to_that_person_is_a_duplicate(tmp_path,
                                                                                                 monkeypatch):
     from forensics.watch import keys
