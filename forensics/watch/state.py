@@ -32,7 +32,8 @@ from forensics.watch.keys import RowIndex
 
 CHUNKS_PREFIX = "mailmortem-watch-"
 # each connection's DuckDB memory limit unless --memory-limit says. The state's is lower: naming kinds reads the whole
-# state, and what classify holds beyond it is spilled rather than kept, so that its peak stays flat as the state grows
+# state, and what classify holds beyond it is spilled rather than kept, so that its peak grows far more slowly with
+# the state (it still grows: docs/benchmarks.md, watch)
 SCRATCH_MEMORY, STATE_MEMORY = "256MB", "96MB"
 # the state's memory limit for a moment after kinds are named (State.release): what classify read is let go of
 RELEASED_MEMORY = "16MB"

@@ -79,7 +79,7 @@ def compiled(reader: str) -> bool:
                           "installed; reinstall with a C compiler and Python's headers, or unset it")
     if reader == "unwrap" and BUILT["logfmt"] is None:
         return False
-    return BUILT.get(reader) is not None  # csv has no compiled reader
+    return BUILT.get(reader) is not None  # csv has no compiled reader: always the SQL path
 
 
 def describe(reader: str) -> str:
