@@ -105,3 +105,29 @@ def test_a_line_of_the_limit_is_read_and_one_byte_more_is_cut(tmp_path):
         assert repair.has_long_line(str(path))
         assert copied(path.read_bytes()) == (b"k=v" + ending + b"x" * repair.KEPT_BYTES + ending + b"k=v" + ending,
                                              [repair.LongLine(2, "x" * repair.KEPT_BYTES)])
+
+
+def test_a_copy_made_to_stage_a_file_is_removed_however_the_staging_ends(tmp_path):
+    """A copy of someone's log (here: LF endings for a file whose endings mix, then its repaired copy) is gone once
+    the file is staged, and also when staging is interrupted (Ctrl-C) or fails: only the original remains."""
+    import duckdb
+
+    logs, copies = tmp_path / "logs", tmp_path / "copies"
+    logs.mkdir()
+    copies.mkdir()
+    path = logs / "mixed.log"
+    path.write_bytes(b"ts=1 event=send\r\nts=2 event=send\n")
+    source = Source(str(path), "mixed.log", False)
+    con = duckdb.connect()
+    con.execute("CREATE TABLE staged (line_no BIGINT)")
+    for ending in (None, KeyboardInterrupt, ValueError):
+        with contextlib.suppress(KeyboardInterrupt, ValueError):
+            with repair.staging(con, source, "staged", lambda: str(copies), document=False,
+                                enveloped=False) as stage:
+                assert stage.found.source.path != str(path) and Path(stage.found.source.path).exists()
+                stage.repair()
+                assert stage.found.repaired and len(list(copies.iterdir())) == 1
+                if ending is not None:
+                    raise ending
+        assert list(copies.iterdir()) == [], ending
+    assert path.exists()

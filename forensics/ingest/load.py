@@ -263,20 +263,19 @@ def _stage(con, source: Source, staged: str, file: _File, field_map: FieldMap, *
     forensics.ingest.repair says it can be read from (itself, or a copy with LF endings or repaired), and read again
     from a repaired copy once a reader refuses it as dirty (invalid UTF-8)."""
     folder, document = functools.partial(sql.spill_folder, con), file.envelope is not None and file.envelope.document
-    readable = repair.readable(source, folder, document=document)
-    while True:
-        try:
-            header_line, unwrapped = _parse(con, readable.source, staged, file, field_map, keep_raw=keep_raw)
-            break
-        except Exception as exc:  # duckdb raises many classes; dirty files get one repaired retry
-            queries.run(con, "drop_staged", staged=staged)
-            if not readable.repaired and _is_dirty_file_error(exc):
-                readable = repair.repaired(readable, folder, document=document)
-                continue
-            repair.forget(readable)
-            raise InputError(f"{source.label}: cannot read ({_first_line(exc, readable.source, source)})") from None
-    repair.after_read(con, staged, readable, enveloped=file.envelope is not None)
-    return header_line, readable.repaired, unwrapped
+    with repair.staging(con, source, staged, folder, document=document, enveloped=file.envelope is not None) as stage:
+        while True:
+            try:
+                header_line, unwrapped = _parse(con, stage.found.source, staged, file, field_map, keep_raw=keep_raw)
+                break
+            except Exception as exc:  # duckdb raises many classes; dirty files get one repaired retry
+                queries.run(con, "drop_staged", staged=staged)
+                if not stage.found.repaired and _is_dirty_file_error(exc):
+                    stage.repair()
+                    continue
+                raise InputError(f"{source.label}: cannot read ({_first_line(exc, stage.found.source, source)})"
+                                 ) from None
+    return header_line, stage.found.repaired, unwrapped
 
 
 def _parse(con, readable: Source, staged: str, file: _File, field_map: FieldMap, *,

@@ -3,7 +3,7 @@
 A file is read as it is, or from a copy of it: with LF endings where its line endings mix (mixes_line_endings,
 line_ended_copy), repaired where it holds a line too long to read or invalid UTF-8 (below). Once it is staged, the
 rows a reader could not take whole are marked (after_read): a last line no newline ended, and the lines a repaired
-copy cut. readable and after_read are what forensics.ingest.load asks before and after a read.
+copy cut. forensics.ingest.load stages each file inside `staging`, which does both and removes the copy.
 
 Neither reader takes a line of any length: DuckDB's refuses one of 8,000,000 bytes (its max_line_size in
 queries/macros.sql's mm_named_lines, the CR of a CRLF counted), and where such a line ends just past the edge of
@@ -25,6 +25,7 @@ import mmap
 import os
 import tempfile
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -227,15 +228,38 @@ def forget(found: Readable) -> None:
         os.unlink(found.source.path)
 
 
+class Staging:
+    """What one file is being staged from (`found`: readable), and the repaired copy to read it from instead once
+    a reader refuses it as dirty (repair)."""
+
+    def __init__(self, source: Source, folder: Folder, *, document: bool):
+        self.folder, self.document = folder, document
+        self.found = readable(source, folder, document=document)
+
+    def repair(self) -> None:
+        self.found = repaired(self.found, self.folder, document=self.document)
+
+
+@contextmanager
+def staging(con, source: Source, staged: str, folder: Folder, *, document: bool, enveloped: bool
+            ) -> Iterator[Staging]:
+    """Stage `source` into `staged` inside this block: it reads `Staging.found`. When the block ends without an
+    error, what the reader could not take whole is marked (after_read); however it ends, a copy it read is removed."""
+    stage = Staging(source, folder, document=document)
+    try:
+        yield stage
+        after_read(con, staged, stage.found, enveloped=enveloped)
+    finally:
+        forget(stage.found)
+
+
 # --- after a read: what it could not take whole -----------------------------------------------------
 
 def after_read(con, staged: str, found: Readable, *, enveloped: bool) -> None:
     """Once `found` is staged: mark the staged rows a reader could not take whole (the last line, when no newline
-    ended what was read, the file or its copy; the lines the repaired copy cut: mark_long_lines), then forget the
-    copy, like a plain copy, not kept once staged."""
+    ended what was read, the file or its copy; the lines the repaired copy cut: mark_long_lines)."""
     mark_cut_off(con, staged, unfinished_line(found.source))
     mark_long_lines(con, staged, list(found.long_lines), enveloped=enveloped)
-    forget(found)
 
 
 def mark_cut_off(con, staged: str, text: str | None) -> None:
