@@ -71,7 +71,6 @@ class State:
         self.con = cases.connect(None, options.memory_limit or STATE_MEMORY, input_bytes=cases.SMALL_CASE_BYTES + 1)
         for con in (self.scratch, self.con):
             queries.run(con, "watch_one_thread")
-        queries.run(self.con, "watch_checkpoint_often")
         queries.macros(self.con)
         self.folder = runfolders.make(CHUNKS_PREFIX)
         self.shapes: dict[str, tuple[str, str | None]] = {}  # file → (syntax, envelope) its first chunk was read as
