@@ -185,8 +185,8 @@ GROUP BY source ORDER BY source
 SET threads = 1
 
 -- name: watch_memory_limit
--- The state connection's memory limit: lowered a moment after kinds are named and every few seconds between polls,
--- so that DuckDB lets go of the blocks classify and the polls read (kept cached up to the limit otherwise: a state
--- read whole keeps a limit's worth resident), then set back (forensics/watch/state.py release).
+-- The state connection's memory limit: lowered a moment after kinds are named, so that DuckDB lets go of the
+-- blocks classify read (kept cached up to the limit otherwise: a state read whole keeps a limit's worth resident),
+-- then set back (forensics/watch/state.py release).
 -- dialect: duckdb
 SET memory_limit = {lit:limit}
