@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from forensics.findings import build_document
 from forensics.simulate.run import simulate
 from forensics.watch.follow import Follower, Pace
 from forensics.watch.hooks import Hooks, payload_people, split_command
-from forensics.watch.run import RELEASE_EVERY_S, Ending, Plan, Watch
+from forensics.watch.run import Ending, Plan, Watch
 from forensics.watch.state import Options, State
 
 
@@ -292,23 +291,6 @@ def test_kinds_are_named_apart_while_the_polls_go_on(tmp_path):
     assert ("ana@example.com", "parallel-worker") in kinds
     watch.finish(Ending(0, "done"))
     assert sorted(e["recipient"] for e in events if e["event"] == "kind") == ["ana@example.com", "bo@example.com"]
-
-
-def test_the_state_lets_go_of_its_cache_every_few_seconds_but_never_under_a_naming(tmp_path):
-    """What the polls read stays cached up to the state's memory limit unless let go of; letting go lowers that limit,
-    which would take memory from a classification running apart."""
-    log = tmp_path / "a.log"
-    log.write_text("")
-    watch, _ = _watch(log, kind_every=1e9)
-    released: list[float] = []
-    watch.state.release = lambda: released.append(now)
-    for now in (0.0, RELEASE_EVERY_S - 0.1, RELEASE_EVERY_S, RELEASE_EVERY_S + 0.1):
-        watch.step(now)
-    assert released == [RELEASE_EVERY_S]
-    watch.naming = threading.Thread(target=lambda: None)  # a classification running apart
-    for now in (3 * RELEASE_EVERY_S, 4 * RELEASE_EVERY_S):
-        watch.step(now)
-    assert released == [RELEASE_EVERY_S]
 
 
 def test_a_poll_reading_a_known_file_and_a_new_one_reports_the_duplicate_in_the_known_one(tmp_path):

@@ -26,10 +26,6 @@ QUIET, SENT, LOST, INTERRUPTED = 0, 3, 4, 130
 # Plan.kind_every, so that on a small state its share stays a small fixed one, not 1/KIND_COST_RATIO)
 KIND_COST_RATIO = 40
 MIN_REST_SHARE = 5  # the least rest between two polls: a fifth of the poll period
-# the state's cache is let go of this often (State.release) while no classification runs, as well as after each one:
-# the blocks a poll reads for the few kept sends its index points to are seldom read again, and kept they would fill
-# the state's memory limit between two namings
-RELEASE_EVERY_S = 10.0
 # A poll costs nearly the same however few lines it reads (its statements are planned each time): polling every
 # 0.75 s keeps a busy watch inside its share of a core while a duplicate is still reported within a second
 # (docs/benchmarks.md, watch).
@@ -100,7 +96,7 @@ class Watch:
         """One poll: read what is new, say what changed; the Ending when the watch is to end."""
         if self.started is None:
             self.started = now
-            self.marks = {"discover": now, "kind": now, "status": now, "release": now}
+            self.marks = {"discover": now, "kind": now, "status": now}
         start, marks = self.started, self.marks
         chunks, notices = self.follower.poll()
         if now - marks["discover"] >= self.plan.discover_every:
@@ -118,9 +114,6 @@ class Watch:
             return ending
         self.hooks.tick(now)
         self._say_kinds()
-        if self.naming is None and now - marks["release"] >= RELEASE_EVERY_S:
-            self.state.release()
-            marks["release"] = now
         if self.unnamed and self.naming is None \
                 and now - marks["kind"] >= max(self.plan.kind_every, KIND_COST_RATIO * self.kind_cost):
             self.unnamed = 0

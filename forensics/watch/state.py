@@ -256,10 +256,9 @@ class State:
         return thread
 
     def release(self) -> None:
-        """Let go of the state's blocks DuckDB keeps cached once read (by classify, which reads the whole state, and
-        by the polls): cached up to the memory limit, they would keep the watch's memory growing with the state until
-        it is a limit's worth. Between polls, while no classification runs apart (its memory would be taken from
-        under it)."""
+        """Let go of the state's blocks DuckDB keeps cached once read (by classify, which reads the whole state):
+        cached up to the memory limit, they would keep the watch's memory growing with the state until it is a
+        limit's worth. Between polls, after a classification: nothing else reads the state meanwhile."""
         import duckdb
 
         try:
