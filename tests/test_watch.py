@@ -156,6 +156,24 @@ def test_the_status_counts_sends_per_worker_in_the_last_minute_people_files_and_
 
 
 @pytest.mark.slow
+def test_the_status_adds_up_a_workers_sends_read_in_several_loads_of_one_poll(tmp_path):
+    known, new = tmp_path / "a.log", tmp_path / "b.log"
+    known.write_text("")
+    events: list[dict] = []
+    watch = Watch(Follower([str(tmp_path)], from_start=False), State(Options()), Plan(discover_every=0.0),
+                  events.append)
+    known.write_text(_send("m1"))
+    watch.step(100.0)
+    new.write_text("")
+    watch.step(101.0)  # the new file found, nothing read of it yet
+    with open(known, "a") as handle:  # read apart from the new file's lines: its shape is known
+        handle.write(_send("m2", to="bo@example.com"))
+    new.write_text(_send("m3", to="cy@example.com"))
+    watch.step(102.0)
+    assert watch._status(102.0)["sends_per_minute"] == {"w1": 3}
+
+
+@pytest.mark.slow
 def test_a_file_without_new_lines_is_said_to_have_stopped_growing_once(tmp_path):
     log = tmp_path / "a.log"
     log.write_text("")
@@ -349,6 +367,57 @@ def test_the_send_index_points_to_every_row_sharing_a_key_and_to_few_others(tmp_
     assert len(index.runs) < 12  # merged as they grow
     files = sorted(p.name for p in tmp_path.iterdir())
     assert len(files) == (sum(len(run) >= 64 for run in index.runs) if on_disk else 0)  # a merged run's file goes
+
+
+def test_a_search_of_the_index_leaves_none_of_its_mapped_runs_resident(tmp_path, monkeypatch):
+    import numpy as np
+
+    from forensics.watch import keys
+
+    monkeypatch.setattr(keys, "ON_DISK", 1024)
+    index, rng = keys.RowIndex(tmp_path), np.random.default_rng(3)
+    for poll in range(100):  # 100,000 keys: a run of a few hundred pages
+        index.add(rng.integers(0, 2**63, 1000, dtype=np.uint64), np.arange(poll * 1000, poll * 1000 + 1000))
+    for _ in range(5):  # a poll's worth of searches each, as many as to read every page of a run between them
+        index.rows(rng.integers(0, 2**63, 500, dtype=np.uint64))
+    resident = _resident_kb(tmp_path)
+    assert resident and set(resident.values()) == {0}, resident
+
+
+def _resident_kb(folder: Path) -> dict[str, int]:
+    """Resident kB of this process's mappings of the files in `folder` (/proc/self/smaps)."""
+    resident, mapped = {}, None
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        fields = line.split()
+        if "-" in fields[0] and ":" not in fields[0]:  # a mapping's first line: range, perms, offset, dev, inode, path
+            mapped = fields[5] if len(fields) > 5 and fields[5].startswith(str(folder)) else None
+        elif mapped and fields[0] == "Rss:":
+            resident[mapped] = resident.get(mapped, 0) + int(fields[1])
+    return resident
+
+
+def test_a_backlog_bigger_than_a_load_is_added_in_pieces_numbered_as_in_its_file(tmp_path, monkeypatch):
+    from forensics.watch import state as watch_state
+    from forensics.watch.follow import Chunk
+
+    lines = [_send(f"m{i}", to=f"p{i}@example.com") for i in range(6)] + [_send("m9", worker="w2", to="p1@example.com")]
+    monkeypatch.setattr(watch_state, "TAKE_BYTES", 2 * len(lines[0]) + 1)  # two lines a load
+    state = State(Options())
+    changes = state.take([Chunk(str(tmp_path / "a.log"), "".join(lines).encode(), 10)])
+    assert [(d["recipient"], [s["line"] for s in d["first_sends"]]) for d in changes.duplicates] == [
+        ("p1@example.com", [12, 17])]
+    assert sum(row["sends"] for row in changes.sends) == 7
+    state.close()
+
+
+def test_a_piece_of_a_backlog_ends_at_a_line_end_and_a_longer_line_stays_whole():
+    from forensics.watch.follow import Chunk
+    from forensics.watch.state import _pieces
+
+    chunk = Chunk("a.log", b"ab\ncd\n" + b"x" * 20 + b"\nef\n", 4)
+    assert [(p.data, p.lines_before) for p in _pieces(chunk, 5)] == [
+        (b"ab\n", 4), (b"cd\n", 5), (b"x" * 20 + b"\n", 6), (b"ef\n", 7)]
+    assert [p.data for p in _pieces(chunk, 100)] == [chunk.data]
 
 
 def test_two_send_indexes_in_one_folder_keep_their_own_runs(tmp_path, monkeypatch):

@@ -7,8 +7,10 @@ The keys are kept as their upper 32 bits beside the row's number (rowid), in sor
 grow (a log-structured merge: each key is moved O(log n) times). Two keys that share their upper bits only both
 come out: the SQL compares the rows it is pointed to exactly, so a shared prefix costs a row read, never a miss.
 A run past ON_DISK entries is written to a file of the watch's run folder and mapped, not held: a binary search
-reads a few of its pages; the pages read are let go every RELEASE_EVERY searches (they stay in the system's page
-cache, not in the watch's memory), so that the watch's memory does not grow with the sends it keeps."""
+reads a few of its pages, let go once it is done (they stay in the system's page cache, not in the watch's memory).
+The keys are hashes, spread evenly: a poll's few hundred searches read pages all over a run, and a handful of polls
+read nearly all of it, so that pages let go only every few searches kept the whole index resident (16 bytes a send
+kept), growing with the watch."""
 
 from __future__ import annotations
 
@@ -20,7 +22,6 @@ import numpy as np
 
 MERGE_RATIO = 2  # a run is merged into the one before it once it is at least half its size
 ON_DISK = 1 << 18  # entries of a run from which it is a mapped file
-RELEASE_EVERY = 20  # searches between two releases of the mapped pages they read
 
 _RUN = np.dtype([("key", np.uint32), ("row", np.uint32)])
 
@@ -31,7 +32,6 @@ class RowIndex:
         self.name = name  # their files' names begin with it: two indexes may share a folder
         self.runs: list[np.ndarray] = []  # sorted by key, largest first
         self._numbers = itertools.count(1)
-        self._searches = 0
 
     def add(self, keys: np.ndarray, rows: np.ndarray) -> None:
         if not len(keys):
@@ -54,9 +54,7 @@ class RowIndex:
             left = np.searchsorted(run_keys, wanted, "left")
             right = np.searchsorted(run_keys, wanted, "right")
             found.append(np.asarray(run["row"][_ranges(left, right)]))
-        self._searches += 1
-        if self._searches % RELEASE_EVERY == 0:
-            self.release()
+        self.release()
         return np.unique(np.concatenate(found))
 
     def release(self) -> None:

@@ -138,7 +138,10 @@ class Watch:
             self.emit({"event": worker["what"], "worker": worker["worker"], "incarnation": worker["incarnation"],
                        "ts": _iso(worker["ts"]), "source": worker["source"]})
         if changes.sends:
-            self.rates.append((now, {row["worker"]: row["sends"] for row in changes.sends}))
+            counts: dict = {}  # a poll read in several loads has a row per worker for each
+            for row in changes.sends:
+                counts[row["worker"]] = counts.get(row["worker"], 0) + row["sends"]
+            self.rates.append((now, counts))
             self._forget_rates(now)
             if self.plan.expect_quiet is not None:
                 first = min((row["first"] for row in changes.sends), key=lambda s: s["ts"])

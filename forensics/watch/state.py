@@ -37,6 +37,10 @@ CHUNKS_PREFIX = "mailmortem-watch-"
 SCRATCH_MEMORY, STATE_MEMORY = "256MB", "96MB"
 # the state's memory limit for a moment after kinds are named (State.release): what classify read is let go of
 RELEASED_MEMORY = "16MB"
+# a poll's new lines are added to the state this many bytes at a time at most (a chunk cut at a line's end): a
+# backlog read at once (--since all over several files, a stream piped in whole) would otherwise be looked up and
+# compared in one statement, beyond the state's memory limit
+TAKE_BYTES = 2 * 2**20
 
 
 @dataclass
@@ -93,8 +97,9 @@ class State:
     def take(self, chunks: list[Chunk]) -> Changes:
         """Read the chunks into the state and say what changed."""
         changes = Changes()
-        for group in self._groups(chunks).values():
-            self._read(group, changes)
+        for batch in _batches(chunks, TAKE_BYTES):
+            for group in self._groups(batch).values():
+                self._read(group, changes)
         return changes
 
     def _groups(self, chunks: list[Chunk]) -> dict[tuple, list[Chunk]]:
@@ -299,3 +304,32 @@ class State:
 
     def close(self) -> None:
         runfolders.remove(self.folder)
+
+
+def _batches(chunks: list[Chunk], size: int):
+    """The chunks in order, in batches of at most `size` bytes (a chunk larger than that cut at lines' ends; a line
+    longer than `size` kept whole)."""
+    batch, held = [], 0
+    for chunk in chunks:
+        for piece in _pieces(chunk, size):
+            if batch and held + len(piece.data) > size:
+                yield batch
+                batch, held = [], 0
+            batch.append(piece)
+            held += len(piece.data)
+    if batch:
+        yield batch
+
+
+def _pieces(chunk: Chunk, size: int):
+    """The chunk cut after the last line end within each `size` bytes (the first line end after them, for a longer
+    line), each piece numbered from the lines before it."""
+    data, before = chunk.data, chunk.lines_before
+    while len(data) > size:
+        cut = (data.rfind(b"\n", 0, size) + 1) or (data.find(b"\n", size) + 1)
+        if not cut or cut == len(data):
+            break
+        yield dataclasses.replace(chunk, data=data[:cut], lines_before=before)
+        before += data.count(b"\n", 0, cut)
+        data = data[cut:]
+    yield dataclasses.replace(chunk, data=data, lines_before=before)
