@@ -396,6 +396,66 @@ def _resident_kb(folder: Path) -> dict[str, int]:
     return resident
 
 
+def _stdin_pipe(monkeypatch) -> int:
+    """A pipe in place of standard input; its write end."""
+    import io
+
+    read, write = os.pipe()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(open(read, "rb")))
+    return write
+
+
+def test_a_stream_piped_in_faster_than_it_is_read_is_held_only_up_to_a_limit(monkeypatch):
+    import select
+
+    from forensics.watch import follow
+
+    monkeypatch.setattr(follow, "STREAM_HELD", 1 << 16)
+    write = _stdin_pipe(monkeypatch)
+    stream, line, written = follow._Stream(), b"x" * 99 + b"\n", 0
+    os.set_blocking(write, False)
+    while True:  # write until the pipe stays full: the reading thread holds the limit's worth and waits
+        assert written < 64 * follow.STREAM_HELD, "the reading thread never stopped reading"
+        try:
+            written += os.write(write, line * 64)
+        except BlockingIOError:
+            with stream._lock:
+                if len(stream._buffer) >= follow.STREAM_HELD:
+                    break
+            select.select([], [write], [], 5)  # the thread drains the pipe meanwhile
+    chunks: list = []
+    stream.take(chunks, [])
+    assert follow.STREAM_HELD <= len(chunks[0].data) < follow.STREAM_HELD + (1 << 16) + len(line)
+    os.set_blocking(write, True)
+    os.close(write)
+    notices: list = []
+    while not notices:  # the rest is read once a poll took what was held, then the stream closes
+        stream.take(chunks, notices)
+        select.select([], [], [], 0.01)
+    assert sum(len(c.data) for c in chunks) == written and [n.what for n in notices] == ["stream-closed"]
+
+
+def test_a_stream_line_longer_than_the_limit_is_read_whole(monkeypatch):
+    import select
+    import threading
+
+    from forensics.watch import follow
+
+    monkeypatch.setattr(follow, "STREAM_HELD", 1 << 12)
+    write = _stdin_pipe(monkeypatch)
+    stream = follow._Stream()
+    long = b"y" * (1 << 18)  # more than the pipe holds: written only as the thread reads it, past the limit
+    writer = threading.Thread(target=lambda: (os.write(write, long + b"\nz\n"), os.close(write)), daemon=True)
+    writer.start()
+    writer.join(60)
+    assert not writer.is_alive(), "the reading thread stopped inside a line"
+    chunks, notices = [], []
+    while not notices:
+        stream.take(chunks, notices)
+        select.select([], [], [], 0.01)
+    assert b"".join(c.data for c in chunks) == long + b"\nz\n"
+
+
 def test_a_backlog_bigger_than_a_load_is_added_in_pieces_numbered_as_in_its_file(tmp_path, monkeypatch):
     from forensics.watch import state as watch_state
     from forensics.watch.follow import Chunk

@@ -22,6 +22,9 @@ from forensics.ingest.sources import Unreadable, files_named
 STREAM = "-"
 STREAM_LABEL = "<stdin>"
 TAIL_BYTES = 64
+# bytes of standard input held unread at most: beyond, the reading thread waits for a poll to take them, and so does
+# the writer (the pipe fills), rather than the watch holding a stream piped in faster than it reads
+STREAM_HELD = 8 * 2**20
 GZIP_MAGIC = b"\x1f\x8b"
 
 
@@ -305,6 +308,8 @@ class _Stream:
         self.lines = 0
         self._buffer = bytearray()
         self._lock = threading.Lock()
+        self._taken = threading.Condition(self._lock)  # a poll took the lines held
+        self._ended = False  # the bytes held end at least one line (a line longer than STREAM_HELD is read whole)
         self._eof = False
         self.grew_at = time.monotonic()
         threading.Thread(target=self._pump, daemon=True).start()
@@ -320,6 +325,9 @@ class _Stream:
                     self._eof = True
                     return
                 self._buffer += data
+                self._ended = self._ended or b"\n" in data
+                while self._ended and len(self._buffer) >= STREAM_HELD:
+                    self._taken.wait()
 
     def take(self, chunks: list[Chunk], notices: list[Notice]) -> None:
         if self.closed:
@@ -329,7 +337,8 @@ class _Stream:
             if self._eof:  # a last line without its newline is still a line
                 end = len(self._buffer)
             data, self._buffer[:end] = bytes(self._buffer[:end]), b""
-            eof = self._eof
+            eof, self._ended = self._eof, False  # what is left holds no line end
+            self._taken.notify()
         if data:
             self.grew_at = time.monotonic()
             chunks.append(Chunk(STREAM_LABEL, data if data.endswith(b"\n") else data + b"\n", self.lines))
