@@ -72,9 +72,13 @@ FROM watch_chunk_skipped s
 JOIN watch_chunk_files f ON f.chunk = s.source AND s.line_no BETWEEN f.first_line AND f.last_line
 
 -- name: watch_candidate_keys
--- The hashes of the poll's candidate sends, for the index of watch_sends.
+-- The hashes of the poll's candidate sends, for the index of watch_sends, in the order they are added, and whether
+-- the person was reported already (their kept sends need not be read: watch_new_duplicates reports no one twice).
 -- dialect: duckdb
-SELECT person, send FROM watch_candidate_sends
+SELECT c.person, c.send, EXISTS (SELECT 1 FROM watch_people p
+                                 WHERE p.campaign = c.campaign AND p.step = c.step AND p.recipient = c.recipient
+                                ) AS reported
+FROM watch_candidate_sends c ORDER BY c.rowid
 
 -- name: watch_add_sends
 -- Keep the poll's new real sends: its candidates less the copies of sends already kept, compared exactly with the
@@ -105,14 +109,18 @@ SELECT rowid AS rid, person, send FROM watch_sends WHERE rowid >= :first_row
 -- before; with their first two sends in time order (msg_id, worker, time, file and line), noted as reported.
 -- dialect: duckdb
 CREATE OR REPLACE TEMP TABLE watch_duplicates AS
-WITH touched AS (  -- the sends of the people the new sends name: the kept ones the index points to (watch_person_rows),
-                  -- compared exactly, and the poll's own
+WITH unreported AS (  -- the new sends to people not reported yet
+    SELECT * FROM watch_new_sends n
+    WHERE NOT EXISTS (SELECT 1 FROM watch_people p
+                      WHERE p.campaign = n.campaign AND p.step = n.step AND p.recipient = n.recipient)
+), touched AS (  -- the sends of the people they name: the kept ones the index points to (watch_person_rows), compared
+                 -- exactly, and the poll's own
     SELECT k.*, true AS kept FROM watch_sends k
     WHERE k.rowid IN (SELECT rid FROM watch_person_rows)
-      AND EXISTS (SELECT 1 FROM watch_new_sends n WHERE n.campaign = k.campaign AND n.step = k.step
-                                                    AND n.recipient = k.recipient)
+      AND EXISTS (SELECT 1 FROM unreported n WHERE n.campaign = k.campaign AND n.step = k.step
+                                               AND n.recipient = k.recipient)
     UNION ALL
-    SELECT *, false FROM watch_new_sends
+    SELECT *, false FROM unreported
 ), twice AS (  -- the people with two sends or more, found on their hash first (no list built for everyone else)
     SELECT person FROM touched GROUP BY person HAVING count(*) >= 2
 )

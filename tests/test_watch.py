@@ -324,6 +324,22 @@ def test_a_poll_reading_a_known_file_and_a_new_one_reports_the_duplicate_in_the_
     state.close()
 
 
+def test_a_person_reported_is_not_reported_again_nor_their_kept_sends_read_however_often_they_are_sent_to(tmp_path):
+    from forensics.watch.follow import Chunk
+
+    state = State(Options())
+    log, asked = str(tmp_path / "a.log"), []
+    people_rows = state.person_rows.rows
+    state.person_rows.rows = lambda keys: (asked.append(len(keys)), people_rows(keys))[1]
+    first = state.take([Chunk(log, (_send("m1") + _send("m2", worker="w2")).encode(), 0)])
+    assert [(d["recipient"], d["sends"]) for d in first.duplicates] == [("ana@example.com", 2)]
+    again = _send("m3") + _send("m4", worker="w2") + _send("m5", to="bo@example.com")
+    later = state.take([Chunk(log, (again + _send("m6", worker="w2", to="bo@example.com")).encode(), 2)])
+    assert [(d["recipient"], d["sends"]) for d in later.duplicates] == [("bo@example.com", 2)]
+    assert asked == [2, 2]  # ana's two new sends were not looked up
+    state.close()
+
+
 @pytest.mark.slow
 def test_a_send_logged_again_many_polls_later_is_one_send_and_a_new_one_to_that_person_is_a_duplicate(tmp_path,
                                                                                                 monkeypatch):
@@ -456,6 +472,7 @@ def test_a_stream_line_longer_than_the_limit_is_read_whole(monkeypatch):
     assert b"".join(c.data for c in chunks) == long + b"\nz\n"
 
 
+@pytest.mark.slow
 def test_a_backlog_bigger_than_a_load_is_added_in_pieces_numbered_as_in_its_file(tmp_path, monkeypatch):
     from forensics.watch import state as watch_state
     from forensics.watch.follow import Chunk

@@ -201,14 +201,17 @@ class State:
         import pyarrow as pa
 
         keys = queries.arrow(self.con, "watch_candidate_keys")
-        persons, sends = (keys.column(c).to_numpy() for c in ("person", "send"))
+        persons, sends, reported = (keys.column(c).to_numpy() for c in ("person", "send", "reported"))
         copies = self.send_rows.rows(sends).astype("int64")
-        people = self.person_rows.rows(persons).astype("int64")
+        # of people reported already, no kept send is read: a person sent to over and over (a retry loop) would
+        # otherwise cost a read of every send kept to them at each new one
+        unreported = persons[~reported]
+        people = self.person_rows.rows(unreported).astype("int64")
         self.con.register("watch_copy_rows", pa.table({"rid": copies}))
         self.con.register("watch_person_rows", pa.table({"rid": people}))
-        # a new duplicate is a person the index points to kept sends of, or one named twice in the poll: without
-        # either, watch_new_duplicates would find no one
-        duplicates = bool(len(people)) or len(np.unique(persons)) < len(persons)
+        # a new duplicate is a person not reported yet whom the index points to kept sends of, or who is named twice
+        # in the poll: without either, watch_new_duplicates would find no one
+        duplicates = bool(len(people)) or len(np.unique(unreported)) < len(unreported)
         try:
             queries.script(self.con, "watch_add_sends" if len(copies) else "watch_add_fresh_sends")
             if duplicates:
