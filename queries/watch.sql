@@ -4,8 +4,8 @@
 -- there, first_line to last_line, and the lines of its own file before it)
 -- and are added to watch_events and watch_skipped, numbered as in their file. Sends, people and workers are
 -- kept up to date from the new rows only: no statement of a poll reads every send kept (watch_sends is read only
--- at the rows forensics/watch/keys.py points to), so that a poll costs the same after an hour as after a minute;
--- the whole state is read again only to name kinds (classify, at most 1/40 of the time: forensics/watch/run.py).
+-- at the rows forensics/watch/keys.py points to; watch_people, one row per duplicated person reported, is read whole),
+-- so that a poll costs nearly the same after an hour as after a minute; the whole state is read again only to name kinds (classify, at most 1/40 of the time: forensics/watch/run.py).
 
 -- name: watch_create_state
 -- The state tables, shaped like the loader's events and skipped (made empty from the first chunk).

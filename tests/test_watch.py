@@ -487,6 +487,22 @@ def test_a_backlog_bigger_than_a_load_is_added_in_pieces_numbered_as_in_its_file
     state.close()
 
 
+@pytest.mark.slow
+def test_a_csv_backlog_bigger_than_a_load_is_read_under_its_header_in_every_piece(tmp_path, monkeypatch):
+    from forensics.watch import state as watch_state
+    from forensics.watch.follow import Chunk
+
+    rows = [f"2026-11-28T09:00:0{i}Z,send,w1,c-7,1,p{i}@example.com,m{i}" for i in range(6)]
+    text = "\n".join(["ts,event,worker,campaign,step,recipient,msg_id", *rows, rows[1].replace("m1", "m9")]) + "\n"
+    monkeypatch.setattr(watch_state, "TAKE_BYTES", 2 * len(rows[0]) + 3)  # two lines a load
+    state = State(Options())
+    changes = state.take([Chunk(str(tmp_path / "a.csv"), text.encode(), 0)])
+    assert [(d["recipient"], [s["line"] for s in d["first_sends"]]) for d in changes.duplicates] == [
+        ("p1@example.com", [3, 8])]
+    assert sum(row["sends"] for row in changes.sends) == 7
+    state.close()
+
+
 def test_a_piece_of_a_backlog_ends_at_a_line_end_and_a_longer_line_stays_whole():
     from forensics.watch.follow import Chunk
     from forensics.watch.state import _pieces

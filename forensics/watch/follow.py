@@ -264,8 +264,8 @@ class Follower:
         if followed.offset == 0:
             followed.prefix = b""
         chunks.append(Chunk(followed.label, data, followed.lines, followed.prefix))
-        if followed.offset == 0 and _looks_like_csv_header(data):
-            followed.prefix = data[:data.index(b"\n") + 1]
+        if followed.offset == 0:
+            followed.prefix = csv_header(data)
         followed.offset += len(data)
         followed.tail = data[-TAIL_BYTES:]
         followed.lines += data.count(b"\n")
@@ -368,9 +368,13 @@ def _count_lines(fd: int, end: int) -> int:
     return count
 
 
-def _looks_like_csv_header(data: bytes) -> bool:
-    first = data[:data.find(b"\n")].strip()
-    return b"," in first and not first.startswith((b"{", b"[")) and b"=" not in first and b"@" not in first
+def csv_header(data: bytes) -> bytes:
+    """The first line of a file's first lines (which end with a line end) when it looks like a CSV header, b""
+    otherwise: each later chunk of the file is read under it."""
+    line = data[:data.find(b"\n") + 1]
+    first = line.strip()
+    looks = b"," in first and not first.startswith((b"{", b"[")) and b"=" not in first and b"@" not in first
+    return line if looks else b""
 
 
 def _rotated_copy(path: str, files: dict[str, Followed]) -> bool:

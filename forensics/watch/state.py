@@ -27,7 +27,7 @@ from forensics.ingest import load as ingest
 from forensics.ingest.envelopes import NONE as NO_ENVELOPE, Reading
 from forensics.ingest.fields import FieldMap
 from forensics.ingest.sources import Source
-from forensics.watch.follow import Chunk
+from forensics.watch.follow import Chunk, csv_header
 from forensics.watch.keys import RowIndex
 
 CHUNKS_PREFIX = "mailmortem-watch-"
@@ -327,12 +327,14 @@ def _batches(chunks: list[Chunk], size: int):
 def _pieces(chunk: Chunk, size: int):
     """The chunk cut after the last line end within each `size` bytes (the first line end after them, for a longer
     line), each piece numbered from the lines before it."""
-    data, before = chunk.data, chunk.lines_before
+    data, before, piece = chunk.data, chunk.lines_before, chunk
+    # a file's first lines: the pieces after the first are read under its CSV header, as the follower's later chunks
+    later = dataclasses.replace(chunk, prefix=csv_header(data)) if before == 0 and not chunk.prefix else chunk
     while len(data) > size:
         cut = (data.rfind(b"\n", 0, size) + 1) or (data.find(b"\n", size) + 1)
         if not cut or cut == len(data):
             break
-        yield dataclasses.replace(chunk, data=data[:cut], lines_before=before)
+        yield dataclasses.replace(piece, data=data[:cut], lines_before=before)
         before += data.count(b"\n", 0, cut)
-        data = data[cut:]
-    yield dataclasses.replace(chunk, data=data, lines_before=before)
+        data, piece = data[cut:], later
+    yield dataclasses.replace(piece, data=data, lines_before=before)
