@@ -430,20 +430,22 @@ def test_a_stream_piped_in_faster_than_it_is_read_is_held_only_up_to_a_limit(mon
     write = _stdin_pipe(monkeypatch)
     stream, line, written = follow._Stream(), b"x" * 99 + b"\n", 0
     os.set_blocking(write, False)
-    while True:  # write until the pipe stays full: the reading thread holds the limit's worth and waits
-        assert written < 64 * follow.STREAM_HELD, "the reading thread never stopped reading"
-        try:
-            written += os.write(write, line * 64)
-        except BlockingIOError:
-            with stream._lock:
-                if len(stream._buffer) >= follow.STREAM_HELD:
-                    break
-            select.select([], [write], [], 5)  # the thread drains the pipe meanwhile
-    chunks: list = []
-    stream.take(chunks, [])
-    assert follow.STREAM_HELD <= len(chunks[0].data) < follow.STREAM_HELD + (1 << 16) + len(line)
-    os.set_blocking(write, True)
-    os.close(write)
+    try:
+        while True:  # write until the pipe stays full: the reading thread holds the limit's worth and waits
+            assert written < 64 * follow.STREAM_HELD, "the reading thread never stopped reading"
+            try:
+                written += os.write(write, line * 64)
+            except BlockingIOError:
+                with stream._lock:
+                    if len(stream._buffer) >= follow.STREAM_HELD:
+                        break
+                select.select([], [write], [], 0.5)  # the thread drains the pipe meanwhile
+        chunks: list = []
+        stream.take(chunks, [])  # what was held, less the end of a line not read whole yet
+        assert follow.STREAM_HELD - len(line) <= len(chunks[0].data) < follow.STREAM_HELD + (1 << 16) + len(line)
+    finally:  # the thread reads on to the end of the pipe: standard input can then be put back
+        os.set_blocking(write, True)
+        os.close(write)
     notices: list = []
     while not notices:  # the rest is read once a poll took what was held, then the stream closes
         stream.take(chunks, notices)
@@ -461,10 +463,12 @@ def test_a_stream_line_longer_than_the_limit_is_read_whole(monkeypatch):
     write = _stdin_pipe(monkeypatch)
     stream = follow._Stream()
     long = b"y" * (1 << 18)  # more than the pipe holds: written only as the thread reads it, past the limit
-    writer = threading.Thread(target=lambda: (os.write(write, long + b"\nz\n"), os.close(write)), daemon=True)
+    writer = threading.Thread(target=os.write, args=(write, long + b"\nz\n"), daemon=True)
     writer.start()
     writer.join(60)
-    assert not writer.is_alive(), "the reading thread stopped inside a line"
+    alive = writer.is_alive()
+    os.close(write)  # the thread reads on to the end of the pipe: standard input can then be put back
+    assert not alive, "the reading thread stopped inside a line"
     chunks, notices = [], []
     while not notices:
         stream.take(chunks, notices)
