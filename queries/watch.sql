@@ -4,8 +4,9 @@
 -- there, first_line to last_line, and the lines of its own file before it)
 -- and are added to watch_events and watch_skipped, numbered as in their file. Sends, people and workers are
 -- kept up to date from the new rows only: no statement of a poll reads every send kept (watch_sends is read only
--- at the rows forensics/watch/keys.py points to; watch_people, one row per duplicated person reported, is read whole),
--- so that a poll costs nearly the same after an hour as after a minute; the whole state is read again only to name kinds (classify, at most 1/40 of the time: forensics/watch/run.py).
+-- at the rows forensics/watch/keys.py points to; watch_people, one row per duplicated person reported, is read
+-- whole), so that a poll costs nearly the same after an hour as after a minute; the whole state is read again only
+-- to name kinds (classify, at most 1/40 of the time: forensics/watch/run.py).
 
 -- name: watch_create_state
 -- The state tables, shaped like the loader's events and skipped (made empty from the first chunk).
@@ -31,11 +32,15 @@ JOIN watch_chunk_files f ON f.chunk = e.source AND e.line_no BETWEEN f.first_lin
 INSERT INTO watch_events SELECT * FROM watch_new_events;
 -- the poll's candidate sends (one per msg_id and recipient within the poll), with the hashes the watch's index of
 -- watch_sends (forensics/watch/keys.py) is asked for: the rows of the kept sends that may be the same send or the
--- same person
+-- same person; and whether the person was reported already (their kept sends need not be read: watch_new_duplicates
+-- reports no one twice)
 CREATE OR REPLACE TEMP TABLE watch_candidate_sends AS
 SELECT n.source, n.line_no AS line, n.ts, n.worker, coalesce(n.campaign, '') AS campaign, coalesce(n.step, '') AS step,
        n.recipient, n.msg_id, hash(coalesce(n.campaign, ''), coalesce(n.step, ''), n.recipient) AS person,
-       hash(n.msg_id, n.recipient) AS send
+       hash(n.msg_id, n.recipient) AS send,
+       EXISTS (SELECT 1 FROM watch_people p WHERE p.campaign = coalesce(n.campaign, '')
+                                               AND p.step = coalesce(n.step, '') AND p.recipient = n.recipient
+              ) AS reported
 FROM watch_new_events n
 WHERE n.event = 'send' AND n.msg_id IS NOT NULL AND mm_ok_status(n.status) AND n.recipient IS NOT NULL
   AND n.recipient <> ''
@@ -73,12 +78,9 @@ JOIN watch_chunk_files f ON f.chunk = s.source AND s.line_no BETWEEN f.first_lin
 
 -- name: watch_candidate_keys
 -- The hashes of the poll's candidate sends, for the index of watch_sends, in the order they are added, and whether
--- the person was reported already (their kept sends need not be read: watch_new_duplicates reports no one twice).
+-- the person was reported already.
 -- dialect: duckdb
-SELECT c.person, c.send, EXISTS (SELECT 1 FROM watch_people p
-                                 WHERE p.campaign = c.campaign AND p.step = c.step AND p.recipient = c.recipient
-                                ) AS reported
-FROM watch_candidate_sends c ORDER BY c.rowid
+SELECT person, send, reported FROM watch_candidate_sends ORDER BY rowid
 
 -- name: watch_add_sends
 -- Keep the poll's new real sends: its candidates less the copies of sends already kept, compared exactly with the
@@ -90,14 +92,14 @@ SELECT msg_id, recipient FROM watch_sends WHERE rowid IN (SELECT rid FROM watch_
 CREATE OR REPLACE TEMP TABLE watch_new_sends AS
 SELECT c.* FROM watch_candidate_sends c
 WHERE NOT EXISTS (SELECT 1 FROM watch_known_sends k WHERE k.msg_id = c.msg_id AND k.recipient = c.recipient);
-INSERT INTO watch_sends SELECT * FROM watch_new_sends
+INSERT INTO watch_sends SELECT * EXCLUDE (reported) FROM watch_new_sends
 
 -- name: watch_add_fresh_sends
 -- watch_add_sends when the index points to no kept row (watch_copy_rows empty, as it is for most polls): every
 -- candidate is new, in the order watch_candidate_keys read them.
 -- dialect: duckdb
 CREATE OR REPLACE TEMP TABLE watch_new_sends AS SELECT * FROM watch_candidate_sends;
-INSERT INTO watch_sends SELECT * FROM watch_new_sends
+INSERT INTO watch_sends SELECT * EXCLUDE (reported) FROM watch_new_sends
 
 -- name: watch_added_keys
 -- The rows watch_add_sends added (from :first_row on), with their hashes, for the index.
@@ -110,9 +112,7 @@ SELECT rowid AS rid, person, send FROM watch_sends WHERE rowid >= :first_row
 -- dialect: duckdb
 CREATE OR REPLACE TEMP TABLE watch_duplicates AS
 WITH unreported AS (  -- the new sends to people not reported yet
-    SELECT * FROM watch_new_sends n
-    WHERE NOT EXISTS (SELECT 1 FROM watch_people p
-                      WHERE p.campaign = n.campaign AND p.step = n.step AND p.recipient = n.recipient)
+    SELECT * EXCLUDE (reported) FROM watch_new_sends WHERE NOT reported
 ), touched AS (  -- the sends of the people they name: the kept ones the index points to (watch_person_rows), compared
                  -- exactly, and the poll's own
     SELECT k.*, true AS kept FROM watch_sends k
