@@ -314,3 +314,10 @@ ORDER BY source
 -- DuckDB's temp folder (a private one per case, removed at exit), where our own copies of inputs go too.
 -- dialect: duckdb
 SELECT current_setting('temp_directory') AS folder
+
+-- name: database_file
+-- The connection's database file (empty for an in-memory one), its temp folder and its memory limit: what opening it
+-- again on a new connection takes (forensics/ingest/case.py reopened).
+-- dialect: duckdb
+SELECT path, current_setting('temp_directory') AS spill, current_setting('memory_limit') AS memory_limit
+FROM duckdb_databases() WHERE database_name = current_database()

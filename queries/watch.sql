@@ -6,7 +6,7 @@
 -- kept up to date from the new rows only: no statement of a poll reads every send kept (watch_sends is read only
 -- at the rows forensics/watch/keys.py points to; watch_people, one row per duplicated person reported, is read
 -- whole), so that a poll costs nearly the same after an hour as after a minute; the whole state is read again only
--- to name kinds (classify, at most 1/40 of the time: forensics/watch/run.py).
+-- to name kinds (classify, at most 1/80 of the time: forensics/watch/run.py).
 
 -- name: watch_create_state
 -- The state tables, shaped like the loader's events and skipped (made empty from the first chunk).

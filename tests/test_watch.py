@@ -20,7 +20,7 @@ from forensics.watch.run import Ending, Plan, Watch
 from forensics.watch.state import Options, State
 
 
-def _replayed(sim_files: list[Path], into: Path, parts: int):
+def _replayed(sim_files: list[Path], into: Path, parts: int, reopen_every: float = 300.0):
     """The watch over empty copies of the files, then each file's lines appended in `parts` pieces, a poll after
     each piece (as a writer at speed would leave them), then the end of the watch."""
     into.mkdir()
@@ -28,7 +28,8 @@ def _replayed(sim_files: list[Path], into: Path, parts: int):
     for name in texts:
         (into / name).write_bytes(b"")
     events: list[dict] = []
-    watch = Watch(Follower([str(into)], from_start=False), State(Options()), Plan(kind_every=1e9), events.append)
+    watch = Watch(Follower([str(into)], from_start=False), State(Options()),
+                  Plan(kind_every=1e9, reopen_every=reopen_every), events.append)
     for part in range(parts):
         for name, lines in texts.items():
             size = -(-len(lines) // parts)
@@ -40,10 +41,12 @@ def _replayed(sim_files: list[Path], into: Path, parts: int):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["mixed", "lease-expiry"])
-def test_a_replayed_incident_reports_the_people_and_kinds_diagnose_finds_in_the_finished_files(tmp_path, kind):
+@pytest.mark.parametrize("kind, reopen_every", [("mixed", 300.0), ("lease-expiry", 300.0), ("mixed", 0.0)])
+def test_a_replayed_incident_reports_the_people_and_kinds_diagnose_finds_in_the_finished_files(tmp_path, kind,
+                                                                                               reopen_every):
+    """Also with the state's database opened again after every poll (reopen_every=0)."""
     sim = simulate(kind, 40, tmp_path / "sim", seed=3)
-    events = _replayed(sim.files, tmp_path / "live", parts=5)
+    events = _replayed(sim.files, tmp_path / "live", parts=5, reopen_every=reopen_every)
     kinds = {}
     for event in events:
         if event["event"] == "kind":
@@ -293,10 +296,12 @@ def test_a_poll_leaves_no_copy_of_the_lines_it_read(tmp_path):
 
 
 @pytest.mark.slow
-def test_kinds_are_named_apart_while_the_polls_go_on(tmp_path):
+@pytest.mark.parametrize("reopen_every", [300.0, 0.0])
+def test_kinds_are_named_apart_while_the_polls_go_on(tmp_path, reopen_every):
+    """Also with the state opened again at every poll where no classification runs (its cursor reads the state)."""
     log = tmp_path / "a.log"
     log.write_text("")
-    watch, events = _watch(log, kind_every=0.0)
+    watch, events = _watch(log, kind_every=0.0, reopen_every=reopen_every)
     log.write_text(_send("m1") + _send("m2", worker="w2"))
     watch.step(0.0)  # the duplicate; its kind is being named apart
     naming = watch.naming
@@ -309,6 +314,30 @@ def test_kinds_are_named_apart_while_the_polls_go_on(tmp_path):
     assert ("ana@example.com", "parallel-worker") in kinds
     watch.finish(Ending(0, "done"))
     assert sorted(e["recipient"] for e in events if e["event"] == "kind") == ["ana@example.com", "bo@example.com"]
+
+
+def test_a_state_opened_again_keeps_what_it_read_and_reports_no_one_twice(tmp_path):
+    import duckdb
+    from forensics.watch.follow import Chunk
+
+    state = State(Options())
+    log = str(tmp_path / "a.log")
+    state.take([Chunk(log, (_send("m1") + _send("m2", worker="w2") + _send("m3", to="bo@example.com")).encode(), 0)])
+    before, limit = state.con, state.con.execute("SELECT current_setting('memory_limit')").fetchall()
+    state.reopen()
+    with pytest.raises(duckdb.ConnectionException):
+        before.execute("SELECT 1")
+    assert state.con.execute("SELECT current_setting('memory_limit'), current_setting('threads')").fetchall() == \
+        [(limit[0][0], 1)]
+    # ana again (reported already), a copy of m1 (no new send), bo's second send, and a worker not seen before
+    changes = state.take([Chunk(log, (_send("m4", worker="w2") + _send("m1") +
+                                      _send("m5", worker="w3", to="bo@example.com")).encode(), 3)])
+    assert [(d["recipient"], d["sends"]) for d in changes.duplicates] == [("bo@example.com", 2)]
+    assert [(w["what"], w["worker"]) for w in changes.workers] == [("new-worker", "w3")]
+    assert sum(row["sends"] for row in changes.sends) == 2
+    assert {(k["recipient"], k["kind"]) for k in state.kind_changes()} == \
+        {("ana@example.com", "parallel-worker"), ("bo@example.com", "parallel-worker")}
+    state.close()
 
 
 def test_a_poll_reading_a_known_file_and_a_new_one_reports_the_duplicate_in_the_known_one(tmp_path):

@@ -69,6 +69,22 @@ def connect(database: str | None = None, memory_limit: str | None = None, input_
     return con
 
 
+def reopened(con):
+    """The same database file opened again on a new connection, with the same memory limit and spill folder; `con`
+    is closed (its pending changes checkpointed). DuckDB's heap of a connection that runs many small statements
+    grows for as long as it is open, and is let go only when it closes (the watch's state: forensics/watch)."""
+    import duckdb
+
+    now = queries.one(con, "database_file")
+    if not now["path"]:
+        raise ValueError("only a connection to a database file can be opened again")
+    con.close()
+    fresh = duckdb.connect(now["path"], config={"memory_limit": now["memory_limit"], "temp_directory": now["spill"],
+                                                "preserve_insertion_order": True})
+    atexit.register(_discard, weakref.ref(fresh), Path(now["spill"]))
+    return fresh
+
+
 def _discard(con_ref, spill: Path) -> None:
     con = con_ref()
     if con is not None:

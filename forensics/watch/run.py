@@ -24,7 +24,7 @@ QUIET, SENT, LOST, INTERRUPTED = 0, 3, 4, 130
 # classify reads everything read so far: it runs again no sooner than this many times its last run's CPU time, so that
 # naming kinds takes at most 1/KIND_COST_RATIO of a core however long the watch has run (and never more often than
 # Plan.kind_every, so that on a small state its share stays a small fixed one, not 1/KIND_COST_RATIO)
-KIND_COST_RATIO = 40
+KIND_COST_RATIO = 80
 MIN_REST_SHARE = 5  # the least rest between two polls: a fifth of the poll period
 # A poll costs nearly the same however few lines it reads (its statements are planned each time): polling every
 # 0.75 s keeps a busy watch inside its share of a core while a duplicate is still reported within a second
@@ -44,6 +44,7 @@ class Plan:
     discover_every: float = 1.0
     kind_every: float = 30.0
     status_every: float = 2.0
+    reopen_every: float = 300.0  # the state's connection is opened again (State.reopen), so that its heap stays flat
 
     @classmethod
     def polling(cls, poll: float | None = None, **plan) -> Plan:
@@ -96,7 +97,7 @@ class Watch:
         """One poll: read what is new, say what changed; the Ending when the watch is to end."""
         if self.started is None:
             self.started = now
-            self.marks = {"discover": now, "kind": now, "status": now}
+            self.marks = {"discover": now, "kind": now, "status": now, "reopen": now}
         start, marks = self.started, self.marks
         chunks, notices = self.follower.poll()
         if now - marks["discover"] >= self.plan.discover_every:
@@ -114,6 +115,9 @@ class Watch:
             return ending
         self.hooks.tick(now)
         self._say_kinds()
+        if self.naming is None and now - marks["reopen"] >= self.plan.reopen_every:
+            self.state.reopen()
+            marks["reopen"] = now
         if self.unnamed and self.naming is None \
                 and now - marks["kind"] >= max(self.plan.kind_every, KIND_COST_RATIO * self.kind_cost):
             self.unnamed = 0

@@ -253,11 +253,12 @@ class State:
             cursor = self.con.cursor()
             try:
                 queries.macros(cursor)  # TEMP macros are the connection's own
-                done(self.kind_changes(cursor), time.thread_time() - began)
+                found = self.kind_changes(cursor)
             except Exception as exc:  # noqa: BLE001 - handed to the loop, which raises it
-                done(exc, time.thread_time() - began)
+                found = exc
             finally:
                 cursor.close()
+            done(found, time.thread_time() - began)  # once the cursor is closed: the loop may then reopen the state
 
         thread = threading.Thread(target=classify_apart, daemon=True)
         thread.start()
@@ -275,6 +276,15 @@ class State:
             pass
         finally:
             queries.run(self.con, "watch_memory_limit", limit=(self.options.memory_limit or STATE_MEMORY).strip())
+
+    def reopen(self) -> None:
+        """The state's connection closed and opened again on its file (forensics.ingest.case.reopened): DuckDB's heap
+        of a connection running a poll's statements grows for as long as it is open, by about 30 MB an hour at 1,000
+        lines/s (docs/benchmarks.md, watch). Between polls, with no classification running (it reads through a
+        cursor of this connection)."""
+        self.con = cases.reopened(self.con)
+        queries.run(self.con, "watch_one_thread")
+        queries.macros(self.con)
 
     def as_case(self, con=None) -> None:
         """events, skipped, files and sends over the state, as a loaded case has them."""
