@@ -85,6 +85,18 @@ def reopened(con):
     return fresh
 
 
+def discard(con) -> None:
+    """Close a connection made by connect and remove its private folder (its database file, if any, with it)."""
+    import duckdb
+
+    try:
+        spill = queries.one(con, "spill_folder")["folder"]
+    except duckdb.ConnectionException:  # closed already: its folder goes at exit
+        return
+    con.close()
+    runfolders.remove(Path(spill))
+
+
 def _discard(con_ref, spill: Path) -> None:
     con = con_ref()
     if con is not None:

@@ -316,6 +316,9 @@ class State:
         return build_document(case, include_affected=False, logs=logs) if case.records else None
 
     def close(self) -> None:
+        """The state's connections closed and every folder of the watch's own removed (the database file with them)."""
+        for con in (self.scratch, self.con):
+            cases.discard(con)
         runfolders.remove(self.folder)
 
 
