@@ -56,10 +56,9 @@ def connect(database: str | None = None, memory_limit: str | None = None, input_
         Path(database).unlink()  # --save writes a fresh case, never mixes two
     limit = _checked_size(memory_limit or DEFAULT_MEMORY_LIMIT)
     spill = runfolders.make(SPILL_PREFIX)
-    config = {"memory_limit": limit, "temp_directory": str(spill), "preserve_insertion_order": True}
     try:
         in_file = database or (str(spill / "case.duckdb") if input_bytes > SMALL_CASE_BYTES else ":memory:")
-        con = duckdb.connect(in_file, config=config)
+        con = duckdb.connect(in_file, config=_config(limit, spill))
     except duckdb.Error as exc:
         runfolders.remove(spill)
         raise ConfigError(f"--memory-limit {memory_limit!r}: {str(exc).splitlines()[0]}") from None
@@ -79,8 +78,7 @@ def reopened(con):
     if not now["path"]:
         raise ValueError("only a connection to a database file can be opened again")
     con.close()
-    fresh = duckdb.connect(now["path"], config={"memory_limit": now["memory_limit"], "temp_directory": now["spill"],
-                                                "preserve_insertion_order": True})
+    fresh = duckdb.connect(now["path"], config=_config(now["memory_limit"], now["spill"]))
     atexit.register(_discard, weakref.ref(fresh), Path(now["spill"]))
     return fresh
 
@@ -93,8 +91,12 @@ def discard(con) -> None:
         spill = queries.one(con, "spill_folder")["folder"]
     except duckdb.ConnectionException:  # closed already: its folder goes at exit
         return
-    con.close()
-    runfolders.remove(Path(spill))
+    _discard(lambda: con, Path(spill))
+
+
+def _config(limit: str, spill) -> dict:
+    """A connection's DuckDB settings: its memory limit, and its private folder to spill to."""
+    return {"memory_limit": limit, "temp_directory": str(spill), "preserve_insertion_order": True}
 
 
 def _discard(con_ref, spill: Path) -> None:

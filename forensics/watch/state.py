@@ -72,10 +72,9 @@ class State:
         self.scratch = cases.connect(None, options.memory_limit or SCRATCH_MEMORY)
         # the state grows with the watch: kept in a database file (in the connection's private spill folder, removed
         # at exit), stored compressed and paged out, so that memory stays flat however long the watch runs
-        self.con = cases.connect(None, options.memory_limit or STATE_MEMORY, input_bytes=cases.SMALL_CASE_BYTES + 1)
-        for con in (self.scratch, self.con):
-            queries.run(con, "watch_one_thread")
-        queries.macros(self.con)
+        self.con = _ready(cases.connect(None, options.memory_limit or STATE_MEMORY,
+                                        input_bytes=cases.SMALL_CASE_BYTES + 1))
+        queries.run(self.scratch, "watch_one_thread")
         self.folder = runfolders.make(CHUNKS_PREFIX)
         self.shapes: dict[str, tuple[str, str | None]] = {}  # file → (syntax, envelope) its first chunk was read as
         self.created = False
@@ -282,9 +281,7 @@ class State:
         of a connection running a poll's statements grows for as long as it is open, by about 30 MB an hour at 1,000
         lines/s (docs/benchmarks.md, watch). Between polls, with no classification running (it reads through a
         cursor of this connection)."""
-        self.con = cases.reopened(self.con)
-        queries.run(self.con, "watch_one_thread")
-        queries.macros(self.con)
+        self.con = _ready(cases.reopened(self.con))
 
     def as_case(self, con=None) -> None:
         """events, skipped, files and sends over the state, as a loaded case has them."""
@@ -320,6 +317,13 @@ class State:
         for con in (self.scratch, self.con):
             cases.discard(con)
         runfolders.remove(self.folder)
+
+
+def _ready(con):
+    """The state's connection as a poll uses it: one thread, and the project's macros."""
+    queries.run(con, "watch_one_thread")
+    queries.macros(con)
+    return con
 
 
 def _batches(chunks: list[Chunk], size: int):
