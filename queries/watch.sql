@@ -30,21 +30,32 @@ SELECT e.* REPLACE (f.source AS source, e.line_no - f.first_line + 1 + f.lines_b
 FROM watch_chunk_events e
 JOIN watch_chunk_files f ON f.chunk = e.source AND e.line_no BETWEEN f.first_line AND f.last_line;
 INSERT INTO watch_events SELECT * FROM watch_new_events;
--- the poll's candidate sends (one per msg_id and recipient within the poll), with the hashes the watch's index of
--- watch_sends (forensics/watch/keys.py) is asked for: the rows of the kept sends that may be the same send or the
--- same person; and whether the person was reported already (their kept sends need not be read: watch_new_duplicates
--- reports no one twice)
+-- the poll's candidate sends, with the hashes the watch's index of watch_sends (forensics/watch/keys.py) is asked
+-- for: the rows of the kept sends that may be the same send or the same person. A send logged twice within the poll
+-- is left to watch_first_of_each_send, and whether its person was reported already to watch_mark_reported: each is
+-- run only when the hashes show it can change something (forensics/watch/state.py), as it rarely can
 CREATE OR REPLACE TEMP TABLE watch_candidate_sends AS
 SELECT n.source, n.line_no AS line, n.ts, n.worker, coalesce(n.campaign, '') AS campaign, coalesce(n.step, '') AS step,
        n.recipient, n.msg_id, hash(coalesce(n.campaign, ''), coalesce(n.step, ''), n.recipient) AS person,
-       hash(n.msg_id, n.recipient) AS send,
-       EXISTS (SELECT 1 FROM watch_people p WHERE p.campaign = coalesce(n.campaign, '')
-                                               AND p.step = coalesce(n.step, '') AND p.recipient = n.recipient
-              ) AS reported
+       hash(n.msg_id, n.recipient) AS send, false AS reported
 FROM watch_new_events n
 WHERE n.event = 'send' AND n.msg_id IS NOT NULL AND mm_ok_status(n.status) AND n.recipient IS NOT NULL
   AND n.recipient <> ''
-QUALIFY row_number() OVER (PARTITION BY n.msg_id, n.recipient ORDER BY n.ts, n.source, n.line_no) = 1
+
+-- name: watch_first_of_each_send
+-- One candidate per msg_id and recipient (the first logged), run when two of the poll's candidates share a send hash.
+-- dialect: duckdb
+DELETE FROM watch_candidate_sends WHERE rowid IN (
+    SELECT rowid FROM watch_candidate_sends
+    QUALIFY row_number() OVER (PARTITION BY msg_id, recipient ORDER BY ts, source, line) > 1)
+
+-- name: watch_mark_reported
+-- Which candidates' people were reported already (their kept sends need not be read: watch_new_duplicates reports
+-- no one twice), run when a candidate's person hash is one of theirs.
+-- dialect: duckdb
+UPDATE watch_candidate_sends c SET reported = true
+WHERE EXISTS (SELECT 1 FROM watch_people p WHERE p.campaign = c.campaign AND p.step = c.step
+                                              AND p.recipient = c.recipient)
 
 -- name: watch_worker_news
 -- What the poll's records say of workers: one seen for the first time (new-worker), a known one under a new
@@ -125,7 +136,7 @@ WITH unreported AS (  -- the new sends to people not reported yet
     SELECT person FROM touched GROUP BY person HAVING count(*) >= 2
 )
 -- a person with two kept sends was reported by the poll that kept the second one
-SELECT s.campaign, s.step, s.recipient, count(*) AS sends,
+SELECT s.campaign, s.step, s.recipient, any_value(s.person) AS person, count(*) AS sends,
        list({'msg_id': s.msg_id, 'worker': s.worker, 'ts': s.ts, 'source': s.source, 'line': s.line}
             ORDER BY s.ts, s.source, s.line)[1:2] AS first_sends
 FROM touched s
@@ -135,9 +146,11 @@ HAVING count(*) >= 2 AND count(*) FILTER (WHERE s.kept) < 2;
 INSERT INTO watch_people SELECT campaign, step, recipient, NULL FROM watch_duplicates
 
 -- name: watch_duplicate_rows
--- The people watch_new_duplicates found, in the order their second send was logged.
+-- The people watch_new_duplicates found, in the order their second send was logged, with their person hash (the
+-- state's list of people reported: forensics/watch/state.py).
 -- dialect: duckdb
-SELECT campaign, step, recipient, sends, first_sends FROM watch_duplicates ORDER BY first_sends[2].ts, recipient
+SELECT campaign, step, recipient, person, sends, first_sends FROM watch_duplicates
+ORDER BY first_sends[2].ts, recipient
 
 -- name: watch_worker_rows
 -- What watch_take_chunk found of workers (new-worker, worker-restart), in time order.

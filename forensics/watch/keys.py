@@ -10,7 +10,13 @@ A run past ON_DISK entries is written to a file of the watch's run folder and ma
 reads a few of its pages, let go once it is done (they stay in the system's page cache, not in the watch's memory).
 The keys are hashes, spread evenly: a poll's few hundred searches read pages all over a run, and a handful of polls
 read nearly all of it, so that pages let go only every few searches kept the whole index resident (16 bytes a send
-kept), growing with the watch."""
+kept), growing with the watch.
+
+Most of a poll's keys were never added (each new send is a new send, and most people are sent to once): a filter of
+the keys added (a Bloom filter of fixed size, held in memory) answers "not added" for those without a search, so
+that a poll searches the runs only for the keys sent before and for the few the filter cannot tell apart. It is
+fixed in size: memory stays flat however long the watch runs, and past some tens of millions of keys more of them
+are searched, never fewer found."""
 
 from __future__ import annotations
 
@@ -22,6 +28,9 @@ import numpy as np
 
 MERGE_RATIO = 2  # a run is merged into the one before it once it is at least half its size
 ON_DISK = 1 << 18  # entries of a run from which it is a mapped file
+# the filter's bits (8 MiB) and bits set per key: at 3.6 million keys (an hour at 1,000 sends a second) about 1 key
+# in 700 never added is searched for all the same (docs/benchmarks.md, watch)
+FILTER_BITS, FILTER_HASHES = 1 << 26, 4
 
 _RUN = np.dtype([("key", np.uint32), ("row", np.uint32)])
 
@@ -31,6 +40,7 @@ class RowIndex:
         self.folder = folder  # where runs past ON_DISK entries are written (None: kept in memory)
         self.name = name  # their files' names begin with it: two indexes may share a folder
         self.runs: list[np.ndarray] = []  # sorted by key, largest first
+        self.added = KeyFilter()
         self._numbers = itertools.count(1)
 
     def add(self, keys: np.ndarray, rows: np.ndarray) -> None:
@@ -38,6 +48,7 @@ class RowIndex:
             return
         if len(rows) and int(rows.max()) > np.iinfo(np.uint32).max:
             raise OverflowError("the watch kept more than 4,294,967,295 sends: restart it")
+        self.added.add(keys)
         run = np.empty(len(keys), _RUN)
         run["key"], run["row"] = _prefix(keys), rows
         self.runs.append(run[np.argsort(run["key"], kind="stable")])
@@ -47,7 +58,9 @@ class RowIndex:
 
     def rows(self, keys: np.ndarray) -> np.ndarray:
         """The rows whose key shares its upper bits with one of `keys`."""
-        wanted = np.unique(_prefix(keys))
+        wanted = np.unique(_prefix(keys[self.added.may_hold(keys)]))
+        if not len(wanted):
+            return np.empty(0, np.uint32)
         found = [np.empty(0, np.uint32)]
         for run in self.runs:
             run_keys = run["key"]
@@ -85,6 +98,37 @@ class RowIndex:
         out.flush()
         del out  # mapped again read-only: the pages just written are not kept as this process's own
         return np.load(path, mmap_mode="r")
+
+
+class KeyFilter:
+    """The keys added so far, as a Bloom filter: whether a key may have been added (never "no" for one that was)."""
+
+    def __init__(self, bits: int | None = None):
+        self.bits = bits or FILTER_BITS  # a power of two
+        self.words = np.zeros(self.bits // 64, np.uint64)
+
+    def add(self, keys: np.ndarray) -> None:
+        words, masks = self._bits(keys)
+        np.bitwise_or.at(self.words, words, masks)
+
+    def may_hold(self, keys: np.ndarray) -> np.ndarray:
+        words, masks = self._bits(keys)
+        return ((self.words[words] & masks) != 0).all(axis=0)
+
+    def _bits(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each key's FILTER_HASHES bits (one row each): the word each falls in, and its mask there."""
+        mixed = _mixed(np.asarray(keys, np.uint64))
+        step = (mixed >> np.uint64(32)) | np.uint64(1)  # odd: the bits of a key are apart
+        positions = (mixed + np.arange(FILTER_HASHES, dtype=np.uint64)[:, None] * step) & np.uint64(self.bits - 1)
+        return (positions >> np.uint64(6)).astype(np.intp), np.uint64(1) << (positions & np.uint64(63))
+
+
+def _mixed(keys: np.ndarray) -> np.ndarray:
+    """The keys' bits mixed (splitmix64's finalizer): DuckDB's hashes are mixed already, keys built by hand are not."""
+    with np.errstate(over="ignore"):
+        keys = (keys ^ (keys >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        keys = (keys ^ (keys >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return keys ^ (keys >> np.uint64(31))
 
 
 def _forget(run: np.ndarray) -> None:

@@ -69,12 +69,11 @@ class State:
     def __init__(self, options: Options):
         self.options = options
         options.field_map.keys_seen = set()  # each poll reads with the keys the polls before it saw (FieldMap)
-        self.scratch = cases.connect(None, options.memory_limit or SCRATCH_MEMORY)
+        self.scratch = self._scratch()
         # the state grows with the watch: kept in a database file (in the connection's private spill folder, removed
         # at exit), stored compressed and paged out, so that memory stays flat however long the watch runs
         self.con = _ready(cases.connect(None, options.memory_limit or STATE_MEMORY,
                                         input_bytes=cases.SMALL_CASE_BYTES + 1))
-        queries.run(self.scratch, "watch_one_thread")
         self.folder = runfolders.make(CHUNKS_PREFIX)
         self.shapes: dict[str, tuple[str, str | None]] = {}  # file → (syntax, envelope) its first chunk was read as
         self.created = False
@@ -82,7 +81,14 @@ class State:
         self.person_rows, self.send_rows = RowIndex(self.folder, "person-rows"), RowIndex(self.folder, "send-rows")
         self.kept = 0  # rows of watch_sends: the next one added is this rowid
         self.workers: set[tuple] = set()  # the (worker, incarnation) pairs of watch_workers
+        self.reported = np.empty(0, np.uint64)  # the person hashes of watch_people, sorted
         self._warm()
+
+    def _scratch(self):
+        """The connection the loader reads each poll's chunks on: in memory, on one thread."""
+        scratch = cases.connect(None, self.options.memory_limit or SCRATCH_MEMORY)
+        queries.run(scratch, "watch_one_thread")
+        return scratch
 
     def _warm(self) -> None:
         """Make the loader's macros (and import what a poll needs) before the watch begins, not at its first line."""
@@ -176,7 +182,9 @@ class State:
         for name in ("watch_chunk_files", "watch_chunk_events"):
             self.con.unregister(name)
         if self._add_sends():
-            changes.duplicates += queries.rows(self.con, "watch_duplicate_rows")
+            found = queries.rows(self.con, "watch_duplicate_rows")
+            self.reported = np.union1d(self.reported, np.array([row.pop("person") for row in found], np.uint64))
+            changes.duplicates += found
         if news:
             changes.workers += queries.rows(self.con, "watch_worker_rows")
         changes.sends += queries.rows(self.con, "watch_sends_by_worker")
@@ -199,8 +207,7 @@ class State:
         rows the index points to (forensics/watch/keys.py); whether it looked for new duplicated people."""
         import pyarrow as pa
 
-        keys = queries.arrow(self.con, "watch_candidate_keys")
-        persons, sends, reported = (keys.column(c).to_numpy() for c in ("person", "send", "reported"))
+        persons, sends, reported = self._candidate_keys()
         copies = self.send_rows.rows(sends).astype("int64")
         # of people reported already, no kept send is read: a person sent to over and over (a retry loop) would
         # otherwise cost a read of every send kept to them at each new one
@@ -228,6 +235,23 @@ class State:
             self.send_rows.add(sends, rows)
             self.kept = int(rows.max()) + 1
         return duplicates
+
+    def _candidate_keys(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The person and send hashes of the poll's candidate sends, in the order they are added, and whether each
+        person was reported already. Two candidates sharing a send hash, or one whose person hash is of someone
+        reported, is rare: the statements that compare them exactly are run only then (the same send or person has
+        the same hash, so that without either they would change nothing)."""
+        keys = queries.arrow(self.con, "watch_candidate_keys")
+        sends, persons = keys.column("send").to_numpy(), keys.column("person").to_numpy()
+        again = len(np.unique(sends)) < len(sends)
+        if again:
+            queries.run(self.con, "watch_first_of_each_send")
+        if np.isin(persons, self.reported).any():
+            queries.run(self.con, "watch_mark_reported")
+            again = True
+        if again:
+            keys = queries.arrow(self.con, "watch_candidate_keys")
+        return tuple(keys.column(c).to_numpy() for c in ("person", "send", "reported"))
 
     def kind_changes(self, con=None) -> list[dict]:
         """Classify the whole state as diagnose would; the duplicated people whose kind is new or changed. `con`: a
@@ -279,9 +303,12 @@ class State:
     def reopen(self) -> None:
         """The state's connection closed and opened again on its file (forensics.ingest.case.reopened): DuckDB's heap
         of a connection running a poll's statements grows for as long as it is open, by about 30 MB an hour at 1,000
-        lines/s (docs/benchmarks.md, watch). Between polls, with no classification running (it reads through a
-        cursor of this connection)."""
+        lines/s (docs/benchmarks.md, watch). The loader's scratch connection, whose heap grows as well, is made anew
+        with it. Between polls, with no classification running (it reads through a cursor of this connection)."""
         self.con = _ready(cases.reopened(self.con))
+        cases.discard(self.scratch)
+        self.scratch = self._scratch()
+        self._warm()
 
     def as_case(self, con=None) -> None:
         """events, skipped, files and sends over the state, as a loaded case has them."""
