@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from forensics.ingest.case import load_case
 from forensics.findings import build_document
@@ -414,6 +415,38 @@ def test_the_send_index_points_to_every_row_sharing_a_key_and_to_few_others(tmp_
     assert len(index.runs) < 12  # merged as they grow
     files = sorted(p.name for p in tmp_path.iterdir())
     assert len(files) == (sum(len(run) >= 64 for run in index.runs) if on_disk else 0)  # a merged run's file goes
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.integers(0, 2**64 - 1), max_size=300), st.lists(st.integers(0, 2**64 - 1), max_size=300))
+def test_the_filter_of_keys_added_never_says_no_to_one_that_was(added, asked):
+    import numpy as np
+
+    from forensics.watch import keys
+
+    added = np.array(added, dtype=np.uint64)
+    key_filter = keys.KeyFilter(bits=1 << 12)  # small, so that its words are shared and its bits collide
+    key_filter.add(added[: len(added) // 2])
+    key_filter.add(added[len(added) // 2:])  # in two calls, as polls add them
+    assert key_filter.may_hold(added).all()
+    asked = np.array(asked, dtype=np.uint64)
+    assert key_filter.may_hold(asked)[np.isin(asked, added)].all()
+
+
+def test_keys_never_added_are_not_searched_even_sharing_the_upper_bits_of_keys_added(tmp_path):
+    """The runs keep a key's upper 32 bits only: before the filter, a key sharing them with one added pointed to its
+    row (a row read for nothing at every poll, more of them as the watch kept more sends)."""
+    import numpy as np
+
+    from forensics.watch import keys
+
+    index = keys.RowIndex(tmp_path)
+    added = np.arange(1000, dtype=np.uint64) << np.uint64(32)
+    index.add(added, np.arange(1000))
+    assert index.rows(added + np.uint64(1)).tolist() == []  # same upper bits, never added
+    assert index.rows(added[[3, 500]]).tolist() == [3, 500]
+    random = np.random.default_rng(5).integers(0, 2**63, 100_000, dtype=np.uint64)
+    assert index.added.may_hold(random).sum() < 100  # few keys never added get past the filter
 
 
 def test_a_search_of_the_index_leaves_none_of_its_mapped_runs_resident(tmp_path, monkeypatch):

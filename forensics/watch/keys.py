@@ -28,8 +28,8 @@ import numpy as np
 
 MERGE_RATIO = 2  # a run is merged into the one before it once it is at least half its size
 ON_DISK = 1 << 18  # entries of a run from which it is a mapped file
-# the filter's bits (8 MiB) and bits set per key: at 3.6 million keys (an hour at 1,000 sends a second) about 1 key
-# in 700 never added is searched for all the same (docs/benchmarks.md, watch)
+# the filter's bits (a power of two) and the bits set per key; how many keys never added it lets through after an hour
+# of sends is in docs/benchmarks.md, watch
 FILTER_BITS, FILTER_HASHES = 1 << 26, 4
 
 _RUN = np.dtype([("key", np.uint32), ("row", np.uint32)])
