@@ -10,15 +10,18 @@
 -- line's envelope; the session shows times in UTC. A time without a zone is read in the session's zone (UTC, or
 -- --tz while files are read: set_time_zone). mm_ts casts an ISO text (it holds '-') at once and trims only a
 -- text that does not cast (trim() decodes every character); epoch seconds and milliseconds are told apart by
--- their number of digits.
+-- their number of digits. A text ending in ':' is no time: DuckDB's cast of one ending in an offset and ':'
+-- (`2026-11-28T10:40:47+01:00:`) reads past its end, and gives a time without the offset or NULL by what follows the
+-- text in memory (a value cut from a longer line, or the next value of a column).
 -- dialect: duckdb
 SET TimeZone = 'UTC';
 CREATE OR REPLACE TEMP MACRO mm_ts(t) AS CASE
     WHEN t IS NULL THEN NULL
-    WHEN contains(t, '-') THEN coalesce(TRY_CAST(t AS TIMESTAMPTZ), TRY_CAST(trim(t) AS TIMESTAMPTZ))
+    WHEN contains(t, '-') THEN CASE WHEN NOT ends_with(t, ':') THEN coalesce(TRY_CAST(t AS TIMESTAMPTZ),
+                                    CASE WHEN NOT ends_with(trim(t), ':') THEN TRY_CAST(trim(t) AS TIMESTAMPTZ) END) END
     WHEN regexp_full_match(trim(t), '[0-9]{9,11}(\.[0-9]+)?') THEN to_timestamp(TRY_CAST(trim(t) AS DOUBLE))
     WHEN regexp_full_match(trim(t), '[0-9]{12,14}(\.[0-9]+)?') THEN to_timestamp(TRY_CAST(trim(t) AS DOUBLE) / 1000)
-    ELSE TRY_CAST(trim(t) AS TIMESTAMPTZ) END;
+    WHEN NOT ends_with(trim(t), ':') THEN TRY_CAST(trim(t) AS TIMESTAMPTZ) END;
 -- `1.5s`, `250ms`, `5m`, `2h`, or bare seconds, as seconds
 CREATE OR REPLACE TEMP MACRO mm_seconds(v) AS
     TRY_CAST(regexp_extract(trim(v), '^([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h)?$', 1) AS DOUBLE)
