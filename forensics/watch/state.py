@@ -92,7 +92,7 @@ class State:
 
     def _warm(self) -> None:
         """Make the loader's macros (and import what a poll needs) before the watch begins, not at its first line."""
-        import pyarrow  # noqa: F401 - imported by _add; its first import takes a few hundred ms
+        import pyarrow  # noqa: F401 - imported by _add, whose first import is slow
 
         empty = self.folder / "empty.log"
         empty.write_bytes(b"")
@@ -302,9 +302,9 @@ class State:
 
     def reopen(self) -> None:
         """The state's connection closed and opened again on its file (forensics.ingest.case.reopened): DuckDB's heap
-        of a connection running a poll's statements grows for as long as it is open, by about 30 MB an hour at 1,000
-        lines/s (docs/benchmarks.md, watch). The loader's scratch connection, whose heap grows as well, is made anew
-        with it. Between polls, with no classification running (it reads through a cursor of this connection)."""
+        of a connection running a poll's statements grows for as long as it is open (docs/benchmarks.md, watch). The
+        loader's scratch connection, whose heap grows as well, is made anew with it. Between polls, with no
+        classification running (it reads through a cursor of this connection)."""
         self.con = _ready(cases.reopened(self.con))
         cases.discard(self.scratch)
         self.scratch = self._scratch()
