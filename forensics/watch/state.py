@@ -243,13 +243,13 @@ class State:
         the same hash, so that without either they would change nothing)."""
         keys = queries.arrow(self.con, "watch_candidate_keys")
         sends, persons = keys.column("send").to_numpy(), keys.column("person").to_numpy()
-        again = len(np.unique(sends)) < len(sends)
-        if again:
+        repeated = len(np.unique(sends)) < len(sends)
+        if repeated:
             queries.run(self.con, "watch_first_of_each_send")
-        if np.isin(persons, self.reported).any():
+        reported = np.isin(persons, self.reported).any()
+        if reported:
             queries.run(self.con, "watch_mark_reported")
-            again = True
-        if again:
+        if repeated or reported:  # rows deleted or marked: read again
             keys = queries.arrow(self.con, "watch_candidate_keys")
         return tuple(keys.column(c).to_numpy() for c in ("person", "send", "reported"))
 
